@@ -1,0 +1,116 @@
+# Synapse build. `make help` lists the targets.
+#
+# Layout: src/**.c -> libsynapse.{a,so}; tools/synapse/*.c -> the synapse tool;
+# tests/unit/test_*.c -> one cmocka binary each. Kernel files named *_avx2.c, *_avx512.c,
+# *_avxvnni.c (x86) or *_dotprod.c, *_i8mm.c (aarch64) get their ISA's flags and are built only
+# for their architecture; everything else is portable C11 (no -march=native anywhere).
+
+.DEFAULT_GOAL := help
+
+CC      ?= gcc
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+PKGS    := libpcre2-8 libutf8proc jansson
+TARGET_ARCH_NAME := $(shell $(CC) -dumpmachine | cut -d- -f1)
+
+CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
+CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -fPIC $(SAN) \
+            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+LDFLAGS  += $(SAN)
+
+ALL_LIB_SRC := $(sort $(shell find src -name '*.c'))
+X86_SRC     := $(filter %_avx2.c %_avx512.c %_avxvnni.c,$(ALL_LIB_SRC))
+ARM_SRC     := $(filter %_dotprod.c %_i8mm.c %_neon.c,$(ALL_LIB_SRC))
+ifeq ($(TARGET_ARCH_NAME),x86_64)
+LIB_SRC := $(filter-out $(ARM_SRC),$(ALL_LIB_SRC))
+else ifeq ($(TARGET_ARCH_NAME),aarch64)
+LIB_SRC := $(filter-out $(X86_SRC),$(ALL_LIB_SRC))
+else
+LIB_SRC := $(filter-out $(X86_SRC) $(ARM_SRC),$(ALL_LIB_SRC))
+endif
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TOOL_SRC := $(sort $(wildcard tools/synapse/*.c))
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+TEST_SUPPORT_SRC := $(sort $(wildcard tests/support/*.c))
+TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
+
+LIB_A  := $(BUILD)/libsynapse.a
+LIB_SO := $(BUILD)/libsynapse.so
+TOOL   := $(BUILD)/synapse
+
+# Per-ISA flags, by file-name suffix.
+$(BUILD)/%_avx2.o:    ISA_FLAGS := -mavx2 -mfma -mf16c
+$(BUILD)/%_avx512.o:  ISA_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c
+$(BUILD)/%_avxvnni.o: ISA_FLAGS := -mavxvnni -mavx2 -mfma -mf16c
+$(BUILD)/%_dotprod.o: ISA_FLAGS := -march=armv8.2-a+dotprod
+$(BUILD)/%_i8mm.o:    ISA_FLAGS := -march=armv8.6-a+dotprod+i8mm
+
+.PHONY: help all lib tool tests test run debug format deps clean fuzz bench-model
+
+help:
+	@echo "Synapse make targets:"
+	@echo "  make run      install missing Debian packages, build, generate the default model, run it"
+	@echo "  make test     build and run every test (unit, CLI, ASan+UBSan, fuzz); ends with a summary"
+	@echo "  make all      build libsynapse.a/.so, the synapse tool and the tests into $(BUILD)/"
+	@echo "  make debug    the same with ASan + UBSan into build-debug/"
+	@echo "  make fuzz     build the libFuzzer GGUF target (clang) into build-fuzz/"
+	@echo "  make format   clang-format every C file"
+	@echo "  make deps     install missing Debian packages (scripts/install-deps.sh)"
+	@echo "  make clean    remove build outputs"
+
+all: lib tool tests
+
+lib: $(LIB_A) $(LIB_SO)
+tool: $(TOOL)
+tests: $(TEST_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ISA_FLAGS) -MMD -MP -c $< -o $@
+
+$(LIB_A): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(TOOL): $(TOOL_OBJ) $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB_A) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(LIB_A) $(LDLIBS) -lcmocka
+
+deps:
+	scripts/install-deps.sh
+
+run: deps
+	$(MAKE) all
+	scripts/run-default.sh
+
+test: deps
+	$(MAKE) all
+	$(MAKE) BUILD=build-debug OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
+	tests/run-all.sh
+
+debug:
+	$(MAKE) BUILD=build-debug OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
+
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 SAN="-fsanitize=address,undefined,fuzzer-no-link" lib
+	@mkdir -p build-fuzz
+	clang -std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_gguf.c \
+	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_gguf
+
+format:
+	clang-format -i $$(find include src tools tests -name '*.[ch]')
+
+clean:
+	rm -rf build build-debug build-fuzz
+
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)

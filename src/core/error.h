@@ -1,0 +1,20 @@
+/* error.h: the thread-local "last error" message and the log callback behind synapse.h. */
+#ifndef SYN_CORE_ERROR_H
+#define SYN_CORE_ERROR_H
+
+#include "synapse.h"
+
+/* Records a formatted one-line message as the calling thread's last error and returns status,
+ * so that failure paths read `return syn_fail(SYN_ERR_FORMAT, "tensor '%s': ...", name);`. */
+syn_status syn_fail(syn_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prefixes the current last-error message with a formatted context ("loading X: <old message>"). */
+syn_status syn_fail_context(syn_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+void syn_clear_error(void);
+
+/* Sends one formatted line to the installed log callback, if any. */
+void syn_log(syn_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

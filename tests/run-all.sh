@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs every test suite and ends with one summary line: "N passed, N failed".
+#   1. unit tests (cmocka), release build          build/tests/test_*
+#   2. the same unit tests under ASan + UBSan       build-debug/tests/test_*
+#   3. command-line tests                           tests/cli/test_*.sh (against build/synapse)
+#   4. the GGUF reader fuzzed for a bounded time     (libFuzzer, when clang is available)
+# Counts are per test case for cmocka suites and per script for the rest.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+passed=0
+failed=0
+failures=()
+log_dir=$(mktemp -d)
+trap 'rm -rf "$log_dir"' EXIT
+
+record() { # name status
+    if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
+}
+
+run_cmocka() { # binary label
+    local bin=$1 label=$2 log="$log_dir/$(basename "$1").$2.log"
+    local start=$SECONDS
+    "$bin" >"$log" 2>&1
+    local rc=$?
+    local p f
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
+    p=${p:-0}; f=${f:-0}
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # crashed before cmocka's summary
+    passed=$((passed + p)); failed=$((failed + f))
+    printf '%-6s %-40s %3d passed %3d failed  (%ds)\n' "$label" "$(basename "$bin")" "$p" "$f" $((SECONDS - start))
+    if [ "$f" -ne 0 ]; then failures+=("$label/$(basename "$bin")"); cat "$log"; fi
+}
+
+for t in build/tests/test_*; do [ -x "$t" ] && run_cmocka "$t" unit; done
+for t in build-debug/tests/test_*; do [ -x "$t" ] && run_cmocka "$t" asan; done
+
+for t in tests/cli/test_*.sh; do
+    [ -f "$t" ] || continue
+    start=$SECONDS
+    log="$log_dir/$(basename "$t").log"
+    SYNAPSE=build/synapse bash "$t" >"$log" 2>&1
+    rc=$?
+    record "cli/$(basename "$t")" $rc
+    printf '%-6s %-40s %s  (%ds)\n' cli "$(basename "$t")" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" $((SECONDS - start))
+    [ $rc -eq 0 ] || cat "$log"
+done
+
+if [ -f tests/fuzz/fuzz_gguf.c ] && command -v clang >/dev/null; then
+    start=$SECONDS
+    log="$log_dir/fuzz.log"
+    if make -s fuzz >"$log" 2>&1; then
+        corpus=$(mktemp -d)
+        cp tests/data/qwen2-tiny-synth-q8_0.gguf "$corpus/" 2>/dev/null
+        build-fuzz/fuzz_gguf -max_total_time="${SYNAPSE_FUZZ_SECONDS:-60}" -max_len=65536 \
+            -rss_limit_mb=2048 "$corpus" >>"$log" 2>&1
+        rc=$?
+        rm -rf "$corpus"
+    else
+        rc=1
+    fi
+    record fuzz/gguf $rc
+    printf '%-6s %-40s %s  (%ds)\n' fuzz fuzz_gguf "$([ $rc -eq 0 ] && echo ok || echo FAILED)" $((SECONDS - start))
+    [ $rc -eq 0 ] || tail -n 40 "$log"
+fi
+
+if [ ${#failures[@]} -gt 0 ]; then echo "failed: ${failures[*]}"; fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,48 @@
+/* test_util.c: file and path helpers for the unit tests. */
+#include "test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *test_data_path(const char *name) {
+    static char path[4096];
+    const char *dir = getenv("SYNAPSE_TEST_DATA");
+    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "tests/data", name);
+    return path;
+}
+
+char *test_make_temp_dir(void) {
+    const char *tmp = getenv("TMPDIR");
+    char tmpl[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/synapse-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    char *dir = mkdtemp(tmpl);
+    return dir ? strdup(dir) : NULL;
+}
+
+void test_remove_dir(const char *path) {
+    if (!path) return;
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0) fprintf(stderr, "test_remove_dir: could not remove %s\n", path);
+}
+
+void *test_read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
+    long n = ftell(f);
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); return NULL; }
+    void *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+    fclose(f);
+    if (buf && size) *size = (size_t)n;
+    return buf;
+}
+
+int test_write_file(const char *path, const void *data, size_t size) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(data, 1, size, f);
+    return fclose(f) == 0 && w == size ? 0 : -1;
+}

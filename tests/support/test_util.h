@@ -1,0 +1,21 @@
+/* test_util.h: shared helpers for the cmocka unit tests. Include after <cmocka.h>'s prerequisites
+ * (stdarg.h, stddef.h, stdint.h, setjmp.h). */
+#ifndef SYN_TEST_UTIL_H
+#define SYN_TEST_UTIL_H
+
+#include <stddef.h>
+
+/* Path of a file in the test data folder: $SYNAPSE_TEST_DATA or tests/data (tests run from the
+ * repository root). Returns a static buffer, overwritten by the next call. */
+const char *test_data_path(const char *name);
+
+/* A fresh empty directory under $TMPDIR (or /tmp), removed with everything in it by
+ * test_remove_dir(). Returns a malloc'd path. */
+char *test_make_temp_dir(void);
+void test_remove_dir(const char *path);
+
+/* Reads a whole file into a malloc'd buffer; NULL on failure. */
+void *test_read_file(const char *path, size_t *size);
+int test_write_file(const char *path, const void *data, size_t size);
+
+#endif
