@@ -15,7 +15,7 @@ PKGS    := libpcre2-8 libutf8proc jansson
 TARGET_ARCH_NAME := $(shell $(CC) -dumpmachine | cut -d- -f1)
 
 CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
-CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -fPIC $(SAN) \
+CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-format-truncation -fPIC $(SAN) \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 LDFLAGS  += $(SAN)
