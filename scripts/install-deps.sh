@@ -7,6 +7,7 @@ packages=(
     build-essential pkg-config clang
     libpcre2-dev libutf8proc-dev libjansson-dev libcmocka-dev
     gcc-aarch64-linux-gnu qemu-user gnuplot-nox
+    jq time
 )
 
 missing=()

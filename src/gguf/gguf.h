@@ -111,6 +111,8 @@ typedef struct gguf_file {
     uint64_t n_tensors;
     gguf_tensor *tensors;
     uint64_t data_offset; /* start of the tensor data section */
+    struct gguf_index *kv_index;     /* private: name -> kvs[i] hash table */
+    struct gguf_index *tensor_index; /* private: name -> tensors[i] hash table */
 } gguf_file;
 
 /* Maps and parses path. Errors: SYN_ERR_IO, SYN_ERR_FORMAT, SYN_ERR_UNSUPPORTED (version, type),
@@ -150,11 +152,14 @@ int64_t gguf_array_get_int(const gguf_array *arr, uint64_t i);
 bool gguf_str_eq(gguf_str s, const char *cstr);
 
 const char *gguf_type_name(uint32_t value_type);  /* "uint32", ... or "invalid" */
+uint32_t gguf_type_size(uint32_t value_type);     /* bytes of a fixed-size value; 0: string, array, invalid */
 const char *ggml_type_name(uint32_t ggml_type);   /* "f32", "q8_0", ... or "unknown" */
 /* Bytes of a row of n elements of type, 0 when the type is unknown or n not a block multiple. */
 uint64_t ggml_row_size(uint32_t ggml_type, uint64_t n);
 /* Elements per block (32 for Q8_0, 1 for floats), 0 when unknown. */
 uint32_t ggml_block_size(uint32_t ggml_type);
+/* Bytes per block (34 for Q8_0, 4 for F32), 0 when unknown. */
+uint32_t ggml_type_size(uint32_t ggml_type);
 
 /* ---------------------------------------------------------------------------------------------
  * Writer: collects metadata and tensors in memory, then writes a version 3 file.

@@ -8,6 +8,9 @@
 #ifndef SYN_MODEL_H
 #define SYN_MODEL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gguf/gguf.h"
@@ -55,9 +58,18 @@ struct syn_model {
     struct syn_tokenizer *tokenizer;
     char *name;             /* general.name, "" when absent */
     char *chat_template;    /* tokenizer.chat_template, NULL when absent */
-    uint64_t n_params;
-    uint64_t weight_bytes;
+    uint64_t n_params;      /* elements of the bound tensors (tied output counted once) */
+    uint64_t weight_bytes;  /* bytes of the bound tensors */
+    char *tensor_names;     /* the pool behind every syn_tensor.name */
+    /* Background page warm-up (syn_model_params.prefetch); syn_model_free stops and joins it. */
+    pthread_t prefetch_thread;
+    bool prefetch_started;
+    atomic_bool prefetch_stop;
 };
+
+/* syn_model_load on an already parsed file (tests, the fuzzer). Takes ownership of f: on error
+ * it is closed, on success the model closes it. */
+syn_status syn_model_load_gguf(gguf_file *f, const syn_model_params *params, syn_model **out);
 
 /* Dequantizes n values of row data of a tensor type (F32, F16, BF16, Q8_0) into dst[n]. */
 void syn_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
@@ -72,8 +84,9 @@ float syn_bf16_to_f32(uint16_t h);
 /* A Q8_0 block: 32 int8 codes sharing one fp16 scale; value = d * q. */
 enum { QK8_0 = 32 };
 typedef struct block_q8_0 {
-    uint16_t d;
+    uint16_t d; /* fp16 scale */
     int8_t qs[QK8_0];
 } block_q8_0;
+_Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 must match ggml's 34-byte layout");
 
 #endif

@@ -1,0 +1,244 @@
+/*
+ * reference.c: the reference backend, the oracle every faster path is compared with.
+ *
+ * Plain scalar float32, one token at a time, written to be read: weights are dequantized one row
+ * at a time into float32, activations stay float32, dot products and norms accumulate in double.
+ * The KV cache is float32 and grows on demand (doubling) up to the context size, so a short
+ * request never pays for the model's full context.
+ *
+ * One Qwen2 block, for a token at position pos (x is the residual stream [n_embd]):
+ *   h = rmsnorm(x) * attn_norm
+ *   q = Wq h + bq [n_head][head_dim],  k = Wk h + bk,  v = Wv h + bv [n_head_kv][head_dim]
+ *   q, k = rope_neox(q, k, pos);  cache k, v at pos
+ *   for each query head i (kv head i / (n_head / n_head_kv)):
+ *       a_i = softmax(q_i . k_t / sqrt(head_dim), t = 0..pos) . v_t
+ *   x = x + Wo a
+ *   h = rmsnorm(x) * ffn_norm
+ *   x = x + Wdown (silu(Wgate h) * (Wup h))
+ * and at the end logits = Woutput (rmsnorm(x) * output_norm).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+typedef struct ref_state {
+    const struct syn_model *model;
+    uint32_t n_ctx;    /* positions the context may hold */
+    uint32_t kv_cap;   /* positions allocated so far (grows up to n_ctx) */
+    float **k_cache;   /* [n_layer] -> [kv_cap][n_head_kv * head_dim] */
+    float **v_cache;   /* [n_layer] -> [kv_cap][n_head_kv * head_dim] */
+    /* scratch, sized once */
+    float *x;          /* [n_embd] residual stream */
+    float *h;          /* [n_embd] normalised input of a sub-layer */
+    float *q;          /* [n_embd] */
+    float *attn;       /* [n_embd] attention output, all heads */
+    float *gate;       /* [n_ff] */
+    float *up;         /* [n_ff] */
+    float *scores;     /* [n_ctx] attention scores of one head (grows with kv_cap) */
+    float *row;        /* [max(n_embd, n_ff)] one dequantized weight row */
+} ref_state;
+
+static int32_t kv_dim(const qwen2_hparams *hp) { return hp->n_head_kv * hp->head_dim; }
+
+static void ref_destroy(void *opaque) {
+    ref_state *s = opaque;
+    if (!s) return;
+    if (s->k_cache)
+        for (int32_t l = 0; l < s->model->hp.n_layer; l++) free(s->k_cache[l]);
+    if (s->v_cache)
+        for (int32_t l = 0; l < s->model->hp.n_layer; l++) free(s->v_cache[l]);
+    free(s->k_cache);
+    free(s->v_cache);
+    free(s->x);
+    free(s->h);
+    free(s->q);
+    free(s->attn);
+    free(s->gate);
+    free(s->up);
+    free(s->scores);
+    free(s->row);
+    free(s);
+}
+
+static syn_status ref_create(const struct syn_model *model, uint32_t n_ctx, int32_t n_threads,
+                             void **out) {
+    (void)n_threads; /* the reference backend is single-threaded by design */
+    const qwen2_hparams *hp = &model->hp;
+    ref_state *s = calloc(1, sizeof *s);
+    if (!s) return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
+    s->model = model;
+    s->n_ctx = n_ctx;
+    size_t widest = (size_t)(hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd);
+    s->k_cache = calloc((size_t)hp->n_layer, sizeof *s->k_cache);
+    s->v_cache = calloc((size_t)hp->n_layer, sizeof *s->v_cache);
+    s->x = malloc(sizeof(float) * (size_t)hp->n_embd);
+    s->h = malloc(sizeof(float) * (size_t)hp->n_embd);
+    s->q = malloc(sizeof(float) * (size_t)hp->n_embd);
+    s->attn = malloc(sizeof(float) * (size_t)hp->n_embd);
+    s->gate = malloc(sizeof(float) * (size_t)hp->n_ff);
+    s->up = malloc(sizeof(float) * (size_t)hp->n_ff);
+    s->row = malloc(sizeof(float) * widest);
+    if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q || !s->attn || !s->gate || !s->up ||
+        !s->row) {
+        ref_destroy(s);
+        return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
+    }
+    *out = s;
+    return SYN_OK;
+}
+
+/* Makes room for positions [0, n_positions) in every layer's cache. */
+static syn_status ensure_kv_capacity(ref_state *s, uint32_t n_positions) {
+    if (n_positions <= s->kv_cap) return SYN_OK;
+    uint32_t cap = s->kv_cap ? s->kv_cap : 64;
+    while (cap < n_positions) cap = cap > s->n_ctx / 2 ? s->n_ctx : cap * 2;
+    if (cap > s->n_ctx) cap = s->n_ctx;
+    const qwen2_hparams *hp = &s->model->hp;
+    size_t bytes = sizeof(float) * (size_t)cap * (size_t)kv_dim(hp);
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        float *k = realloc(s->k_cache[l], bytes);
+        if (k) s->k_cache[l] = k;
+        float *v = realloc(s->v_cache[l], bytes);
+        if (v) s->v_cache[l] = v;
+        if (!k || !v) return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: KV cache of %u positions", cap);
+    }
+    float *scores = realloc(s->scores, sizeof(float) * cap);
+    if (!scores) return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
+    s->scores = scores;
+    s->kv_cap = cap;
+    return SYN_OK;
+}
+
+/* out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], for x, out [n]. */
+static void rmsnorm(float *out, const float *x, const syn_tensor *weight, float eps, float *row) {
+    int64_t n = weight->ne[0];
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < n; i++) sum_sq += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(sum_sq / (double)n + eps));
+    syn_tensor_row(weight, 0, row);
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * row[i];
+}
+
+/* y[n_out] = W x[n_in] (+ bias[n_out] when bias is not NULL), W = {n_in, n_out}. */
+static void matvec(float *y, const syn_tensor *w, const float *x, const syn_tensor *bias,
+                   float *row) {
+    int64_t n_in = w->ne[0], n_out = w->ne[1];
+    for (int64_t r = 0; r < n_out; r++) {
+        syn_tensor_row(w, r, row);
+        double acc = 0.0;
+        for (int64_t i = 0; i < n_in; i++) acc += (double)row[i] * x[i];
+        y[r] = (float)acc;
+    }
+    if (bias) {
+        syn_tensor_row(bias, 0, row);
+        for (int64_t r = 0; r < n_out; r++) y[r] += row[r];
+    }
+}
+
+/* Rotates each head of vec [n_heads][head_dim] by position pos, NeoX layout: element i pairs with
+ * element i + head_dim/2, at angle pos * base^(-2i/head_dim). */
+static void rope_neox(float *vec, int32_t n_heads, int32_t head_dim, uint32_t pos, float base) {
+    int32_t half = head_dim / 2;
+    for (int32_t i = 0; i < half; i++) {
+        double angle = (double)pos * pow((double)base, -2.0 * i / head_dim);
+        float c = (float)cos(angle), sn = (float)sin(angle);
+        for (int32_t h = 0; h < n_heads; h++) {
+            float *p = vec + (size_t)h * head_dim;
+            float x0 = p[i], x1 = p[i + half];
+            p[i] = x0 * c - x1 * sn;
+            p[i + half] = x0 * sn + x1 * c;
+        }
+    }
+}
+
+/* Grouped-query attention of one token at position pos over cached positions 0..pos of layer l. */
+static void attention(ref_state *s, int32_t layer, uint32_t pos) {
+    const qwen2_hparams *hp = &s->model->hp;
+    int32_t hd = hp->head_dim, kvd = kv_dim(hp), group = hp->n_head / hp->n_head_kv;
+    const float *k_cache = s->k_cache[layer], *v_cache = s->v_cache[layer];
+    double inv_sqrt_hd = 1.0 / sqrt((double)hd);
+    for (int32_t head = 0; head < hp->n_head; head++) {
+        const float *q = s->q + (size_t)head * hd;
+        int32_t kv_head = head / group;
+        float max_score = -INFINITY;
+        for (uint32_t t = 0; t <= pos; t++) {
+            const float *k = k_cache + (size_t)t * kvd + (size_t)kv_head * hd;
+            double dot = 0.0;
+            for (int32_t i = 0; i < hd; i++) dot += (double)q[i] * k[i];
+            s->scores[t] = (float)(dot * inv_sqrt_hd);
+            if (s->scores[t] > max_score) max_score = s->scores[t];
+        }
+        double sum = 0.0;
+        for (uint32_t t = 0; t <= pos; t++) {
+            s->scores[t] = expf(s->scores[t] - max_score);
+            sum += s->scores[t];
+        }
+        float *out = s->attn + (size_t)head * hd;
+        for (int32_t i = 0; i < hd; i++) {
+            double acc = 0.0;
+            for (uint32_t t = 0; t <= pos; t++)
+                acc += (double)s->scores[t] * v_cache[(size_t)t * kvd + (size_t)kv_head * hd + i];
+            out[i] = (float)(acc / sum);
+        }
+    }
+}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* One token through the whole model; logits [n_vocab] when not NULL. */
+static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logits) {
+    const struct syn_model *m = s->model;
+    const qwen2_hparams *hp = &m->hp;
+    int32_t kvd = kv_dim(hp);
+
+    syn_tensor_row(&m->tok_embd, token, s->x);
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const qwen2_layer *L = &m->layers[l];
+        float *k = s->k_cache[l] + (size_t)pos * kvd;
+        float *v = s->v_cache[l] + (size_t)pos * kvd;
+
+        rmsnorm(s->h, s->x, &L->attn_norm, hp->rms_norm_eps, s->row);
+        matvec(s->q, &L->wq, s->h, &L->bq, s->row);
+        matvec(k, &L->wk, s->h, &L->bk, s->row);
+        matvec(v, &L->wv, s->h, &L->bv, s->row);
+        rope_neox(s->q, hp->n_head, hp->head_dim, pos, hp->rope_freq_base);
+        rope_neox(k, hp->n_head_kv, hp->head_dim, pos, hp->rope_freq_base);
+        attention(s, l, pos);
+        matvec(s->h, &L->wo, s->attn, NULL, s->row);
+        for (int32_t i = 0; i < hp->n_embd; i++) s->x[i] += s->h[i];
+
+        rmsnorm(s->h, s->x, &L->ffn_norm, hp->rms_norm_eps, s->row);
+        matvec(s->gate, &L->w_gate, s->h, NULL, s->row);
+        matvec(s->up, &L->w_up, s->h, NULL, s->row);
+        for (int32_t i = 0; i < hp->n_ff; i++) s->gate[i] = silu(s->gate[i]) * s->up[i];
+        matvec(s->h, &L->w_down, s->gate, NULL, s->row);
+        for (int32_t i = 0; i < hp->n_embd; i++) s->x[i] += s->h[i];
+    }
+    if (!logits) return;
+    rmsnorm(s->h, s->x, &m->output_norm, hp->rms_norm_eps, s->row);
+    matvec(logits, &m->output, s->h, NULL, s->row);
+}
+
+static syn_status ref_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
+                              float *logits, bool all_logits) {
+    ref_state *s = opaque;
+    syn_status st = ensure_kv_capacity(s, pos0 + (uint32_t)n);
+    if (st != SYN_OK) return st;
+    size_t n_vocab = (size_t)s->model->hp.n_vocab;
+    for (size_t i = 0; i < n; i++) {
+        bool last = i + 1 == n;
+        float *out = all_logits ? logits + i * n_vocab : (last ? logits : NULL);
+        forward_token(s, tokens[i], pos0 + (uint32_t)i, out);
+    }
+    return SYN_OK;
+}
+
+const syn_backend_ops syn_reference_backend = {
+    .name = "reference",
+    .create = ref_create,
+    .destroy = ref_destroy,
+    .forward = ref_forward,
+};

@@ -1,0 +1,131 @@
+/* cpu_features.c: runtime detection of the kernel tiers (cpuid/xgetbv on x86-64, the auxiliary
+ * vector's hwcaps on aarch64). Detection is read-only and cheap, so nothing is cached. */
+#include "kernels/cpu_features.h"
+
+#include <string.h>
+
+#include "core/error.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1UL << 13)
+#endif
+#endif
+
+static const char *const isa_names[SYN_ISA_COUNT] = {
+    [SYN_ISA_SCALAR] = "scalar",       [SYN_ISA_AVX2] = "avx2",
+    [SYN_ISA_AVX512_VNNI] = "avx512-vnni", [SYN_ISA_AVX_VNNI] = "avx-vnni",
+    [SYN_ISA_NEON_DOT] = "neon-dot",   [SYN_ISA_I8MM] = "i8mm",
+};
+
+const char *syn_isa_name(syn_isa isa) {
+    return (unsigned)isa < SYN_ISA_COUNT ? isa_names[isa] : "?";
+}
+
+syn_status syn_isa_parse(const char *name, syn_isa *out) {
+    if (!name || !out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "isa: NULL argument");
+    for (int i = 0; i < SYN_ISA_COUNT; i++) {
+        if (strcmp(name, isa_names[i]) == 0) {
+            *out = (syn_isa)i;
+            return SYN_OK;
+        }
+    }
+    return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                    "unknown isa '%s' (expected auto, scalar, avx2, avx512-vnni, avx-vnni, "
+                    "neon-dot or i8mm)", name);
+}
+
+#if defined(__x86_64__)
+/* AVX-VNNI is CPUID.(EAX=7,ECX=1):EAX bit 4; the OS must also save YMM state (XCR0 bits 1-2). */
+static bool x86_has_avx_vnni(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return false;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & 0x6u) != 0x6u) return false;
+    if (__get_cpuid_max(0, NULL) < 7) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 4) & 1u;
+}
+
+static bool x86_has_avx2_base(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+#endif
+
+/* NULL when available, else what is missing (for the error message). */
+static const char *missing_feature(syn_isa isa) {
+    switch (isa) {
+    case SYN_ISA_SCALAR: return NULL;
+#if defined(__x86_64__)
+    case SYN_ISA_AVX2: return x86_has_avx2_base() ? NULL : "AVX2/FMA/F16C";
+    case SYN_ISA_AVX512_VNNI:
+        return x86_has_avx2_base() && __builtin_cpu_supports("avx512f") &&
+                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                       __builtin_cpu_supports("avx512vnni")
+                   ? NULL
+                   : "AVX-512 F/BW/VL/VNNI";
+    case SYN_ISA_AVX_VNNI:
+        return x86_has_avx2_base() && x86_has_avx_vnni() ? NULL : "AVX-VNNI";
+    case SYN_ISA_NEON_DOT:
+    case SYN_ISA_I8MM: return "an aarch64 build";
+#elif defined(__aarch64__)
+    case SYN_ISA_NEON_DOT: return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? NULL : "the dot-product extension";
+    case SYN_ISA_I8MM:
+        return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) && (getauxval(AT_HWCAP2) & HWCAP2_I8MM)
+                   ? NULL
+                   : "the dot-product and int8 matrix-multiply extensions";
+    case SYN_ISA_AVX2:
+    case SYN_ISA_AVX512_VNNI:
+    case SYN_ISA_AVX_VNNI: return "an x86-64 build";
+#else
+    case SYN_ISA_AVX2:
+    case SYN_ISA_AVX512_VNNI:
+    case SYN_ISA_AVX_VNNI:
+    case SYN_ISA_NEON_DOT:
+    case SYN_ISA_I8MM: return "a build for its architecture";
+#endif
+    }
+    return "a valid tier";
+}
+
+bool syn_isa_available(syn_isa isa) { return missing_feature(isa) == NULL; }
+
+syn_status syn_isa_check(syn_isa isa) {
+    const char *missing = missing_feature(isa);
+    if (!missing) return SYN_OK;
+    return syn_fail(SYN_ERR_UNAVAILABLE, "isa '%s' is unavailable: it needs %s", syn_isa_name(isa),
+                    missing);
+}
+
+syn_isa syn_isa_best(void) {
+    static const syn_isa preference[] = {SYN_ISA_AVX512_VNNI, SYN_ISA_AVX_VNNI, SYN_ISA_AVX2,
+                                         SYN_ISA_I8MM, SYN_ISA_NEON_DOT};
+    for (size_t i = 0; i < sizeof preference / sizeof preference[0]; i++) {
+        if (syn_isa_available(preference[i])) return preference[i];
+    }
+    return SYN_ISA_SCALAR;
+}
+
+syn_status syn_isa_resolve(const char *name, syn_isa *out) {
+    if (!name || !out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "isa: NULL argument");
+    if (strcmp(name, "auto") == 0) {
+        *out = syn_isa_best();
+        return SYN_OK;
+    }
+    syn_isa isa;
+    syn_status st = syn_isa_parse(name, &isa);
+    if (st != SYN_OK) return st;
+    st = syn_isa_check(isa);
+    if (st != SYN_OK) return st;
+    *out = isa;
+    return SYN_OK;
+}

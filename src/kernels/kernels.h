@@ -1,0 +1,63 @@
+/*
+ * kernels.h: the compute kernels of the optimized backend, one dispatch table per ISA tier.
+ *
+ * The numeric contract every tier implements bit for bit (quants_scalar.c is the specification):
+ *
+ *   quantize_row_q8_0  ggml's Q8_0 rule: per block of 32, amax = max|x|, d = amax / 127 (float32),
+ *                      id = d ? 1/d : 0, q = round-half-to-even(x * id), scale stored as fp16(d)
+ *                      rounded to nearest even. Identical codes and scales on every tier.
+ *   dot of one weight row and one activation row, over n_blocks blocks:
+ *                      float acc = 0;
+ *                      for b in 0..n_blocks-1 (in this order):
+ *                          isum = sum_i w[b].qs[i] * a[b].qs[i]          (exact int32)
+ *                          s    = f32(w[b].d) * f32(a[b].d)              (one float multiply)
+ *                          acc  = acc + (float)isum * s                  (multiply, then add;
+ *                                                                         never fused)
+ * Because every output follows that sequence exactly, whatever lanes or tiles hold it, the matvec
+ * and matmul kernels of a tier agree bitwise, results do not depend on the number of tokens in a
+ * batch, on tile edges or on how rows are split across threads, and all tiers agree bitwise with
+ * scalar. (The build uses -std=c11, which makes GCC keep multiplies and adds unfused; the kernels
+ * also keep them in separate statements so clang's default contraction cannot fuse them.)
+ *
+ * Input contract: weight codes may be any int8 (files can hold -128); activation codes must lie in
+ * [-127, 127], as quantize_row_q8_0 produces (the SIMD tiers take |w| as the unsigned operand and
+ * move w's sign onto a, which cannot negate -128). Inputs must not contain NaN.
+ *
+ * Layouts: a weight matrix is rows of n_blocks block_q8_0, row r starting at
+ * (const char *)w + r * w_row_bytes (w_row_bytes >= n_blocks * sizeof(block_q8_0), even);
+ * activations are n_tokens rows of n_blocks contiguous blocks; outputs are y[t * y_stride + r].
+ * Kernels never allocate, never fail and are thread-safe (disjoint outputs per caller).
+ */
+#ifndef SYN_KERNELS_H
+#define SYN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cpu_features.h"
+#include "model/model.h"
+
+typedef struct syn_kernels {
+    syn_isa isa;
+
+    /* x[n] -> y[n / 32]; n is a multiple of QK8_0. */
+    void (*quantize_row_q8_0)(const float *x, block_q8_0 *y, int64_t n);
+
+    /* The dot above of one weight row w[n_blocks] and one activation row a[n_blocks]. */
+    float (*vec_dot_q8_0_q8_0)(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
+
+    /* Decode: y[r] = dot(W row r, a) for r in [r0, r1); a[n_blocks], y indexed by absolute row. */
+    void (*matvec_q8_0)(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                        const block_q8_0 *a, float *y);
+
+    /* Prefill/batches: y[t * y_stride + r] = dot(W row r, A row t) for r in [r0, r1),
+     * t in [0, n_tokens); a[n_tokens][n_blocks]. Register-blocked tiles; n_tokens == 1 is matvec. */
+    void (*matmul_q8_0)(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                        const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride);
+} syn_kernels;
+
+/* Fills *out with the kernels of isa. SYN_ERR_UNAVAILABLE (message naming the tier) when this
+ * build or CPU cannot run it; never substitutes another tier. */
+syn_status syn_kernels_get(syn_isa isa, syn_kernels *out);
+
+#endif

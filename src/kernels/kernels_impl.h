@@ -1,0 +1,86 @@
+/* kernels_impl.h: the per-tier kernel functions behind the dispatch table (kernels.c), and the
+ * helpers the tier files share. Internal to src/kernels. */
+#ifndef SYN_KERNELS_IMPL_H
+#define SYN_KERNELS_IMPL_H
+
+#include "kernels/kernels.h"
+
+/* Fully unrolls the next loop (GCC and clang), so that small per-row/per-token arrays of vectors
+ * stay in registers: -O2 alone keeps them on the stack. */
+#define SYN_K_PRAGMA(x) _Pragma(#x)
+#define SYN_K_UNROLL(n) SYN_K_PRAGMA(GCC unroll n)
+#define SYN_K_INLINE static inline __attribute__((always_inline))
+
+/* Block b of weight row r. */
+static inline const block_q8_0 *syn_k_wrow(const void *w, size_t w_row_bytes, int64_t r) {
+    return (const block_q8_0 *)((const char *)w + (size_t)r * w_row_bytes);
+}
+
+/* Tokens per pass over a row tile, a multiple of tile_tokens: one pass's activation rows stay in
+ * L2 while the row tile's weights stay in L1, so weights stream from memory once per pass. */
+SYN_K_INLINE int64_t syn_k_token_chunk(int64_t n_blocks, int64_t tile_tokens) {
+    int64_t t = n_blocks > 0 ? (int64_t)(256 * 1024) / (n_blocks * (int64_t)sizeof(block_q8_0)) : 64;
+    t = t < tile_tokens ? tile_tokens : t > 64 ? 64 : t;
+    return t - t % tile_tokens;
+}
+
+/* Computes y[(t0 + j) * y_stride + r + i] for i in 0..3 and j in 0..tile_tokens-1. */
+typedef void (*syn_k_tile_fn)(int64_t n_blocks, const block_q8_0 *const wr[4], const block_q8_0 *a, int64_t t0,
+                            float *y, int64_t y_stride, int64_t r);
+
+/* Matmul in tiles of 4 rows x tile_tokens tokens; edge rows use vec_dot, edge tokens matvec, which
+ * give the same bits as a tile would (kernels.h). */
+SYN_K_INLINE void syn_k_matmul_tiles(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                             const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride,
+                             int64_t tile_tokens, syn_k_tile_fn tile,
+                             float (*vec_dot)(int64_t, const block_q8_0 *, const block_q8_0 *),
+                             void (*matvec)(int64_t, const void *, size_t, int64_t, int64_t, const block_q8_0 *,
+                                            float *)) {
+    const int64_t n_full = n_tokens - n_tokens % tile_tokens;
+    const int64_t chunk = syn_k_token_chunk(n_blocks, tile_tokens);
+    for (int64_t c0 = 0; c0 < n_full; c0 += chunk) {
+        const int64_t c1 = c0 + chunk < n_full ? c0 + chunk : n_full;
+        int64_t r = r0;
+        for (; r + 4 <= r1; r += 4) {
+            const block_q8_0 *wr[4];
+            SYN_K_UNROLL(4)
+            for (int i = 0; i < 4; i++) wr[i] = syn_k_wrow(w, w_row_bytes, r + i);
+            for (int64_t t = c0; t < c1; t += tile_tokens) tile(n_blocks, wr, a, t, y, y_stride, r);
+        }
+        for (; r < r1; r++) {
+            for (int64_t t = c0; t < c1; t++) {
+                y[t * y_stride + r] = vec_dot(n_blocks, syn_k_wrow(w, w_row_bytes, r), a + t * n_blocks);
+            }
+        }
+    }
+    for (int64_t t = n_full; t < n_tokens; t++) {
+        matvec(n_blocks, w, w_row_bytes, r0, r1, a + t * n_blocks, y + t * y_stride);
+    }
+}
+
+/* Tiers define the matrix kernels; some reuse a lower tier's quantizer and single-row dot. */
+#define SYN_K_DECLARE_QUANT_DOT(sfx)                                                               \
+    void syn_quantize_row_q8_0_##sfx(const float *x, block_q8_0 *y, int64_t n);                   \
+    float syn_vec_dot_q8_0_q8_0_##sfx(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
+#define SYN_K_DECLARE_MAT(sfx)                                                                     \
+    void syn_matvec_q8_0_##sfx(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,    \
+                               int64_t r1, const block_q8_0 *a, float *y);                         \
+    void syn_matmul_q8_0_##sfx(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,    \
+                               int64_t r1, const block_q8_0 *a, int64_t n_tokens, float *y,        \
+                               int64_t y_stride);
+
+SYN_K_DECLARE_QUANT_DOT(scalar)
+SYN_K_DECLARE_MAT(scalar)
+#if defined(__x86_64__)
+SYN_K_DECLARE_QUANT_DOT(avx2) /* also used by the avx512-vnni and avx-vnni tiers */
+SYN_K_DECLARE_MAT(avx2)
+SYN_K_DECLARE_MAT(avx512)
+SYN_K_DECLARE_MAT(avxvnni)
+#endif
+#if defined(__aarch64__)
+SYN_K_DECLARE_QUANT_DOT(dotprod) /* also used by the i8mm tier */
+SYN_K_DECLARE_MAT(dotprod)
+SYN_K_DECLARE_MAT(i8mm)
+#endif
+
+#endif

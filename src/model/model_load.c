@@ -1,0 +1,390 @@
+/* model_load.c: loads a Qwen2 GGUF: hyperparameters, tensor views checked against them, tokenizer. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+enum {
+    TENSORS_PER_LAYER = 12,
+    TENSOR_NAME_CAP = 64, /* "blk.4294967295.attn_output.weight" and the like fit with room */
+};
+
+syn_model_params syn_model_default_params(void) { return (syn_model_params){.prefetch = true}; }
+
+/* ---------------------------------------------------------------------------------------------
+ * Hyperparameters
+ * ------------------------------------------------------------------------------------------- */
+
+/* A required (or, with dflt >= 0, optional) positive count that must fit in int32. */
+static syn_status read_count(const gguf_file *f, const char *key, int64_t dflt, int32_t *out) {
+    uint32_t v = dflt >= 0 ? (uint32_t)dflt : 0;
+    syn_status st = dflt >= 0 ? gguf_get_u32_opt(f, key, &v) : gguf_get_u32(f, key, &v);
+    if (st != SYN_OK) return st;
+    if (v == 0) return syn_fail(SYN_ERR_FORMAT, "model: %s is 0, expected a positive count", key);
+    if (v > INT32_MAX)
+        return syn_fail(SYN_ERR_FORMAT, "model: %s is %" PRIu32 ", above the supported maximum %d", key,
+                        v, INT32_MAX);
+    *out = (int32_t)v;
+    return SYN_OK;
+}
+
+/* A positive finite float (RoPE base, epsilon); NaN, infinities, zero and negatives are refused. */
+static syn_status read_positive_float(const gguf_file *f, const char *key, bool optional, float dflt,
+                                      float *out) {
+    float v = dflt;
+    syn_status st = optional ? gguf_get_f32_opt(f, key, &v) : gguf_get_f32(f, key, &v);
+    if (st != SYN_OK) return st;
+    if (isnan(v)) /* printed without a sign, whatever sign bit the file set */
+        return syn_fail(SYN_ERR_FORMAT, "model: %s is nan, expected a finite positive number", key);
+    if (!isfinite(v) || v <= 0.0f)
+        return syn_fail(SYN_ERR_FORMAT, "model: %s is %g, expected a finite positive number", key, (double)v);
+    *out = v;
+    return SYN_OK;
+}
+
+static syn_status read_hparams(const gguf_file *f, qwen2_hparams *hp) {
+    gguf_str arch = {0, NULL};
+    syn_status st = gguf_get_str(f, "general.architecture", &arch);
+    if (st != SYN_OK) return st;
+    if (!gguf_str_eq(arch, "qwen2")) {
+        int len = arch.len > 64 ? 64 : (int)arch.len;
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "model: unsupported architecture '%.*s' (general.architecture); this build supports 'qwen2'",
+                        len, arch.data);
+    }
+    if ((st = read_count(f, "qwen2.block_count", -1, &hp->n_layer)) != SYN_OK ||
+        (st = read_count(f, "qwen2.context_length", -1, &hp->n_ctx_train)) != SYN_OK ||
+        (st = read_count(f, "qwen2.embedding_length", -1, &hp->n_embd)) != SYN_OK ||
+        (st = read_count(f, "qwen2.feed_forward_length", -1, &hp->n_ff)) != SYN_OK ||
+        (st = read_count(f, "qwen2.attention.head_count", -1, &hp->n_head)) != SYN_OK ||
+        (st = read_count(f, "qwen2.attention.head_count_kv", hp->n_head, &hp->n_head_kv)) != SYN_OK ||
+        (st = read_positive_float(f, "qwen2.rope.freq_base", true, 10000.0f, &hp->rope_freq_base)) != SYN_OK ||
+        (st = read_positive_float(f, "qwen2.attention.layer_norm_rms_epsilon", false, 0.0f,
+                                  &hp->rms_norm_eps)) != SYN_OK)
+        return st;
+    if (hp->n_embd % hp->n_head != 0)
+        return syn_fail(SYN_ERR_FORMAT,
+                        "model: qwen2.attention.head_count %d does not divide qwen2.embedding_length %d",
+                        hp->n_head, hp->n_embd);
+    if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)
+        return syn_fail(SYN_ERR_FORMAT,
+                        "model: qwen2.attention.head_count_kv %d must divide qwen2.attention.head_count %d",
+                        hp->n_head_kv, hp->n_head);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if (hp->head_dim % 2 != 0)
+        return syn_fail(SYN_ERR_FORMAT, "model: head dimension %d (qwen2.embedding_length / head_count) must be even for RoPE",
+                        hp->head_dim);
+    /* Every block has 12 tensors: this bounds the layer allocation by the file size, while
+     * leaving a missing tensor to be reported by name. */
+    if ((uint64_t)hp->n_layer > f->n_tensors / TENSORS_PER_LAYER)
+        return syn_fail(SYN_ERR_FORMAT,
+                        "model: qwen2.block_count %d needs %" PRIu64 " tensors but the file has %" PRIu64,
+                        hp->n_layer, (uint64_t)hp->n_layer * TENSORS_PER_LAYER, f->n_tensors);
+    return SYN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tensor binding
+ * ------------------------------------------------------------------------------------------- */
+
+static bool is_float_type(uint32_t type) {
+    return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16;
+}
+
+static void format_shape(char *buf, size_t cap, const uint64_t *ne, uint32_t n_dims) {
+    size_t len = (size_t)snprintf(buf, cap, "[");
+    for (uint32_t d = 0; d < n_dims && len < cap; d++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%" PRIu64, d ? ", " : "", ne[d]);
+    if (len < cap) snprintf(buf + len, cap - len, "]");
+}
+
+/* Binds tensor name with shape {ne0} (ne1 == 0: a vector) or {ne0, ne1} into *out. Trailing
+ * dimensions of 1 are accepted. Missing: SYN_ERR_FORMAT, or SYN_OK with out->data NULL when
+ * optional. */
+static syn_status bind_tensor(syn_model *m, const char *name, int64_t ne0, int64_t ne1, bool optional,
+                              syn_tensor *out, size_t *name_slot) {
+    const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (optional) return SYN_OK;
+        return syn_fail(SYN_ERR_FORMAT, "model: missing tensor '%s'", name);
+    }
+    bool matrix = ne1 > 0;
+    if (matrix ? !(is_float_type(t->type) || t->type == GGML_TYPE_Q8_0) : !is_float_type(t->type))
+        return syn_fail(SYN_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which this build does not support (supported%s: %s)",
+                        name, ggml_type_name(t->type), matrix ? "" : " for norms and biases",
+                        matrix ? "f32, f16, bf16, q8_0" : "f32, f16, bf16");
+    uint64_t want[GGUF_MAX_DIMS] = {(uint64_t)ne0, matrix ? (uint64_t)ne1 : 1, 1, 1};
+    if (memcmp(want, t->ne, sizeof want) != 0) {
+        char have_s[128], want_s[64];
+        format_shape(have_s, sizeof have_s, t->ne, t->n_dims);
+        format_shape(want_s, sizeof want_s, want, matrix ? 2 : 1);
+        return syn_fail(SYN_ERR_FORMAT, "model: tensor '%s' has shape %s but the hyperparameters require %s",
+                        name, have_s, want_s);
+    }
+    char *slot = m->tensor_names + *name_slot * TENSOR_NAME_CAP;
+    (*name_slot)++;
+    snprintf(slot, TENSOR_NAME_CAP, "%s", name);
+    out->name = slot;
+    out->type = t->type;
+    out->ne[0] = ne0;
+    out->ne[1] = matrix ? ne1 : 1;
+    out->row_bytes = ggml_row_size(t->type, (uint64_t)ne0);
+    out->data = t->data;
+    m->n_params += t->n_elements;
+    m->weight_bytes += t->nbytes;
+    return SYN_OK;
+}
+
+static syn_status bind_layer(syn_model *m, int32_t il, qwen2_layer *L, size_t *slot) {
+    const qwen2_hparams *hp = &m->hp;
+    const int64_t n_embd = hp->n_embd, kv_dim = (int64_t)hp->head_dim * hp->n_head_kv, n_ff = hp->n_ff;
+    const struct {
+        const char *suffix;
+        int64_t ne0, ne1;
+        syn_tensor *dst;
+    } specs[TENSORS_PER_LAYER] = {
+        {"attn_norm.weight", n_embd, 0, &L->attn_norm},
+        {"attn_q.weight", n_embd, n_embd, &L->wq},
+        {"attn_q.bias", n_embd, 0, &L->bq},
+        {"attn_k.weight", n_embd, kv_dim, &L->wk},
+        {"attn_k.bias", kv_dim, 0, &L->bk},
+        {"attn_v.weight", n_embd, kv_dim, &L->wv},
+        {"attn_v.bias", kv_dim, 0, &L->bv},
+        {"attn_output.weight", n_embd, n_embd, &L->wo},
+        {"ffn_norm.weight", n_embd, 0, &L->ffn_norm},
+        {"ffn_gate.weight", n_embd, n_ff, &L->w_gate},
+        {"ffn_up.weight", n_embd, n_ff, &L->w_up},
+        {"ffn_down.weight", n_ff, n_embd, &L->w_down},
+    };
+    for (int i = 0; i < TENSORS_PER_LAYER; i++) {
+        char name[TENSOR_NAME_CAP];
+        snprintf(name, sizeof name, "blk.%d.%s", il, specs[i].suffix);
+        syn_status st = bind_tensor(m, name, specs[i].ne0, specs[i].ne1, false, specs[i].dst, slot);
+        if (st != SYN_OK) return st;
+    }
+    return SYN_OK;
+}
+
+static syn_status bind_tensors(syn_model *m) {
+    qwen2_hparams *hp = &m->hp;
+    /* token_embd first: its row count is the vocabulary size every other check uses. */
+    const gguf_tensor *te = gguf_find_tensor(m->gguf, "token_embd.weight");
+    if (!te) return syn_fail(SYN_ERR_FORMAT, "model: missing tensor 'token_embd.weight'");
+    if (te->ne[1] > INT32_MAX)
+        return syn_fail(SYN_ERR_FORMAT, "model: tensor 'token_embd.weight' has %" PRIu64 " rows, above the supported %d",
+                        te->ne[1], INT32_MAX);
+    hp->n_vocab = (int32_t)te->ne[1];
+
+    size_t n_names = (size_t)hp->n_layer * TENSORS_PER_LAYER + 3, slot = 0;
+    m->tensor_names = calloc(n_names, TENSOR_NAME_CAP);
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->tensor_names || !m->layers)
+        return syn_fail(SYN_ERR_NO_MEMORY, "model: out of memory for %d layers", hp->n_layer);
+
+    syn_status st;
+    if ((st = bind_tensor(m, "token_embd.weight", hp->n_embd, hp->n_vocab, false, &m->tok_embd, &slot)) != SYN_OK ||
+        (st = bind_tensor(m, "output_norm.weight", hp->n_embd, 0, false, &m->output_norm, &slot)) != SYN_OK ||
+        (st = bind_tensor(m, "output.weight", hp->n_embd, hp->n_vocab, true, &m->output, &slot)) != SYN_OK)
+        return st;
+    m->tied_output = m->output.data == NULL;
+    if (m->tied_output) m->output = m->tok_embd;
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        if ((st = bind_layer(m, il, &m->layers[il], &slot)) != SYN_OK) return st;
+
+    uint64_t unused = m->gguf->n_tensors - slot;
+    if (unused > 0) syn_log(SYN_LOG_WARN, "model: ignoring %" PRIu64 " tensors that qwen2 does not use", unused);
+    return SYN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Prefetch: fault the weight pages in on a background thread so that the first tokens do not
+ * pay for page faults. token_embd is skipped unless it doubles as the output projection: only
+ * the rows of the prompt's tokens are read from it.
+ * ------------------------------------------------------------------------------------------- */
+
+static void prefetch_range(syn_model *m, const syn_tensor *t, long page) {
+    const uint8_t *begin = t->data;
+    const uint8_t *end = begin + (uint64_t)t->ne[1] * t->row_bytes;
+    uintptr_t aligned = (uintptr_t)begin & ~(uintptr_t)(page - 1);
+    madvise((void *)aligned, (size_t)(end - (const uint8_t *)aligned), MADV_WILLNEED);
+    volatile uint8_t sink = 0;
+    for (const uint8_t *p = (const uint8_t *)aligned; p < end; p += page) {
+        if (atomic_load_explicit(&m->prefetch_stop, memory_order_relaxed)) return;
+        sink ^= *p;
+    }
+    (void)sink;
+}
+
+static void *prefetch_main(void *arg) {
+    syn_model *m = arg;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) page = 4096;
+    if (m->tied_output) prefetch_range(m, &m->tok_embd, page);
+    else prefetch_range(m, &m->output, page);
+    prefetch_range(m, &m->output_norm, page);
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const qwen2_layer *L = &m->layers[il];
+        const syn_tensor *ts[] = {&L->attn_norm, &L->wq, &L->bq, &L->wk, &L->bk, &L->wv,
+                                  &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) prefetch_range(m, ts[i], page);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Load and free
+ * ------------------------------------------------------------------------------------------- */
+
+static char *copy_str(gguf_str s) {
+    char *c = malloc((size_t)s.len + 1);
+    if (!c) return NULL;
+    if (s.len) memcpy(c, s.data, (size_t)s.len);
+    c[s.len] = '\0';
+    return c;
+}
+
+syn_status syn_model_load_gguf(gguf_file *f, const syn_model_params *params, syn_model **out) {
+    if (!out) {
+        gguf_close(f);
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_model_load: out is NULL");
+    }
+    *out = NULL;
+    if (!f) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_model_load: no file");
+    syn_model_params p = params ? *params : syn_model_default_params();
+    syn_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        gguf_close(f);
+        return syn_fail(SYN_ERR_NO_MEMORY, "syn_model_load: out of memory");
+    }
+    m->gguf = f;
+    atomic_init(&m->prefetch_stop, false);
+
+    syn_status st = read_hparams(f, &m->hp);
+    if (st == SYN_OK) st = bind_tensors(m);
+    if (st == SYN_OK) st = tokenizer_load(f, m->hp.n_vocab, &m->tokenizer);
+    if (st == SYN_OK) {
+        gguf_str name = {0, ""}, tmpl = {0, NULL};
+        if ((st = gguf_get_str_opt(f, "general.name", &name)) == SYN_OK &&
+            (st = gguf_get_str_opt(f, "tokenizer.chat_template", &tmpl)) == SYN_OK) {
+            m->name = copy_str(name);
+            m->chat_template = tmpl.data ? copy_str(tmpl) : NULL;
+            if (!m->name || (tmpl.data && !m->chat_template))
+                st = syn_fail(SYN_ERR_NO_MEMORY, "syn_model_load: out of memory");
+        }
+    }
+    if (st != SYN_OK) {
+        syn_model_free(m);
+        return st;
+    }
+    /* Warming pages only pays for a file mapping; a failed thread start just skips it. */
+    if (p.prefetch && f->owns_mapping)
+        m->prefetch_started = pthread_create(&m->prefetch_thread, NULL, prefetch_main, m) == 0;
+    *out = m;
+    return SYN_OK;
+}
+
+syn_status syn_model_load(const char *path, const syn_model_params *params, syn_model **out) {
+    if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_model_load: out is NULL");
+    *out = NULL;
+    if (!path) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_model_load: path is NULL");
+    gguf_file *f = NULL;
+    syn_status st = gguf_open(path, &f);
+    if (st != SYN_OK) return st;
+    return syn_model_load_gguf(f, params, out);
+}
+
+void syn_model_free(syn_model *model) {
+    if (!model) return;
+    if (model->prefetch_started) {
+        atomic_store(&model->prefetch_stop, true);
+        pthread_join(model->prefetch_thread, NULL);
+    }
+    tokenizer_free(model->tokenizer);
+    free(model->layers);
+    free(model->tensor_names);
+    free(model->name);
+    free(model->chat_template);
+    gguf_close(model->gguf);
+    free(model);
+}
+
+const syn_tokenizer *syn_model_tokenizer(const syn_model *model) { return model ? model->tokenizer : NULL; }
+
+void syn_model_get_info(const syn_model *model, syn_model_info *info) {
+    if (!model || !info) return;
+    const qwen2_hparams *hp = &model->hp;
+    *info = (syn_model_info){
+        .architecture = "qwen2",
+        .name = model->name,
+        .n_vocab = hp->n_vocab,
+        .n_ctx_train = hp->n_ctx_train,
+        .n_embd = hp->n_embd,
+        .n_layer = hp->n_layer,
+        .n_head = hp->n_head,
+        .n_head_kv = hp->n_head_kv,
+        .n_ff = hp->n_ff,
+        .rope_freq_base = hp->rope_freq_base,
+        .rms_norm_eps = hp->rms_norm_eps,
+        .tied_output = model->tied_output,
+        .n_params = model->n_params,
+        .weight_bytes = model->weight_bytes,
+    };
+}
+
+/* Copies src (len bytes) into buf as far as it fits, NUL-terminated. */
+static void copy_out(char *buf, size_t cap, const char *src, size_t len) {
+    if (cap == 0) return;
+    size_t n = len < cap - 1 ? len : cap - 1;
+    memcpy(buf, src, n);
+    buf[n] = '\0';
+}
+
+/* The shortest %g text that reads back as v ("1e-06" rather than "9.99999997e-07"). */
+static int format_float(char *buf, size_t cap, float v) {
+    int len = 0;
+    for (int digits = 1; digits <= 9; digits++) {
+        len = snprintf(buf, cap, "%.*g", digits, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    return len;
+}
+
+int64_t syn_model_meta_str(const syn_model *model, const char *key, char *buf, size_t cap) {
+    const gguf_kv *kv = model ? gguf_find_kv(model->gguf, key) : NULL;
+    if (!kv) {
+        if (cap > 0) buf[0] = '\0';
+        return -1;
+    }
+    if (kv->type == GGUF_TYPE_STRING) {
+        copy_out(buf, cap, kv->value.str.data, (size_t)kv->value.str.len);
+        return (int64_t)kv->value.str.len;
+    }
+    char text[96];
+    int len;
+    switch (kv->type) {
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_UINT64: len = snprintf(text, sizeof text, "%" PRIu64, kv->value.u64); break;
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_INT16:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_INT64: len = snprintf(text, sizeof text, "%" PRId64, kv->value.i64); break;
+    case GGUF_TYPE_FLOAT32: len = format_float(text, sizeof text, (float)kv->value.f64); break;
+    case GGUF_TYPE_FLOAT64: len = snprintf(text, sizeof text, "%.17g", kv->value.f64); break;
+    case GGUF_TYPE_BOOL: len = snprintf(text, sizeof text, "%s", kv->value.u64 ? "true" : "false"); break;
+    default: /* arrays */
+        len = snprintf(text, sizeof text, "[%s x %" PRIu64 "]", gguf_type_name(kv->value.arr.type),
+                       kv->value.arr.count);
+        break;
+    }
+    copy_out(buf, cap, text, (size_t)len);
+    return len;
+}

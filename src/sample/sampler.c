@@ -1,0 +1,216 @@
+/*
+ * sampler.c: next-token selection from logits.
+ *
+ * Greedy (temperature <= 0) takes the first index of the maximum. Otherwise the chain is, in
+ * llama.cpp's order: repetition penalty -> top-k -> softmax -> top-p -> min-p -> temperature ->
+ * a draw from the seeded generator. Top-p and min-p look at the untempered distribution, as
+ * llama.cpp's do. The generator is xoshiro256** seeded through splitmix64, so a seed fixes the
+ * whole sequence of draws on every platform.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "synapse.h"
+
+typedef struct candidate {
+    int32_t id;
+    float logit;
+    float p;
+} candidate;
+
+struct syn_sampler {
+    syn_sampler_params params;
+    uint64_t rng[4];
+    candidate *cands; /* [cap] */
+    int32_t cap;
+};
+
+syn_sampler_params syn_sampler_default_params(void) {
+    syn_sampler_params p = {
+        .temperature = 0.8f,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .repeat_penalty = 1.0f,
+        .repeat_last_n = 64,
+        .seed = 0,
+    };
+    return p;
+}
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t xoshiro_next(uint64_t s[4]) {
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double uniform01(uint64_t s[4]) { return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53; }
+
+syn_status syn_sampler_new(const syn_sampler_params *params, syn_sampler **out) {
+    syn_clear_error();
+    if (!out || !params) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_sampler_new: NULL argument");
+    *out = NULL;
+    const syn_sampler_params *p = params;
+    if (!isfinite(p->temperature))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "temperature must be finite");
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "top-p %g is outside (0, 1]", (double)p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "min-p %g is outside [0, 1]", (double)p->min_p);
+    if (!(p->repeat_penalty > 0.0f) || !isfinite(p->repeat_penalty))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "repeat penalty %g must be positive",
+                        (double)p->repeat_penalty);
+    if (p->repeat_last_n < 0)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "repeat-last-n %d is negative", p->repeat_last_n);
+    syn_sampler *s = calloc(1, sizeof *s);
+    if (!s) return syn_fail(SYN_ERR_NO_MEMORY, "syn_sampler_new: out of memory");
+    s->params = *p;
+    uint64_t seed_state = p->seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed_state);
+    *out = s;
+    return SYN_OK;
+}
+
+void syn_sampler_free(syn_sampler *s) {
+    if (!s) return;
+    free(s->cands);
+    free(s);
+}
+
+/* Descending logit, ties by ascending id, so that the order is total and deterministic. */
+static int cmp_candidate(const void *a, const void *b) {
+    const candidate *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Moves the k best candidates (in cmp_candidate order) to c[0..k), unordered: quickselect with a
+ * middle pivot. */
+static void select_top(candidate *c, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        candidate pivot = c[lo + (hi - lo) / 2];
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (cmp_candidate(&c[i], &pivot) < 0) i++;
+            while (cmp_candidate(&c[j], &pivot) > 0) j--;
+            if (i <= j) {
+                candidate t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k - 1 <= j) hi = j;
+        else if (k - 1 >= i) lo = i;
+        else break;
+    }
+}
+
+/* Softmax over cands[0..n) in place into .p (at temperature 1 / inv_temp). */
+static void softmax(candidate *c, int32_t n, float inv_temp) {
+    float max = c[0].logit;
+    for (int32_t i = 1; i < n; i++)
+        if (c[i].logit > max) max = c[i].logit;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].p = expf((c[i].logit - max) * inv_temp);
+        sum += c[i].p;
+    }
+    for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
+}
+
+syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_vocab,
+                              const int32_t *history, size_t n_history, int32_t *token) {
+    syn_clear_error();
+    if (!s || !logits || !token || n_vocab <= 0 || (!history && n_history))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_sampler_sample: invalid argument");
+    const syn_sampler_params *p = &s->params;
+
+    if (s->cap < n_vocab) {
+        candidate *c = realloc(s->cands, sizeof *c * (size_t)n_vocab);
+        if (!c) return syn_fail(SYN_ERR_NO_MEMORY, "syn_sampler_sample: out of memory");
+        s->cands = c;
+        s->cap = n_vocab;
+    }
+    candidate *c = s->cands;
+    for (int32_t i = 0; i < n_vocab; i++) c[i] = (candidate){.id = i, .logit = logits[i]};
+
+    /* Repetition penalty over the distinct tokens among the last repeat_last_n. */
+    if (p->repeat_penalty != 1.0f && p->repeat_last_n > 0) {
+        size_t first = n_history > (size_t)p->repeat_last_n ? n_history - (size_t)p->repeat_last_n : 0;
+        for (size_t i = first; i < n_history; i++) {
+            int32_t id = history[i];
+            if (id < 0 || id >= n_vocab) continue;
+            bool seen = false; /* penalise each id once */
+            for (size_t j = first; j < i && !seen; j++) seen = history[j] == id;
+            if (seen) continue;
+            float l = logits[id];
+            c[id].logit = l > 0.0f ? l / p->repeat_penalty : l * p->repeat_penalty;
+        }
+    }
+
+    if (p->temperature <= 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n_vocab; i++)
+            if (c[i].logit > c[best].logit) best = i;
+        *token = best;
+        return SYN_OK;
+    }
+
+    int32_t n = n_vocab;
+    if (p->top_k > 0 && p->top_k < n) {
+        select_top(c, n, p->top_k); /* a full sort of 152k candidates would cost ~10 ms a token */
+        n = p->top_k;
+    }
+    qsort(c, (size_t)n, sizeof *c, cmp_candidate);
+
+    softmax(c, n, 1.0f);
+    if (p->top_p < 1.0f) {
+        double cum = 0.0;
+        int32_t keep = n;
+        for (int32_t i = 0; i < n; i++) {
+            cum += c[i].p;
+            if (cum >= p->top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+    }
+    if (p->min_p > 0.0f) {
+        float threshold = c[0].p * p->min_p;
+        int32_t keep = 1;
+        while (keep < n && c[keep].p >= threshold) keep++;
+        n = keep;
+    }
+
+    softmax(c, n, 1.0f / p->temperature);
+    double r = uniform01(s->rng), cum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        cum += c[i].p;
+        if (r < cum) {
+            *token = c[i].id;
+            return SYN_OK;
+        }
+    }
+    *token = c[n - 1].id; /* r landed in the rounding slack above the last cumulative sum */
+    return SYN_OK;
+}

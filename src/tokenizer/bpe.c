@@ -1,0 +1,215 @@
+/* bpe.c: text to token ids: special-token split, NFC, pre-tokenizer, then byte-level BPE merges. */
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer_internal.h"
+
+/* A candidate merge of the adjacent symbols starting at byte `left` of the word. It is stale, and
+ * skipped, when either symbol has changed since it was queued. */
+typedef struct bpe_pair {
+    int32_t rank;
+    int32_t left;     /* position of the left symbol */
+    int32_t left_id;  /* the ids the two symbols had when queued */
+    int32_t right_id;
+    int32_t result;   /* the merged token */
+} bpe_pair;
+
+/* Scratch of one syn_tokenize call. The symbols of a word form a linked list over its byte
+ * positions: a merge keeps the left symbol and unlinks the right one. */
+typedef struct encoder {
+    const syn_tokenizer *tok;
+    int32_t *ids; /* the caller's buffer [cap]; ids past cap are counted, not stored */
+    size_t cap;
+    size_t n;
+
+    int32_t *sym_id; /* [work_cap]: token id of the symbol at each position, -1 once merged away */
+    int32_t *prev, *next; /* [work_cap]: neighbouring symbol positions, -1 at the ends */
+    bpe_pair *heap;       /* [3 * work_cap]: min-heap by (rank, left) */
+    size_t heap_len;
+    size_t work_cap;
+
+    pcre2_match_data *md;
+} encoder;
+
+static void emit(encoder *e, int32_t id) {
+    if (e->n < e->cap) e->ids[e->n] = id;
+    e->n++;
+}
+
+static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
+    return a->rank != b->rank ? a->rank < b->rank : a->left < b->left;
+}
+
+static void heap_push(encoder *e, bpe_pair p) {
+    size_t i = e->heap_len++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!pair_before(&p, &e->heap[parent])) break;
+        e->heap[i] = e->heap[parent];
+        i = parent;
+    }
+    e->heap[i] = p;
+}
+
+static bpe_pair heap_pop(encoder *e) {
+    bpe_pair top = e->heap[0];
+    bpe_pair last = e->heap[--e->heap_len];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= e->heap_len) break;
+        if (c + 1 < e->heap_len && pair_before(&e->heap[c + 1], &e->heap[c])) c++;
+        if (!pair_before(&e->heap[c], &last)) break;
+        e->heap[i] = e->heap[c];
+        i = c;
+    }
+    if (e->heap_len > 0) e->heap[i] = last;
+    return top;
+}
+
+/* Queues the pair starting at position left if its symbols have a merge. */
+static void queue_pair(encoder *e, int32_t left) {
+    if (left < 0) return;
+    int32_t right = e->next[left];
+    if (right < 0) return;
+    int32_t rank, result;
+    if (tok_find_merge(e->tok, e->sym_id[left], e->sym_id[right], &rank, &result))
+        heap_push(e, (bpe_pair){rank, left, e->sym_id[left], e->sym_id[right], result});
+}
+
+static syn_status reserve_work(encoder *e, size_t n) {
+    if (n <= e->work_cap) return SYN_OK;
+    if (n > INT32_MAX / 4) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenize: a word of %zu bytes is too long", n);
+    size_t cap = e->work_cap ? e->work_cap : 64;
+    while (cap < n) cap *= 2;
+    int32_t *sym_id = realloc(e->sym_id, cap * sizeof *sym_id);
+    if (sym_id) e->sym_id = sym_id;
+    int32_t *prev = realloc(e->prev, cap * sizeof *prev);
+    if (prev) e->prev = prev;
+    int32_t *next = realloc(e->next, cap * sizeof *next);
+    if (next) e->next = next;
+    /* each merge queues at most two new pairs on top of the n - 1 initial ones */
+    bpe_pair *heap = realloc(e->heap, 3 * cap * sizeof *heap);
+    if (heap) e->heap = heap;
+    if (!sym_id || !prev || !next || !heap) return syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
+    e->work_cap = cap;
+    return SYN_OK;
+}
+
+/* Encodes one pre-token: its bytes become byte-level symbols, then the pair of lowest rank
+ * (leftmost among equals) is merged until no pair has a merge. O(n log n) in the word length. */
+static syn_status bpe_word(void *user, const char *word, size_t len) {
+    encoder *e = user;
+    const syn_tokenizer *tok = e->tok;
+    if (len == 1) {
+        emit(e, tok->byte_token[(uint8_t)word[0]]);
+        return SYN_OK;
+    }
+    syn_status st = reserve_work(e, len);
+    if (st != SYN_OK) return st;
+    int32_t n = (int32_t)len;
+    for (int32_t i = 0; i < n; i++) {
+        e->sym_id[i] = tok->byte_token[(uint8_t)word[i]];
+        e->prev[i] = i - 1;
+        e->next[i] = i + 1 < n ? i + 1 : -1;
+    }
+    e->heap_len = 0;
+    for (int32_t i = 0; i + 1 < n; i++) queue_pair(e, i);
+
+    while (e->heap_len > 0) {
+        bpe_pair p = heap_pop(e);
+        int32_t left = p.left, right = e->next[left];
+        if (e->sym_id[left] != p.left_id || right < 0 || e->sym_id[right] != p.right_id) continue;
+        e->sym_id[left] = p.result;
+        e->sym_id[right] = -1;
+        e->next[left] = e->next[right];
+        if (e->next[right] >= 0) e->prev[e->next[right]] = left;
+        queue_pair(e, e->prev[left]);
+        queue_pair(e, left);
+    }
+    for (int32_t i = 0; i >= 0; i = e->next[i]) emit(e, e->sym_id[i]);
+    return SYN_OK;
+}
+
+/* Encodes text that holds no special token: NFC, then pre-tokenizer words through BPE. */
+static syn_status encode_plain(encoder *e, const char *text, size_t len) {
+    if (len == 0) return SYN_OK;
+    bool ascii = true; /* ASCII is already NFC */
+    for (size_t i = 0; i < len && ascii; i++) ascii = (uint8_t)text[i] < 0x80;
+    if (ascii) return pretok_split(e->tok->pretok, e->md, text, len, bpe_word, e);
+
+    utf8proc_uint8_t *nfc = NULL;
+    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &nfc,
+                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    if (n < 0) {
+        free(nfc);
+        return syn_fail(n == UTF8PROC_ERROR_NOMEM ? SYN_ERR_NO_MEMORY : SYN_ERR_INTERNAL,
+                        "syn_tokenize: NFC normalisation: %s", utf8proc_errmsg(n));
+    }
+    syn_status st = pretok_split(e->tok->pretok, e->md, (const char *)nfc, (size_t)n, bpe_word, e);
+    free(nfc);
+    return st;
+}
+
+/* The longest special token at s[0..n) that this call matches, or -1. */
+static int32_t match_special(const syn_tokenizer *tok, const char *s, size_t n, bool parse_special) {
+    for (int32_t k = 0; k < tok->n_specials; k++) { /* longest first */
+        const tok_entry *t = &tok->tokens[tok->specials[k]];
+        if (t->type != TOK_USER_DEFINED && !parse_special) continue;
+        if (t->len <= n && memcmp(s, t->text, t->len) == 0) return tok->specials[k];
+    }
+    return -1;
+}
+
+static syn_status encode(encoder *e, const char *text, size_t len, bool parse_special) {
+    const syn_tokenizer *tok = e->tok;
+    size_t plain_start = 0;
+    for (size_t pos = 0; pos < len;) {
+        uint8_t b = (uint8_t)text[pos];
+        /* Specials are matched at character starts only. */
+        int32_t id = tok->special_first_byte[b] && (b & 0xC0) != 0x80
+                         ? match_special(tok, text + pos, len - pos, parse_special)
+                         : -1;
+        if (id < 0) {
+            pos++;
+            continue;
+        }
+        syn_status st = encode_plain(e, text + plain_start, pos - plain_start);
+        if (st != SYN_OK) return st;
+        emit(e, id);
+        pos += tok->tokens[id].len;
+        plain_start = pos;
+    }
+    return encode_plain(e, text + plain_start, len - plain_start);
+}
+
+syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, bool parse_special,
+                        int32_t *ids, size_t cap, size_t *n_ids) {
+    if (!tok || !n_ids || (!text && len > 0) || (!ids && cap > 0))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenize: %s is NULL",
+                        !tok ? "tok" : !n_ids ? "n_ids" : !text && len > 0 ? "text" : "ids");
+    *n_ids = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int k = utf8_next((const uint8_t *)text + i, len - i, &cp);
+        if (k <= 0) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenize: invalid UTF-8 at byte offset %zu", i);
+        i += (size_t)k;
+    }
+
+    encoder e = {.tok = tok, .ids = ids, .cap = cap};
+    e.md = pcre2_match_data_create_from_pattern(tok->pretok, NULL);
+    syn_status st = e.md ? encode(&e, text, len, parse_special)
+                         : syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
+    pcre2_match_data_free(e.md);
+    free(e.sym_id);
+    free(e.prev);
+    free(e.next);
+    free(e.heap);
+    if (st != SYN_OK) return st;
+    *n_ids = e.n;
+    if (e.n > cap)
+        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "syn_tokenize: %zu ids do not fit in cap %zu", e.n, cap);
+    return SYN_OK;
+}

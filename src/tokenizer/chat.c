@@ -1,0 +1,96 @@
+/*
+ * chat.c: renders a conversation in the model's chat format. Only ChatML is known (Qwen2 and
+ * Qwen2.5): "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then "<|im_start|>assistant\n".
+ * Rather than run Jinja, the GGUF's tokenizer.chat_template is recognised by its text, including
+ * the default system message the Qwen templates add when the conversation does not start with one.
+ * template_name "chatml" forces plain ChatML, which adds no system message of its own. With no
+ * messages the output is the open assistant turn alone (no default system message either).
+ */
+#include <string.h>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer_internal.h"
+
+static const char qwen25_default_system[] =
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+static const char qwen2_default_system[] = "You are a helpful assistant.";
+
+syn_status chat_template_recognise(const char *template_text, chat_style *out) {
+    if (!template_text)
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "the model has no tokenizer.chat_template (template_name \"chatml\" forces ChatML)");
+    if (!strstr(template_text, "<|im_start|>"))
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "tokenizer.chat_template is not a recognised chat format (known: ChatML; "
+                        "template_name \"chatml\" forces it)");
+    /* Qwen2's text is a substring of Qwen2.5's: test the longer one first. */
+    out->default_system = strstr(template_text, qwen25_default_system) ? qwen25_default_system
+                          : strstr(template_text, qwen2_default_system) ? qwen2_default_system
+                                                                        : NULL;
+    return SYN_OK;
+}
+
+/* Output that counts what it cannot store, so one pass gives the full length. */
+typedef struct text_out {
+    char *buf;
+    size_t cap;
+    size_t n;
+} text_out;
+
+static void put(text_out *o, const char *s) {
+    size_t len = strlen(s);
+    if (o->n < o->cap) memcpy(o->buf + o->n, s, len < o->cap - o->n ? len : o->cap - o->n);
+    o->n += len;
+}
+
+static void put_turn(text_out *o, const char *role, const char *content) {
+    put(o, "<|im_start|>");
+    put(o, role);
+    put(o, "\n");
+    put(o, content);
+    put(o, "<|im_end|>\n");
+}
+
+static bool known_role(const char *role) {
+    return strcmp(role, "system") == 0 || strcmp(role, "user") == 0 || strcmp(role, "assistant") == 0;
+}
+
+syn_status syn_chat_format(const syn_model *model, const char *template_name,
+                           const syn_chat_message *messages, size_t n_messages,
+                           bool add_assistant_prompt, char *buf, size_t cap, size_t *n_bytes) {
+    if (!model || !n_bytes || (!messages && n_messages > 0) || (!buf && cap > 0))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_chat_format: %s is NULL",
+                        !model ? "model" : !n_bytes ? "n_bytes" : !messages && n_messages > 0 ? "messages" : "buf");
+    chat_style style = {NULL};
+    if (!template_name) {
+        syn_status st = chat_template_recognise(model->chat_template, &style);
+        if (st != SYN_OK) return st;
+    } else if (strcmp(template_name, "chatml") != 0) {
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "syn_chat_format: unknown template_name '%s' (known: chatml)", template_name);
+    }
+    for (size_t i = 0; i < n_messages; i++) {
+        if (!messages[i].role || !known_role(messages[i].role))
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                            "syn_chat_format: messages[%zu].role '%s' is not system, user or assistant",
+                            i, messages[i].role ? messages[i].role : "(null)");
+        if (!messages[i].content)
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_chat_format: messages[%zu].content is NULL", i);
+    }
+
+    text_out o = {buf, cap, 0};
+    if (n_messages > 0 && style.default_system && strcmp(messages[0].role, "system") != 0)
+        put_turn(&o, "system", style.default_system);
+    for (size_t i = 0; i < n_messages; i++) put_turn(&o, messages[i].role, messages[i].content);
+    if (add_assistant_prompt) put(&o, "<|im_start|>assistant\n");
+
+    *n_bytes = o.n;
+    if (o.n >= cap) {
+        if (cap > 0) buf[cap - 1] = '\0';
+        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "syn_chat_format: the text needs %zu bytes and a NUL, cap is %zu",
+                        o.n, cap);
+    }
+    buf[o.n] = '\0';
+    return SYN_OK;
+}

@@ -1,0 +1,374 @@
+/* tokenizer.c: loads the byte-level BPE vocabulary and merges from GGUF metadata into hash tables. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer_internal.h"
+
+enum { MESSAGE_TEXT_MAX = 64 }; /* file strings quoted in messages are cut to this many bytes */
+
+/* Control tokens that end a turn in the chat formats llama.cpp knows, besides the EOS id. */
+static const char *const eog_token_texts[] = {
+    "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<EOT>",
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Hash tables: open addressing with linear probing, at most half full
+ * ------------------------------------------------------------------------------------------- */
+
+/* A word-at-a-time string hash (the table is rebuilt at every load, so it only has to spread
+ * token texts well, not be stable across builds or byte orders). */
+static uint32_t hash_text(const char *s, size_t len) {
+    uint64_t h = 0x9E3779B97F4A7C15u ^ len;
+    for (; len >= 8; s += 8, len -= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDu;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    for (size_t i = 0; i < len; i++) w |= (uint64_t)(uint8_t)s[i] << (8 * i);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53u;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static uint32_t table_capacity(uint64_t n) {
+    uint32_t cap = 16;
+    while (cap < 2 * n) cap *= 2; /* n <= INT32_MAX, checked by the callers */
+    return cap;
+}
+
+int32_t tok_find_text(const syn_tokenizer *tok, const char *s, size_t len) {
+    uint32_t h = hash_text(s, len);
+    for (uint32_t i = h & tok->text_mask;; i = (i + 1) & tok->text_mask) {
+        const tok_text_slot *slot = &tok->text_slots[i];
+        if (slot->id < 0) return -1;
+        if (slot->hash != h) continue;
+        const tok_entry *t = &tok->tokens[slot->id];
+        if (t->len == len && memcmp(t->text, s, len) == 0) return slot->id;
+    }
+}
+
+/* Adds token id under its text unless an earlier token has the same text. */
+static void insert_text(syn_tokenizer *tok, int32_t id) {
+    const tok_entry *t = &tok->tokens[id];
+    uint32_t h = hash_text(t->text, t->len);
+    for (uint32_t i = h & tok->text_mask;; i = (i + 1) & tok->text_mask) {
+        tok_text_slot *s = &tok->text_slots[i];
+        if (s->id < 0) {
+            s->hash = h;
+            s->id = id;
+            return;
+        }
+        const tok_entry *o = &tok->tokens[s->id];
+        if (s->hash == h && o->len == t->len && memcmp(o->text, t->text, t->len) == 0) return;
+    }
+}
+
+static uint32_t merge_hash(uint64_t key) {
+    key ^= key >> 31;
+    key *= 0x9E3779B97F4A7C15u;
+    return (uint32_t)(key >> 32);
+}
+
+bool tok_find_merge(const syn_tokenizer *tok, int32_t left, int32_t right, int32_t *rank,
+                    int32_t *result) {
+    uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+    for (uint32_t i = merge_hash(key) & tok->merge_mask;; i = (i + 1) & tok->merge_mask) {
+        const tok_merge_slot *s = &tok->merge_slots[i];
+        if (s->key == UINT64_MAX) return false;
+        if (s->key == key) {
+            *rank = s->rank;
+            *result = s->result;
+            return true;
+        }
+    }
+}
+
+/* Adds a merge unless the pair already has one (the earlier, lower rank wins). */
+static void insert_merge(syn_tokenizer *tok, int32_t left, int32_t right, int32_t rank,
+                         int32_t result) {
+    uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+    for (uint32_t i = merge_hash(key) & tok->merge_mask;; i = (i + 1) & tok->merge_mask) {
+        tok_merge_slot *s = &tok->merge_slots[i];
+        if (s->key == key) return;
+        if (s->key == UINT64_MAX) {
+            *s = (tok_merge_slot){key, rank, result};
+            return;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Loading, one GGUF key at a time
+ * ------------------------------------------------------------------------------------------- */
+
+static int text_len_for_message(uint64_t len) {
+    return len > MESSAGE_TEXT_MAX ? MESSAGE_TEXT_MAX : (int)len;
+}
+
+static syn_status check_kind(const gguf_file *f) {
+    gguf_str model;
+    syn_status st = gguf_get_str(f, "tokenizer.ggml.model", &model);
+    if (st != SYN_OK) return st;
+    if (!gguf_str_eq(model, "gpt2"))
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "tokenizer.ggml.model '%.*s' is not supported (supported: gpt2)",
+                        text_len_for_message(model.len), model.data);
+    /* The pre-tokenizer regex differs per model family; guessing one would silently produce
+     * different ids, so it must be named. */
+    if (!gguf_find_kv(f, "tokenizer.ggml.pre"))
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "tokenizer.ggml.pre is missing: the pre-tokenizer must be named (supported: qwen2)");
+    gguf_str pre;
+    st = gguf_get_str(f, "tokenizer.ggml.pre", &pre);
+    if (st != SYN_OK) return st;
+    if (!gguf_str_eq(pre, "qwen2"))
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "tokenizer.ggml.pre '%.*s' is not supported (supported: qwen2)",
+                        text_len_for_message(pre.len), pre.data);
+    return SYN_OK;
+}
+
+static syn_status load_tokens(syn_tokenizer *tok, const gguf_file *f, int32_t n_vocab_model) {
+    gguf_array arr;
+    syn_status st = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &arr);
+    if (st != SYN_OK) return st;
+    if (arr.count == 0) return syn_fail(SYN_ERR_FORMAT, "tokenizer.ggml.tokens is empty");
+    if (arr.count > (uint64_t)n_vocab_model)
+        return syn_fail(SYN_ERR_FORMAT,
+                        "tokenizer.ggml.tokens has %llu tokens, more than the model's %d embedding rows",
+                        (unsigned long long)arr.count, n_vocab_model);
+    tok->n_tokens = (int32_t)arr.count;
+    tok->tokens = calloc((size_t)arr.count, sizeof *tok->tokens);
+    if (!tok->tokens) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer.ggml.tokens: out of memory");
+    const uint8_t *cursor = arr.data;
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        gguf_str s = gguf_array_next_str(&cursor);
+        if (s.len > UINT32_MAX / 4)
+            return syn_fail(SYN_ERR_FORMAT, "tokenizer.ggml.tokens[%d] is %llu bytes long", i,
+                            (unsigned long long)s.len);
+        tok->tokens[i].text = s.data;
+        tok->tokens[i].len = (uint32_t)s.len;
+        if (s.len > tok->max_token_bytes) tok->max_token_bytes = (uint32_t)s.len;
+    }
+
+    gguf_array types;
+    st = gguf_get_array(f, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, &types);
+    if (st != SYN_OK) return st;
+    if (types.count != arr.count)
+        return syn_fail(SYN_ERR_FORMAT,
+                        "tokenizer.ggml.token_type has %llu entries, tokenizer.ggml.tokens %llu",
+                        (unsigned long long)types.count, (unsigned long long)arr.count);
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        int64_t type = gguf_array_get_int(&types, (uint64_t)i);
+        if (type < TOK_NORMAL || type > TOK_BYTE)
+            return syn_fail(SYN_ERR_FORMAT,
+                            "tokenizer.ggml.token_type[%d] = %lld is not a token type (1..6)", i,
+                            (long long)type);
+        tok->tokens[i].type = (uint8_t)type;
+    }
+    return SYN_OK;
+}
+
+/* Tokens decoded through the byte-level alphabet must consist of its characters only, so that
+ * decoding never meets a character it cannot map back to a byte. */
+static syn_status check_byte_level_text(const syn_tokenizer *tok) {
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        const tok_entry *t = &tok->tokens[i];
+        if (t->type == TOK_CONTROL || t->type == TOK_USER_DEFINED || t->type == TOK_UNKNOWN)
+            continue;
+        const uint8_t *s = (const uint8_t *)t->text;
+        for (uint32_t j = 0; j < t->len;) {
+            uint32_t cp = s[j];
+            int k = cp < 0x80 ? 1 : utf8_next(s + j, t->len - j, &cp);
+            if (k <= 0)
+                return syn_fail(SYN_ERR_FORMAT,
+                                "tokenizer.ggml.tokens[%d]: invalid UTF-8 at byte %u", i, j);
+            if (cp >= BYTE_LEVEL_CP_LIMIT || tok->cp_byte[cp] < 0)
+                return syn_fail(SYN_ERR_FORMAT,
+                                "tokenizer.ggml.tokens[%d]: U+%04X at byte %u is not a byte-level BPE character",
+                                i, (unsigned)cp, j);
+            j += (uint32_t)k;
+        }
+    }
+    return SYN_OK;
+}
+
+static syn_status build_text_index(syn_tokenizer *tok) {
+    uint32_t cap = table_capacity((uint64_t)tok->n_tokens);
+    tok->text_slots = malloc((size_t)cap * sizeof *tok->text_slots);
+    if (!tok->text_slots) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
+    memset(tok->text_slots, 0xFF, (size_t)cap * sizeof *tok->text_slots); /* id -1: empty */
+    tok->text_mask = cap - 1;
+    for (int32_t i = 0; i < tok->n_tokens; i++) insert_text(tok, i);
+
+    for (unsigned b = 0; b < 256; b++) {
+        char utf8[4];
+        int n = utf8_put(tok->byte_cp[b], utf8);
+        tok->byte_token[b] = tok_find_text(tok, utf8, (size_t)n);
+        if (tok->byte_token[b] < 0)
+            return syn_fail(SYN_ERR_FORMAT,
+                            "tokenizer.ggml.tokens has no token for byte 0x%02X (byte-level BPE needs all 256)",
+                            b);
+    }
+    return SYN_OK;
+}
+
+static syn_status load_merges(syn_tokenizer *tok, const gguf_file *f) {
+    gguf_array arr;
+    syn_status st = gguf_get_array(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &arr);
+    if (st != SYN_OK) return st;
+    if (arr.count > INT32_MAX)
+        return syn_fail(SYN_ERR_FORMAT, "tokenizer.ggml.merges has %llu entries",
+                        (unsigned long long)arr.count);
+    uint32_t cap = table_capacity(arr.count);
+    tok->merge_slots = malloc((size_t)cap * sizeof *tok->merge_slots);
+    if (!tok->merge_slots) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer.ggml.merges: out of memory");
+    memset(tok->merge_slots, 0xFF, (size_t)cap * sizeof *tok->merge_slots); /* key ~0: empty */
+    tok->merge_mask = cap - 1;
+
+    /* "A B" is looked up as the text AB, joined here; a longer join than any token is absent. */
+    char *joined = malloc((size_t)tok->max_token_bytes + 1);
+    if (!joined) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer.ggml.merges: out of memory");
+    const uint8_t *cursor = arr.data;
+    st = SYN_OK;
+    for (uint64_t i = 0; i < arr.count && st == SYN_OK; i++) {
+        gguf_str m = gguf_array_next_str(&cursor);
+        const char *space = m.len ? memchr(m.data, ' ', m.len) : NULL;
+        size_t la = space ? (size_t)(space - m.data) : 0;
+        size_t lb = space ? m.len - la - 1 : 0;
+        if (!space || la == 0 || lb == 0 || memchr(space + 1, ' ', lb)) {
+            st = syn_fail(SYN_ERR_FORMAT,
+                          "tokenizer.ggml.merges[%llu] '%.*s' is not two tokens separated by one space",
+                          (unsigned long long)i, text_len_for_message(m.len), m.data);
+            break;
+        }
+        int32_t left = tok_find_text(tok, m.data, la);
+        int32_t right = tok_find_text(tok, space + 1, lb);
+        int32_t merged = -1;
+        if (la + lb <= tok->max_token_bytes) {
+            memcpy(joined, m.data, la);
+            memcpy(joined + la, space + 1, lb);
+            merged = tok_find_text(tok, joined, la + lb);
+        }
+        if (left < 0 || right < 0 || merged < 0)
+            st = syn_fail(SYN_ERR_FORMAT, "tokenizer.ggml.merges[%llu] '%.*s': %s is not in the vocabulary",
+                          (unsigned long long)i, text_len_for_message(m.len), m.data,
+                          left < 0 ? "the left part" : right < 0 ? "the right part" : "the merged token");
+        else
+            insert_merge(tok, left, right, (int32_t)i, merged);
+    }
+    free(joined);
+    return st;
+}
+
+/* An optional token id key: absent leaves *id at -1; present, it must name a token. */
+static syn_status load_optional_id(const syn_tokenizer *tok, const gguf_file *f, const char *key,
+                                   int32_t *id) {
+    *id = -1;
+    if (!gguf_find_kv(f, key)) return SYN_OK;
+    uint32_t v;
+    syn_status st = gguf_get_u32(f, key, &v);
+    if (st != SYN_OK) return st;
+    if (v >= (uint32_t)tok->n_tokens)
+        return syn_fail(SYN_ERR_FORMAT, "%s = %u is not below the token count %d", key, v,
+                        tok->n_tokens);
+    *id = (int32_t)v;
+    return SYN_OK;
+}
+
+static syn_status load_special_ids(syn_tokenizer *tok, const gguf_file *f) {
+    syn_status st = load_optional_id(tok, f, "tokenizer.ggml.bos_token_id", &tok->bos);
+    if (st == SYN_OK) st = load_optional_id(tok, f, "tokenizer.ggml.eos_token_id", &tok->eos);
+    if (st == SYN_OK) st = load_optional_id(tok, f, "tokenizer.ggml.padding_token_id", &tok->pad);
+    return st;
+}
+
+static int compare_special_length(const void *a, const void *b, void *tokp) {
+    const syn_tokenizer *tok = tokp;
+    uint32_t la = tok->tokens[*(const int32_t *)a].len, lb = tok->tokens[*(const int32_t *)b].len;
+    if (la != lb) return la > lb ? -1 : 1;
+    return *(const int32_t *)a < *(const int32_t *)b ? -1 : 1; /* ids are distinct */
+}
+
+/* Collects the tokens matched as units and marks the end-of-generation ones. */
+static syn_status index_specials(syn_tokenizer *tok) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        const tok_entry *t = &tok->tokens[i];
+        if ((t->type == TOK_CONTROL || t->type == TOK_USER_DEFINED || t->type == TOK_UNKNOWN) &&
+            t->len > 0)
+            n++;
+    }
+    tok->specials = malloc((size_t)(n ? n : 1) * sizeof *tok->specials);
+    if (!tok->specials) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        tok_entry *t = &tok->tokens[i];
+        if (!(t->type == TOK_CONTROL || t->type == TOK_USER_DEFINED || t->type == TOK_UNKNOWN) ||
+            t->len == 0)
+            continue;
+        tok->specials[tok->n_specials++] = i;
+        tok->special_first_byte[(uint8_t)t->text[0]] = true;
+        if (t->type != TOK_CONTROL) continue;
+        for (size_t k = 0; k < sizeof eog_token_texts / sizeof eog_token_texts[0]; k++)
+            if (t->len == strlen(eog_token_texts[k]) && memcmp(t->text, eog_token_texts[k], t->len) == 0)
+                t->eog = true;
+    }
+    qsort_r(tok->specials, (size_t)n, sizeof *tok->specials, compare_special_length, tok);
+    if (tok->eos >= 0) tok->tokens[tok->eos].eog = true;
+    return SYN_OK;
+}
+
+syn_status tokenizer_load(const gguf_file *f, int32_t n_vocab_model, syn_tokenizer **out) {
+    if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "tokenizer_load: out is NULL");
+    *out = NULL;
+    if (!f || n_vocab_model <= 0)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "tokenizer_load: %s",
+                        !f ? "f is NULL" : "n_vocab_model must be positive");
+    syn_status st = check_kind(f);
+    if (st != SYN_OK) return st;
+
+    syn_tokenizer *tok = calloc(1, sizeof *tok);
+    if (!tok) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
+    tok->n_vocab = n_vocab_model;
+    byte_level_tables(tok->byte_cp, tok->cp_byte);
+
+    st = load_tokens(tok, f, n_vocab_model);
+    if (st == SYN_OK) st = load_special_ids(tok, f);
+    if (st == SYN_OK) st = check_byte_level_text(tok);
+    if (st == SYN_OK) st = build_text_index(tok);
+    if (st == SYN_OK) st = load_merges(tok, f);
+    if (st == SYN_OK) st = index_specials(tok);
+    if (st == SYN_OK) st = pretok_compile(&tok->pretok);
+    if (st != SYN_OK) {
+        tokenizer_free(tok);
+        return st;
+    }
+    *out = tok;
+    return SYN_OK;
+}
+
+void tokenizer_free(syn_tokenizer *tok) {
+    if (!tok) return;
+    pcre2_code_free(tok->pretok);
+    free(tok->tokens);
+    free(tok->text_slots);
+    free(tok->merge_slots);
+    free(tok->specials);
+    free(tok);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Public accessors
+ * ------------------------------------------------------------------------------------------- */
+
+int32_t syn_token_eos(const syn_tokenizer *tok) { return tok ? tok->eos : -1; }
+
+int32_t syn_token_bos(const syn_tokenizer *tok) { return tok ? tok->bos : -1; }
+
+bool syn_token_is_eog(const syn_tokenizer *tok, int32_t id) {
+    return tok && id >= 0 && id < tok->n_tokens && tok->tokens[id].eog;
+}
+
+int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok) { return tok ? tok->n_vocab : 0; }

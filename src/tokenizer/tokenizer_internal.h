@@ -1,0 +1,132 @@
+/*
+ * tokenizer_internal.h: the tokenizer's data structures and the helpers its files share
+ * (tokenizer.c loads, pretokenize.c splits, bpe.c encodes, detokenize.c decodes, chat.c formats).
+ *
+ * Everything here is immutable after tokenizer_load(), so one syn_tokenizer serves any number of
+ * threads; per-call scratch (PCRE2 match data, BPE work arrays) lives on the caller's side.
+ */
+#ifndef SYN_TOKENIZER_INTERNAL_H
+#define SYN_TOKENIZER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "tokenizer/tokenizer.h"
+
+/* GGUF tokenizer.ggml.token_type values. */
+enum tok_type {
+    TOK_NORMAL = 1,
+    TOK_UNKNOWN = 2,
+    TOK_CONTROL = 3,
+    TOK_USER_DEFINED = 4,
+    TOK_UNUSED = 5,
+    TOK_BYTE = 6,
+};
+
+/* GPT-2's byte-level alphabet: every byte maps to one code point below this bound. */
+enum { BYTE_LEVEL_CP_LIMIT = 324 };
+
+typedef struct tok_entry {
+    const char *text; /* inside the GGUF mapping, not NUL-terminated */
+    uint32_t len;     /* bytes of text */
+    uint8_t type;     /* enum tok_type */
+    bool eog;         /* ends generation */
+} tok_entry;
+
+/* Open-addressing slot of the text -> id table; id -1: empty. */
+typedef struct tok_text_slot {
+    uint32_t hash;
+    int32_t id;
+} tok_text_slot;
+
+/* Open-addressing slot of the (left, right) -> merge table; key UINT64_MAX: empty. */
+typedef struct tok_merge_slot {
+    uint64_t key;   /* (uint64_t)left << 32 | right */
+    int32_t rank;   /* position in tokenizer.ggml.merges: lower merges first */
+    int32_t result; /* id of the merged token */
+} tok_merge_slot;
+
+struct syn_tokenizer {
+    int32_t n_tokens;  /* entries of tokenizer.ggml.tokens */
+    int32_t n_vocab;   /* the model's vocabulary (embedding rows), >= n_tokens */
+    tok_entry *tokens; /* [n_tokens] */
+
+    tok_text_slot *text_slots; /* [text_mask + 1]: token text -> id (first id of a duplicate) */
+    uint32_t text_mask;
+    tok_merge_slot *merge_slots; /* [merge_mask + 1] */
+    uint32_t merge_mask;
+
+    int32_t byte_token[256];               /* id of the byte-level token of each byte */
+    uint16_t byte_cp[256];                 /* byte -> its byte-level code point */
+    int16_t cp_byte[BYTE_LEVEL_CP_LIMIT]; /* byte-level code point -> byte, -1: not in the alphabet */
+
+    /* Tokens matched as whole units before BPE: control and unknown tokens with parse_special,
+     * user-defined ones always (as llama.cpp and Hugging Face do). Longest text first. */
+    int32_t *specials; /* [n_specials] ids */
+    int32_t n_specials;
+    bool special_first_byte[256]; /* some special token starts with this byte */
+
+    int32_t bos, eos, pad; /* -1: absent */
+    uint32_t max_token_bytes; /* longest token text; decoded tokens are never longer */
+
+    pcre2_code *pretok; /* the Qwen2 pre-tokenizer regex; read-only, shared by all calls */
+};
+
+/* ---- tokenizer.c ---- */
+
+/* The id of the token whose text is s[0..len), or -1. */
+int32_t tok_find_text(const syn_tokenizer *tok, const char *s, size_t len);
+
+/* The merge of the adjacent pair (left, right): true with *rank and *result set, or false. */
+bool tok_find_merge(const syn_tokenizer *tok, int32_t left, int32_t right, int32_t *rank,
+                    int32_t *result);
+
+/* ---- pretokenize.c ---- */
+
+/* Compiles the Qwen2 pre-tokenizer (JIT when available). Errors: SYN_ERR_INTERNAL. */
+syn_status pretok_compile(pcre2_code **out);
+
+/* Called for each pre-token ("word") in order; a non-OK status stops the split. */
+typedef syn_status (*pretok_word_fn)(void *user, const char *word, size_t len);
+
+/* Splits valid UTF-8 text[0..len) into words, covering every byte exactly once. md comes from
+ * pcre2_match_data_create_from_pattern(code). Errors: those of fn, SYN_ERR_INTERNAL. */
+syn_status pretok_split(const pcre2_code *code, pcre2_match_data *md, const char *text,
+                        size_t len, pretok_word_fn fn, void *user);
+
+/* ---- detokenize.c ---- */
+
+/* Fills byte_cp and cp_byte with GPT-2's bytes_to_unicode mapping: printable Latin-1 bytes
+ * ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF) map to themselves, the other 68 bytes, in order, to
+ * U+0100 upwards. */
+void byte_level_tables(uint16_t byte_cp[256], int16_t cp_byte[BYTE_LEVEL_CP_LIMIT]);
+
+/* Examines the UTF-8 sequence at s[0..n) (n >= 1). Returns its length (1..4) when it is a
+ * complete, well-formed character (*cp receives it); 0 when s is a well-formed but truncated
+ * start of one; otherwise -k, where k >= 1 is the length of the maximal ill-formed subpart (the
+ * bytes one U+FFFD replaces, as Unicode recommends). */
+int utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
+
+/* Writes cp as UTF-8 into out[4]; returns the length. cp must be a Unicode scalar value. */
+int utf8_put(uint32_t cp, char out[4]);
+
+/* Bytes of token id (byte-level decoded; special tokens verbatim) into out[max_token_bytes];
+ * returns their count. id must be in [0, n_vocab); ids past n_tokens decode to nothing. */
+size_t tok_decode_token(const syn_tokenizer *tok, int32_t id, uint8_t *out);
+
+/* ---- chat.c ---- */
+
+typedef struct chat_style {
+    const char *default_system; /* inserted when the first message is not a system one; NULL: none */
+} chat_style;
+
+/* Recognises a GGUF tokenizer.chat_template: ChatML when it contains "<|im_start|>", with the
+ * Qwen2.5 or Qwen2 default system message when the template text carries it. Errors:
+ * SYN_ERR_UNSUPPORTED (absent or unrecognised template). */
+syn_status chat_template_recognise(const char *template_text, chat_style *out);
+
+#endif

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Usage errors exit 2 and runtime errors exit 1, each with one "synapse: error:" line naming the
+# cause; --help prints usage on stdout with exit 0.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/cli/lib.sh
+
+M=$TINY_Q8
+
+# --- help ------------------------------------------------------------------------------------
+for args in "--help" "help" "-h" "run --help" "eval --help" "tokenize --help" "detokenize --help" \
+    "inspect --help" "chat --help" "gen-model --help" "run -m $M -p x --help"; do
+    # shellcheck disable=SC2086
+    capture "$SYNAPSE" $args
+    if [ "$rc" -eq 0 ] && grep -q 'synapse' "$tmp/out" && [ ! -s "$tmp/err" ]; then
+        ok "synapse $args prints usage"
+    else
+        fail "synapse $args: exit $rc, stdout $(wc -c <"$tmp/out") bytes, stderr: $(head -c 200 "$tmp/err")"
+    fi
+done
+capture "$SYNAPSE" run --help
+check "run --help documents every option of the CLI form" \
+    bash -c 'for o in -m -p -f --tokens -n -t -c --temp --top-k --top-p --min-p --repeat-penalty --seed --chat --system --ignore-eos --backend --json; do grep -q -- "$o" "$1" || exit 1; done' _ "$tmp/out"
+
+# --- usage errors (exit 2) ---------------------------------------------------------------------
+expect_exit 2 "no command" "$SYNAPSE"
+expect_exit 2 "unknown command" "$SYNAPSE" frobnicate
+expect_error_mentions "frobnicate" "unknown command is named"
+expect_exit 2 "unknown option" "$SYNAPSE" run -m "$M" -p x --bogus
+expect_error_mentions "--bogus" "unknown option is named"
+expect_exit 2 "stray argument" "$SYNAPSE" run -m "$M" -p x extra
+expect_exit 2 "-n abc" "$SYNAPSE" run -m "$M" -p x -n abc
+expect_error_mentions "-n" "-n abc names the option"
+expect_exit 2 "-n 12x" "$SYNAPSE" run -m "$M" -p x -n 12x
+expect_exit 2 "-n -1" "$SYNAPSE" run -m "$M" -p x -n -1
+expect_exit 2 "-n with no value" "$SYNAPSE" run -m "$M" -p x -n
+expect_exit 2 "-n 99999999999999999999" "$SYNAPSE" run -m "$M" -p x -n 99999999999999999999
+expect_exit 2 "missing -m" "$SYNAPSE" run -p x
+expect_error_mentions "-m" "missing -m is named"
+expect_exit 2 "--temp -1" "$SYNAPSE" run -m "$M" -p x --temp -1
+expect_exit 2 "--temp nan" "$SYNAPSE" run -m "$M" -p x --temp nan
+expect_exit 2 "--temp inf" "$SYNAPSE" run -m "$M" -p x --temp inf
+expect_exit 2 "--top-p 2" "$SYNAPSE" run -m "$M" -p x --top-p 2
+expect_exit 2 "--top-p 0" "$SYNAPSE" run -m "$M" -p x --top-p 0
+expect_exit 2 "--min-p 1.5" "$SYNAPSE" run -m "$M" -p x --min-p 1.5
+expect_exit 2 "--top-k -1" "$SYNAPSE" run -m "$M" -p x --top-k -1
+expect_exit 2 "--repeat-penalty 0" "$SYNAPSE" run -m "$M" -p x --repeat-penalty 0
+expect_exit 2 "--seed -1" "$SYNAPSE" run -m "$M" -p x --seed -1
+expect_exit 2 "--seed 1.5" "$SYNAPSE" run -m "$M" -p x --seed 1.5
+expect_exit 2 "-t abc" "$SYNAPSE" run -m "$M" -p x -t abc
+expect_exit 2 "-c 0" "$SYNAPSE" run -m "$M" -p x -c 0
+expect_exit 2 "--backend foo" "$SYNAPSE" run -m "$M" -p x --backend foo
+expect_exit 2 "both -p and -f" "$SYNAPSE" run -m "$M" -p x -f "$M"
+expect_exit 2 "both -p and --tokens" "$SYNAPSE" run -m "$M" -p x --tokens 1,2
+expect_exit 2 "no prompt" "$SYNAPSE" run -m "$M"
+expect_exit 2 "--tokens 1,,2" "$SYNAPSE" run -m "$M" --tokens 1,,2
+expect_exit 2 "--tokens x" "$SYNAPSE" run -m "$M" --tokens x
+expect_exit 2 "--tokens ''" "$SYNAPSE" run -m "$M" --tokens ""
+expect_exit 2 "--tokens 1,2," "$SYNAPSE" run -m "$M" --tokens 1,2,
+expect_exit 2 "--tokens -1" "$SYNAPSE" run -m "$M" --tokens -1
+expect_exit 2 "--tokens '1, 2'" "$SYNAPSE" run -m "$M" --tokens "1, 2"
+expect_exit 2 "--tokens 4294967296" "$SYNAPSE" run -m "$M" --tokens 4294967296
+expect_exit 2 "--system without --chat" "$SYNAPSE" run -m "$M" -p x --system s
+expect_exit 2 "--chat with --tokens" "$SYNAPSE" run -m "$M" --tokens 1 --chat
+expect_exit 2 "usage is checked before the model is loaded" "$SYNAPSE" run -m /nonexistent.gguf -p x -n abc
+expect_exit 2 "eval without --tokens" "$SYNAPSE" eval -m "$M" --json
+expect_exit 2 "eval --top 0" "$SYNAPSE" eval -m "$M" --tokens 1 --top 0
+expect_exit 2 "eval takes no sampling options" "$SYNAPSE" eval -m "$M" --tokens 1 --temp 0
+expect_exit 2 "tokenize without text" "$SYNAPSE" tokenize -m "$M"
+expect_exit 2 "tokenize with --text and -f" "$SYNAPSE" tokenize -m "$M" --text a -f "$M"
+expect_exit 2 "detokenize without --tokens" "$SYNAPSE" detokenize -m "$M"
+expect_exit 2 "inspect without -m" "$SYNAPSE" inspect
+expect_exit 2 "chat unknown option" "$SYNAPSE" chat -m "$M" --json
+expect_exit 2 "gen-model unknown preset" "$SYNAPSE" gen-model --preset huge --seed 1 --tokenizer-from "$M" -o "$tmp/x.gguf"
+expect_exit 2 "gen-model unknown type" "$SYNAPSE" gen-model --preset tiny --seed 1 --type q4_0 --tokenizer-from "$M" -o "$tmp/x.gguf"
+expect_exit 2 "gen-model without -o" "$SYNAPSE" gen-model --preset tiny --seed 1 --tokenizer-from "$M"
+expect_exit 2 "gen-model without --seed" "$SYNAPSE" gen-model --preset tiny --tokenizer-from "$M" -o "$tmp/x.gguf"
+
+# --- runtime errors (exit 1) -------------------------------------------------------------------
+expect_exit 1 "missing model file" "$SYNAPSE" run -m "$tmp/missing.gguf" -p x
+expect_error_mentions "cannot load '$tmp/missing.gguf'" "missing model file is named"
+for cmd in "inspect" "tokenize --text x" "detokenize --tokens 1" "eval --tokens 1"; do
+    # shellcheck disable=SC2086
+    expect_exit 1 "$cmd on a missing model file" "$SYNAPSE" $cmd -m "$tmp/missing.gguf"
+done
+echo "not a model" >"$tmp/text.gguf"
+expect_exit 1 "a file that is not GGUF" "$SYNAPSE" inspect -m "$tmp/text.gguf"
+expect_exit 1 "token id outside the vocabulary (run)" "$SYNAPSE" run -m "$M" --tokens 1,151936 -n 1
+expect_error_mentions "151936" "out-of-vocabulary id is named"
+expect_exit 1 "token id outside the vocabulary (eval)" "$SYNAPSE" eval -m "$M" --tokens 999999
+expect_exit 1 "token id outside the vocabulary (detokenize)" "$SYNAPSE" detokenize -m "$M" --tokens 5,2147483647
+expect_exit 1 "missing prompt file" "$SYNAPSE" run -m "$M" -f "$tmp/missing.txt"
+expect_error_mentions "$tmp/missing.txt" "missing prompt file is named"
+: >"$tmp/empty.txt"
+expect_exit 1 "empty prompt" "$SYNAPSE" run -m "$M" -f "$tmp/empty.txt"
+expect_exit 1 "prompt longer than -c" "$SYNAPSE" run -m "$M" --tokens 1,2,3,4,5 -c 2 -n 1
+expect_exit 1 "-c above the training context" "$SYNAPSE" run -m "$M" --tokens 1 -c 40000 -n 1
+expect_exit 1 "gen-model with a tokenizer file that is not GGUF" \
+    "$SYNAPSE" gen-model --preset tiny --seed 1 --tokenizer-from "$tmp/text.gguf" -o "$tmp/x.gguf"
+check "a failed gen-model leaves no output file" test ! -e "$tmp/x.gguf"
+
+# The optimized backend either works or says why not (exit 1), never a silent fallback.
+capture "$SYNAPSE" run -m "$M" --tokens 785,6722 -n 2 --temp 0 --backend optimized --json
+if [ "$rc" -eq 0 ]; then
+    check "--backend optimized reports itself" grep -q '"backend": "optimized"' "$tmp/out"
+else
+    check "--backend optimized unavailable: exit 1 with one error line" \
+        bash -c '[ "$0" -eq 1 ] && [ "$(wc -l <"$1")" -eq 1 ] && grep -q "^synapse: error: " "$1"' "$rc" "$tmp/err"
+fi
+
+finish

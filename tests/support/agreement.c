@@ -1,0 +1,123 @@
+/* agreement.c: see agreement.h. Reads the JSON fixture with jansson. */
+#include "agreement.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+static int top1_index(const float *logits, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* Compares one prompt's steps; returns false on malformed data or a library failure. */
+static bool compare_prompt(syn_model *model, const syn_context_params *params, json_t *prompt,
+                           agreement_against against, double min_margin, agreement_stats *st,
+                           double *sum_abs, long *n_abs) {
+    json_t *prompt_ids = json_object_get(prompt, "prompt_ids");
+    json_t *generated = json_object_get(prompt, "generated_ids");
+    json_t *source = against == AGAINST_LLAMA_CPP ? prompt
+                     : json_object_get(prompt, against == AGAINST_F32_REF ? "f32_ref" : "q8_ref");
+    if (!json_is_array(prompt_ids) || !json_is_array(generated) || !json_is_object(source)) {
+        fprintf(stderr, "agreement: fixture lacks prompt_ids, generated_ids or the oracle\n");
+        return false;
+    }
+    size_t n_prompt = json_array_size(prompt_ids), n_gen = json_array_size(generated);
+    size_t n_tokens = n_prompt + n_gen - 1; /* the last generated token is never an input */
+    int32_t *tokens = malloc(sizeof *tokens * n_tokens);
+    syn_model_info info;
+    syn_model_get_info(model, &info);
+    float *logits = malloc(sizeof(float) * n_tokens * (size_t)info.n_vocab);
+    syn_context *ctx = NULL;
+    bool ok = tokens && logits;
+    for (size_t i = 0; ok && i < n_tokens; i++) {
+        json_t *id = i < n_prompt ? json_array_get(prompt_ids, i)
+                                  : json_array_get(generated, i - n_prompt);
+        tokens[i] = (int32_t)json_integer_value(id);
+    }
+    syn_context_params p = *params;
+    p.n_ctx = (uint32_t)n_tokens;
+    if (ok && syn_context_new(model, &p, &ctx) != SYN_OK) {
+        fprintf(stderr, "agreement: syn_context_new: %s\n", syn_last_error());
+        ok = false;
+    }
+    if (ok && syn_context_decode(ctx, tokens, n_tokens, logits) != SYN_OK) {
+        fprintf(stderr, "agreement: syn_context_decode: %s\n", syn_last_error());
+        ok = false;
+    }
+    json_t *steps = json_object_get(source, "steps");
+    json_t *margins = json_object_get(source, "margin");
+    for (size_t k = 0; ok && k < n_gen; k++) {
+        const float *row = logits + (n_prompt - 1 + k) * (size_t)info.n_vocab;
+        json_t *top5 = against == AGAINST_LLAMA_CPP
+                           ? json_array_get(json_object_get(prompt, "top5"), k)
+                           : json_object_get(json_array_get(steps, k), "top5");
+        if (!json_is_array(top5) || json_array_size(top5) == 0) {
+            fprintf(stderr, "agreement: step %zu has no top5\n", k);
+            ok = false;
+            break;
+        }
+        for (size_t j = 0; j < json_array_size(top5); j++) {
+            json_t *pair = json_array_get(top5, j);
+            int id = (int)json_integer_value(json_array_get(pair, 0));
+            double want = json_number_value(json_array_get(pair, 1));
+            double diff = fabs((double)row[id] - want);
+            if (diff > st->max_abs_diff) st->max_abs_diff = diff;
+            *sum_abs += diff;
+            (*n_abs)++;
+        }
+        /* q8_ref carries no margin list: its own top-5 gives it. */
+        double margin = json_is_array(margins)
+                            ? json_number_value(json_array_get(margins, k))
+                            : json_number_value(json_array_get(json_array_get(top5, 0), 1)) -
+                                  json_number_value(json_array_get(json_array_get(top5, 1), 1));
+        if (margin >= min_margin) {
+            int want = (int)json_integer_value(json_array_get(json_array_get(top5, 0), 0));
+            st->n_argmax_checked++;
+            if (top1_index(row, info.n_vocab) != want) st->n_argmax_mismatch++;
+        }
+        st->n_steps++;
+    }
+    syn_context_free(ctx);
+    free(logits);
+    free(tokens);
+    return ok;
+}
+
+bool agreement_run(const char *model_key, const syn_context_params *params,
+                   agreement_against against, double min_margin, agreement_stats *stats) {
+    memset(stats, 0, sizeof *stats);
+    json_error_t jerr;
+    json_t *root = json_load_file(test_data_path("llamacpp-greedy-tiny.json"), 0, &jerr);
+    if (!root) {
+        fprintf(stderr, "agreement: cannot read fixture: %s\n", jerr.text);
+        return false;
+    }
+    json_t *entry = json_object_get(json_object_get(root, "models"), model_key);
+    char file[256];
+    snprintf(file, sizeof file, "%s.gguf", model_key);
+    syn_model *model = NULL;
+    syn_model_params mp = syn_model_default_params();
+    mp.prefetch = false;
+    bool ok = entry != NULL;
+    if (ok && syn_model_load(test_data_path(file), &mp, &model) != SYN_OK) {
+        fprintf(stderr, "agreement: cannot load %s: %s\n", file, syn_last_error());
+        ok = false;
+    }
+    double sum_abs = 0.0;
+    long n_abs = 0;
+    json_t *prompts = json_object_get(entry, "prompts");
+    for (size_t i = 0; ok && i < json_array_size(prompts); i++)
+        ok = compare_prompt(model, params, json_array_get(prompts, i), against, min_margin, stats,
+                            &sum_abs, &n_abs);
+    stats->mean_abs_diff = n_abs ? sum_abs / (double)n_abs : 0.0;
+    syn_model_free(model);
+    json_decref(root);
+    return ok && stats->n_steps > 0;
+}

@@ -1,0 +1,32 @@
+/* agreement.h: teacher-forced comparison of a backend's logits with the oracles and llama.cpp
+ * outputs in tests/data/llamacpp-greedy-tiny.json (see /shared/testdata/README.md). */
+#ifndef SYN_TEST_AGREEMENT_H
+#define SYN_TEST_AGREEMENT_H
+
+#include <stdbool.h>
+
+#include "synapse.h"
+
+typedef struct agreement_stats {
+    int n_steps;           /* steps compared */
+    double max_abs_diff;   /* largest |ours - theirs| over the compared logits */
+    double mean_abs_diff;  /* mean of the same */
+    int n_argmax_checked;  /* steps whose margin was clear enough to compare argmax */
+    int n_argmax_mismatch; /* of those, steps where our argmax differs */
+} agreement_stats;
+
+typedef enum agreement_against {
+    AGAINST_LLAMA_CPP, /* llama.cpp's top5 logits and greedy tokens */
+    AGAINST_F32_REF,   /* the float32 oracle's own top5 */
+    AGAINST_Q8_REF     /* the Q8_0-activation oracle's own top5 */
+} agreement_against;
+
+/* Teacher-forces every prompt of model_key ("qwen2-tiny-synth-q8_0" or "qwen2-tiny-synth-f32")
+ * along llama.cpp's tokens through a fresh context with params, and accumulates the logit
+ * differences at the chosen source's top-5 ids and the argmax mismatches at steps whose margin
+ * (by that source) is >= min_margin. Returns false (with a message on stderr) when the data or
+ * model cannot be read. */
+bool agreement_run(const char *model_key, const syn_context_params *params,
+                   agreement_against against, double min_margin, agreement_stats *stats);
+
+#endif

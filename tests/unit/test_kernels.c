@@ -1,0 +1,262 @@
+/* test_kernels.c: the Q8_0 dot, matvec and matmul kernels of every ISA tier this CPU runs against
+ * the scalar reference (exact int32 block dots, including -128 weights; bitwise equal floats),
+ * scalar against a double-precision sum, matmul against matvec across tile edges, and tier
+ * selection (unknown and unavailable tiers are errors, never a fallback). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kernels/fp16.h"
+#include "kernels/kernels.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1du;
+static uint32_t rng_next(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+/* Codes in [lo, hi]; the scale a random fp16 in about [1e-4, 2). */
+static void random_block(block_q8_0 *b, int lo, int hi, bool unit_scale) {
+    for (int i = 0; i < QK8_0; i++) b->qs[i] = (int8_t)(lo + (int)(rng_next() % (uint32_t)(hi - lo + 1)));
+    b->d = unit_scale ? 0x3c00 : (uint16_t)(0x0400 + rng_next() % 0x3800);
+}
+
+static int available_tiers(syn_kernels out[SYN_ISA_COUNT]) {
+    int n = 0;
+    for (int i = 0; i < SYN_ISA_COUNT; i++) {
+        if (syn_kernels_get((syn_isa)i, &out[n]) == SYN_OK) {
+            n++;
+        } else {
+            printf("  skipped %s: %s\n", syn_isa_name((syn_isa)i), syn_last_error());
+        }
+    }
+    return n;
+}
+
+static int32_t int_dot(const block_q8_0 *w, const block_q8_0 *a) {
+    int32_t s = 0;
+    for (int i = 0; i < QK8_0; i++) s += w->qs[i] * a->qs[i];
+    return s;
+}
+
+/* With both scales 1.0 a one-block dot is (float)isum, exact below 2^24: the int32 sum itself. */
+static void test_block_dots_exact(void **state) {
+    (void)state;
+    syn_kernels tiers[SYN_ISA_COUNT];
+    const int n_tiers = available_tiers(tiers);
+    /* weight/activation ranges: full int8 weights (files may hold -128), quantizer-range activations */
+    static const int ranges[][4] = {{-128, 127, -127, 127}, {-128, -128, 127, 127}, {-128, -128, -127, -127},
+                                    {127, 127, -127, -127}, {-1, 1, -127, 127},      {0, 0, -127, 127}};
+    for (size_t rg = 0; rg < sizeof ranges / sizeof ranges[0]; rg++) {
+        for (int trial = 0; trial < 200; trial++) {
+            block_q8_0 w, a;
+            random_block(&w, ranges[rg][0], ranges[rg][1], true);
+            random_block(&a, ranges[rg][2], ranges[rg][3], true);
+            const float expect = (float)int_dot(&w, &a);
+            for (int k = 0; k < n_tiers; k++) {
+                float got = tiers[k].vec_dot_q8_0_q8_0(1, &w, &a);
+                if (got != expect) fail_msg("%s vec_dot: %.1f, expected %.1f", syn_isa_name(tiers[k].isa), got, expect);
+                tiers[k].matvec_q8_0(1, &w, sizeof w, 0, 1, &a, &got);
+                if (got != expect) fail_msg("%s matvec: %.1f, expected %.1f", syn_isa_name(tiers[k].isa), got, expect);
+            }
+        }
+    }
+    /* Extremes through the tiled paths: 8 rows x 8 tokens of one block each. */
+    block_q8_0 w[8], a[8];
+    for (int i = 0; i < 8; i++) {
+        random_block(&w[i], -128, 127, true);
+        random_block(&a[i], -127, 127, true);
+    }
+    memset(w[0].qs, 0x80, QK8_0); /* all -128 */
+    memset(a[1].qs, 0x81, QK8_0); /* all -127 */
+    memset(a[2].qs, 0x7f, QK8_0); /* all 127 */
+    for (int k = 0; k < n_tiers; k++) {
+        float y[8 * 8];
+        tiers[k].matmul_q8_0(1, w, sizeof w[0], 0, 8, a, 8, y, 8);
+        for (int t = 0; t < 8; t++) {
+            for (int r = 0; r < 8; r++) {
+                if (y[t * 8 + r] != (float)int_dot(&w[r], &a[t])) {
+                    fail_msg("%s matmul row %d token %d: %.1f, expected %d", syn_isa_name(tiers[k].isa), r, t,
+                             y[t * 8 + r], int_dot(&w[r], &a[t]));
+                }
+            }
+        }
+    }
+}
+
+/* A random weight matrix (rows padded to row_bytes) and activations. */
+typedef struct problem {
+    int64_t n_rows, n_blocks, n_tokens;
+    size_t row_bytes;
+    unsigned char *w;
+    block_q8_0 *a; /* [n_tokens][n_blocks] */
+} problem;
+
+static problem make_problem(int64_t n_rows, int64_t n_blocks, int64_t n_tokens, size_t pad) {
+    problem p = {n_rows, n_blocks, n_tokens, (size_t)n_blocks * sizeof(block_q8_0) + pad, NULL, NULL};
+    p.w = malloc(p.row_bytes * (size_t)n_rows);
+    p.a = malloc(sizeof(block_q8_0) * (size_t)(n_blocks * n_tokens));
+    assert_non_null(p.w);
+    assert_non_null(p.a);
+    memset(p.w, 0xee, p.row_bytes * (size_t)n_rows);
+    for (int64_t r = 0; r < n_rows; r++) {
+        block_q8_0 *row = (block_q8_0 *)(p.w + (size_t)r * p.row_bytes);
+        for (int64_t b = 0; b < n_blocks; b++) random_block(&row[b], -128, 127, false);
+    }
+    for (int64_t i = 0; i < n_blocks * n_tokens; i++) random_block(&p.a[i], -127, 127, false);
+    return p;
+}
+
+static void free_problem(problem *p) {
+    free(p->w);
+    free(p->a);
+}
+
+/* Scalar against an independent double-precision sum of d_w * d_a * isum. */
+static void test_scalar_within_tolerance_of_double(void **state) {
+    (void)state;
+    syn_kernels scalar;
+    assert_int_equal(syn_kernels_get(SYN_ISA_SCALAR, &scalar), SYN_OK);
+    problem p = make_problem(16, 152, 1, 0);
+    for (int64_t r = 0; r < p.n_rows; r++) {
+        const block_q8_0 *w = (const block_q8_0 *)(p.w + (size_t)r * p.row_bytes);
+        double sum = 0, mag = 0;
+        for (int64_t b = 0; b < p.n_blocks; b++) {
+            const double term = (double)syn_k_fp16_to_f32(w[b].d) * syn_k_fp16_to_f32(p.a[b].d) * int_dot(&w[b], &p.a[b]);
+            sum += term;
+            mag += fabs(term);
+        }
+        const float got = scalar.vec_dot_q8_0_q8_0(p.n_blocks, w, p.a);
+        assert_true(fabs(got - sum) <= 1e-5 * mag); /* float rounding over 152 terms */
+    }
+    free_problem(&p);
+}
+
+/* Every tier's vec_dot, matvec and matmul equal scalar bitwise (kernels.h's contract). */
+static void test_tiers_bitwise_equal_scalar(void **state) {
+    (void)state;
+    syn_kernels tiers[SYN_ISA_COUNT];
+    const int n_tiers = available_tiers(tiers);
+    static const int64_t block_counts[] = {1, 7, 8, 28, 152};
+    for (size_t bc = 0; bc < sizeof block_counts / sizeof block_counts[0]; bc++) {
+        problem p = make_problem(21, block_counts[bc], 9, 6);
+        float ref[9 * 21], got[9 * 21];
+        tiers[0].matmul_q8_0(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, ref, p.n_rows);
+        for (int k = 1; k < n_tiers; k++) {
+            const char *name = syn_isa_name(tiers[k].isa);
+            tiers[k].matmul_q8_0(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, got, p.n_rows);
+            for (int i = 0; i < 9 * 21; i++) {
+                if (memcmp(&got[i], &ref[i], sizeof(float)) != 0) {
+                    fail_msg("%s matmul, %lld blocks, output %d: %a vs scalar %a", name, (long long)p.n_blocks, i,
+                             got[i], ref[i]);
+                }
+            }
+            for (int64_t r = 0; r < p.n_rows; r++) {
+                const block_q8_0 *w = (const block_q8_0 *)(p.w + (size_t)r * p.row_bytes);
+                const float d = tiers[k].vec_dot_q8_0_q8_0(p.n_blocks, w, p.a + p.n_blocks);
+                if (memcmp(&d, &ref[p.n_rows + r], sizeof d) != 0) {
+                    fail_msg("%s vec_dot row %lld: %a vs scalar %a", name, (long long)r, d, ref[p.n_rows + r]);
+                }
+            }
+        }
+        free_problem(&p);
+    }
+}
+
+/* Matmul over odd shapes and row offsets equals matvec per token bitwise, leaves the outputs
+ * outside [r0, r1) alone, and so cannot depend on how tokens or rows are tiled. */
+static void test_matmul_matches_matvec_across_edges(void **state) {
+    (void)state;
+    syn_kernels tiers[SYN_ISA_COUNT];
+    const int n_tiers = available_tiers(tiers);
+    static const int64_t token_counts[] = {1, 3, 4, 5, 8, 17, 33};
+    static const int64_t row_ranges[][2] = {{0, 1}, {2, 5}, {0, 8}, {3, 16}, {1, 38}, {0, 40}};
+    problem p = make_problem(40, 28, 33, 2);
+    const int64_t y_stride = 45;
+    float *y = malloc(sizeof(float) * (size_t)(33 * y_stride));
+    float *yv = malloc(sizeof(float) * (size_t)y_stride);
+    assert_non_null(y);
+    assert_non_null(yv);
+    for (int k = 0; k < n_tiers; k++) {
+        const char *name = syn_isa_name(tiers[k].isa);
+        for (size_t tc = 0; tc < sizeof token_counts / sizeof token_counts[0]; tc++) {
+            for (size_t rr = 0; rr < sizeof row_ranges / sizeof row_ranges[0]; rr++) {
+                const int64_t nt = token_counts[tc], r0 = row_ranges[rr][0], r1 = row_ranges[rr][1];
+                for (int64_t i = 0; i < 33 * y_stride; i++) y[i] = -999.0f;
+                tiers[k].matmul_q8_0(p.n_blocks, p.w, p.row_bytes, r0, r1, p.a, nt, y, y_stride);
+                for (int64_t t = 0; t < 33; t++) {
+                    if (t < nt) tiers[k].matvec_q8_0(p.n_blocks, p.w, p.row_bytes, r0, r1, p.a + t * p.n_blocks, yv);
+                    for (int64_t r = 0; r < y_stride; r++) {
+                        const float got = y[t * y_stride + r];
+                        if (t >= nt || r < r0 || r >= r1) {
+                            if (got != -999.0f) fail_msg("%s wrote outside its outputs at token %lld row %lld", name, (long long)t, (long long)r);
+                        } else if (memcmp(&got, &yv[r], sizeof got) != 0) {
+                            fail_msg("%s: %lld tokens, rows [%lld,%lld): token %lld row %lld matmul %a matvec %a", name,
+                                     (long long)nt, (long long)r0, (long long)r1, (long long)t, (long long)r, got, yv[r]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    free(y);
+    free(yv);
+    free_problem(&p);
+}
+
+static void test_isa_names_and_selection(void **state) {
+    (void)state;
+    for (int i = 0; i < SYN_ISA_COUNT; i++) {
+        syn_isa parsed;
+        assert_int_equal(syn_isa_parse(syn_isa_name((syn_isa)i), &parsed), SYN_OK);
+        assert_int_equal(parsed, i);
+    }
+    assert_string_equal(syn_isa_name(SYN_ISA_AVX512_VNNI), "avx512-vnni");
+    assert_string_equal(syn_isa_name(SYN_ISA_NEON_DOT), "neon-dot");
+    syn_isa isa;
+    assert_int_equal(syn_isa_parse("avx3", &isa), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "avx3"));
+    assert_int_equal(syn_isa_resolve("auto", &isa), SYN_OK);
+    assert_int_equal(isa, syn_isa_best());
+    assert_true(syn_isa_available(isa));
+    assert_true(syn_isa_available(SYN_ISA_SCALAR));
+
+    /* A tier this machine cannot run is an error naming it, never a fallback. */
+    int n_unavailable = 0;
+    for (int i = 0; i < SYN_ISA_COUNT; i++) {
+        if (syn_isa_available((syn_isa)i)) continue;
+        n_unavailable++;
+        syn_kernels k = {.isa = SYN_ISA_SCALAR};
+        assert_int_equal(syn_kernels_get((syn_isa)i, &k), SYN_ERR_UNAVAILABLE);
+        assert_non_null(strstr(syn_last_error(), syn_isa_name((syn_isa)i)));
+        assert_int_equal(syn_isa_resolve(syn_isa_name((syn_isa)i), &isa), SYN_ERR_UNAVAILABLE);
+    }
+    assert_true(n_unavailable >= 2); /* at least the other architecture's tiers */
+#if defined(__x86_64__)
+    assert_false(syn_isa_available(SYN_ISA_NEON_DOT));
+    assert_false(syn_isa_available(SYN_ISA_I8MM));
+    assert_int_equal(syn_isa_available(SYN_ISA_AVX2), __builtin_cpu_supports("avx2") != 0);
+    assert_int_equal(syn_isa_available(SYN_ISA_AVX512_VNNI), __builtin_cpu_supports("avx512vnni") != 0);
+    if (!syn_isa_available(SYN_ISA_AVX_VNNI)) printf("  skipped: CPU lacks avx-vnni (its kernels are built, not run)\n");
+#endif
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_block_dots_exact),
+        cmocka_unit_test(test_scalar_within_tolerance_of_double),
+        cmocka_unit_test(test_tiers_bitwise_equal_scalar),
+        cmocka_unit_test(test_matmul_matches_matvec_across_edges),
+        cmocka_unit_test(test_isa_names_and_selection),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,175 @@
+/* test_sampler.c: greedy, temperature, top-k/top-p/min-p, repetition penalty and seeding, each
+ * checked against hand-computed distributions. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "synapse.h"
+
+static syn_sampler_params plain(float temperature) {
+    syn_sampler_params p = syn_sampler_default_params();
+    p.temperature = temperature;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
+    return p;
+}
+
+static int32_t sample_once(syn_sampler *s, const float *logits, int32_t n) {
+    int32_t tok = -1;
+    assert_int_equal(syn_sampler_sample(s, logits, n, NULL, 0, &tok), SYN_OK);
+    return tok;
+}
+
+/* Draws n_draws tokens and returns the frequency of each of n ids in freq. */
+static void frequencies(const syn_sampler_params *p, const float *logits, int32_t n, int n_draws,
+                        double *freq) {
+    syn_sampler *s = NULL;
+    assert_int_equal(syn_sampler_new(p, &s), SYN_OK);
+    memset(freq, 0, sizeof(double) * (size_t)n);
+    for (int i = 0; i < n_draws; i++) freq[sample_once(s, logits, n)] += 1.0 / n_draws;
+    syn_sampler_free(s);
+}
+
+static void test_greedy_first_maximum(void **state) {
+    (void)state;
+    const float logits[] = {0.5f, 2.0f, -1.0f, 2.0f, 1.9f};
+    syn_sampler_params p = plain(0.0f);
+    syn_sampler *s = NULL;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_OK);
+    assert_int_equal(sample_once(s, logits, 5), 1); /* ties go to the first index */
+    syn_sampler_free(s);
+}
+
+/* Logits log(0.5), log(0.3), log(0.2) at temperature 1 give those probabilities. */
+static void test_temperature_one_matches_softmax(void **state) {
+    (void)state;
+    const float logits[] = {logf(0.5f), logf(0.3f), logf(0.2f)};
+    syn_sampler_params p = plain(1.0f);
+    double f[3];
+    frequencies(&p, logits, 3, 20000, f);
+    assert_true(fabs(f[0] - 0.5) < 0.02 && fabs(f[1] - 0.3) < 0.02 && fabs(f[2] - 0.2) < 0.02);
+}
+
+/* Temperature 0.5 squares the probabilities before renormalising: 25:9:4 over 38. */
+static void test_temperature_sharpens(void **state) {
+    (void)state;
+    const float logits[] = {logf(0.5f), logf(0.3f), logf(0.2f)};
+    syn_sampler_params p = plain(0.5f);
+    double f[3];
+    frequencies(&p, logits, 3, 20000, f);
+    assert_true(fabs(f[0] - 25.0 / 38) < 0.02 && fabs(f[1] - 9.0 / 38) < 0.02 &&
+                fabs(f[2] - 4.0 / 38) < 0.02);
+}
+
+static void test_top_k_keeps_k_best(void **state) {
+    (void)state;
+    const float logits[] = {logf(0.1f), logf(0.4f), logf(0.2f), logf(0.3f)};
+    syn_sampler_params p = plain(1.0f);
+    p.top_k = 2; /* ids 1 and 3 remain: 0.4 : 0.3 */
+    double f[4];
+    frequencies(&p, logits, 4, 20000, f);
+    assert_true(f[0] == 0.0 && f[2] == 0.0);
+    assert_true(fabs(f[1] - 4.0 / 7) < 0.02 && fabs(f[3] - 3.0 / 7) < 0.02);
+}
+
+static void test_top_p_keeps_nucleus(void **state) {
+    (void)state;
+    const float logits[] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
+    syn_sampler_params p = plain(1.0f);
+    p.top_p = 0.75f; /* 0.5 + 0.3 reaches 0.75: ids 0 and 1 */
+    double f[4];
+    frequencies(&p, logits, 4, 20000, f);
+    assert_true(f[2] == 0.0 && f[3] == 0.0);
+    assert_true(fabs(f[0] - 0.625) < 0.02);
+}
+
+static void test_min_p_drops_unlikely(void **state) {
+    (void)state;
+    const float logits[] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
+    syn_sampler_params p = plain(1.0f);
+    p.min_p = 0.2f; /* threshold 0.1: id 3 (0.05) goes */
+    double f[4];
+    frequencies(&p, logits, 4, 20000, f);
+    assert_true(f[3] == 0.0);
+    assert_true(f[2] > 0.1);
+}
+
+/* llama.cpp's rule: a positive logit is divided by the penalty, a negative one multiplied. */
+static void test_repeat_penalty(void **state) {
+    (void)state;
+    const float logits[] = {2.0f, 1.5f, -0.5f};
+    syn_sampler_params p = plain(0.0f);
+    p.repeat_penalty = 2.0f;
+    syn_sampler *s = NULL;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_OK);
+    const int32_t history[] = {0, 0, 2};
+    int32_t tok = -1;
+    /* 2.0 -> 1.0 so id 1 (1.5) wins greedily. */
+    assert_int_equal(syn_sampler_sample(s, logits, 3, history, 3, &tok), SYN_OK);
+    assert_int_equal(tok, 1);
+    syn_sampler_free(s);
+}
+
+static void test_seed_reproducible(void **state) {
+    (void)state;
+    float logits[64];
+    for (int i = 0; i < 64; i++) logits[i] = (float)((i * 37) % 11) * 0.1f;
+    syn_sampler_params p = plain(1.0f);
+    int32_t a[50], b[50], c[50];
+    syn_sampler *s1 = NULL, *s2 = NULL, *s3 = NULL;
+    p.seed = 42;
+    assert_int_equal(syn_sampler_new(&p, &s1), SYN_OK);
+    assert_int_equal(syn_sampler_new(&p, &s2), SYN_OK);
+    p.seed = 43;
+    assert_int_equal(syn_sampler_new(&p, &s3), SYN_OK);
+    for (int i = 0; i < 50; i++) {
+        a[i] = sample_once(s1, logits, 64);
+        b[i] = sample_once(s2, logits, 64);
+        c[i] = sample_once(s3, logits, 64);
+    }
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_not_equal(a, c, sizeof a);
+    syn_sampler_free(s1);
+    syn_sampler_free(s2);
+    syn_sampler_free(s3);
+}
+
+static void test_invalid_parameters(void **state) {
+    (void)state;
+    syn_sampler *s = NULL;
+    syn_sampler_params p = plain(1.0f);
+    p.top_p = 1.5f;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "top-p"));
+    p = plain(1.0f);
+    p.min_p = -0.1f;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_ERR_INVALID_ARGUMENT);
+    p = plain(NAN);
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_ERR_INVALID_ARGUMENT);
+    p = plain(1.0f);
+    p.repeat_penalty = 0.0f;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_ERR_INVALID_ARGUMENT);
+    assert_null(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_first_maximum),
+        cmocka_unit_test(test_temperature_one_matches_softmax),
+        cmocka_unit_test(test_temperature_sharpens),
+        cmocka_unit_test(test_top_k_keeps_k_best),
+        cmocka_unit_test(test_top_p_keeps_nucleus),
+        cmocka_unit_test(test_min_p_drops_unlikely),
+        cmocka_unit_test(test_repeat_penalty),
+        cmocka_unit_test(test_seed_reproducible),
+        cmocka_unit_test(test_invalid_parameters),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,681 @@
+/* test_tokenizer.c: the byte-level BPE tokenizer against llama.cpp/Hugging Face vectors, hand-worked
+ * BPE on a tiny vocabulary, round trips, the streaming decoder and load-time refusals. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <utf8proc.h>
+
+#include "gguf/gguf.h"
+#include "synapse.h"
+#include "../support/test_util.h"
+#include "tokenizer/tokenizer.h"
+
+enum {
+    QWEN_N_VOCAB = 151936,
+    QWEN_ENDOFTEXT = 151643, /* Qwen2.5 vocabulary facts */
+    QWEN_IM_START = 151644,
+    QWEN_IM_END = 151645,
+    QWEN_TOOL_CALL = 151657,
+};
+
+static const syn_tokenizer *qwen; /* from the group setup's model */
+static syn_model *qwen_model;
+
+static int group_setup(void **state) {
+    (void)state;
+    syn_status st = syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &qwen_model);
+    if (st != SYN_OK) {
+        fprintf(stderr, "loading the tiny model: %s\n", syn_last_error());
+        return -1;
+    }
+    qwen = syn_model_tokenizer(qwen_model);
+    return qwen ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    syn_model_free(qwen_model);
+    return 0;
+}
+
+/* ---- helpers ---- */
+
+/* Tokenizes with a buffer of exactly the needed size (size query first); caller frees. */
+static int32_t *tokenize(const syn_tokenizer *tok, const char *text, size_t len, bool special,
+                         size_t *n) {
+    size_t need = 0;
+    syn_status st = syn_tokenize(tok, text, len, special, NULL, 0, &need);
+    assert_true(st == SYN_OK || st == SYN_ERR_BUFFER_TOO_SMALL);
+    int32_t *ids = malloc((need ? need : 1) * sizeof *ids);
+    assert_non_null(ids);
+    assert_int_equal(syn_tokenize(tok, text, len, special, ids, need, n), SYN_OK);
+    assert_int_equal(*n, need);
+    return ids;
+}
+
+static char *detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n, size_t *len) {
+    size_t need = 0;
+    syn_status st = syn_detokenize(tok, ids, n, NULL, 0, &need);
+    assert_true(st == SYN_OK || st == SYN_ERR_BUFFER_TOO_SMALL);
+    char *buf = malloc(need + 1);
+    assert_non_null(buf);
+    assert_int_equal(syn_detokenize(tok, ids, n, buf, need, len), SYN_OK);
+    assert_int_equal(*len, need);
+    return buf;
+}
+
+/* NFC by utf8proc directly (the reference for the round trip); caller frees. */
+static char *nfc(const char *text, size_t len, size_t *out_len) {
+    utf8proc_uint8_t *out = NULL;
+    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &out,
+                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    assert_true(n >= 0);
+    *out_len = (size_t)n;
+    return (char *)out;
+}
+
+static bool valid_utf8(const char *s, size_t len) {
+    for (size_t i = 0; i < len;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(len - i), &cp);
+        if (k <= 0) return false;
+        i += (size_t)k;
+    }
+    return true;
+}
+
+static void assert_ids(const int32_t *got, size_t n_got, const int32_t *want, size_t n_want,
+                       const char *what) {
+    if (n_got != n_want || memcmp(got, want, n_want * sizeof *want) != 0) {
+        print_error("%s: got %zu ids:", what, n_got);
+        for (size_t i = 0; i < n_got; i++) print_error(" %d", got[i]);
+        print_error("\nexpected %zu:", n_want);
+        for (size_t i = 0; i < n_want; i++) print_error(" %d", want[i]);
+        print_error("\n");
+        fail();
+    }
+}
+
+/* ---- the Qwen2.5 vocabulary ---- */
+
+static void test_vocab_facts(void **state) {
+    (void)state;
+    assert_int_equal(syn_tokenizer_n_vocab(qwen), QWEN_N_VOCAB);
+    assert_int_equal(syn_token_bos(qwen), QWEN_ENDOFTEXT); /* the GGUF's bos/eos ids */
+    assert_int_equal(syn_token_eos(qwen), QWEN_IM_END);
+    assert_true(syn_token_is_eog(qwen, QWEN_IM_END));
+    assert_true(syn_token_is_eog(qwen, QWEN_ENDOFTEXT));
+    assert_false(syn_token_is_eog(qwen, QWEN_IM_START));
+    assert_false(syn_token_is_eog(qwen, 9707));
+    assert_false(syn_token_is_eog(qwen, -1));
+    assert_false(syn_token_is_eog(qwen, QWEN_N_VOCAB));
+    assert_int_equal(syn_token_eos(NULL), -1);
+}
+
+/* Every case of tests/data/qwen2-tokenizer-cases.json (llama-tokenize / Hugging Face output). */
+static void test_reference_cases(void **state) {
+    (void)state;
+    json_error_t err;
+    json_t *root = json_load_file(test_data_path("qwen2-tokenizer-cases.json"), 0, &err);
+    if (!root) fail_msg("qwen2-tokenizer-cases.json line %d: %s", err.line, err.text);
+    json_t *cases = json_object_get(root, "cases");
+    assert_true(json_is_array(cases));
+    assert_int_equal(json_array_size(cases), 22);
+    size_t checked = 0;
+    for (size_t c = 0; c < json_array_size(cases); c++) {
+        json_t *tc = json_array_get(cases, c);
+        const char *name = json_string_value(json_object_get(tc, "name"));
+        json_t *text = json_object_get(tc, "text");
+        assert_non_null(name);
+        assert_true(json_is_string(text));
+        static const struct {
+            const char *key;
+            bool special;
+        } modes[] = {{"ids", true}, {"ids_no_parse_special", false}};
+        for (size_t m = 0; m < 2; m++) {
+            json_t *want = json_object_get(tc, modes[m].key);
+            if (!want) continue; /* the published_* cases give only the plain-text ids */
+            size_t n_want = json_array_size(want);
+            int32_t *want_ids = malloc((n_want ? n_want : 1) * sizeof *want_ids);
+            assert_non_null(want_ids);
+            for (size_t i = 0; i < n_want; i++)
+                want_ids[i] = (int32_t)json_integer_value(json_array_get(want, i));
+            size_t n;
+            int32_t *ids = tokenize(qwen, json_string_value(text), json_string_length(text),
+                                    modes[m].special, &n);
+            char what[128];
+            snprintf(what, sizeof what, "case %s, %s", name, modes[m].key);
+            assert_ids(ids, n, want_ids, n_want, what);
+            free(ids);
+            free(want_ids);
+            checked++;
+        }
+    }
+    assert_int_equal(checked, 10 * 2 + 11 + 1 * 2); /* 10 full cases, 11 published, 1 chatml */
+    json_decref(root);
+}
+
+static void test_special_tokens(void **state) {
+    (void)state;
+    static const struct {
+        const char *text;
+        int32_t id;
+    } cases[] = {{"<|im_start|>", QWEN_IM_START}, {"<|im_end|>", QWEN_IM_END},
+                 {"<|endoftext|>", QWEN_ENDOFTEXT}};
+    for (size_t i = 0; i < 3; i++) {
+        size_t n;
+        int32_t *ids = tokenize(qwen, cases[i].text, strlen(cases[i].text), true, &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(ids[0], cases[i].id);
+        free(ids);
+        /* as plain text the control token's characters are ordinary BPE input */
+        ids = tokenize(qwen, cases[i].text, strlen(cases[i].text), false, &n);
+        assert_true(n > 1);
+        for (size_t k = 0; k < n; k++) assert_true(ids[k] < QWEN_ENDOFTEXT);
+        free(ids);
+    }
+    /* adjacent specials and text glued to them */
+    const char *glued = "<|im_end|><|im_start|>x<|endoftext|>";
+    size_t n;
+    int32_t *ids = tokenize(qwen, glued, strlen(glued), true, &n);
+    assert_int_equal(n, 4);
+    assert_int_equal(ids[0], QWEN_IM_END);
+    assert_int_equal(ids[1], QWEN_IM_START);
+    assert_int_equal(ids[2], 'x' - '!'); /* the vocabulary starts with '!'..'~' */
+    assert_int_equal(ids[3], QWEN_ENDOFTEXT);
+    free(ids);
+    /* user-defined tokens (type 4) match in both modes, as the reference vectors show */
+    ids = tokenize(qwen, "<tool_call>", 11, false, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], QWEN_TOOL_CALL);
+    free(ids);
+}
+
+/* detokenize(tokenize(text)) == NFC(text), in both modes, streamed or not. */
+static void test_round_trip(void **state) {
+    (void)state;
+    static const char *const corpus[] = {
+        "",
+        "Hello, world!",
+        "   multiple   spaces\t\ttabs\n\n\nnewlines  \r\n \r\r\n",
+        "trailing spaces   ",
+        "中文测试，日本語のテキスト、한국어 텍스트",
+        "emoji 🚀🦙👍🏽🇫🇷 family 👨‍👩‍👧‍👦 😶‍🌫️",
+        "Z\xcc\xa4\xcd\x94\xcd\xa7\xcc\x91\xcc\x93" "a\xcc\x88\xcd\x96\xcc\xad l\xcd\xae\xcc\x92 "
+        "cafe\xcc\x81 A\xcc\x8a\xe1\x84\x80\xe1\x85\xa1", /* combining marks, decomposed Hangul */
+        "1234567890 3.14159 1e-10 0x7FFF 2^64=18446744073709551616",
+        "I'm you're he'll we'd they've it's CAN'T 'S 'll",
+        "int main(void) {\n\treturn 0; // done\n}\n",
+        "مرحبا بالعالم हिन्दी ภาษาไทย Ελληνικά",
+        "\xc2\xa0nbsp\xe3\x80\x80ideographic\xe2\x80\xa8line\xc2\x85nel\xe1\xa0\x8emvs",
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+        "<|im_start<|im_end|><|im_end|",
+    };
+    for (size_t c = 0; c < sizeof corpus / sizeof corpus[0]; c++) {
+        size_t len = strlen(corpus[c]), want_len;
+        char *want = nfc(corpus[c], len, &want_len);
+        for (int special = 0; special < 2; special++) {
+            size_t n, got_len;
+            int32_t *ids = tokenize(qwen, corpus[c], len, special, &n);
+            char *got = detokenize(qwen, ids, n, &got_len);
+            if (got_len != want_len || memcmp(got, want, want_len) != 0)
+                fail_msg("round trip of corpus[%zu] (special %d): got '%.*s'", c, special,
+                         (int)got_len, got);
+
+            syn_detok_stream *s;
+            assert_int_equal(syn_detok_stream_new(qwen, &s), SYN_OK);
+            char *streamed = malloc(want_len + 1);
+            size_t at = 0;
+            char chunk[1024];
+            size_t k;
+            for (size_t i = 0; i < n; i++) {
+                assert_int_equal(syn_detok_stream_push(s, ids[i], chunk, sizeof chunk, &k), SYN_OK);
+                assert_true(at + k <= want_len);
+                memcpy(streamed + at, chunk, k);
+                at += k;
+            }
+            assert_int_equal(syn_detok_stream_flush(s, chunk, sizeof chunk, &k), SYN_OK);
+            assert_int_equal(k, 0); /* well-formed text leaves nothing held back */
+            assert_int_equal(at, want_len);
+            assert_memory_equal(streamed, want, want_len);
+            syn_detok_stream_free(s);
+            free(streamed);
+            free(got);
+            free(ids);
+        }
+        free(want);
+    }
+}
+
+static void test_nfc(void **state) {
+    (void)state;
+    size_t n1, n2;
+    int32_t *decomposed = tokenize(qwen, "caf" "e\xcc\x81", 6, false, &n1); /* e + U+0301 */
+    int32_t *composed = tokenize(qwen, "caf" "\xc3\xa9", 5, false, &n2);    /* U+00E9 */
+    assert_ids(decomposed, n1, composed, n2, "e + combining acute vs precomposed");
+    free(decomposed);
+    free(composed);
+    decomposed = tokenize(qwen, "e\xcc\x81", 3, false, &n1);
+    composed = tokenize(qwen, "\xc3\xa9", 2, false, &n2);
+    assert_ids(decomposed, n1, composed, n2, "lone e + combining acute");
+    free(decomposed);
+    free(composed);
+}
+
+static void test_invalid_utf8(void **state) {
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t len;
+        size_t offset;
+    } cases[] = {
+        {"abc\xff" "def", 7, 3},      /* never a UTF-8 byte */
+        {"ab\xc3", 3, 2},             /* truncated at the end */
+        {"\xc0\xaf", 2, 0},           /* overlong '/' */
+        {"x\xed\xa0\x80", 4, 1},      /* UTF-16 surrogate */
+        {"\xf4\x90\x80\x80", 4, 0},   /* above U+10FFFF */
+        {"ok \x80", 4, 3},            /* stray continuation byte */
+        {"\xe2\x82" "A", 3, 0},       /* lead byte then ASCII */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int32_t ids[16];
+        size_t n = 99;
+        assert_int_equal(syn_tokenize(qwen, cases[i].text, cases[i].len, false, ids, 16, &n),
+                         SYN_ERR_INVALID_ARGUMENT);
+        char want[64];
+        snprintf(want, sizeof want, "byte offset %zu", cases[i].offset);
+        if (!strstr(syn_last_error(), want)) fail_msg("case %zu: '%s' lacks '%s'", i, syn_last_error(), want);
+    }
+}
+
+static void test_buffer_protocol(void **state) {
+    (void)state;
+    const char *text = "Hello world! How are you doing today?";
+    static const int32_t want[] = {9707, 1879, 0, 2585, 525, 498, 3730, 3351, 30};
+    size_t n = 0;
+    assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, NULL, 0, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(n, 9);
+    int32_t ids[9];
+    assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, ids, 8, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(n, 9);
+    assert_memory_equal(ids, want, 8 * sizeof *ids); /* what fits is written */
+    assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, ids, 9, &n), SYN_OK);
+    assert_ids(ids, n, want, 9, "exact cap");
+    assert_int_equal(syn_tokenize(qwen, "", 0, true, NULL, 0, &n), SYN_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(syn_tokenize(qwen, NULL, 3, true, ids, 9, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_tokenize(qwen, text, 3, true, NULL, 9, &n), SYN_ERR_INVALID_ARGUMENT);
+
+    char buf[8];
+    size_t k;
+    assert_int_equal(syn_detokenize(qwen, want, 2, buf, 5, &k), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(k, 11); /* "Hello world" */
+    int32_t bad = QWEN_N_VOCAB;
+    assert_int_equal(syn_detokenize(qwen, &bad, 1, buf, 8, &k), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "151936"));
+}
+
+static void test_token_to_bytes(void **state) {
+    (void)state;
+    char buf[64];
+    size_t n;
+    assert_int_equal(syn_token_to_bytes(qwen, 220, buf, sizeof buf, &n), SYN_OK); /* "Ġ" */
+    assert_int_equal(n, 1);
+    assert_int_equal(buf[0], ' ');
+    assert_int_equal(syn_token_to_bytes(qwen, 198, buf, sizeof buf, &n), SYN_OK); /* "Ċ" */
+    assert_int_equal(n, 1);
+    assert_int_equal(buf[0], '\n');
+    assert_int_equal(syn_token_to_bytes(qwen, 9707, buf, sizeof buf, &n), SYN_OK);
+    assert_int_equal(n, 5);
+    assert_memory_equal(buf, "Hello", 5);
+    assert_int_equal(syn_token_to_bytes(qwen, QWEN_IM_START, buf, sizeof buf, &n), SYN_OK);
+    assert_int_equal(n, 12);
+    assert_memory_equal(buf, "<|im_start|>", 12);
+    assert_int_equal(syn_token_to_bytes(qwen, QWEN_IM_START, buf, 3, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(n, 12);
+    assert_int_equal(syn_token_to_bytes(qwen, -1, buf, sizeof buf, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_token_to_bytes(qwen, QWEN_N_VOCAB, buf, sizeof buf, &n), SYN_ERR_INVALID_ARGUMENT);
+}
+
+/* A character split across tokens comes out whole, once its last byte arrives. */
+static void test_stream_split_character(void **state) {
+    (void)state;
+    const char *text = "🦙🦙 👍🏽 😶‍🌫️ ✅";
+    size_t n;
+    int32_t *ids = tokenize(qwen, text, strlen(text), false, &n);
+    size_t partial_tokens = 0;
+    syn_detok_stream *s;
+    assert_int_equal(syn_detok_stream_new(qwen, &s), SYN_OK);
+    char out[256];
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        char bytes[64], chunk[1024];
+        size_t nb, k;
+        assert_int_equal(syn_token_to_bytes(qwen, ids[i], bytes, sizeof bytes, &nb), SYN_OK);
+        if (!valid_utf8(bytes, nb)) partial_tokens++;
+        assert_int_equal(syn_detok_stream_push(s, ids[i], chunk, sizeof chunk, &k), SYN_OK);
+        assert_int_equal(strlen(chunk), k); /* NUL-terminated */
+        assert_true(valid_utf8(chunk, k));  /* never a partial character */
+        assert_true(at + k < sizeof out);
+        memcpy(out + at, chunk, k);
+        at += k;
+    }
+    assert_true(partial_tokens >= 2); /* the test means something only if characters were split */
+    char chunk[16];
+    size_t k;
+    assert_int_equal(syn_detok_stream_flush(s, chunk, sizeof chunk, &k), SYN_OK);
+    assert_int_equal(k, 0);
+    assert_int_equal(at, strlen(text));
+    assert_memory_equal(out, text, at);
+    syn_detok_stream_free(s);
+    free(ids);
+}
+
+static void test_stream_invalid_bytes(void **state) {
+    (void)state;
+    /* the tokens that decode to the lone bytes E2 and 82, found by decoding the first ids */
+    int32_t e2 = -1, b82 = -1;
+    for (int32_t id = 0; id < 1000 && (e2 < 0 || b82 < 0); id++) {
+        char b[8];
+        size_t n;
+        assert_int_equal(syn_token_to_bytes(qwen, id, b, sizeof b, &n), SYN_OK);
+        if (n == 1 && (uint8_t)b[0] == 0xE2) e2 = id;
+        if (n == 1 && (uint8_t)b[0] == 0x82) b82 = id;
+    }
+    assert_true(e2 >= 0 && b82 >= 0);
+    int32_t letter_a;
+    size_t n;
+    assert_int_equal(syn_tokenize(qwen, "A", 1, false, &letter_a, 1, &n), SYN_OK);
+
+    syn_detok_stream *s;
+    assert_int_equal(syn_detok_stream_new(qwen, &s), SYN_OK);
+    char chunk[64];
+    size_t k;
+    assert_int_equal(syn_detok_stream_push(s, e2, chunk, sizeof chunk, &k), SYN_OK);
+    assert_int_equal(k, 0); /* held: E2 starts a 3-byte character */
+    assert_int_equal(syn_detok_stream_push(s, b82, chunk, sizeof chunk, &k), SYN_OK);
+    assert_int_equal(k, 0); /* E2 82 still incomplete */
+    assert_int_equal(syn_detok_stream_push(s, letter_a, chunk, sizeof chunk, &k), SYN_OK);
+    assert_string_equal(chunk, "\xef\xbf\xbd" "A"); /* E2 82 is one ill-formed subpart */
+    assert_int_equal(syn_detok_stream_push(s, e2, chunk, sizeof chunk, &k), SYN_OK);
+    assert_int_equal(k, 0);
+    /* too small a buffer consumes nothing: the retry gets the same text */
+    assert_int_equal(syn_detok_stream_flush(s, chunk, 3, &k), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(k, 3);
+    assert_int_equal(syn_detok_stream_flush(s, chunk, sizeof chunk, &k), SYN_OK);
+    assert_string_equal(chunk, "\xef\xbf\xbd");
+    assert_int_equal(syn_detok_stream_flush(s, chunk, sizeof chunk, &k), SYN_OK);
+    assert_int_equal(k, 0);
+    assert_int_equal(syn_detok_stream_push(s, QWEN_N_VOCAB, chunk, sizeof chunk, &k),
+                     SYN_ERR_INVALID_ARGUMENT);
+    syn_detok_stream_free(s);
+    syn_detok_stream_free(NULL);
+}
+
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
+/* 100 KB runs of one character: one huge BPE word (letters) or long regex runs (spaces, digits,
+ * punctuation) must stay near-linear and round-trip. */
+static void test_long_runs(void **state) {
+    (void)state;
+    enum { LEN = 100000 };
+    static const char fill[] = {'a', ' ', '7', '!', '\n'};
+    char *text = malloc(LEN + 1);
+    assert_non_null(text);
+    for (size_t f = 0; f < sizeof fill; f++) {
+        memset(text, fill[f], LEN);
+        text[LEN - 1] = 'x'; /* a different last character exercises the lookahead */
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        size_t n, len;
+        int32_t *ids = tokenize(qwen, text, LEN, false, &n);
+        double secs = seconds_since(&t0);
+        print_message("100 KB of '%c': %zu ids in %.1f ms\n", fill[f] == '\n' ? 'n' : fill[f], n,
+                      secs * 1e3);
+        assert_true(secs < 5.0); /* quadratic would be minutes */
+        char *back = detokenize(qwen, ids, n, &len);
+        assert_int_equal(len, LEN);
+        assert_memory_equal(back, text, LEN);
+        free(back);
+        free(ids);
+    }
+    free(text);
+}
+
+/* ---- a tiny hand-made vocabulary, written with the GGUF writer ---- */
+
+/* GPT-2's bytes_to_unicode, written out from its definition: printable Latin-1 bytes map to
+ * themselves, the other 68 in order to U+0100 upwards. Returns the UTF-8 of byte b's character. */
+static void byte_char(unsigned b, char out[3]) {
+    unsigned cp = b, extra = 0;
+    bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+    if (!printable) {
+        for (unsigned x = 0; x < b; x++)
+            if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174))) extra++;
+        cp = 256 + extra;
+    }
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        out[1] = 0;
+    } else {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        out[2] = 0;
+    }
+}
+
+typedef struct tiny_spec {
+    const char *model; /* NULL: key omitted */
+    const char *pre;
+    const char *const *merges;
+    size_t n_merges;
+    int64_t eos; /* < 0: omitted */
+    bool drop_byte_zero; /* leave out the token of byte 0x00 */
+    bool short_types;    /* one token type fewer than tokens */
+} tiny_spec;
+
+/* ids 0..255: the bytes in order; then these. */
+static const char *const tiny_extra[] = {"ab", "bc", "abc", "<|im_end|>", "<tool>", "Ġab"};
+static const int32_t tiny_extra_type[] = {1, 1, 1, 3, 4, 1};
+enum { TINY_AB = 256, TINY_BC, TINY_ABC, TINY_IM_END, TINY_TOOL, TINY_SPACE_AB, TINY_COUNT };
+static const char *const tiny_merges[] = {"b c", "a b", "ab c", "Ġ ab"};
+
+static syn_status load_tiny(const tiny_spec *spec, int32_t n_vocab_model, gguf_file **f,
+                            syn_tokenizer **tok) {
+    char chars[256][3];
+    const char *tokens[TINY_COUNT];
+    int32_t types[TINY_COUNT];
+    size_t n = 0;
+    for (unsigned b = 0; b < 256; b++) {
+        byte_char(b, chars[b]);
+        if (b == 0 && spec->drop_byte_zero) continue;
+        types[n] = 1;
+        tokens[n++] = chars[b];
+    }
+    for (size_t i = 0; i < sizeof tiny_extra / sizeof tiny_extra[0]; i++) {
+        types[n] = tiny_extra_type[i];
+        tokens[n++] = tiny_extra[i];
+    }
+    gguf_writer *w = gguf_writer_new();
+    assert_non_null(w);
+    assert_int_equal(gguf_writer_set_str(w, "general.architecture", "qwen2"), SYN_OK);
+    if (spec->model) assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.model", spec->model), SYN_OK);
+    if (spec->pre) assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.pre", spec->pre), SYN_OK);
+    assert_int_equal(gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", tokens, n), SYN_OK);
+    assert_int_equal(gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types,
+                                           spec->short_types ? n - 1 : n),
+                     SYN_OK);
+    assert_int_equal(gguf_writer_set_str_array(w, "tokenizer.ggml.merges", (const char *const *)spec->merges,
+                                               spec->n_merges),
+                     SYN_OK);
+    if (spec->eos >= 0)
+        assert_int_equal(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)spec->eos), SYN_OK);
+    char *dir = test_make_temp_dir();
+    assert_non_null(dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tiny.gguf", dir);
+    assert_int_equal(gguf_writer_write(w, path), SYN_OK);
+    gguf_writer_free(w);
+    assert_int_equal(gguf_open(path, f), SYN_OK);
+    test_remove_dir(dir);
+    free(dir);
+    return tokenizer_load(*f, n_vocab_model, tok);
+}
+
+static tiny_spec tiny_default(void) {
+    return (tiny_spec){"gpt2", "qwen2", tiny_merges, sizeof tiny_merges / sizeof tiny_merges[0], -1,
+                       false, false};
+}
+
+static void expect_ids(const syn_tokenizer *tok, const char *text, bool special,
+                       const int32_t *want, size_t n_want) {
+    size_t n;
+    int32_t *ids = tokenize(tok, text, strlen(text), special, &n);
+    assert_ids(ids, n, want, n_want, text);
+    free(ids);
+}
+
+/* Hand-worked merges: "b c" has rank 0, "a b" rank 1, "ab c" rank 2, "Ġ ab" rank 3. */
+static void test_tiny_bpe(void **state) {
+    (void)state;
+    tiny_spec spec = tiny_default();
+    gguf_file *f;
+    syn_tokenizer *tok;
+    assert_int_equal(load_tiny(&spec, TINY_COUNT + 10, &f, &tok), SYN_OK);
+    /* b-c outranks a-b, and a + bc has no merge, so "abc" never reaches the token "abc" */
+    expect_ids(tok, "abc", false, (const int32_t[]){'a', TINY_BC}, 2);
+    /* equal ranks merge leftmost first */
+    expect_ids(tok, "abab", false, (const int32_t[]){TINY_AB, TINY_AB}, 2);
+    expect_ids(tok, "aab", false, (const int32_t[]){'a', TINY_AB}, 2);
+    /* the pre-tokenizer splits " ab" off as its own word; then Ġ + ab merges */
+    expect_ids(tok, "ab ab", false, (const int32_t[]){TINY_AB, TINY_SPACE_AB}, 2);
+    /* control tokens only with parse_special; user-defined ones always */
+    expect_ids(tok, "x<|im_end|>y", true, (const int32_t[]){'x', TINY_IM_END, 'y'}, 3);
+    const char *plain = "<|im_end|>";
+    int32_t bytes[10];
+    for (int i = 0; i < 10; i++) bytes[i] = (uint8_t)plain[i];
+    expect_ids(tok, plain, false, bytes, 10);
+    expect_ids(tok, "a<tool>b", false, (const int32_t[]){'a', TINY_TOOL, 'b'}, 3);
+
+    assert_int_equal(syn_token_eos(tok), -1);
+    assert_int_equal(syn_token_bos(tok), -1);
+    assert_true(syn_token_is_eog(tok, TINY_IM_END)); /* by its name */
+    assert_int_equal(syn_tokenizer_n_vocab(tok), TINY_COUNT + 10);
+    /* embedding rows past the token list decode to nothing */
+    char buf[8];
+    size_t n = 99;
+    assert_int_equal(syn_token_to_bytes(tok, TINY_COUNT + 3, buf, sizeof buf, &n), SYN_OK);
+    assert_int_equal(n, 0);
+    tokenizer_free(tok);
+    gguf_close(f);
+}
+
+static void expect_refusal(const tiny_spec *spec, int32_t n_vocab_model, syn_status status,
+                           const char *needle) {
+    gguf_file *f;
+    syn_tokenizer *tok = (syn_tokenizer *)1;
+    assert_int_equal(load_tiny(spec, n_vocab_model, &f, &tok), status);
+    assert_null(tok);
+    if (!strstr(syn_last_error(), needle))
+        fail_msg("message '%s' lacks '%s'", syn_last_error(), needle);
+    gguf_close(f);
+}
+
+static void test_load_refusals(void **state) {
+    (void)state;
+    tiny_spec s = tiny_default();
+    s.model = "llama";
+    expect_refusal(&s, 1000, SYN_ERR_UNSUPPORTED, "tokenizer.ggml.model 'llama' is not supported");
+    s = tiny_default();
+    s.model = NULL;
+    expect_refusal(&s, 1000, SYN_ERR_FORMAT, "tokenizer.ggml.model");
+    s = tiny_default();
+    s.pre = "default";
+    expect_refusal(&s, 1000, SYN_ERR_UNSUPPORTED, "tokenizer.ggml.pre 'default'");
+    s = tiny_default();
+    s.pre = NULL;
+    expect_refusal(&s, 1000, SYN_ERR_UNSUPPORTED, "tokenizer.ggml.pre");
+    s = tiny_default();
+    expect_refusal(&s, TINY_COUNT - 1, SYN_ERR_FORMAT, "tokenizer.ggml.tokens");
+    s = tiny_default();
+    s.eos = TINY_COUNT;
+    expect_refusal(&s, 1000, SYN_ERR_FORMAT, "tokenizer.ggml.eos_token_id");
+    s = tiny_default();
+    s.short_types = true;
+    expect_refusal(&s, 1000, SYN_ERR_FORMAT, "tokenizer.ggml.token_type");
+    s = tiny_default();
+    s.drop_byte_zero = true;
+    expect_refusal(&s, 1000, SYN_ERR_FORMAT, "byte 0x00");
+
+    static const struct {
+        const char *merge;
+        const char *needle;
+    } bad[] = {
+        {"ab", "tokenizer.ggml.merges[1]"},        /* no space */
+        {"a  b", "tokenizer.ggml.merges[1]"},      /* two spaces */
+        {" ab", "tokenizer.ggml.merges[1]"},       /* empty left part */
+        {"a ", "tokenizer.ggml.merges[1]"},        /* empty right part */
+        {"ab zz", "the right part"},               /* not a token */
+        {"c a", "the merged token"},               /* "ca" is not a token */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *merges[] = {"a b", bad[i].merge};
+        s = tiny_default();
+        s.merges = merges;
+        s.n_merges = 2;
+        expect_refusal(&s, 1000, SYN_ERR_FORMAT, bad[i].needle);
+        assert_non_null(strstr(syn_last_error(), "tokenizer.ggml.merges[1]"));
+    }
+}
+
+/* Load time of the full Qwen2.5 vocabulary (151,936 tokens, 151,387 merges). */
+static void test_load_time(void **state) {
+    (void)state;
+    gguf_file *f;
+    assert_int_equal(gguf_open(test_data_path("qwen2-tiny-synth-q8_0.gguf"), &f), SYN_OK);
+    double best = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        syn_tokenizer *tok;
+        assert_int_equal(tokenizer_load(f, QWEN_N_VOCAB, &tok), SYN_OK);
+        double secs = seconds_since(&t0);
+        if (secs < best) best = secs;
+        tokenizer_free(tok);
+    }
+    print_message("tokenizer_load: %.1f ms (best of 3)\n", best * 1e3);
+    assert_true(best < 2.0); /* the target is < 100 ms optimised; sanitizer builds are slower */
+    gguf_close(f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vocab_facts),
+        cmocka_unit_test(test_reference_cases),
+        cmocka_unit_test(test_special_tokens),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_nfc),
+        cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_buffer_protocol),
+        cmocka_unit_test(test_token_to_bytes),
+        cmocka_unit_test(test_stream_split_character),
+        cmocka_unit_test(test_stream_invalid_bytes),
+        cmocka_unit_test(test_long_runs),
+        cmocka_unit_test(test_tiny_bpe),
+        cmocka_unit_test(test_load_refusals),
+        cmocka_unit_test(test_load_time),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

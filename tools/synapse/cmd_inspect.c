@@ -1,0 +1,174 @@
+/* cmd_inspect.c: `synapse inspect`: a model's hyperparameters, GGUF metadata and tensor table. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "commands.h"
+#include "common.h"
+#include "model/model.h"
+
+const char usage_inspect[] =
+    "synapse inspect -m MODEL [--json]\n"
+    "  Loads and validates the model (a malformed or unsupported file is refused, exit 1), then\n"
+    "  prints its hyperparameters, every metadata key (arrays summarised as [type x count]) and\n"
+    "  the tensor table (name, type, shape, bytes). With --json: {\"file\", \"file_bytes\",\n"
+    "  \"gguf_version\", \"alignment\", \"hparams\": {...}, \"metadata\": {key: value or\n"
+    "  {\"array\": type, \"count\": n}}, \"tensors\": [{\"name\", \"type\", \"shape\", \"bytes\", \"offset\"}]}.\n";
+
+typedef struct inspect_opts {
+    const char *model_path;
+    bool json;
+} inspect_opts;
+
+static int parse_args(int argc, char **argv, inspect_opts *o) {
+    arg_iter it = args_begin(argc, argv);
+    const char *arg;
+    int rc;
+    while ((arg = args_next(&it)) != NULL) {
+        if (args_is_help(arg)) {
+            fputs(usage_inspect, stdout);
+            return ARGS_HELP;
+        }
+        if (strcmp(arg, "-m") == 0 || strcmp(arg, "--model") == 0) {
+            if ((rc = args_value(&it, arg, &o->model_path)) != EXIT_OK) return rc;
+        } else if (strcmp(arg, "--json") == 0) {
+            o->json = true;
+        } else {
+            return args_unknown(arg);
+        }
+    }
+    return o->model_path ? EXIT_OK : fail_usage("missing -m MODEL");
+}
+
+/* A metadata value as JSON: scalars natively, arrays summarised. */
+static json_t *kv_to_json(const gguf_kv *kv) {
+    switch (kv->type) {
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_UINT64:
+        return kv->value.u64 <= INT64_MAX ? json_integer((json_int_t)kv->value.u64)
+                                          : json_real((double)kv->value.u64);
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_INT16:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_INT64:
+        return json_integer((json_int_t)kv->value.i64);
+    case GGUF_TYPE_FLOAT32:
+    case GGUF_TYPE_FLOAT64:
+        return json_real(kv->value.f64);
+    case GGUF_TYPE_BOOL:
+        return json_boolean(kv->value.u64 != 0);
+    case GGUF_TYPE_STRING:
+        return json_utf8(kv->value.str.data, kv->value.str.len);
+    case GGUF_TYPE_ARRAY:
+        return json_pack("{s:s, s:I}", "array", gguf_type_name(kv->value.arr.type), "count",
+                         (json_int_t)kv->value.arr.count);
+    default:
+        return json_null();
+    }
+}
+
+static json_t *hparams_json(const syn_model_info *in) {
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:I, s:I}",
+                     "architecture", in->architecture, "name", in->name, "n_vocab", in->n_vocab,
+                     "n_ctx_train", in->n_ctx_train, "n_embd", in->n_embd, "n_layer", in->n_layer,
+                     "n_head", in->n_head, "n_head_kv", in->n_head_kv, "n_ff", in->n_ff,
+                     "rope_freq_base", (double)in->rope_freq_base, "rms_norm_eps",
+                     (double)in->rms_norm_eps, "tied_output", in->tied_output, "n_params",
+                     (json_int_t)in->n_params, "weight_bytes", (json_int_t)in->weight_bytes);
+}
+
+static json_t *tensor_json(const gguf_tensor *t) {
+    json_t *shape = json_array();
+    for (uint32_t d = 0; shape && d < t->n_dims; d++)
+        json_array_append_new(shape, json_integer((json_int_t)t->ne[d]));
+    return json_pack("{s:s%, s:s, s:o, s:I, s:I}", "name", t->name.data, (size_t)t->name.len,
+                     "type", ggml_type_name(t->type), "shape", shape, "bytes", (json_int_t)t->nbytes,
+                     "offset", (json_int_t)t->offset);
+}
+
+static int print_inspect_json(const char *path, const syn_model *model, const syn_model_info *info) {
+    const gguf_file *f = model->gguf;
+    json_t *meta = json_object();
+    json_t *tensors = json_array();
+    int ok = meta && tensors;
+    for (uint64_t i = 0; ok && i < f->n_kv; i++) {
+        const gguf_kv *kv = &f->kvs[i];
+        /* Keys may hold any bytes: the object key is the key made valid UTF-8. */
+        json_t *key = json_utf8(kv->key.data, kv->key.len);
+        ok = key && json_object_set_new(meta, json_string_value(key), kv_to_json(kv)) == 0;
+        json_decref(key);
+    }
+    for (uint64_t i = 0; ok && i < f->n_tensors; i++)
+        ok = json_array_append_new(tensors, tensor_json(&f->tensors[i])) == 0;
+    if (!ok) {
+        json_decref(meta);
+        json_decref(tensors);
+        return fail_runtime("out of memory building the JSON output");
+    }
+    return print_json(json_pack("{s:s, s:I, s:i, s:i, s:o, s:o, s:o}", "file", path, "file_bytes",
+                                (json_int_t)f->size, "gguf_version", (int)f->version, "alignment",
+                                (int)f->alignment, "hparams", hparams_json(info), "metadata", meta,
+                                "tensors", tensors));
+}
+
+/* Writes s[len] with control characters escaped, at most max bytes of it, then "..." if cut. */
+static void print_escaped(const char *s, size_t len, size_t max) {
+    size_t n = len < max ? len : max;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c < 0x20 || c == 0x7F) printf("\\x%02x", c);
+        else putchar(c);
+    }
+    if (n < len) fputs("...", stdout);
+}
+
+static int print_inspect_text(const char *path, const syn_model *model, const syn_model_info *in) {
+    const gguf_file *f = model->gguf;
+    printf("file: %s (%zu bytes, GGUF v%u, alignment %u)\n", path, f->size, f->version, f->alignment);
+    printf("model: %s '%s'\n", in->architecture, in->name);
+    printf("  n_vocab %d, n_ctx_train %d, n_embd %d, n_layer %d, n_head %d, n_head_kv %d, n_ff %d\n",
+           in->n_vocab, in->n_ctx_train, in->n_embd, in->n_layer, in->n_head, in->n_head_kv, in->n_ff);
+    printf("  rope_freq_base %g, rms_norm_eps %g, tied_output %s\n", (double)in->rope_freq_base,
+           (double)in->rms_norm_eps, in->tied_output ? "yes" : "no");
+    printf("  %" PRIu64 " weights, %" PRIu64 " bytes of tensor data\n", in->n_params, in->weight_bytes);
+    printf("metadata (%" PRIu64 " keys):\n", f->n_kv);
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        const gguf_kv *kv = &f->kvs[i];
+        char key[256], value[256];
+        size_t klen = kv->key.len < sizeof key - 1 ? kv->key.len : sizeof key - 1;
+        memcpy(key, kv->key.data, klen);
+        key[klen] = '\0';
+        int64_t vlen = syn_model_meta_str(model, key, value, sizeof value);
+        printf("  %-42s %-8s ", key, gguf_type_name(kv->type));
+        if (vlen >= 0) print_escaped(value, strlen(value), 96);
+        putchar('\n');
+    }
+    printf("tensors (%" PRIu64 "):\n", f->n_tensors);
+    printf("  %-32s %-6s %-22s %12s\n", "name", "type", "shape", "bytes");
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char shape[96];
+        int len = 0;
+        for (uint32_t d = 0; d < t->n_dims && len < (int)sizeof shape; d++)
+            len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%" PRIu64, d ? " x " : "", t->ne[d]);
+        printf("  %-32.*s %-6s %-22s %12" PRIu64 "\n", (int)t->name.len, t->name.data,
+               ggml_type_name(t->type), shape, t->nbytes);
+    }
+    return fflush(stdout) == 0 ? EXIT_OK : fail_runtime("cannot write to stdout");
+}
+
+int cmd_inspect(int argc, char **argv) {
+    inspect_opts o = {0};
+    int rc = parse_args(argc, argv, &o);
+    if (rc != EXIT_OK) return rc == ARGS_HELP ? EXIT_OK : rc;
+    syn_model *model = NULL;
+    if ((rc = load_model(o.model_path, &model)) != EXIT_OK) return rc;
+    syn_model_info info;
+    syn_model_get_info(model, &info);
+    rc = o.json ? print_inspect_json(o.model_path, model, &info) : print_inspect_text(o.model_path, model, &info);
+    syn_model_free(model);
+    return rc;
+}

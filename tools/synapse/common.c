@@ -1,0 +1,292 @@
+/* common.c: option groups, set-up helpers and JSON output shared by the synapse subcommands. */
+#include "common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void gen_opts_init(gen_opts *o, int32_t n_predict) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = n_predict;
+    o->backend = SYN_BACKEND_REFERENCE;
+    o->sampling = syn_sampler_default_params();
+}
+
+static int parse_backend(const char *opt, const char *s, syn_backend *out) {
+    if (strcmp(s, "reference") == 0) *out = SYN_BACKEND_REFERENCE;
+    else if (strcmp(s, "optimized") == 0) *out = SYN_BACKEND_OPTIMIZED;
+    else return fail_usage("%s: unknown backend '%s' (expected reference or optimized)", opt, s);
+    return EXIT_OK;
+}
+
+int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o) {
+    const char *v = NULL;
+    long l = 0;
+    int rc;
+#define TAKE_VALUE() \
+    if ((rc = args_value(it, arg, &v)) != EXIT_OK) return rc
+    if ((groups & GEN_MODEL) && (strcmp(arg, "-m") == 0 || strcmp(arg, "--model") == 0)) {
+        TAKE_VALUE();
+        o->model_path = v;
+        return EXIT_OK;
+    }
+    if (groups & GEN_COMPUTE) {
+        if (strcmp(arg, "-t") == 0 || strcmp(arg, "--threads") == 0) {
+            TAKE_VALUE();
+            if ((rc = parse_long(arg, v, 0, 1024, &l)) != EXIT_OK) return rc;
+            o->n_threads = (int32_t)l;
+            return EXIT_OK;
+        }
+        if (strcmp(arg, "--backend") == 0) {
+            TAKE_VALUE();
+            return parse_backend(arg, v, &o->backend);
+        }
+    }
+    if ((groups & GEN_CTX) && (strcmp(arg, "-c") == 0 || strcmp(arg, "--ctx-size") == 0)) {
+        TAKE_VALUE();
+        if ((rc = parse_long(arg, v, 1, INT32_MAX, &l)) != EXIT_OK) return rc;
+        o->n_ctx = (uint32_t)l;
+        return EXIT_OK;
+    }
+    if ((groups & GEN_TEMPLATE) && strcmp(arg, "--chat-template") == 0) {
+        TAKE_VALUE();
+        o->chat_template = v;
+        return EXIT_OK;
+    }
+    if (groups & GEN_SAMPLING) {
+        syn_sampler_params *sp = &o->sampling;
+        if (strcmp(arg, "-n") == 0 || strcmp(arg, "--n-predict") == 0) {
+            TAKE_VALUE();
+            if ((rc = parse_long(arg, v, 0, INT32_MAX, &l)) != EXIT_OK) return rc;
+            o->n_predict = (int32_t)l;
+            return EXIT_OK;
+        }
+        if (strcmp(arg, "--temp") == 0) {
+            TAKE_VALUE();
+            return parse_float(arg, v, 0.0, false, 1e6, &sp->temperature);
+        }
+        if (strcmp(arg, "--top-k") == 0) {
+            TAKE_VALUE();
+            if ((rc = parse_long(arg, v, 0, INT32_MAX, &l)) != EXIT_OK) return rc;
+            sp->top_k = (int32_t)l;
+            return EXIT_OK;
+        }
+        if (strcmp(arg, "--top-p") == 0) {
+            TAKE_VALUE();
+            return parse_float(arg, v, 0.0, true, 1.0, &sp->top_p);
+        }
+        if (strcmp(arg, "--min-p") == 0) {
+            TAKE_VALUE();
+            return parse_float(arg, v, 0.0, false, 1.0, &sp->min_p);
+        }
+        if (strcmp(arg, "--repeat-penalty") == 0) {
+            TAKE_VALUE();
+            return parse_float(arg, v, 0.0, true, 1e6, &sp->repeat_penalty);
+        }
+        if (strcmp(arg, "--repeat-last-n") == 0) {
+            TAKE_VALUE();
+            if ((rc = parse_long(arg, v, 0, INT32_MAX, &l)) != EXIT_OK) return rc;
+            sp->repeat_last_n = (int32_t)l;
+            return EXIT_OK;
+        }
+        if (strcmp(arg, "--seed") == 0) {
+            TAKE_VALUE();
+            return parse_u64(arg, v, &sp->seed);
+        }
+    }
+#undef TAKE_VALUE
+    return OPT_NOMATCH;
+}
+
+int require_model(const gen_opts *o) {
+    return o->model_path ? EXIT_OK : fail_usage("missing -m MODEL");
+}
+
+double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int load_model(const char *path, syn_model **out) {
+    syn_model_params params = syn_model_default_params();
+    if (syn_model_load(path, &params, out) != SYN_OK) return fail_lib("cannot load '%s'", path);
+    return EXIT_OK;
+}
+
+int new_context(const syn_model *model, const gen_opts *o, uint32_t n_ctx, syn_context **out) {
+    syn_context_params params = syn_context_default_params();
+    params.n_ctx = n_ctx;
+    params.n_threads = o->n_threads;
+    params.backend = o->backend;
+    if (syn_context_new(model, &params, out) != SYN_OK)
+        return fail_lib("cannot create a context of %u tokens on the %s backend", n_ctx,
+                        o->backend == SYN_BACKEND_OPTIMIZED ? "optimized" : "reference");
+    return EXIT_OK;
+}
+
+int read_file(const char *path, char **data, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail_runtime("cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - 1 - n, f);
+        if (n < cap - 1) break; /* end of file or an error, told apart below */
+        char *grown = realloc(buf, cap * 2);
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = grown;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf) return fail_runtime("out of memory reading '%s'", path);
+    if (err) {
+        free(buf);
+        return fail_runtime("cannot read '%s'", path);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return EXIT_OK;
+}
+
+int32_t prompt_bos(const syn_model *model) {
+    char v[8];
+    if (syn_model_meta_str(model, "tokenizer.ggml.add_bos_token", v, sizeof v) < 0) return -1;
+    if (strcmp(v, "true") != 0 && strcmp(v, "1") != 0) return -1;
+    return syn_token_bos(syn_model_tokenizer(model));
+}
+
+int tokenize_text(const syn_tokenizer *tok, const char *text, size_t len, bool parse_special,
+                  int32_t **ids, size_t *n) {
+    /* Byte-level BPE never yields more tokens than bytes: one pass is the norm. */
+    size_t cap = len + 1;
+    for (;;) {
+        int32_t *buf = malloc(cap * sizeof *buf);
+        if (!buf) return fail_runtime("out of memory tokenizing %zu bytes", len);
+        size_t need = 0;
+        syn_status st = syn_tokenize(tok, text, len, parse_special, buf, cap, &need);
+        if (st == SYN_OK) {
+            *ids = buf;
+            *n = need;
+            return EXIT_OK;
+        }
+        free(buf);
+        if (st != SYN_ERR_BUFFER_TOO_SMALL || need <= cap) return fail_lib("cannot tokenize the text");
+        cap = need;
+    }
+}
+
+int format_chat(const syn_model *model, const char *template_name, const syn_chat_message *msgs,
+                size_t n_msgs, char **text, size_t *len) {
+    size_t cap = 4096;
+    for (size_t i = 0; i < n_msgs; i++) cap += strlen(msgs[i].content) + 64;
+    for (;;) {
+        char *buf = malloc(cap);
+        if (!buf) return fail_runtime("out of memory formatting the chat");
+        size_t need = 0;
+        syn_status st = syn_chat_format(model, template_name, msgs, n_msgs, true, buf, cap, &need);
+        if (st == SYN_OK) {
+            *text = buf;
+            *len = need;
+            return EXIT_OK;
+        }
+        free(buf);
+        if (st != SYN_ERR_BUFFER_TOO_SMALL || need + 1 <= cap) return fail_lib("cannot format the chat");
+        cap = need + 1;
+    }
+}
+
+int check_token_ids(const syn_model *model, const int32_t *ids, size_t n) {
+    int32_t n_vocab = syn_tokenizer_n_vocab(syn_model_tokenizer(model));
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= n_vocab)
+            return fail_runtime("--tokens: token id %d (element %zu) is outside the vocabulary of %d",
+                                ids[i], i + 1, n_vocab);
+    return EXIT_OK;
+}
+
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 when it is not one. */
+static size_t utf8_seq_len(const unsigned char *s, size_t avail) {
+    unsigned c = s[0];
+    size_t n;
+    unsigned min;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) n = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) n = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) n = 4, min = 0x10000;
+    else return 0;
+    if (n > avail) return 0;
+    unsigned cp = c & (0x7F >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return n;
+}
+
+json_t *json_utf8(const char *s, size_t len) {
+    /* Each invalid byte becomes the 3-byte U+FFFD. */
+    char *clean = malloc(len * 3 + 1);
+    if (!clean) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq_len((const unsigned char *)s + i, len - i);
+        if (n == 0) {
+            memcpy(clean + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(clean + o, s + i, n);
+            o += n;
+            i += n;
+        }
+    }
+    json_t *j = json_stringn(clean, o);
+    free(clean);
+    return j;
+}
+
+json_t *json_ids(const int32_t *ids, size_t n) {
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        if (json_array_append_new(arr, json_integer(ids[i])) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+int print_json(json_t *obj) {
+    if (!obj) return fail_runtime("out of memory building the JSON output");
+    /* Nine significant digits round-trip a float32 exactly. */
+    int rc = json_dumpf(obj, stdout, JSON_REAL_PRECISION(9));
+    json_decref(obj);
+    if (rc != 0) return fail_runtime("cannot write the JSON output");
+    fputc('\n', stdout);
+    return fflush(stdout) == 0 ? EXIT_OK : fail_runtime("cannot write to stdout");
+}
+
+int text_append(text_buf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *grown = realloc(b->data, cap);
+        if (!grown) return fail_runtime("out of memory collecting the generated text");
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return EXIT_OK;
+}

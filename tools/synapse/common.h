@@ -1,0 +1,97 @@
+/*
+ * common.h: what the synapse subcommands share: the options common to several commands, model
+ * and context set-up with one-line errors, file reading, tokenizing into a growing buffer,
+ * chat formatting and JSON output.
+ */
+#ifndef SYNAPSE_TOOL_COMMON_H
+#define SYNAPSE_TOOL_COMMON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "args.h"
+#include "synapse.h"
+
+/* Defaults documented in the usage texts. */
+enum { RUN_DEFAULT_N_PREDICT = 128, CHAT_DEFAULT_N_PREDICT = 256, CHAT_DEFAULT_N_CTX = 4096 };
+
+/* Options shared by run, chat and eval. */
+typedef struct gen_opts {
+    const char *model_path;
+    int32_t n_predict;       /* -n: tokens to generate at most */
+    int32_t n_threads;       /* -t: 0 = one per core */
+    uint32_t n_ctx;          /* -c: 0 = the command's default */
+    syn_backend backend;     /* --backend */
+    syn_sampler_params sampling;
+    const char *chat_template; /* --chat-template: NULL = recognise the GGUF's */
+} gen_opts;
+
+/* Option groups a command accepts, for parse_gen_opt(). */
+enum {
+    GEN_MODEL = 1 << 0,    /* -m */
+    GEN_COMPUTE = 1 << 1,  /* -t, --backend */
+    GEN_CTX = 1 << 2,      /* -c */
+    GEN_SAMPLING = 1 << 3, /* -n, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
+    GEN_TEMPLATE = 1 << 4  /* --chat-template */
+};
+
+/* parse_gen_opt's answer when arg is none of the accepted options. */
+enum { OPT_NOMATCH = -2 };
+
+void gen_opts_init(gen_opts *o, int32_t n_predict);
+
+/* Consumes arg (and its value) when it is one of the options in groups: EXIT_OK, EXIT_USAGE
+ * (printed), or OPT_NOMATCH. */
+int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o);
+
+/* Usage error unless -m was given. */
+int require_model(const gen_opts *o);
+
+/* Milliseconds on a monotonic clock. */
+double now_ms(void);
+
+/* syn_model_load with the error "cannot load 'PATH': <cause>" (exit 1). */
+int load_model(const char *path, syn_model **out);
+
+/* The context for o's backend and threads, holding n_ctx tokens. */
+int new_context(const syn_model *model, const gen_opts *o, uint32_t n_ctx, syn_context **out);
+
+/* The file's exact bytes, NUL-terminated for convenience (*len excludes the NUL). Caller frees. */
+int read_file(const char *path, char **data, size_t *len);
+
+/* The BOS id to put in front of a tokenized text prompt, or -1: only when the GGUF's
+ * tokenizer.ggml.add_bos_token asks for one (Qwen2's does not). */
+int32_t prompt_bos(const syn_model *model);
+
+/* syn_tokenize into a malloc'd array sized to fit. Caller frees *ids. */
+int tokenize_text(const syn_tokenizer *tok, const char *text, size_t len, bool parse_special,
+                  int32_t **ids, size_t *n);
+
+/* syn_chat_format into a malloc'd NUL-terminated string. Caller frees *text. */
+int format_chat(const syn_model *model, const char *template_name, const syn_chat_message *msgs,
+                size_t n_msgs, char **text, size_t *len);
+
+/* Checks every id against the model's vocabulary. An id outside it is a runtime error (exit 1),
+ * not a usage error: only the loaded model knows its vocabulary size. */
+int check_token_ids(const syn_model *model, const int32_t *ids, size_t n);
+
+/* A JSON string of len bytes; bytes that are not valid UTF-8 become U+FFFD. NULL: no memory. */
+json_t *json_utf8(const char *s, size_t len);
+
+/* A JSON array of token ids; NULL: no memory. */
+json_t *json_ids(const int32_t *ids, size_t n);
+
+/* Prints the object on stdout, compact, with a newline, and releases it. NULL: out of memory. */
+int print_json(json_t *obj);
+
+/* Growable byte buffer for decoded text. */
+typedef struct text_buf {
+    char *data;
+    size_t len, cap;
+} text_buf;
+
+int text_append(text_buf *b, const char *s, size_t n);
+
+#endif

@@ -1,0 +1,51 @@
+/* main.c: the synapse command-line tool: dispatches to a subcommand and prints the overall usage. */
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *usage;
+} command;
+
+static const command commands[] = {
+    {"run", cmd_run, usage_run},
+    {"eval", cmd_eval, usage_eval},
+    {"tokenize", cmd_tokenize, usage_tokenize},
+    {"detokenize", cmd_detokenize, usage_detokenize},
+    {"inspect", cmd_inspect, usage_inspect},
+    {"chat", cmd_chat, usage_chat},
+    {"gen-model", cmd_gen_model, usage_gen_model},
+};
+
+static void print_usage(void) {
+    fputs("synapse: CPU inference for Qwen2-family GGUF models\n"
+          "\n"
+          "usage: synapse COMMAND [OPTIONS]     (synapse COMMAND --help for one command)\n"
+          "\n",
+          stdout);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        fputs(commands[i].usage, stdout);
+        fputc('\n', stdout);
+    }
+    fputs("exit status: 0 success, 1 runtime error (bad model file, context full, ...),\n"
+          "2 usage error (unknown command or option, missing or invalid value). Errors are one\n"
+          "line on stderr starting 'synapse: error: '.\n",
+          stdout);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2)
+        return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, gen-model)");
+    const char *name = argv[1];
+    if (args_is_help(name) || strcmp(name, "help") == 0) {
+        print_usage();
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(name, commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    return fail_usage("unknown command '%s' (try 'synapse --help')", name);
+}
