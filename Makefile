@@ -66,7 +66,7 @@ all: lib tool tests
 
 lib: $(LIB_A) $(LIB_SO)
 tool: $(TOOL)
-tests: $(TEST_BIN)
+tests: $(TEST_BIN) $(BUILD)/make_bad_gguf
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -86,6 +86,10 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(LIB_A) $(LDLIBS) -lcmocka
 
+# Writes the corrupted-GGUF corpus for the CLI tests (tests/support/bad_gguf.c holds the cases).
+$(BUILD)/make_bad_gguf: $(BUILD)/tests/tools/make_bad_gguf.o $(BUILD)/tests/support/bad_gguf.o $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 deps:
 	scripts/install-deps.sh
 
@@ -102,7 +106,7 @@ debug:
 	$(MAKE) BUILD=build-debug OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
 
 fuzz:
-	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 SAN="-fsanitize=address,undefined,fuzzer-no-link" lib
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 SAN="-fsanitize=address,undefined,fuzzer-no-link -Wno-unknown-warning-option" lib
 	@mkdir -p build-fuzz
 	clang -std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_gguf.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_gguf
@@ -113,4 +117,44 @@ format:
 clean:
 	rm -rf build build-debug build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(BUILD)/tests/tools/make_bad_gguf.d \
+    $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)
+
+# ---- BEGIN kernel targets: ARM tests, kernel benchmark (issue 3: kernels) ------------------------
+# `make test-arm` cross-builds the aarch64 kernels (src/kernels without the x86 files, plus
+# src/core/error.c) and tests/arm/test_kernels_arm.c as one static binary, then runs it under
+# qemu-user twice: -cpu max (neon-dot and i8mm tested against scalar) and -cpu cortex-a53 (no dot
+# product: only scalar may be detected, and asking for neon-dot must fail).
+ARM_CC    ?= aarch64-linux-gnu-gcc
+ARM_QEMU  ?= qemu-aarch64
+ARM_BUILD ?= build-arm
+ARM_SRC_ALL := $(filter-out %_avx2.c %_avx512.c %_avxvnni.c,$(sort $(wildcard src/kernels/*.c))) \
+               src/core/error.c tests/arm/test_kernels_arm.c
+ARM_OBJ   := $(ARM_SRC_ALL:%.c=$(ARM_BUILD)/%.o)
+ARM_TEST  := $(ARM_BUILD)/test_kernels_arm
+ARM_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-format-truncation \
+              -Iinclude -Isrc -D_GNU_SOURCE
+
+$(ARM_BUILD)/%_dotprod.o: ARM_ISA_FLAGS := -march=armv8.2-a+dotprod
+$(ARM_BUILD)/%_i8mm.o:    ARM_ISA_FLAGS := -march=armv8.6-a+dotprod+i8mm
+
+$(ARM_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(ARM_CC) $(ARM_CFLAGS) $(ARM_ISA_FLAGS) -MMD -MP -c $< -o $@
+
+$(ARM_TEST): $(ARM_OBJ)
+	$(ARM_CC) -static -o $@ $^ -lm
+
+.PHONY: test-arm
+test-arm: $(ARM_TEST)
+	$(ARM_QEMU) -cpu max $(ARM_TEST) max
+	$(ARM_QEMU) -cpu cortex-a53 $(ARM_TEST) nodot
+
+-include $(ARM_OBJ:.o=.d)
+
+# `make bench-kernels`: Q8_0 matvec/matmul GB/s per tier and thread count (tests/bench).
+.PHONY: bench-kernels
+bench-kernels: $(LIB_A)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $(BUILD)/bench_kernels tests/bench/bench_kernels.c $(LIB_A) $(LDLIBS)
+	$(BUILD)/bench_kernels
+# ---- END kernel targets --------------------------------------------------------------------------

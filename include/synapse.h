@@ -140,7 +140,8 @@ typedef struct syn_detok_stream syn_detok_stream;
 
 syn_status syn_detok_stream_new(const syn_tokenizer *tok, syn_detok_stream **out);
 /* Appends the text now complete to buf (NUL-terminated); *n_bytes receives its length.
- * buf needs at most 2 * (longest token + 4) bytes: 1024 is always enough for Qwen2. */
+ * Held-back invalid bytes come out as U+FFFD, so buf needs at most 3 * (longest token + 3) + 1
+ * bytes: 1024 is always enough for Qwen2. SYN_ERR_BUFFER_TOO_SMALL changes nothing (retry). */
 syn_status syn_detok_stream_push(syn_detok_stream *s, int32_t id, char *buf, size_t cap,
                                  size_t *n_bytes);
 /* Emits whatever is held back (an invalid tail comes out as U+FFFD). */
@@ -176,17 +177,47 @@ typedef enum syn_backend {
     SYN_BACKEND_OPTIMIZED = 1  /* Q8_0 activations, SIMD kernels, thread pool */
 } syn_backend;
 
+/* The optimized backend's kernel tier (instruction set). Asking for a tier this CPU or build
+ * lacks makes syn_context_new fail with SYN_ERR_UNAVAILABLE; there is never a silent fallback.
+ * Every tier computes bitwise-identical logits. */
+typedef enum syn_isa_tier {
+    SYN_TIER_AUTO = 0,        /* the fastest tier available (default) */
+    SYN_TIER_SCALAR = 1,      /* portable C */
+    SYN_TIER_AVX2 = 2,        /* x86-64 AVX2 + FMA + F16C */
+    SYN_TIER_AVX512_VNNI = 3, /* x86-64 AVX-512 F/BW/VL + VNNI */
+    SYN_TIER_AVX_VNNI = 4,    /* x86-64 AVX-VNNI */
+    SYN_TIER_NEON_DOT = 5,    /* aarch64 dot product */
+    SYN_TIER_I8MM = 6         /* aarch64 dot product + int8 matrix multiply */
+} syn_isa_tier;
+
+/* "auto", "scalar", "avx2", "avx512-vnni", "avx-vnni", "neon-dot", "i8mm" ("?" when invalid). */
+const char *syn_isa_tier_name(syn_isa_tier tier);
+
+/* Parses one of the names above. SYN_ERR_INVALID_ARGUMENT (naming the text) when unknown. Does
+ * not check that this CPU has the tier: syn_context_new does. */
+syn_status syn_isa_tier_parse(const char *name, syn_isa_tier *out);
+
+/* Element type of the KV cache. */
+typedef enum syn_kv_type {
+    SYN_KV_F32 = 0, /* float32 (default): agrees with the float32 oracles */
+    SYN_KV_F16 = 1  /* IEEE half: half the memory, as llama.cpp keeps it (optimized backend only) */
+} syn_kv_type;
+
 typedef struct syn_context_params {
     uint32_t n_ctx;      /* tokens the KV cache holds; 0: the model's training context */
-    int32_t n_threads;   /* worker threads; 0: one per available core */
-    syn_backend backend; /* default SYN_BACKEND_REFERENCE until the optimized backend lands */
+    int32_t n_threads;   /* worker threads; 0: one per online CPU */
+    syn_backend backend; /* default SYN_BACKEND_OPTIMIZED */
+    syn_isa_tier isa;    /* kernel tier of the optimized backend; default SYN_TIER_AUTO */
+    syn_kv_type kv_type; /* default SYN_KV_F32; the reference backend supports only that */
 } syn_context_params;
 
 syn_context_params syn_context_default_params(void);
 
-/* Allocates the KV cache ([n_layer][n_ctx][n_head_kv * head_dim] for K and for V). The model
- * must outlive the context. Errors: SYN_ERR_INVALID_ARGUMENT (n_ctx above the model's training
- * context), SYN_ERR_NO_MEMORY, SYN_ERR_UNAVAILABLE (backend not built). */
+/* Creates a context whose KV cache (K and V for n_ctx positions of every layer) grows on demand
+ * as tokens arrive. The model must outlive the context. Errors: SYN_ERR_INVALID_ARGUMENT (n_ctx
+ * above the model's training context, an unknown backend, tier or kv_type), SYN_ERR_NO_MEMORY,
+ * SYN_ERR_UNAVAILABLE (the isa tier is not available on this CPU or build),
+ * SYN_ERR_UNSUPPORTED (the model or kv_type is not supported by the backend). */
 syn_status syn_context_new(const syn_model *model, const syn_context_params *params,
                            syn_context **out);
 void syn_context_free(syn_context *ctx);
@@ -200,6 +231,10 @@ syn_status syn_context_decode(syn_context *ctx, const int32_t *tokens, size_t n_
 
 /* The logits ([n_vocab]) after the last decoded token, or NULL before any decode. Owned by ctx. */
 const float *syn_context_logits(const syn_context *ctx);
+
+/* The kernel tier ctx runs, resolved from SYN_TIER_AUTO ("avx512-vnni", ...; "none" for the
+ * reference backend, which uses no kernels). A static string; never NULL. */
+const char *syn_context_isa_name(const syn_context *ctx);
 
 uint32_t syn_context_n_past(const syn_context *ctx);
 uint32_t syn_context_n_ctx(const syn_context *ctx);
@@ -233,6 +268,185 @@ void syn_sampler_free(syn_sampler *s);
  * repetition penalty). */
 syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_vocab,
                               const int32_t *history, size_t n_history, int32_t *token);
+
+/* ---------------------------------------------------------------------------------------------
+ * Engine: many concurrent requests over one model
+ *
+ * An engine serves any number of independent generation requests with one loaded model. Up to
+ * n_parallel of them are active at once, each in a KV-cache slot whose memory grows in blocks of
+ * 16 positions from a pool bounded by kv_budget_mib; the others wait in a FIFO queue. Every
+ * engine step is one batched forward pass: one token of every decoding request first, then prompt
+ * tokens of prefilling requests in arrival order up to max_step_tokens (a long prompt is split
+ * across steps, so decoding requests advance exactly one token per step while it is read).
+ * Finished sequences leave their full KV blocks in a prefix cache: a later prompt that starts with
+ * the same tokens (a chat's previous turn, a shared system prompt) reuses them instead of
+ * recomputing them; least-recently-used cached blocks are evicted when the budget needs room.
+ *
+ * Determinism: a request's tokens and logits are bitwise the same whether it runs alone (or
+ * through a syn_context with the same isa and kv_type) or among any other requests, in any
+ * arrival order, with any thread count, step capacity, or prefix reuse.
+ *
+ * Threading model:
+ *   - syn_engine_new starts one scheduler thread that owns the KV cache and runs the model (with
+ *     n_threads - 1 more workers during a step). Nothing else ever computes.
+ *   - syn_engine_submit, syn_request_cancel, syn_request_wait, syn_request_is_done,
+ *     syn_request_free and syn_engine_get_stats may be called from any thread at any time, also
+ *     from inside a callback.
+ *   - Callbacks (on_token) run on the scheduler thread, between steps: a slow callback delays
+ *     every request. They must not call syn_request_wait or syn_engine_free.
+ *   - syn_engine_free cancels what is unfinished, joins the scheduler and frees the engine;
+ *     request handles stay valid (finished) until syn_request_free.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct syn_engine syn_engine;
+typedef struct syn_request syn_request;
+
+#define SYN_ENGINE_MAX_PARALLEL 256   /* most slots an engine may have */
+#define SYN_ENGINE_MAX_STEP_TOKENS 8192
+
+typedef struct syn_engine_params {
+    int32_t n_threads;       /* worker threads counting the scheduler; 0: one per CPU. Default 0 */
+    syn_isa_tier isa;        /* kernel tier (optimized backend); default SYN_TIER_AUTO */
+    syn_kv_type kv_type;     /* default SYN_KV_F32 */
+    int32_t n_parallel;      /* slots: requests active at once, 1..SYN_ENGINE_MAX_PARALLEL. Default 4 */
+    uint32_t n_ctx;          /* most positions one request may use (prompt + generated);
+                              * 0: the model's training context. Default 0 */
+    uint32_t kv_budget_mib;  /* KV memory of all slots and the prefix cache, >= 1. Default 1024 */
+    int32_t max_step_tokens; /* tokens per step, n_parallel..SYN_ENGINE_MAX_STEP_TOKENS. Default 512 */
+    bool prefix_cache;       /* reuse cached KV blocks of earlier prompts. Default true */
+} syn_engine_params;
+
+syn_engine_params syn_engine_default_params(void);
+
+/* Creates an engine over model (which must outlive it) and starts its scheduler thread. Errors:
+ * SYN_ERR_INVALID_ARGUMENT (n_parallel, n_ctx, kv_budget_mib, max_step_tokens, n_threads, isa or
+ * kv_type out of range; the message names the field and its limits), SYN_ERR_UNAVAILABLE (isa),
+ * SYN_ERR_UNSUPPORTED (model), SYN_ERR_NO_MEMORY, SYN_ERR_INTERNAL (thread creation). */
+syn_status syn_engine_new(const syn_model *model, const syn_engine_params *params, syn_engine **out);
+
+/* Cancels queued and active requests (their finish reason becomes SYN_FINISH_CANCELLED), joins
+ * the scheduler and frees the engine. Request handles remain valid until syn_request_free. */
+void syn_engine_free(syn_engine *engine);
+
+typedef enum syn_finish_reason {
+    SYN_FINISH_NONE = 0,      /* not finished yet */
+    SYN_FINISH_EOG = 1,       /* an end-of-generation token was sampled (not part of the output) */
+    SYN_FINISH_STOP = 2,      /* one of stop_tokens was sampled (not part of the output) */
+    SYN_FINISH_LENGTH = 3,    /* max_tokens were generated */
+    SYN_FINISH_CANCELLED = 4, /* syn_request_cancel, on_token returned false, or engine freed */
+    SYN_FINISH_ERROR = 5      /* a step failed: status and error say why */
+} syn_finish_reason;
+
+/* "none", "eog", "stop", "length", "cancelled", "error" ("?" when invalid). */
+const char *syn_finish_reason_name(syn_finish_reason reason);
+
+/* One generated token, passed to on_token. Pointers are valid during the call only. */
+typedef struct syn_token_event {
+    int32_t token;        /* the token id; -1 for the final event that carries held-back text */
+    const char *piece;    /* UTF-8 text completed by this token (NUL-terminated, may be "") */
+    size_t piece_len;
+    uint32_t index;       /* 0-based index of the token among the request's generated tokens */
+    uint64_t step;        /* the engine step (syn_engine_stats.n_steps count) that produced it */
+    const float *logits;  /* [n_vocab] the logits it was sampled from (NULL for token -1) */
+    int32_t n_vocab;
+} syn_token_event;
+
+/* Called on the scheduler thread for every generated token, in order. Return false to stop the
+ * request (it finishes as SYN_FINISH_CANCELLED). */
+typedef bool (*syn_token_fn)(const syn_token_event *event, void *user_data);
+
+/* The prompt is exactly one of: prompt_tokens, prompt_text (tokenized with special tokens
+ * parsed) or messages (rendered by syn_chat_format with chat_template and an open assistant
+ * turn, then tokenized). No BOS is added. */
+typedef struct syn_request_params {
+    const int32_t *prompt_tokens; /* [n_prompt_tokens] */
+    size_t n_prompt_tokens;
+    const char *prompt_text;      /* NUL-terminated UTF-8 */
+    const syn_chat_message *messages; /* [n_messages] */
+    size_t n_messages;
+    const char *chat_template;    /* for messages: NULL (the model's) or "chatml" */
+    syn_sampler_params sampling;  /* the request's own sampler and seed */
+    int32_t max_tokens;           /* tokens to generate, >= 1; prompt + max_tokens <= n_ctx. Default 128 */
+    bool ignore_eos;              /* never stop at end-of-generation (such tokens are masked out) */
+    const int32_t *stop_tokens;   /* [n_stop_tokens] extra ids that end generation */
+    size_t n_stop_tokens;
+    syn_token_fn on_token;        /* NULL: no streaming */
+    void *user_data;
+} syn_request_params;
+
+syn_request_params syn_request_default_params(void);
+
+/* Validates params, tokenizes the prompt and queues the request; *out receives a handle to free
+ * with syn_request_free. Thread-safe. Errors: SYN_ERR_INVALID_ARGUMENT (no or several prompts,
+ * empty prompt, token out of the vocabulary, max_tokens < 1, bad sampling parameter),
+ * SYN_ERR_CONTEXT_FULL (prompt + max_tokens above the engine's n_ctx, or more KV blocks than
+ * the whole budget holds: the message gives both figures), SYN_ERR_UNSUPPORTED (chat template),
+ * SYN_ERR_NO_MEMORY, SYN_ERR_INVALID_ARGUMENT (the engine is shutting down). */
+syn_status syn_engine_submit(syn_engine *engine, const syn_request_params *params, syn_request **out);
+
+/* Asks the request to stop: a queued request finishes at once, an active one before the next
+ * step; its finish reason becomes SYN_FINISH_CANCELLED unless it finished first. Errors:
+ * SYN_ERR_INVALID_ARGUMENT when the request has already finished (the message names how). */
+syn_status syn_request_cancel(syn_request *req);
+
+typedef struct syn_request_result {
+    syn_finish_reason finish;
+    syn_status status;       /* SYN_OK unless finish is SYN_FINISH_ERROR */
+    const char *error;       /* the failure's message, "" when none */
+    const int32_t *tokens;   /* [n_tokens] generated ids (the stopping EOG/stop token excluded) */
+    size_t n_tokens;
+    size_t n_prompt_tokens;
+    size_t n_cached_tokens;  /* prompt tokens whose KV came from the prefix cache */
+    double queue_ms;         /* submit -> a slot was assigned */
+    double ttft_ms;          /* submit -> first generated token (0 when none) */
+    double total_ms;         /* submit -> finished */
+} syn_request_result;
+
+/* Blocks until the request has finished and fills *out; the pointers inside stay valid until
+ * syn_request_free. Must not be called from a callback. */
+syn_status syn_request_wait(syn_request *req, syn_request_result *out);
+
+bool syn_request_is_done(const syn_request *req);
+
+/* Releases the handle; an unfinished request is cancelled first. NULL is a no-op. */
+void syn_request_free(syn_request *req);
+
+typedef struct syn_engine_stats {
+    uint64_t n_steps;           /* forward passes run */
+    uint64_t n_prompt_tokens;   /* prompt tokens computed (reused ones excluded) */
+    uint64_t n_cached_tokens;   /* prompt tokens reused from the prefix cache */
+    uint64_t n_decode_tokens;   /* generated tokens fed back (one per decoding request per step) */
+    uint64_t n_generated;       /* tokens sampled */
+    uint64_t n_decode_steps;    /* steps that carried decode tokens and no prompt tokens */
+    double decode_steps_ms;     /* their wall time (forward + sampling + callbacks) */
+    uint64_t decode_steps_tokens; /* their tokens */
+    uint32_t kv_blocks_total;   /* blocks the budget holds */
+    uint32_t kv_blocks_used;    /* blocks held by active requests or the prefix cache */
+    uint32_t kv_blocks_cached;  /* of those, blocks in the prefix cache */
+    size_t kv_block_bytes;
+    uint32_t n_active;          /* requests in slots */
+    uint32_t n_queued;          /* requests waiting for a slot */
+} syn_engine_stats;
+
+void syn_engine_get_stats(syn_engine *engine, syn_engine_stats *out);
+
+/* Aggregate figures of syn_engine_run. */
+typedef struct syn_run_stats {
+    double wall_ms;            /* first submission -> last completion */
+    uint64_t n_prompt_tokens;  /* over every request */
+    uint64_t n_generated;      /* tokens generated, over every request */
+    double tok_per_s;          /* n_generated / wall time */
+    double decode_tok_per_s;   /* decode-only steps: tokens / their time (0 when there were none) */
+    uint64_t n_steps;
+} syn_run_stats;
+
+/* Runs n requests through the engine, n_parallel at a time (the rest queue in order), and waits
+ * for all. requests[n] receives the handles (read each with syn_request_wait, then free it);
+ * stats, if not NULL, the aggregate figures (meaningful when nothing else uses the engine
+ * meanwhile). When a submission fails, the requests already submitted are cancelled and freed,
+ * every requests[i] is NULL, and the error names the failing index. */
+syn_status syn_engine_run(syn_engine *engine, const syn_request_params *params, size_t n,
+                          syn_request **requests, syn_run_stats *stats);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 struct syn_context {
     const struct syn_model *model;
     const syn_backend_ops *backend;
+    const char *isa_name;     /* the kernel tier in use; "none" for the reference backend */
     void *backend_state;
     uint32_t n_ctx;
     uint32_t n_past;
@@ -19,7 +20,9 @@ syn_context_params syn_context_default_params(void) {
     syn_context_params p = {
         .n_ctx = 4096,
         .n_threads = 0,
-        .backend = SYN_BACKEND_REFERENCE,
+        .backend = SYN_BACKEND_OPTIMIZED,
+        .isa = SYN_TIER_AUTO,
+        .kv_type = SYN_KV_F32,
     };
     return p;
 }
@@ -27,9 +30,54 @@ syn_context_params syn_context_default_params(void) {
 static const syn_backend_ops *backend_ops(syn_backend b) {
     switch (b) {
     case SYN_BACKEND_REFERENCE: return &syn_reference_backend;
-    case SYN_BACKEND_OPTIMIZED: return NULL;
+    case SYN_BACKEND_OPTIMIZED: return &syn_optimized_backend;
     }
     return NULL;
+}
+
+/* The public tiers after SYN_TIER_AUTO, in the internal enum's terms (kernels/cpu_features.h
+ * keeps its own enum so that its switches stay exhaustive without an "auto" value). */
+static const syn_isa tier_isa[] = {
+    [SYN_TIER_SCALAR] = SYN_ISA_SCALAR,     [SYN_TIER_AVX2] = SYN_ISA_AVX2,
+    [SYN_TIER_AVX512_VNNI] = SYN_ISA_AVX512_VNNI, [SYN_TIER_AVX_VNNI] = SYN_ISA_AVX_VNNI,
+    [SYN_TIER_NEON_DOT] = SYN_ISA_NEON_DOT, [SYN_TIER_I8MM] = SYN_ISA_I8MM,
+};
+enum { N_TIERS = (int)(sizeof tier_isa / sizeof tier_isa[0]) };
+
+const char *syn_isa_tier_name(syn_isa_tier tier) {
+    if (tier == SYN_TIER_AUTO) return "auto";
+    if ((int)tier > SYN_TIER_AUTO && (int)tier < N_TIERS) return syn_isa_name(tier_isa[tier]);
+    return "?";
+}
+
+syn_status syn_isa_tier_parse(const char *name, syn_isa_tier *out) {
+    syn_clear_error();
+    if (!name || !out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_isa_tier_parse: NULL argument");
+    if (strcmp(name, "auto") == 0) {
+        *out = SYN_TIER_AUTO;
+        return SYN_OK;
+    }
+    syn_isa isa;
+    syn_status st = syn_isa_parse(name, &isa);
+    if (st != SYN_OK) return st;
+    for (int t = SYN_TIER_AUTO + 1; t < N_TIERS; t++) {
+        if (tier_isa[t] == isa) {
+            *out = (syn_isa_tier)t;
+            return SYN_OK;
+        }
+    }
+    return syn_fail(SYN_ERR_INTERNAL, "isa '%s' has no public tier", name);
+}
+
+syn_status syn_resolve_tier(syn_isa_tier tier, syn_isa *out) {
+    if (tier == SYN_TIER_AUTO) {
+        *out = syn_isa_best();
+        return SYN_OK;
+    }
+    if ((int)tier < SYN_TIER_AUTO || (int)tier >= N_TIERS)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "unknown isa tier %d", (int)tier);
+    *out = tier_isa[tier];
+    return syn_isa_check(*out);
 }
 
 syn_status syn_context_new(const syn_model *model, const syn_context_params *params,
@@ -49,11 +97,14 @@ syn_status syn_context_new(const syn_model *model, const syn_context_params *par
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "thread count %d is negative",
                         params->n_threads);
     const syn_backend_ops *ops = backend_ops(params->backend);
-    if (!ops) {
-        if (params->backend == SYN_BACKEND_OPTIMIZED)
-            return syn_fail(SYN_ERR_UNAVAILABLE, "the optimized backend is not built yet");
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)params->backend);
-    }
+    if (!ops) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)params->backend);
+    if (params->kv_type != SYN_KV_F32 && params->kv_type != SYN_KV_F16)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "unknown kv_type %d", (int)params->kv_type);
+    syn_backend_config cfg = {
+        .n_ctx = n_ctx, .n_threads = params->n_threads, .kv_type = params->kv_type};
+    /* Checked for every backend: an unavailable tier is an error, whatever runs. */
+    syn_status st = syn_resolve_tier(params->isa, &cfg.isa);
+    if (st != SYN_OK) return st;
 
     syn_context *ctx = calloc(1, sizeof *ctx);
     float *logits = malloc(sizeof(float) * (size_t)model->hp.n_vocab);
@@ -64,9 +115,10 @@ syn_status syn_context_new(const syn_model *model, const syn_context_params *par
     }
     ctx->model = model;
     ctx->backend = ops;
+    ctx->isa_name = ops == &syn_reference_backend ? "none" : syn_isa_name(cfg.isa);
     ctx->n_ctx = n_ctx;
     ctx->logits = logits;
-    syn_status st = ops->create(model, n_ctx, params->n_threads, &ctx->backend_state);
+    st = ops->create(model, &cfg, &ctx->backend_state);
     if (st != SYN_OK) {
         free(logits);
         free(ctx);
@@ -115,6 +167,8 @@ syn_status syn_context_decode(syn_context *ctx, const int32_t *tokens, size_t n_
 const float *syn_context_logits(const syn_context *ctx) {
     return ctx && ctx->has_logits ? ctx->logits : NULL;
 }
+
+const char *syn_context_isa_name(const syn_context *ctx) { return ctx ? ctx->isa_name : "none"; }
 
 uint32_t syn_context_n_past(const syn_context *ctx) { return ctx ? ctx->n_past : 0; }
 uint32_t syn_context_n_ctx(const syn_context *ctx) { return ctx ? ctx->n_ctx : 0; }

@@ -1,6 +1,7 @@
 /*
- * backend.h: the interface every compute backend implements. A backend state holds one
- * sequence's KV cache and scratch buffers for one model; syn_context (src/api/context.c) owns it.
+ * backend.h: the interface every compute backend implements. A backend state holds scratch
+ * buffers for one model; syn_context (src/api/context.c) owns one per context, the engine
+ * (src/engine/) one per engine.
  */
 #ifndef SYN_BACKEND_H
 #define SYN_BACKEND_H
@@ -9,25 +10,67 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "synapse.h"
+
+/* Positions per KV-cache block of the multi-sequence path: a block holds the keys and values of
+ * SYN_KV_BLOCK consecutive positions of one sequence for every layer, in one allocation of
+ * kv_block_bytes(state) bytes (a multiple of 8 positions: the attention reads keys 8 at a time). */
+enum { SYN_KV_BLOCK = 16 };
+
+/* What a backend state is created for, validated by syn_context_new / syn_engine_new. */
+typedef struct syn_backend_config {
+    uint32_t n_ctx;      /* positions a sequence may reach (memory grows on demand) */
+    int32_t n_threads;   /* >= 0; 0: one per online CPU */
+    syn_isa isa;         /* a tier this CPU runs (syn_isa_check passed) */
+    syn_kv_type kv_type; /* SYN_KV_F32 or SYN_KV_F16 */
+} syn_backend_config;
+
+/*
+ * A batch of tokens from any number of sequences for forward_batch. The tokens of one sequence
+ * appear in increasing, consecutive positions; every earlier position of a token's sequence is
+ * either already stored in its blocks or carried by an earlier token of the batch. The blocks
+ * covering every position of the batch are allocated by the caller.
+ */
+typedef struct syn_batch {
+    size_t n;                   /* tokens */
+    const int32_t *tokens;      /* [n] ids inside the vocabulary (checked by the caller) */
+    const uint32_t *pos;        /* [n] each token's position in its sequence (< n_ctx) */
+    void *const *const *blocks; /* [n] each token's sequence block table: position p is stored
+                                 * in blocks[i][p / SYN_KV_BLOCK] */
+    const bool *want_logits;    /* [n] tokens whose logits are computed */
+    float *logits;              /* [number of want_logits][n_vocab], in token order */
+} syn_batch;
 
 typedef struct syn_backend_ops {
     const char *name; /* "reference", "optimized" */
 
-    /* Creates a state able to hold n_ctx positions (memory may grow on demand up to that). */
-    syn_status (*create)(const struct syn_model *model, uint32_t n_ctx, int32_t n_threads,
+    /* Creates a state for cfg. A backend that cannot honour cfg (e.g. kv_type) fails with
+     * SYN_ERR_UNSUPPORTED naming the setting. */
+    syn_status (*create)(const struct syn_model *model, const syn_backend_config *cfg,
                          void **state);
     void (*destroy)(void *state);
 
-    /* Runs tokens[n] at positions pos0 .. pos0 + n - 1 (pos0 + n <= n_ctx, checked by the
-     * caller), storing their keys and values. logits receives [n][n_vocab] when all_logits, else
-     * only the last token's [n_vocab]. Entries at positions >= pos0 are overwritten, which is how
-     * a truncated context is rewound. */
+    /* One sequence held by the state itself: runs tokens[n] at positions pos0 .. pos0 + n - 1
+     * (pos0 + n <= n_ctx, checked by the caller), storing their keys and values. logits
+     * receives [n][n_vocab] when all_logits, else only the last token's [n_vocab]. Entries at
+     * positions >= pos0 are overwritten, which is how a truncated context is rewound. */
     syn_status (*forward)(void *state, const int32_t *tokens, size_t n, uint32_t pos0,
                           float *logits, bool all_logits);
+
+    /* Multi-sequence path (NULL when the backend has none): the bytes of one KV block, and one
+     * forward pass over a batch whose KV blocks the caller owns. Each token's logits are
+     * bitwise the same whatever else shares its batch. */
+    size_t (*kv_block_bytes)(const void *state);
+    syn_status (*forward_batch)(void *state, const syn_batch *batch);
 } syn_backend_ops;
 
+/* The internal tier for a public one (src/api/context.c): auto -> the best available; otherwise it
+ * must be available (SYN_ERR_UNAVAILABLE naming it) or known (SYN_ERR_INVALID_ARGUMENT). */
+syn_status syn_resolve_tier(syn_isa_tier tier, syn_isa *out);
+
 extern const syn_backend_ops syn_reference_backend;
+extern const syn_backend_ops syn_optimized_backend;
 
 #endif

@@ -63,14 +63,16 @@ static void ref_destroy(void *opaque) {
     free(s);
 }
 
-static syn_status ref_create(const struct syn_model *model, uint32_t n_ctx, int32_t n_threads,
+static syn_status ref_create(const struct syn_model *model, const syn_backend_config *cfg,
                              void **out) {
-    (void)n_threads; /* the reference backend is single-threaded by design */
+    /* Single-threaded by design, and uses no kernels, so n_threads and isa do not apply. */
+    if (cfg->kv_type != SYN_KV_F32)
+        return syn_fail(SYN_ERR_UNSUPPORTED, "the reference backend keeps a float32 KV cache only");
     const qwen2_hparams *hp = &model->hp;
     ref_state *s = calloc(1, sizeof *s);
     if (!s) return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
     s->model = model;
-    s->n_ctx = n_ctx;
+    s->n_ctx = cfg->n_ctx;
     size_t widest = (size_t)(hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd);
     s->k_cache = calloc((size_t)hp->n_layer, sizeof *s->k_cache);
     s->v_cache = calloc((size_t)hp->n_layer, sizeof *s->v_cache);

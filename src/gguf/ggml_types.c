@@ -46,8 +46,8 @@ static const ggml_type_traits ggml_types[GGML_TYPE_COUNT] = {
 };
 
 static const char *const gguf_type_names[GGUF_TYPE_COUNT] = {
-    "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-    "bool",  "string", "array", "uint64", "int64", "float64",
+    "uint8", "int8",   "uint16", "int16",  "uint32", "int32",   "float32",
+    "bool",  "string", "array",  "uint64", "int64",  "float64",
 };
 
 static const uint8_t gguf_type_sizes[GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};

@@ -7,7 +7,8 @@
  *   n_tensors x { string name | u32 n_dims | u64 ne[n_dims] | u32 ggml_type | u64 offset }
  *   padding to general.alignment (default 32) | tensor data (offsets relative to this point)
  * string = u64 length + bytes (no NUL); array = u32 element type + u64 count + elements.
- * ne[0] is the innermost (contiguous) dimension: a matrix [ne1 rows][ne0 columns] has ne = {ne0, ne1}.
+ * ne[0] is the innermost (contiguous) dimension: a matrix [ne1 rows][ne0 columns] has ne = {ne0,
+ * ne1}.
  *
  * The reader maps the file read-only and never copies tensor data or strings: every gguf_str and
  * tensor data pointer points into the mapping, valid until gguf_close(). Every count, length,
@@ -70,7 +71,7 @@ typedef struct gguf_str {
 } gguf_str;
 
 typedef struct gguf_array {
-    uint32_t type;     /* enum gguf_value_type of the elements (never ARRAY) */
+    uint32_t type; /* enum gguf_value_type of the elements (never ARRAY) */
     uint64_t count;
     const uint8_t *data; /* first element inside the mapping; strings are variable-length */
     uint64_t nbytes;     /* bytes the elements occupy */
@@ -110,7 +111,7 @@ typedef struct gguf_file {
     gguf_kv *kvs;
     uint64_t n_tensors;
     gguf_tensor *tensors;
-    uint64_t data_offset; /* start of the tensor data section */
+    uint64_t data_offset;            /* start of the tensor data section */
     struct gguf_index *kv_index;     /* private: name -> kvs[i] hash table */
     struct gguf_index *tensor_index; /* private: name -> tensors[i] hash table */
 } gguf_file;
@@ -134,12 +135,13 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
  * Any integer type is accepted where the value fits. */
 syn_status gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out);
 syn_status gguf_get_u32_opt(const gguf_file *f, const char *key, uint32_t *out);
-syn_status gguf_get_f32(const gguf_file *f, const char *key, float *out);     /* FLOAT32/64 */
+syn_status gguf_get_f32(const gguf_file *f, const char *key, float *out); /* FLOAT32/64 */
 syn_status gguf_get_f32_opt(const gguf_file *f, const char *key, float *out);
 syn_status gguf_get_bool_opt(const gguf_file *f, const char *key, bool *out);
 syn_status gguf_get_str(const gguf_file *f, const char *key, gguf_str *out);
 syn_status gguf_get_str_opt(const gguf_file *f, const char *key, gguf_str *out);
-/* An array whose elements have elem_type. */
+/* An array whose elements have exactly elem_type (no widening: check kv->value.arr.type via
+ * gguf_find_kv to accept several). */
 syn_status gguf_get_array(const gguf_file *f, const char *key, uint32_t elem_type, gguf_array *out);
 
 /* Walks a string array element by element: *cursor starts at arr->data (validated at open, so
@@ -151,9 +153,10 @@ int64_t gguf_array_get_int(const gguf_array *arr, uint64_t i);
 
 bool gguf_str_eq(gguf_str s, const char *cstr);
 
-const char *gguf_type_name(uint32_t value_type);  /* "uint32", ... or "invalid" */
-uint32_t gguf_type_size(uint32_t value_type);     /* bytes of a fixed-size value; 0: string, array, invalid */
-const char *ggml_type_name(uint32_t ggml_type);   /* "f32", "q8_0", ... or "unknown" */
+const char *gguf_type_name(uint32_t value_type); /* "uint32", ... or "invalid" */
+uint32_t
+gguf_type_size(uint32_t value_type); /* bytes of a fixed-size value; 0: string, array, invalid */
+const char *ggml_type_name(uint32_t ggml_type); /* "f32", "q8_0", ... or "unknown" */
 /* Bytes of a row of n elements of type, 0 when the type is unknown or n not a block multiple. */
 uint64_t ggml_row_size(uint32_t ggml_type, uint64_t n);
 /* Elements per block (32 for Q8_0, 1 for floats), 0 when unknown. */

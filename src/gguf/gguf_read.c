@@ -15,7 +15,8 @@
 #include "gguf/gguf.h"
 
 /* GGUF is little-endian and the reader loads fields with memcpy. */
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the GGUF reader assumes a little-endian host");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "the GGUF reader assumes a little-endian host");
 
 enum {
     HEADER_BYTES = 24, /* magic, version, n_tensors, n_kv */
@@ -44,13 +45,15 @@ struct gguf_index {
 
 static uint64_t hash_bytes(const char *s, uint64_t len) {
     uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-    for (uint64_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3u;
+    for (uint64_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)s[i]) * 0x100000001b3u;
     return h;
 }
 
 static struct gguf_index *index_new(uint64_t n_entries) {
     uint64_t cap = 4;
-    while (cap < 2 * n_entries) cap *= 2; /* n_entries is bounded by the file size: no overflow */
+    while (cap < 2 * n_entries)
+        cap *= 2; /* n_entries is bounded by the file size: no overflow */
     struct gguf_index *idx = calloc(1, sizeof *idx + cap * sizeof(gguf_index_slot));
     if (idx) idx->mask = cap - 1;
     return idx;
@@ -152,8 +155,9 @@ static uint64_t load_u64(const uint8_t *p) {
 /* Reads n bytes (n <= 8) or fails naming what was being read. */
 static syn_status take(cursor *c, const where *w, size_t n, const char *what, const uint8_t **out) {
     if (remaining(c) < n)
-        return fail_at(SYN_ERR_FORMAT, w, "file truncated at byte %zu while reading %s (%zu bytes left)",
-                       c->pos, what, remaining(c));
+        return fail_at(SYN_ERR_FORMAT, w,
+                       "file truncated at byte %zu while reading %s (%zu bytes left)", c->pos, what,
+                       remaining(c));
     *out = c->base + c->pos;
     c->pos += n;
     return SYN_OK;
@@ -179,7 +183,8 @@ static syn_status read_str(cursor *c, const where *w, const char *what, gguf_str
     syn_status st = read_u64(c, w, what, &len);
     if (st != SYN_OK) return st;
     if (len > remaining(c))
-        return fail_at(SYN_ERR_FORMAT, w, "%s at byte %zu: string length %llu exceeds the %zu bytes left in the file",
+        return fail_at(SYN_ERR_FORMAT, w,
+                       "%s at byte %zu: string length %llu exceeds the %zu bytes left in the file",
                        what, at, (unsigned long long)len, remaining(c));
     out->len = len;
     out->data = (const char *)c->base + c->pos;
@@ -259,14 +264,16 @@ static syn_status parse_array(cursor *c, const where *w, gguf_array *arr) {
         for (uint64_t i = 0; i < count; i++) {
             size_t at = c->pos;
             if (remaining(c) < 8)
-                return fail_at(SYN_ERR_FORMAT, w, "file truncated at byte %zu inside string %llu of %llu",
-                               at, (unsigned long long)i, (unsigned long long)count);
+                return fail_at(SYN_ERR_FORMAT, w,
+                               "file truncated at byte %zu inside string %llu of %llu", at,
+                               (unsigned long long)i, (unsigned long long)count);
             uint64_t len = load_u64(c->base + c->pos);
             c->pos += 8;
             if (len > remaining(c))
-                return fail_at(SYN_ERR_FORMAT, w,
-                               "string %llu at byte %zu: length %llu exceeds the %zu bytes left in the file",
-                               (unsigned long long)i, at, (unsigned long long)len, remaining(c));
+                return fail_at(
+                    SYN_ERR_FORMAT, w,
+                    "string %llu at byte %zu: length %llu exceeds the %zu bytes left in the file",
+                    (unsigned long long)i, at, (unsigned long long)len, remaining(c));
             c->pos += (size_t)len;
         }
     }
@@ -304,7 +311,8 @@ static syn_status parse_tensor_info(cursor *c, uint64_t i, uint32_t alignment, g
     w.name = t->name;
     if ((st = read_u32(c, &w, "the dimension count", &t->n_dims)) != SYN_OK) return st;
     if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
-        return fail_at(SYN_ERR_FORMAT, &w, "%u dimensions, expected 1 to %d", t->n_dims, GGUF_MAX_DIMS);
+        return fail_at(SYN_ERR_FORMAT, &w, "%u dimensions, expected 1 to %d", t->n_dims,
+                       GGUF_MAX_DIMS);
     uint64_t n_elements = 1;
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) {
         t->ne[d] = 1;
@@ -313,22 +321,21 @@ static syn_status parse_tensor_info(cursor *c, uint64_t i, uint32_t alignment, g
         if (t->ne[d] == 0) return fail_at(SYN_ERR_FORMAT, &w, "dimension %u is zero", d);
         /* ggml counts elements in int64_t: keep the product below INT64_MAX */
         if (t->ne[d] > (uint64_t)INT64_MAX / n_elements)
-            return fail_at(SYN_ERR_FORMAT, &w, "the element count overflows (dimension %u is %llu)", d,
-                           (unsigned long long)t->ne[d]);
+            return fail_at(SYN_ERR_FORMAT, &w, "the element count overflows (dimension %u is %llu)",
+                           d, (unsigned long long)t->ne[d]);
         n_elements *= t->ne[d];
     }
     t->n_elements = n_elements;
     if ((st = read_u32(c, &w, "the tensor type", &t->type)) != SYN_OK) return st;
     uint32_t block = ggml_block_size(t->type);
-    if (block == 0)
-        return fail_at(SYN_ERR_UNSUPPORTED, &w, "unknown tensor type id %u", t->type);
+    if (block == 0) return fail_at(SYN_ERR_UNSUPPORTED, &w, "unknown tensor type id %u", t->type);
     if (t->ne[0] % block != 0)
-        return fail_at(SYN_ERR_FORMAT, &w, "row length %llu is not a multiple of the %s block size %u",
+        return fail_at(SYN_ERR_FORMAT, &w,
+                       "row length %llu is not a multiple of the %s block size %u",
                        (unsigned long long)t->ne[0], ggml_type_name(t->type), block);
     /* n_elements < 2^63, but up to 8 bytes per element can still overflow 64 bits */
     uint64_t blocks = n_elements / block, tsize = ggml_type_size(t->type);
-    if (blocks > UINT64_MAX / tsize)
-        return fail_at(SYN_ERR_FORMAT, &w, "the byte size overflows");
+    if (blocks > UINT64_MAX / tsize) return fail_at(SYN_ERR_FORMAT, &w, "the byte size overflows");
     t->nbytes = blocks * tsize;
     if ((st = read_u64(c, &w, "the data offset", &t->offset)) != SYN_OK) return st;
     if (t->offset % alignment != 0)
@@ -343,19 +350,22 @@ static syn_status parse_tensor_info(cursor *c, uint64_t i, uint32_t alignment, g
 
 static syn_status parse_header(cursor *c, gguf_file *f) {
     if (c->size >= 4 && memcmp(c->base, "GGUF", 4) != 0)
-        return syn_fail(SYN_ERR_FORMAT, "gguf: bad magic at byte 0: expected \"GGUF\", found %02x %02x %02x %02x",
+        return syn_fail(SYN_ERR_FORMAT,
+                        "gguf: bad magic at byte 0: expected \"GGUF\", found %02x %02x %02x %02x",
                         c->base[0], c->base[1], c->base[2], c->base[3]);
     if (c->size < HEADER_BYTES)
-        return syn_fail(SYN_ERR_FORMAT, "gguf: file truncated: %zu bytes, shorter than the %d-byte header",
-                        c->size, HEADER_BYTES);
+        return syn_fail(SYN_ERR_FORMAT,
+                        "gguf: file truncated: %zu bytes, shorter than the %d-byte header", c->size,
+                        HEADER_BYTES);
     f->version = load_u32(c->base + 4);
     if (f->version != 2 && f->version != 3) {
         const char *hint = f->version == 1 ? " (GGUF version 1 is obsolete)"
                            : (f->version & 0xffff) == 0 && f->version != 0 ? " (a big-endian file?)"
-                                                                          : "";
-        return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "gguf: version %u at byte 4 is not supported: this reader handles versions 2 and 3%s",
-                        f->version, hint);
+                                                                           : "";
+        return syn_fail(
+            SYN_ERR_UNSUPPORTED,
+            "gguf: version %u at byte 4 is not supported: this reader handles versions 2 and 3%s",
+            f->version, hint);
     }
     f->n_tensors = load_u64(c->base + 8);
     f->n_kv = load_u64(c->base + 16);
@@ -363,12 +373,14 @@ static syn_status parse_header(cursor *c, gguf_file *f) {
     size_t left = remaining(c);
     if (f->n_kv > left / MIN_KV_BYTES)
         return syn_fail(SYN_ERR_FORMAT,
-                        "gguf: key count %llu at byte 16 is impossible: the %zu bytes after the header hold at most %zu keys",
+                        "gguf: key count %llu at byte 16 is impossible: the %zu bytes after the "
+                        "header hold at most %zu keys",
                         (unsigned long long)f->n_kv, left, left / MIN_KV_BYTES);
     if (f->n_tensors > left / MIN_TENSOR_BYTES ||
         f->n_kv * MIN_KV_BYTES > left - f->n_tensors * MIN_TENSOR_BYTES)
         return syn_fail(SYN_ERR_FORMAT,
-                        "gguf: tensor count %llu at byte 8 is impossible: the %zu bytes after the header and %llu keys cannot hold them",
+                        "gguf: tensor count %llu at byte 8 is impossible: the %zu bytes after the "
+                        "header and %llu keys cannot hold them",
                         (unsigned long long)f->n_tensors, left, (unsigned long long)f->n_kv);
     return SYN_OK;
 }
@@ -378,13 +390,15 @@ static syn_status read_alignment(gguf_file *f) {
     const gguf_kv *kv = gguf_find_kv(f, "general.alignment");
     if (!kv) return SYN_OK;
     if (kv->type != GGUF_TYPE_UINT32)
-        return syn_fail(SYN_ERR_FORMAT, "gguf: key 'general.alignment' at byte %llu has type %s, expected uint32",
+        return syn_fail(SYN_ERR_FORMAT,
+                        "gguf: key 'general.alignment' at byte %llu has type %s, expected uint32",
                         (unsigned long long)kv->file_offset, gguf_type_name(kv->type));
     uint64_t a = kv->value.u64;
     if (a == 0 || (a & (a - 1)) != 0)
-        return syn_fail(SYN_ERR_FORMAT,
-                        "gguf: general.alignment = %llu (key at byte %llu) is not a nonzero power of two",
-                        (unsigned long long)a, (unsigned long long)kv->file_offset);
+        return syn_fail(
+            SYN_ERR_FORMAT,
+            "gguf: general.alignment = %llu (key at byte %llu) is not a nonzero power of two",
+            (unsigned long long)a, (unsigned long long)kv->file_offset);
     f->alignment = (uint32_t)a;
     return SYN_OK;
 }
@@ -400,7 +414,8 @@ static syn_status parse(gguf_file *f) {
     f->kv_index = index_new(f->n_kv);
     f->tensor_index = index_new(f->n_tensors);
     if (!f->kvs || !f->tensors || !f->kv_index || !f->tensor_index)
-        return syn_fail(SYN_ERR_NO_MEMORY, "gguf: out of memory indexing %llu keys and %llu tensors",
+        return syn_fail(SYN_ERR_NO_MEMORY,
+                        "gguf: out of memory indexing %llu keys and %llu tensors",
                         (unsigned long long)f->n_kv, (unsigned long long)f->n_tensors);
 
     for (uint64_t i = 0; i < f->n_kv; i++) {
@@ -409,7 +424,8 @@ static syn_status parse(gguf_file *f) {
         if (!index_add(f->kv_index, kv->key, i)) {
             char name[NAME_IN_MESSAGE_MAX + 4];
             return syn_fail(SYN_ERR_FORMAT, "gguf: duplicate key '%s' at byte %llu",
-                            printable(kv->key, name, sizeof name), (unsigned long long)kv->file_offset);
+                            printable(kv->key, name, sizeof name),
+                            (unsigned long long)kv->file_offset);
         }
     }
     if ((st = read_alignment(f)) != SYN_OK) return st;
@@ -434,16 +450,19 @@ static syn_status parse(gguf_file *f) {
         if (t->offset > avail || t->nbytes > avail - t->offset) {
             char name[NAME_IN_MESSAGE_MAX + 4];
             return syn_fail(SYN_ERR_FORMAT,
-                            "gguf: tensor '%s': data at offset %llu + %llu bytes lies past the end of the file (data section starts at byte %llu, file is %zu bytes)",
+                            "gguf: tensor '%s': data at offset %llu + %llu bytes lies past the end "
+                            "of the file (data section starts at byte %llu, file is %zu bytes)",
                             printable(t->name, name, sizeof name), (unsigned long long)t->offset,
-                            (unsigned long long)t->nbytes, (unsigned long long)f->data_offset, f->size);
+                            (unsigned long long)t->nbytes, (unsigned long long)f->data_offset,
+                            f->size);
         }
         t->data = f->base + f->data_offset + t->offset;
     }
     return SYN_OK;
 }
 
-static syn_status open_buffer(const uint8_t *base, size_t size, bool owns_mapping, gguf_file **out) {
+static syn_status open_buffer(const uint8_t *base, size_t size, bool owns_mapping,
+                              gguf_file **out) {
     gguf_file *f = calloc(1, sizeof *f);
     if (!f) {
         if (owns_mapping) munmap((void *)base, size);
@@ -464,7 +483,8 @@ static syn_status open_buffer(const uint8_t *base, size_t size, bool owns_mappin
 syn_status gguf_open_memory(const void *data, size_t size, gguf_file **out) {
     if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf_open_memory: out is NULL");
     *out = NULL;
-    if (!data && size > 0) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf_open_memory: data is NULL");
+    if (!data && size > 0)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf_open_memory: data is NULL");
     static const uint8_t empty[1];
     return open_buffer(data ? data : empty, size, false, out);
 }
@@ -570,10 +590,13 @@ syn_status gguf_get_u32_opt(const gguf_file *f, const char *key, uint32_t *out) 
     }
     if (!fits) {
         char value[32];
-        if (is_unsigned_int(kv->type)) snprintf(value, sizeof value, "%llu", (unsigned long long)kv->value.u64);
-        else snprintf(value, sizeof value, "%lld", (long long)kv->value.i64);
-        return syn_fail(SYN_ERR_FORMAT, "gguf: key '%s' at byte %llu: value %s is out of range for uint32",
-                        key, (unsigned long long)kv->file_offset, value);
+        if (is_unsigned_int(kv->type))
+            snprintf(value, sizeof value, "%llu", (unsigned long long)kv->value.u64);
+        else
+            snprintf(value, sizeof value, "%lld", (long long)kv->value.i64);
+        return syn_fail(SYN_ERR_FORMAT,
+                        "gguf: key '%s' at byte %llu: value %s is out of range for uint32", key,
+                        (unsigned long long)kv->file_offset, value);
     }
     return SYN_OK;
 }
@@ -590,8 +613,9 @@ syn_status gguf_get_f32_opt(const gguf_file *f, const char *key, float *out) {
     double v = kv->value.f64;
     /* NaN and infinities pass through: callers decide which values make sense. */
     if (isfinite(v) && fabs(v) > FLT_MAX)
-        return syn_fail(SYN_ERR_FORMAT, "gguf: key '%s' at byte %llu: value %g is out of range for float32",
-                        key, (unsigned long long)kv->file_offset, v);
+        return syn_fail(SYN_ERR_FORMAT,
+                        "gguf: key '%s' at byte %llu: value %g is out of range for float32", key,
+                        (unsigned long long)kv->file_offset, v);
     *out = (float)v;
     return SYN_OK;
 }
@@ -620,7 +644,8 @@ syn_status gguf_get_str(const gguf_file *f, const char *key, gguf_str *out) {
     return gguf_find_kv(f, key) ? gguf_get_str_opt(f, key, out) : missing(key);
 }
 
-syn_status gguf_get_array(const gguf_file *f, const char *key, uint32_t elem_type, gguf_array *out) {
+syn_status gguf_get_array(const gguf_file *f, const char *key, uint32_t elem_type,
+                          gguf_array *out) {
     const gguf_kv *kv = gguf_find_kv(f, key);
     if (!kv) return missing(key);
     if (kv->type != GGUF_TYPE_ARRAY) {
@@ -629,9 +654,10 @@ syn_status gguf_get_array(const gguf_file *f, const char *key, uint32_t elem_typ
         return wrong_type(kv, key, expected);
     }
     if (kv->value.arr.type != elem_type)
-        return syn_fail(SYN_ERR_FORMAT, "gguf: key '%s' at byte %llu is an array of %s, expected an array of %s",
-                        key, (unsigned long long)kv->file_offset, gguf_type_name(kv->value.arr.type),
-                        gguf_type_name(elem_type));
+        return syn_fail(SYN_ERR_FORMAT,
+                        "gguf: key '%s' at byte %llu is an array of %s, expected an array of %s",
+                        key, (unsigned long long)kv->file_offset,
+                        gguf_type_name(kv->value.arr.type), gguf_type_name(elem_type));
     *out = kv->value.arr;
     return SYN_OK;
 }

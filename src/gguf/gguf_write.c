@@ -1,4 +1,5 @@
-/* gguf_write.c: the GGUF writer: collects metadata and tensor declarations, then streams a v3 file. */
+/* gguf_write.c: the GGUF writer: collects metadata and tensor declarations, then streams a v3 file.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,8 @@ void gguf_writer_free(gguf_writer *w) {
         free(w->kvs[i].key);
         free(w->kvs[i].payload);
     }
-    for (size_t i = 0; i < w->n_tensors; i++) free(w->tensors[i].name);
+    for (size_t i = 0; i < w->n_tensors; i++)
+        free(w->tensors[i].name);
     free(w->kvs);
     free(w->tensors);
     free(w);
@@ -58,10 +60,12 @@ static bool grow(void **arr, size_t *cap, size_t n, size_t elem_size) {
 }
 
 /* Takes ownership of payload (freed on error). */
-static syn_status add_kv(gguf_writer *w, const char *key, uint32_t type, uint8_t *payload, size_t len) {
+static syn_status add_kv(gguf_writer *w, const char *key, uint32_t type, uint8_t *payload,
+                         size_t len) {
     if (!w || !key || !*key) {
         free(payload);
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: %s", !w ? "writer is NULL" : "empty key");
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: %s",
+                        !w ? "writer is NULL" : "empty key");
     }
     for (size_t i = 0; i < w->n_kv; i++)
         if (strcmp(w->kvs[i].key, key) == 0) {
@@ -110,7 +114,9 @@ syn_status gguf_writer_set_bool(gguf_writer *w, const char *key, bool v) {
 }
 
 syn_status gguf_writer_set_str(gguf_writer *w, const char *key, const char *v) {
-    if (!v) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: key '%s': string is NULL", key ? key : "");
+    if (!v)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: key '%s': string is NULL",
+                        key ? key : "");
     uint64_t len = strlen(v);
     uint8_t *p = malloc(8 + len);
     if (!p) return syn_fail(SYN_ERR_NO_MEMORY, "gguf writer: out of memory adding key '%s'", key);
@@ -123,11 +129,13 @@ syn_status gguf_writer_set_array(gguf_writer *w, const char *key, uint32_t elem_
                                  const void *elems, uint64_t count) {
     uint32_t esize = gguf_type_size(elem_type);
     if (esize == 0)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: key '%s': arrays of %s need another setter",
-                        key ? key : "", gguf_type_name(elem_type));
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "gguf writer: key '%s': arrays of %s need another setter", key ? key : "",
+                        gguf_type_name(elem_type));
     if (count > (SIZE_MAX - 12) / esize || (count > 0 && !elems))
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: key '%s': bad array of %llu elements",
-                        key ? key : "", (unsigned long long)count);
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "gguf writer: key '%s': bad array of %llu elements", key ? key : "",
+                        (unsigned long long)count);
     size_t len = 12 + (size_t)count * esize;
     uint8_t *p = malloc(len);
     if (!p) return syn_fail(SYN_ERR_NO_MEMORY, "gguf writer: out of memory adding key '%s'", key);
@@ -141,8 +149,9 @@ syn_status gguf_writer_set_str_array(gguf_writer *w, const char *key, const char
                                      uint64_t count) {
     size_t len = 12;
     for (uint64_t i = 0; i < count; i++) {
-        if (!strs[i]) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: key '%s': string %llu is NULL",
-                                      key ? key : "", (unsigned long long)i);
+        if (!strs[i])
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: key '%s': string %llu is NULL",
+                            key ? key : "", (unsigned long long)i);
         len += 8 + strlen(strs[i]);
     }
     uint8_t *p = malloc(len);
@@ -186,7 +195,8 @@ syn_status gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
         /* Narrow the widened value back to its stored width (little-endian: the low bytes). */
         len = gguf_type_size(kv->type);
         float f32 = (float)kv->value.f64;
-        const void *src = kv->type == GGUF_TYPE_FLOAT32 ? (const void *)&f32 : (const void *)&kv->value;
+        const void *src =
+            kv->type == GGUF_TYPE_FLOAT32 ? (const void *)&f32 : (const void *)&kv->value;
         p = dup_bytes(src, len);
     }
     if (!p) {
@@ -202,26 +212,32 @@ syn_status gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t ggm
                                   uint32_t n_dims, const uint64_t *ne, gguf_fill_fn fill,
                                   void *user) {
     if (!w || !name || !*name || !ne || !fill)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: add_tensor needs a writer, a name, a shape and a fill function");
+        return syn_fail(
+            SYN_ERR_INVALID_ARGUMENT,
+            "gguf writer: add_tensor needs a writer, a name, a shape and a fill function");
     if (n_dims < 1 || n_dims > GGUF_MAX_DIMS)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s': %u dimensions, expected 1 to %d",
-                        name, n_dims, GGUF_MAX_DIMS);
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "gguf writer: tensor '%s': %u dimensions, expected 1 to %d", name, n_dims,
+                        GGUF_MAX_DIMS);
     writer_tensor t = {.type = ggml_type, .n_dims = n_dims, .fill = fill, .user = user};
     uint64_t rows = 1;
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) {
         t.ne[d] = d < n_dims ? ne[d] : 1;
         if (t.ne[d] == 0 || (d > 0 && t.ne[d] > UINT64_MAX / rows))
-            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s': bad dimension %u", name, d);
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s': bad dimension %u",
+                            name, d);
         if (d > 0) rows *= t.ne[d];
     }
     uint64_t row = ggml_row_size(ggml_type, t.ne[0]);
     if (row == 0 || rows > UINT64_MAX / row)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s': type %u cannot hold rows of %llu",
-                        name, ggml_type, (unsigned long long)t.ne[0]);
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "gguf writer: tensor '%s': type %u cannot hold rows of %llu", name,
+                        ggml_type, (unsigned long long)t.ne[0]);
     t.nbytes = row * rows;
     for (size_t i = 0; i < w->n_tensors; i++)
         if (strcmp(w->tensors[i].name, name) == 0)
-            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: tensor '%s' is already declared", name);
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                            "gguf writer: tensor '%s' is already declared", name);
     t.name = strdup(name);
     if (!t.name || !grow((void **)&w->tensors, &w->cap_tensors, w->n_tensors, sizeof *w->tensors)) {
         free(t.name);
@@ -274,7 +290,8 @@ static syn_status writer_alignment(const gguf_writer *w, uint32_t *out) {
         uint32_t a = 0;
         if (w->kvs[i].type == GGUF_TYPE_UINT32) memcpy(&a, w->kvs[i].payload, 4);
         if (a == 0 || (a & (a - 1)) != 0)
-            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: general.alignment must be a nonzero power-of-two uint32");
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                            "gguf writer: general.alignment must be a nonzero power-of-two uint32");
         *out = a;
     }
     return SYN_OK;
@@ -295,8 +312,10 @@ static syn_status write_tensor_data(gguf_writer *w, sink *s, uint32_t alignment,
         writer_tensor *t = &w->tensors[i];
         pad_to(s, alignment);
         st = t->fill(t->user, t->name, buf, t->nbytes);
-        if (st != SYN_OK) st = syn_fail_context(st, "gguf writer: filling tensor '%s'", t->name);
-        else put(s, buf, (size_t)t->nbytes);
+        if (st != SYN_OK)
+            st = syn_fail_context(st, "gguf writer: filling tensor '%s'", t->name);
+        else
+            put(s, buf, (size_t)t->nbytes);
         if (s->failed && st == SYN_OK)
             st = syn_fail(SYN_ERR_IO, "gguf writer: writing '%s': %s", path, strerror(errno));
     }
@@ -305,12 +324,14 @@ static syn_status write_tensor_data(gguf_writer *w, sink *s, uint32_t alignment,
 }
 
 syn_status gguf_writer_write(gguf_writer *w, const char *path) {
-    if (!w || !path) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: writer and path are required");
+    if (!w || !path)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf writer: writer and path are required");
     uint32_t alignment;
     syn_status st = writer_alignment(w, &alignment);
     if (st != SYN_OK) return st;
     FILE *fp = fopen(path, "wb");
-    if (!fp) return syn_fail(SYN_ERR_IO, "gguf writer: cannot create '%s': %s", path, strerror(errno));
+    if (!fp)
+        return syn_fail(SYN_ERR_IO, "gguf writer: cannot create '%s': %s", path, strerror(errno));
     sink s = {fp, 0, false};
 
     put(&s, "GGUF", 4);
@@ -327,7 +348,8 @@ syn_status gguf_writer_write(gguf_writer *w, const char *path) {
         const writer_tensor *t = &w->tensors[i];
         put_str(&s, t->name);
         put_u32(&s, t->n_dims);
-        for (uint32_t d = 0; d < t->n_dims; d++) put_u64(&s, t->ne[d]);
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            put_u64(&s, t->ne[d]);
         put_u32(&s, t->type);
         put_u64(&s, offset);
         offset = align_up(offset + t->nbytes, alignment);

@@ -54,10 +54,12 @@ static bool x86_has_avx_vnni(void) {
     return (a >> 4) & 1u;
 }
 
+/* F16C is CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c"). */
 static bool x86_has_avx2_base(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C)) return false;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #endif
 

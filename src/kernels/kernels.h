@@ -20,8 +20,18 @@
  * also keep them in separate statements so clang's default contraction cannot fuse them.)
  *
  * Input contract: weight codes may be any int8 (files can hold -128); activation codes must lie in
- * [-127, 127], as quantize_row_q8_0 produces (the SIMD tiers take |w| as the unsigned operand and
- * move w's sign onto a, which cannot negate -128). Inputs must not contain NaN.
+ * [-127, 127], as quantize_row_q8_0 produces (the AVX2 tier takes |w| as the unsigned operand and
+ * moves w's sign onto a, which cannot negate -128). Inputs must not contain NaN.
+ *
+ * The per-block whole int32 sum does not force horizontal work: the x86 VNNI matmul puts rows in
+ * vector lanes (a tile's weights transposed on the fly, activation dwords broadcast), so each lane
+ * accumulates whole-block sums directly; matvec folds 8 blocks' sums of one row with one hadd tree.
+ *
+ * Calling (measured on Zen 4, see tests/bench): matvec reads rows [r0, r1) as one sequential
+ * stream, which is what reaches memory speed, so give each call a contiguous row range as large as
+ * the load balance allows (>= 256 rows; e.g. n_rows / (2 * n_threads)). Matmul computes per-call
+ * activation corrections and transposes each 16-row tile once per 256 tokens: give it >= 64 rows
+ * per call (a multiple of 16) and all the tokens of the step at once; 16-row calls run ~30% slower.
  *
  * Layouts: a weight matrix is rows of n_blocks block_q8_0, row r starting at
  * (const char *)w + r * w_row_bytes (w_row_bytes >= n_blocks * sizeof(block_q8_0), even);

@@ -3,14 +3,19 @@
  *
  * Strategy: a block's 32 products come from maddubs(|w|, sign(a, w)) then madd with ones
  * (|w| <= 128 and |a| <= 127 keep the int16 pair sums below 32767, so -128 weights are exact).
- * The per-block int32 sums of 8 rows (matvec) or 4 tokens (matmul tile) are folded into one vector
- * by a tree of hadds, so each output lane then follows kernels.h's float sequence exactly: this
- * tier is bitwise equal to scalar.
+ * Matvec is quants_x86.h's sequential row stream; the matmul tile is 4 rows x 4 tokens, its
+ * per-block int32 sums of 4 tokens folded into one vector by a tree of hadds (the VNNI tiers'
+ * rows-in-lanes tile needs VPDPBUSD: maddubs of w + 128 would saturate). Each output follows
+ * kernels.h's float sequence exactly: this tier is bitwise equal to scalar.
  */
 #include "kernels/fp16.h"
 #include "kernels/quants_x86.h"
 
-SYN_K_INLINE __m256i dot_block(__m256i w, __m256i a) {
+/* maddubs needs no per-activation preparation. */
+SYN_K_INLINE __m256i prep_none(__m256i a) { return a; }
+
+SYN_K_INLINE __m256i dot_block(__m256i w, __m256i a, __m256i unused) {
+    (void)unused;
     const __m256i p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
@@ -46,40 +51,12 @@ void syn_quantize_row_q8_0_avx2(const float *x, block_q8_0 *y, int64_t n) {
 }
 
 float syn_vec_dot_q8_0_q8_0_avx2(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a) {
-    float acc = 0.0f;
-    int64_t b = 0;
-    /* 8 blocks at a time: int sums and products as vectors, then the adds in block order. */
-    for (; b + 8 <= n_blocks; b += 8) {
-        __m256i d[8];
-        const block_q8_0 *wb[8], *ab[8];
-        SYN_K_UNROLL(8)
-        for (int i = 0; i < 8; i++) {
-            d[i] = dot_block(x86_load_qs(&w[b + i]), x86_load_qs(&a[b + i]));
-            wb[i] = &w[b + i];
-            ab[i] = &a[b + i];
-        }
-        const __m256 isum = _mm256_cvtepi32_ps(x86_reduce8(d));
-        const __m256 s = _mm256_mul_ps(x86_scales8(wb, 0), x86_scales8(ab, 0));
-        float p[8];
-        _mm256_storeu_ps(p, _mm256_mul_ps(isum, s));
-        SYN_K_UNROLL(8)
-        for (int i = 0; i < 8; i++) acc += p[i];
-    }
-    for (; b < n_blocks; b++) {
-        const __m256i d = dot_block(x86_load_qs(&w[b]), x86_load_qs(&a[b]));
-        const __m128i d4 = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
-        const __m128i d2 = _mm_hadd_epi32(d4, d4);
-        const int32_t isum = _mm_cvtsi128_si32(_mm_hadd_epi32(d2, d2));
-        const float s = x86_fp16_f32(w[b].d) * x86_fp16_f32(a[b].d);
-        const float p = (float)isum * s;
-        acc += p;
-    }
-    return acc;
+    return x86_row_dot(n_blocks, w, a, prep_none, dot_block);
 }
 
 void syn_matvec_q8_0_avx2(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                           const block_q8_0 *a, float *y) {
-    x86_matvec8(n_blocks, w, w_row_bytes, r0, r1, a, y, dot_block, syn_vec_dot_q8_0_q8_0_avx2);
+    x86_matvec(n_blocks, w, w_row_bytes, r0, r1, a, y, prep_none, dot_block);
 }
 
 /* 4 rows x 4 tokens; acc[i] lane j is row r + i, token t0 + j. */
@@ -93,8 +70,7 @@ static void tile_4x4(int64_t n_blocks, const block_q8_0 *const wr[4], const bloc
         __m256i av[4];
         SYN_K_UNROLL(4)
         for (int j = 0; j < 4; j++) av[j] = x86_load_qs(&at[j][b]);
-        const __m128 da = _mm_cvtph_ps(
-            _mm_setr_epi16((short)at[0][b].d, (short)at[1][b].d, (short)at[2][b].d, (short)at[3][b].d, 0, 0, 0, 0));
+        const __m128 da = x86_scales4(at, b);
         SYN_K_UNROLL(4)
         for (int i = 0; i < 4; i++) {
             const __m256i wv = x86_load_qs(&wr[i][b]);

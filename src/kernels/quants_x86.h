@@ -1,13 +1,14 @@
-/* quants_x86.h: helpers shared by the x86 tier files (quants_avx2.c, quants_avx512.c,
+/* quants_x86.h: the x86 kernel drivers shared by the tier files (quants_avx2.c, quants_avx512.c,
  * quants_avxvnni.c). Everything is static inline so each file compiles it with its own ISA flags;
- * a tier passes its block-dot and tile functions, which the always_inline drivers inline. */
+ * a tier passes its block-dot (or VPDPBUSD) function, which the always_inline drivers inline.
+ * Every driver keeps kernels.h's per-output float sequence, so all tiers agree bitwise. */
 #ifndef SYN_KERNELS_QUANTS_X86_H
 #define SYN_KERNELS_QUANTS_X86_H
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/kernels_impl.h"
-
 
 SYN_K_INLINE __m256i x86_load_qs(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
 
@@ -27,48 +28,373 @@ SYN_K_INLINE __m256i x86_reduce8(const __m256i d[8]) {
                             _mm256_permute2x128_si256(lo4, hi4, 0x31));
 }
 
-/* The fp16 scales of block b of eight rows, as floats. */
-SYN_K_INLINE __m256 x86_scales8(const block_q8_0 *const rows[8], int64_t b) {
-    const __m128i h = _mm_setr_epi16((short)rows[0][b].d, (short)rows[1][b].d, (short)rows[2][b].d,
-                                     (short)rows[3][b].d, (short)rows[4][b].d, (short)rows[5][b].d,
-                                     (short)rows[6][b].d, (short)rows[7][b].d);
+/* The fp16 scales of blocks b..b+7 of one row, as floats. */
+SYN_K_INLINE __m256 x86_scales8(const block_q8_0 *x, int64_t b) {
+    const __m128i h = _mm_setr_epi16((short)x[b].d, (short)x[b + 1].d, (short)x[b + 2].d, (short)x[b + 3].d,
+                                     (short)x[b + 4].d, (short)x[b + 5].d, (short)x[b + 6].d, (short)x[b + 7].d);
     return _mm256_cvtph_ps(h);
 }
 
-/* 8 int32 partial sums of the products of one weight block and one activation block. */
-typedef __m256i (*x86_dot_block_fn)(__m256i w, __m256i a);
+/* The fp16 scales of block b of eight rows (or tokens), as floats. */
+SYN_K_INLINE __m256 x86_scales8_rows(const block_q8_0 *const x[8], int64_t b) {
+    const __m128i h = _mm_setr_epi16((short)x[0][b].d, (short)x[1][b].d, (short)x[2][b].d, (short)x[3][b].d,
+                                     (short)x[4][b].d, (short)x[5][b].d, (short)x[6][b].d, (short)x[7][b].d);
+    return _mm256_cvtph_ps(h);
+}
 
-/* Decode over rows [r0, r1) eight at a time: lane i of the accumulator is row r + i and follows
- * kernels.h's float sequence; leftover rows go to the tier's single-row dot. */
-SYN_K_INLINE void x86_matvec8(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                              const block_q8_0 *a, float *y, x86_dot_block_fn dot,
-                              float (*vec_dot)(int64_t, const block_q8_0 *, const block_q8_0 *)) {
-    /* Short row streams defeat the hardware prefetcher, so each load also prefetches the same
-     * block of a row-group at least ~24 KiB ahead (a hint: running past the matrix is harmless). */
-    const size_t group_bytes = 8 * w_row_bytes;
-    const size_t prefetch_ahead = group_bytes ? group_bytes * ((24 * 1024 + group_bytes - 1) / group_bytes) : 0;
-    int64_t r = r0;
-    for (; r + 8 <= r1; r += 8) {
-        const block_q8_0 *wr[8];
+/* The fp16 scales of block b of four rows (or tokens), as floats. */
+SYN_K_INLINE __m128 x86_scales4(const block_q8_0 *const x[4], int64_t b) {
+    return _mm_cvtph_ps(_mm_setr_epi16((short)x[0][b].d, (short)x[1][b].d, (short)x[2][b].d, (short)x[3][b].d, 0, 0, 0, 0));
+}
+
+/* 8 int32 partial sums of the products of one weight block w and one activation block a; c is
+ * prep(a), computed once per activation block (a tier's offset correction, or unused). */
+typedef __m256i (*x86_dot_block_fn)(__m256i w, __m256i a, __m256i c);
+typedef __m256i (*x86_act_prep_fn)(__m256i a);
+
+SYN_K_INLINE __m256i x86_dot1(const block_q8_0 *w, const block_q8_0 *a, x86_act_prep_fn prep, x86_dot_block_fn dot) {
+    const __m256i av = x86_load_qs(a);
+    return dot(x86_load_qs(w), av, prep(av));
+}
+
+/* One row's dot in kernels.h's order (the single-row vec_dot). Int sums and products of 8 (then
+ * 4) blocks are computed as vectors, then added to the accumulator one block at a time, in order. */
+SYN_K_INLINE float x86_row_dot(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a, x86_act_prep_fn prep,
+                              x86_dot_block_fn dot) {
+    float acc = 0.0f;
+    int64_t b = 0;
+    for (; b + 8 <= n_blocks; b += 8) {
+        __m256i d[8];
         SYN_K_UNROLL(8)
-        for (int i = 0; i < 8; i++) wr[i] = syn_k_wrow(w, w_row_bytes, r + i);
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t b = 0; b < n_blocks; b++) {
-            const __m256i av = x86_load_qs(&a[b]);
-            __m256i d[8];
-            SYN_K_UNROLL(8)
-            for (int i = 0; i < 8; i++) {
-                _mm_prefetch((const char *)&wr[i][b] + prefetch_ahead, _MM_HINT_T0);
-                d[i] = dot(x86_load_qs(&wr[i][b]), av);
-            }
-            const __m256 isum = _mm256_cvtepi32_ps(x86_reduce8(d));
-            const __m256 s = _mm256_mul_ps(x86_scales8(wr, b), _mm256_set1_ps(x86_fp16_f32(a[b].d)));
-            const __m256 p = _mm256_mul_ps(isum, s);
-            acc = _mm256_add_ps(acc, p);
-        }
-        _mm256_storeu_ps(y + r, acc);
+        for (int i = 0; i < 8; i++) d[i] = x86_dot1(&w[b + i], &a[b + i], prep, dot);
+        const __m256 isum = _mm256_cvtepi32_ps(x86_reduce8(d));
+        const __m256 s = _mm256_mul_ps(x86_scales8(w, b), x86_scales8(a, b));
+        float p[8];
+        _mm256_storeu_ps(p, _mm256_mul_ps(isum, s));
+        SYN_K_UNROLL(8)
+        for (int i = 0; i < 8; i++) acc += p[i];
     }
-    for (; r < r1; r++) y[r] = vec_dot(n_blocks, syn_k_wrow(w, w_row_bytes, r), a);
+    if (b + 4 <= n_blocks) {
+        __m256i d[4];
+        SYN_K_UNROLL(4)
+        for (int i = 0; i < 4; i++) d[i] = x86_dot1(&w[b + i], &a[b + i], prep, dot);
+        const block_q8_0 *wb[4] = {&w[b], &w[b + 1], &w[b + 2], &w[b + 3]};
+        const block_q8_0 *ab[4] = {&a[b], &a[b + 1], &a[b + 2], &a[b + 3]};
+        const __m128 s = _mm_mul_ps(x86_scales4(wb, 0), x86_scales4(ab, 0));
+        float p[4];
+        _mm_storeu_ps(p, _mm_mul_ps(_mm_cvtepi32_ps(x86_reduce4(d)), s));
+        SYN_K_UNROLL(4)
+        for (int i = 0; i < 4; i++) acc += p[i];
+        b += 4;
+    }
+    for (; b < n_blocks; b++) {
+        const __m256i d = x86_dot1(&w[b], &a[b], prep, dot);
+        const __m128i d4 = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+        const __m128i d2 = _mm_hadd_epi32(d4, d4);
+        const int32_t isum = _mm_cvtsi128_si32(_mm_hadd_epi32(d2, d2));
+        const float s = x86_fp16_f32(w[b].d) * x86_fp16_f32(a[b].d);
+        const float p = (float)isum * s;
+        acc += p;
+    }
+    return acc;
+}
+
+/* Stores lanes [0, n) of v to y (n <= 8): tiles at a row-range edge keep their clamped lanes out. */
+SYN_K_INLINE void x86_store_lanes(float *y, __m256 v, int64_t n) {
+    if (n >= 8) {
+        _mm256_storeu_ps(y, v);
+    } else if (n > 0) {
+        float tmp[8];
+        _mm256_storeu_ps(tmp, v);
+        memcpy(y, tmp, sizeof(float) * (size_t)n);
+    }
+}
+
+/* Loads lanes [0, n) of y (n <= 8), zero elsewhere. */
+SYN_K_INLINE __m256 x86_load_lanes(const float *y, int64_t n) {
+    if (n >= 8) return _mm256_loadu_ps(y);
+    float tmp[8] = {0};
+    if (n > 0) memcpy(tmp, y, sizeof(float) * (size_t)n);
+    return _mm256_loadu_ps(tmp);
+}
+
+/* Pointers to block 0 of rows r .. r+7, rows past r1 - 1 clamped to r1 - 1 (their lanes are
+ * computed but never stored). */
+SYN_K_INLINE void x86_tile_rows(const void *w, size_t w_row_bytes, int64_t r, int64_t r1, int n,
+                                const block_q8_0 **rows) {
+    for (int i = 0; i < n; i++) rows[i] = syn_k_wrow(w, w_row_bytes, r + i < r1 ? r + i : r1 - 1);
+}
+
+/* ---- Matvec (decode) ------------------------------------------------------------------------ */
+enum {
+    X86_MV_SPAN = 256,      /* blocks per pass over a row (bounds the stack buffers) */
+    X86_MV_PREFETCH = 2048, /* software prefetch distance in the weight stream, bytes */
+};
+
+/* One block's 8 partial sums, c being prep() of the activation block. */
+SYN_K_INLINE __m256i x86_dotc(const block_q8_0 *w, const block_q8_0 *a, const __m256i *c, x86_dot_block_fn dot) {
+    return dot(x86_load_qs(w), x86_load_qs(a), _mm256_loadu_si256(c));
+}
+
+/* p[k] = (float)isum_k * (f32(w[k].d) * s_a[k]) for k < n_blocks: the products kernels.h's
+ * sequence adds, computed 8 blocks at a time with one hadd tree per 8 blocks. */
+SYN_K_INLINE void x86_row_products(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a, const __m256i *c,
+                                   const float *s_a, float *p, x86_dot_block_fn dot) {
+    int64_t b = 0;
+    for (; b + 8 <= n_blocks; b += 8) {
+        __m256i d[8];
+        SYN_K_UNROLL(8)
+        for (int i = 0; i < 8; i++) d[i] = x86_dotc(&w[b + i], &a[b + i], &c[b + i], dot);
+        const __m256 s = _mm256_mul_ps(x86_scales8(w, b), _mm256_loadu_ps(s_a + b));
+        _mm256_storeu_ps(p + b, _mm256_mul_ps(_mm256_cvtepi32_ps(x86_reduce8(d)), s));
+    }
+    if (b + 4 <= n_blocks) {
+        __m256i d[4];
+        SYN_K_UNROLL(4)
+        for (int i = 0; i < 4; i++) d[i] = x86_dotc(&w[b + i], &a[b + i], &c[b + i], dot);
+        const block_q8_0 *wb[4] = {&w[b], &w[b + 1], &w[b + 2], &w[b + 3]};
+        const __m128 s = _mm_mul_ps(x86_scales4(wb, 0), _mm_loadu_ps(s_a + b));
+        _mm_storeu_ps(p + b, _mm_mul_ps(_mm_cvtepi32_ps(x86_reduce4(d)), s));
+        b += 4;
+    }
+    for (; b < n_blocks; b++) {
+        const __m256i d = x86_dotc(&w[b], &a[b], &c[b], dot);
+        const __m128i d4 = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+        const __m128i d2 = _mm_hadd_epi32(d4, d4);
+        const float s = x86_fp16_f32(w[b].d) * s_a[b];
+        p[b] = (float)_mm_cvtsi128_si32(_mm_hadd_epi32(d2, d2)) * s;
+    }
+}
+
+/* The activation scales of blocks [0, n) as floats, and prep() of each block. */
+SYN_K_INLINE void x86_act_prepare(int64_t n, const block_q8_0 *a, float *s_a, __m256i *c, x86_act_prep_fn prep) {
+    for (int64_t b = 0; b < n; b++) {
+        s_a[b] = x86_fp16_f32(a[b].d);
+        _mm256_storeu_si256(&c[b], prep(x86_load_qs(&a[b])));
+    }
+}
+
+/* acc + p[k0] + ... + p[k1 - 1], added in order: a piece of one row's kernels.h sum. */
+SYN_K_INLINE float x86_chain(float acc, const float *p, int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; k++) acc += p[k];
+    return acc;
+}
+
+/* Decode over rows [r0, r1). Memory is read as one sequential stream, row after row, front to
+ * back: the hardware prefetcher streams that fastest (rows read side by side, i.e. several
+ * streams, ran at a third to half the speed on Zen 4), helped by a software prefetch
+ * X86_MV_PREFETCH bytes ahead. A row's block products go to a buffer 8 blocks at a time; its
+ * kernels.h sum, a chain of dependent adds, runs while the next row's products are computed, so
+ * neither the stream nor the vector units wait on add latency. */
+SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                             const block_q8_0 *a, float *y, x86_act_prep_fn prep, x86_dot_block_fn dot) {
+    float s_a[X86_MV_SPAN];
+    __m256i c[X86_MV_SPAN];
+    if (n_blocks > X86_MV_SPAN) {
+        /* Rows too long for the buffers: span by span, each row's sum right after its products. */
+        float p[X86_MV_SPAN];
+        for (int64_t r = r0; r < r1; r++) {
+            float acc = 0.0f;
+            for (int64_t b0 = 0; b0 < n_blocks; b0 += X86_MV_SPAN) {
+                const int64_t kb = n_blocks - b0 < X86_MV_SPAN ? n_blocks - b0 : X86_MV_SPAN;
+                x86_act_prepare(kb, a + b0, s_a, c, prep);
+                x86_row_products(kb, syn_k_wrow(w, w_row_bytes, r) + b0, a + b0, c, s_a, p, dot);
+                acc = x86_chain(acc, p, 0, kb);
+            }
+            y[r] = acc;
+        }
+        return;
+    }
+    x86_act_prepare(n_blocks, a, s_a, c, prep);
+    float p[2][X86_MV_SPAN]; /* products of the previous row and of this one, alternately */
+    for (int64_t r = r0; r < r1; r++) {
+        const float *pp = p[(r - r0 + 1) & 1];
+        float *pc = p[(r - r0) & 1];
+        const block_q8_0 *wr = syn_k_wrow(w, w_row_bytes, r);
+        float prev_acc = 0.0f;
+        int64_t b = 0;
+        for (; b + 8 <= n_blocks; b += 8) {
+            /* 8 blocks are 272 bytes: 5 lines cover them whatever their alignment */
+            SYN_K_UNROLL(5)
+            for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(wr + b) + X86_MV_PREFETCH + 64 * l, _MM_HINT_T0);
+            x86_row_products(8, wr + b, a + b, c + b, s_a + b, pc + b, dot);
+            if (r > r0) prev_acc = x86_chain(prev_acc, pp, b, b + 8);
+        }
+        x86_row_products(n_blocks - b, wr + b, a + b, c + b, s_a + b, pc + b, dot);
+        if (r > r0) y[r - 1] = x86_chain(prev_acc, pp, b, n_blocks);
+    }
+    if (r1 > r0) y[r1 - 1] = x86_chain(0.0f, p[(r1 - 1 - r0) & 1], 0, n_blocks);
+}
+
+/* ---- Matmul with lanes = rows (VNNI tiers) -------------------------------------------------
+ * VPDPBUSD sums 4 u8 x s8 products per int32 lane. A tile's weights are transposed so that lane
+ * i of vector j holds bytes 4j..4j+3 of row i's block, offset by +128 to make them unsigned; each
+ * activation dword is broadcast. Eight VPDPBUSDs then leave row i's whole-block int32 dot with
+ * token t in lane i, after starting from -128 * sum(a) (exact): no horizontal sums at all, and
+ * each lane follows kernels.h's float sequence. */
+enum {
+    X86_MM_KS = 16,  /* blocks per k-span (bounds the stack buffers; the sums continue in y) */
+    X86_MM_TC = 256, /* tokens per chunk */
+};
+
+typedef __m256i (*x86_dpbusd_fn)(__m256i acc, __m256i u8, __m256i s8);
+
+/* Per (token, block): the offset correction -128 * sum(qs) and f32(d). */
+typedef struct x86_act_aux {
+    int32_t corr;
+    float d;
+} x86_act_aux;
+
+SYN_K_INLINE int32_t x86_block_sum(const block_q8_0 *b) {
+    const __m256i u = _mm256_xor_si256(x86_load_qs(b), _mm256_set1_epi8((char)0x80)); /* qs + 128 */
+    const __m256i s4 = _mm256_sad_epu8(u, _mm256_setzero_si256());
+    const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+    return (int32_t)_mm_cvtsi128_si64(_mm_add_epi64(s2, _mm_unpackhi_epi64(s2, s2))) - 128 * QK8_0;
+}
+
+SYN_K_INLINE int32_t x86_load_i32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* out[j] lane i = dword j of (x[i] + 128 bytewise): an 8 x 8 transpose of 32-bit elements. */
+SYN_K_INLINE void x86_transpose8_u8(const __m256i x[8], __m256i out[8]) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    __m256i t[8], u[8];
+    SYN_K_UNROLL(4)
+    for (int i = 0; i < 4; i++) {
+        const __m256i e = _mm256_xor_si256(x[2 * i], bias), o = _mm256_xor_si256(x[2 * i + 1], bias);
+        t[2 * i] = _mm256_unpacklo_epi32(e, o);     /* rows 2i, 2i+1: dwords 0, 1 | 4, 5 */
+        t[2 * i + 1] = _mm256_unpackhi_epi32(e, o); /* dwords 2, 3 | 6, 7 */
+    }
+    SYN_K_UNROLL(2)
+    for (int h = 0; h < 2; h++) {
+        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);     /* rows 4h..4h+3: dword 0 | 4 */
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);     /* dword 1 | 5 */
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]); /* dword 2 | 6 */
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]); /* dword 3 | 7 */
+    }
+    SYN_K_UNROLL(4)
+    for (int j = 0; j < 4; j++) {
+        out[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+        out[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* Accumulates blocks [0, kb) of a span into acc[v * n_tok + t] (lane i: row 8v + i, token t).
+ * wp[k * n_vec * 8 + v * 8 + j]: the transposed weights; dwp[k * n_vec + v]: their scales;
+ * a: token 0's first block of the span (tokens n_blocks apart); aux: likewise, KS apart. */
+SYN_K_INLINE void x86_lane_tile(int64_t kb, const __m256i *wp, const __m256 *dwp, const block_q8_0 *a,
+                                int64_t n_blocks, const x86_act_aux *aux, __m256 *acc, const int n_vec,
+                                const int n_tok, x86_dpbusd_fn dp) {
+    for (int64_t k = 0; k < kb; k++) {
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) {
+            const int8_t *q = a[t * n_blocks + k].qs;
+            const __m256i corr = _mm256_set1_epi32(aux[t * X86_MM_KS + k].corr);
+            const __m256 da = _mm256_set1_ps(aux[t * X86_MM_KS + k].d);
+            SYN_K_UNROLL(2)
+            for (int v = 0; v < n_vec; v++) {
+                const __m256i *wv = wp + (k * n_vec + v) * 8;
+                /* two chains of 4 VPDPBUSDs, for latency */
+                __m256i half[2] = {corr, _mm256_setzero_si256()};
+                SYN_K_UNROLL(8)
+                for (int j = 0; j < 8; j++) {
+                    half[j & 1] = dp(half[j & 1], _mm256_loadu_si256(wv + j), _mm256_set1_epi32(x86_load_i32(q + 4 * j)));
+                }
+                const __m256i isum = _mm256_add_epi32(half[0], half[1]);
+                const __m256 s = _mm256_mul_ps(_mm256_loadu_ps((const float *)(dwp + k * n_vec + v)), da);
+                const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), s);
+                acc[v * n_tok + t] = _mm256_add_ps(acc[v * n_tok + t], p);
+            }
+        }
+    }
+}
+
+/* Runs x86_lane_tile for tokens [t0, t0 + n_tok) of a row tile: sums start at 0 in the first
+ * span and continue from y in later ones. */
+SYN_K_INLINE void x86_lane_tokens(int64_t kb, bool first_span, const __m256i *wp, const __m256 *dwp,
+                                  const block_q8_0 *a, int64_t n_blocks, const x86_act_aux *aux, float *y,
+                                  int64_t y_stride, int64_t n_rows, const int n_vec, const int n_tok,
+                                  x86_dpbusd_fn dp) {
+    __m256 acc[2 * 4];
+    SYN_K_UNROLL(2)
+    for (int v = 0; v < n_vec; v++) {
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) {
+            acc[v * n_tok + t] = first_span ? _mm256_setzero_ps() : x86_load_lanes(y + t * y_stride + 8 * v, n_rows - 8 * v);
+        }
+    }
+    x86_lane_tile(kb, wp, dwp, a, n_blocks, aux, acc, n_vec, n_tok, dp);
+    SYN_K_UNROLL(2)
+    for (int v = 0; v < n_vec; v++) {
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) x86_store_lanes(y + t * y_stride + 8 * v, acc[v * n_tok + t], n_rows - 8 * v);
+    }
+}
+
+/* Matmul over rows [r0, r1) and n_tokens tokens in row tiles of 8 * n_vec rows and token tiles of
+ * n_tok (n_vec <= 2, n_tok <= 4). Loops: token chunk, k-span (activation corrections), row tile
+ * (transposed weights, reused by every token of the chunk), token tile. */
+SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                   const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride,
+                                   const int n_vec, const int n_tok, x86_dpbusd_fn dp) {
+    x86_act_aux aux[X86_MM_TC * X86_MM_KS];
+    __m256i wp[X86_MM_KS * 2 * 8];
+    __m256 dwp[X86_MM_KS * 2];
+    const int64_t tile_rows = 8 * n_vec;
+    for (int64_t c0 = 0; c0 < n_tokens; c0 += X86_MM_TC) {
+        const int64_t nt = n_tokens - c0 < X86_MM_TC ? n_tokens - c0 : X86_MM_TC;
+        for (int64_t k0 = 0; k0 < n_blocks; k0 += X86_MM_KS) {
+            const int64_t kb = n_blocks - k0 < X86_MM_KS ? n_blocks - k0 : X86_MM_KS;
+            for (int64_t t = 0; t < nt; t++) {
+                for (int64_t k = 0; k < kb; k++) {
+                    const block_q8_0 *blk = &a[(c0 + t) * n_blocks + k0 + k];
+                    aux[t * X86_MM_KS + k] = (x86_act_aux){-128 * x86_block_sum(blk), x86_fp16_f32(blk->d)};
+                }
+            }
+            for (int64_t r = r0; r < r1; r += tile_rows) {
+                for (int v = 0; v < n_vec; v++) {
+                    const block_q8_0 *rows[8];
+                    x86_tile_rows(w, w_row_bytes, r + 8 * v, r1, 8, rows);
+                    for (int64_t k = 0; k < kb; k++) {
+                        __m256i x[8];
+                        SYN_K_UNROLL(8)
+                        for (int i = 0; i < 8; i++) x[i] = x86_load_qs(&rows[i][k0 + k]);
+                        x86_transpose8_u8(x, wp + (k * n_vec + v) * 8);
+                        dwp[k * n_vec + v] = x86_scales8_rows(rows, k0 + k);
+                    }
+                }
+                const int64_t n_rows = r1 - r;
+                float *yr = y + c0 * y_stride + r;
+                const block_q8_0 *ac = a + c0 * n_blocks + k0;
+                int64_t t = 0;
+                for (; t + n_tok <= nt; t += n_tok) {
+                    x86_lane_tokens(kb, k0 == 0, wp, dwp, ac + t * n_blocks, n_blocks, aux + t * X86_MM_KS,
+                                    yr + t * y_stride, y_stride, n_rows, n_vec, n_tok, dp);
+                }
+                for (; t < nt; t++) {
+                    x86_lane_tokens(kb, k0 == 0, wp, dwp, ac + t * n_blocks, n_blocks, aux + t * X86_MM_KS,
+                                    yr + t * y_stride, y_stride, n_rows, n_vec, 1, dp);
+                }
+            }
+        }
+    }
+}
+
+/* Matmul for the VNNI tiers: a few tokens go through matvec (each token re-reads the weights,
+ * from cache, while a transposed tile would be used too few times to pay). */
+SYN_K_INLINE void x86_matmul(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                             const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride, const int n_vec,
+                             const int n_tok, x86_dpbusd_fn dp, x86_act_prep_fn prep, x86_dot_block_fn dot) {
+    if (n_tokens < n_tok) {
+        for (int64_t t = 0; t < n_tokens; t++) {
+            x86_matvec(n_blocks, w, w_row_bytes, r0, r1, a + t * n_blocks, y + t * y_stride, prep, dot);
+        }
+        return;
+    }
+    x86_matmul_lanes(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, n_vec, n_tok, dp);
 }
 
 #endif

@@ -27,7 +27,7 @@ typedef struct syn_tensor {
 typedef struct qwen2_hparams {
     int32_t n_vocab;
     int32_t n_ctx_train;
-    int32_t n_embd;    /* model width */
+    int32_t n_embd; /* model width */
     int32_t n_layer;
     int32_t n_head;    /* query heads */
     int32_t n_head_kv; /* key/value heads (grouped-query attention) */
@@ -38,13 +38,13 @@ typedef struct qwen2_hparams {
 } qwen2_hparams;
 
 typedef struct qwen2_layer {
-    syn_tensor attn_norm;        /* [n_embd] */
-    syn_tensor wq, wk, wv;       /* {n_embd, n_embd}, {n_embd, kv_dim}, {n_embd, kv_dim} */
-    syn_tensor bq, bk, bv;       /* [n_embd], [kv_dim], [kv_dim] */
-    syn_tensor wo;               /* {n_embd, n_embd} */
-    syn_tensor ffn_norm;         /* [n_embd] */
-    syn_tensor w_gate, w_up;     /* {n_embd, n_ff} */
-    syn_tensor w_down;           /* {n_ff, n_embd} */
+    syn_tensor attn_norm;    /* [n_embd] */
+    syn_tensor wq, wk, wv;   /* {n_embd, n_embd}, {n_embd, kv_dim}, {n_embd, kv_dim} */
+    syn_tensor bq, bk, bv;   /* [n_embd], [kv_dim], [kv_dim] */
+    syn_tensor wo;           /* {n_embd, n_embd} */
+    syn_tensor ffn_norm;     /* [n_embd] */
+    syn_tensor w_gate, w_up; /* {n_embd, n_ff} */
+    syn_tensor w_down;       /* {n_ff, n_embd} */
 } qwen2_layer;
 
 struct syn_model {
@@ -54,13 +54,13 @@ struct syn_model {
     syn_tensor output_norm; /* [n_embd] */
     syn_tensor output;      /* {n_embd, n_vocab}; the same view as tok_embd when tied */
     bool tied_output;
-    qwen2_layer *layers;    /* [n_layer] */
+    qwen2_layer *layers; /* [n_layer] */
     struct syn_tokenizer *tokenizer;
-    char *name;             /* general.name, "" when absent */
-    char *chat_template;    /* tokenizer.chat_template, NULL when absent */
-    uint64_t n_params;      /* elements of the bound tensors (tied output counted once) */
-    uint64_t weight_bytes;  /* bytes of the bound tensors */
-    char *tensor_names;     /* the pool behind every syn_tensor.name */
+    char *name;            /* general.name, "" when absent */
+    char *chat_template;   /* tokenizer.chat_template, NULL when absent */
+    uint64_t n_params;     /* elements of the bound tensors (tied output counted once) */
+    uint64_t weight_bytes; /* bytes of the bound tensors */
+    char *tensor_names;    /* the pool behind every syn_tensor.name */
     /* Background page warm-up (syn_model_params.prefetch); syn_model_free stops and joins it. */
     pthread_t prefetch_thread;
     bool prefetch_started;

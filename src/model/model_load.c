@@ -1,4 +1,5 @@
-/* model_load.c: loads a Qwen2 GGUF: hyperparameters, tensor views checked against them, tokenizer. */
+/* model_load.c: loads a Qwen2 GGUF: hyperparameters, tensor views checked against them, tokenizer.
+ */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,22 +30,23 @@ static syn_status read_count(const gguf_file *f, const char *key, int64_t dflt, 
     if (st != SYN_OK) return st;
     if (v == 0) return syn_fail(SYN_ERR_FORMAT, "model: %s is 0, expected a positive count", key);
     if (v > INT32_MAX)
-        return syn_fail(SYN_ERR_FORMAT, "model: %s is %" PRIu32 ", above the supported maximum %d", key,
-                        v, INT32_MAX);
+        return syn_fail(SYN_ERR_FORMAT, "model: %s is %" PRIu32 ", above the supported maximum %d",
+                        key, v, INT32_MAX);
     *out = (int32_t)v;
     return SYN_OK;
 }
 
 /* A positive finite float (RoPE base, epsilon); NaN, infinities, zero and negatives are refused. */
-static syn_status read_positive_float(const gguf_file *f, const char *key, bool optional, float dflt,
-                                      float *out) {
+static syn_status read_positive_float(const gguf_file *f, const char *key, bool optional,
+                                      float dflt, float *out) {
     float v = dflt;
     syn_status st = optional ? gguf_get_f32_opt(f, key, &v) : gguf_get_f32(f, key, &v);
     if (st != SYN_OK) return st;
     if (isnan(v)) /* printed without a sign, whatever sign bit the file set */
         return syn_fail(SYN_ERR_FORMAT, "model: %s is nan, expected a finite positive number", key);
     if (!isfinite(v) || v <= 0.0f)
-        return syn_fail(SYN_ERR_FORMAT, "model: %s is %g, expected a finite positive number", key, (double)v);
+        return syn_fail(SYN_ERR_FORMAT, "model: %s is %g, expected a finite positive number", key,
+                        (double)v);
     *out = v;
     return SYN_OK;
 }
@@ -56,7 +58,8 @@ static syn_status read_hparams(const gguf_file *f, qwen2_hparams *hp) {
     if (!gguf_str_eq(arch, "qwen2")) {
         int len = arch.len > 64 ? 64 : (int)arch.len;
         return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "model: unsupported architecture '%.*s' (general.architecture); this build supports 'qwen2'",
+                        "model: unsupported architecture '%.*s' (general.architecture); this build "
+                        "supports 'qwen2'",
                         len, arch.data);
     }
     if ((st = read_count(f, "qwen2.block_count", -1, &hp->n_layer)) != SYN_OK ||
@@ -64,28 +67,35 @@ static syn_status read_hparams(const gguf_file *f, qwen2_hparams *hp) {
         (st = read_count(f, "qwen2.embedding_length", -1, &hp->n_embd)) != SYN_OK ||
         (st = read_count(f, "qwen2.feed_forward_length", -1, &hp->n_ff)) != SYN_OK ||
         (st = read_count(f, "qwen2.attention.head_count", -1, &hp->n_head)) != SYN_OK ||
-        (st = read_count(f, "qwen2.attention.head_count_kv", hp->n_head, &hp->n_head_kv)) != SYN_OK ||
-        (st = read_positive_float(f, "qwen2.rope.freq_base", true, 10000.0f, &hp->rope_freq_base)) != SYN_OK ||
+        (st = read_count(f, "qwen2.attention.head_count_kv", hp->n_head, &hp->n_head_kv)) !=
+            SYN_OK ||
+        (st = read_positive_float(f, "qwen2.rope.freq_base", true, 10000.0f,
+                                  &hp->rope_freq_base)) != SYN_OK ||
         (st = read_positive_float(f, "qwen2.attention.layer_norm_rms_epsilon", false, 0.0f,
                                   &hp->rms_norm_eps)) != SYN_OK)
         return st;
     if (hp->n_embd % hp->n_head != 0)
-        return syn_fail(SYN_ERR_FORMAT,
-                        "model: qwen2.attention.head_count %d does not divide qwen2.embedding_length %d",
-                        hp->n_head, hp->n_embd);
+        return syn_fail(
+            SYN_ERR_FORMAT,
+            "model: qwen2.attention.head_count %d does not divide qwen2.embedding_length %d",
+            hp->n_head, hp->n_embd);
     if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)
-        return syn_fail(SYN_ERR_FORMAT,
-                        "model: qwen2.attention.head_count_kv %d must divide qwen2.attention.head_count %d",
-                        hp->n_head_kv, hp->n_head);
+        return syn_fail(
+            SYN_ERR_FORMAT,
+            "model: qwen2.attention.head_count_kv %d must divide qwen2.attention.head_count %d",
+            hp->n_head_kv, hp->n_head);
     hp->head_dim = hp->n_embd / hp->n_head;
     if (hp->head_dim % 2 != 0)
-        return syn_fail(SYN_ERR_FORMAT, "model: head dimension %d (qwen2.embedding_length / head_count) must be even for RoPE",
-                        hp->head_dim);
+        return syn_fail(
+            SYN_ERR_FORMAT,
+            "model: head dimension %d (qwen2.embedding_length / head_count) must be even for RoPE",
+            hp->head_dim);
     /* Every block has 12 tensors: this bounds the layer allocation by the file size, while
      * leaving a missing tensor to be reported by name. */
     if ((uint64_t)hp->n_layer > f->n_tensors / TENSORS_PER_LAYER)
         return syn_fail(SYN_ERR_FORMAT,
-                        "model: qwen2.block_count %d needs %" PRIu64 " tensors but the file has %" PRIu64,
+                        "model: qwen2.block_count %d needs %" PRIu64
+                        " tensors but the file has %" PRIu64,
                         hp->n_layer, (uint64_t)hp->n_layer * TENSORS_PER_LAYER, f->n_tensors);
     return SYN_OK;
 }
@@ -108,8 +118,8 @@ static void format_shape(char *buf, size_t cap, const uint64_t *ne, uint32_t n_d
 /* Binds tensor name with shape {ne0} (ne1 == 0: a vector) or {ne0, ne1} into *out. Trailing
  * dimensions of 1 are accepted. Missing: SYN_ERR_FORMAT, or SYN_OK with out->data NULL when
  * optional. */
-static syn_status bind_tensor(syn_model *m, const char *name, int64_t ne0, int64_t ne1, bool optional,
-                              syn_tensor *out, size_t *name_slot) {
+static syn_status bind_tensor(syn_model *m, const char *name, int64_t ne0, int64_t ne1,
+                              bool optional, syn_tensor *out, size_t *name_slot) {
     const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) {
         if (optional) return SYN_OK;
@@ -117,16 +127,19 @@ static syn_status bind_tensor(syn_model *m, const char *name, int64_t ne0, int64
     }
     bool matrix = ne1 > 0;
     if (matrix ? !(is_float_type(t->type) || t->type == GGML_TYPE_Q8_0) : !is_float_type(t->type))
-        return syn_fail(SYN_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which this build does not support (supported%s: %s)",
-                        name, ggml_type_name(t->type), matrix ? "" : " for norms and biases",
-                        matrix ? "f32, f16, bf16, q8_0" : "f32, f16, bf16");
+        return syn_fail(
+            SYN_ERR_UNSUPPORTED,
+            "model: tensor '%s' has type %s, which this build does not support (supported%s: %s)",
+            name, ggml_type_name(t->type), matrix ? "" : " for norms and biases",
+            matrix ? "f32, f16, bf16, q8_0" : "f32, f16, bf16");
     uint64_t want[GGUF_MAX_DIMS] = {(uint64_t)ne0, matrix ? (uint64_t)ne1 : 1, 1, 1};
     if (memcmp(want, t->ne, sizeof want) != 0) {
         char have_s[128], want_s[64];
         format_shape(have_s, sizeof have_s, t->ne, t->n_dims);
         format_shape(want_s, sizeof want_s, want, matrix ? 2 : 1);
-        return syn_fail(SYN_ERR_FORMAT, "model: tensor '%s' has shape %s but the hyperparameters require %s",
-                        name, have_s, want_s);
+        return syn_fail(SYN_ERR_FORMAT,
+                        "model: tensor '%s' has shape %s but the hyperparameters require %s", name,
+                        have_s, want_s);
     }
     char *slot = m->tensor_names + *name_slot * TENSOR_NAME_CAP;
     (*name_slot)++;
@@ -144,7 +157,8 @@ static syn_status bind_tensor(syn_model *m, const char *name, int64_t ne0, int64
 
 static syn_status bind_layer(syn_model *m, int32_t il, qwen2_layer *L, size_t *slot) {
     const qwen2_hparams *hp = &m->hp;
-    const int64_t n_embd = hp->n_embd, kv_dim = (int64_t)hp->head_dim * hp->n_head_kv, n_ff = hp->n_ff;
+    const int64_t n_embd = hp->n_embd, kv_dim = (int64_t)hp->head_dim * hp->n_head_kv,
+                  n_ff = hp->n_ff;
     const struct {
         const char *suffix;
         int64_t ne0, ne1;
@@ -178,7 +192,9 @@ static syn_status bind_tensors(syn_model *m) {
     const gguf_tensor *te = gguf_find_tensor(m->gguf, "token_embd.weight");
     if (!te) return syn_fail(SYN_ERR_FORMAT, "model: missing tensor 'token_embd.weight'");
     if (te->ne[1] > INT32_MAX)
-        return syn_fail(SYN_ERR_FORMAT, "model: tensor 'token_embd.weight' has %" PRIu64 " rows, above the supported %d",
+        return syn_fail(SYN_ERR_FORMAT,
+                        "model: tensor 'token_embd.weight' has %" PRIu64
+                        " rows, above the supported %d",
                         te->ne[1], INT32_MAX);
     hp->n_vocab = (int32_t)te->ne[1];
 
@@ -189,9 +205,12 @@ static syn_status bind_tensors(syn_model *m) {
         return syn_fail(SYN_ERR_NO_MEMORY, "model: out of memory for %d layers", hp->n_layer);
 
     syn_status st;
-    if ((st = bind_tensor(m, "token_embd.weight", hp->n_embd, hp->n_vocab, false, &m->tok_embd, &slot)) != SYN_OK ||
-        (st = bind_tensor(m, "output_norm.weight", hp->n_embd, 0, false, &m->output_norm, &slot)) != SYN_OK ||
-        (st = bind_tensor(m, "output.weight", hp->n_embd, hp->n_vocab, true, &m->output, &slot)) != SYN_OK)
+    if ((st = bind_tensor(m, "token_embd.weight", hp->n_embd, hp->n_vocab, false, &m->tok_embd,
+                          &slot)) != SYN_OK ||
+        (st = bind_tensor(m, "output_norm.weight", hp->n_embd, 0, false, &m->output_norm, &slot)) !=
+            SYN_OK ||
+        (st = bind_tensor(m, "output.weight", hp->n_embd, hp->n_vocab, true, &m->output, &slot)) !=
+            SYN_OK)
         return st;
     m->tied_output = m->output.data == NULL;
     if (m->tied_output) m->output = m->tok_embd;
@@ -199,7 +218,9 @@ static syn_status bind_tensors(syn_model *m) {
         if ((st = bind_layer(m, il, &m->layers[il], &slot)) != SYN_OK) return st;
 
     uint64_t unused = m->gguf->n_tensors - slot;
-    if (unused > 0) syn_log(SYN_LOG_WARN, "model: ignoring %" PRIu64 " tensors that qwen2 does not use", unused);
+    if (unused > 0)
+        syn_log(SYN_LOG_WARN, "model: ignoring %" PRIu64 " tensors that qwen2 does not use",
+                unused);
     return SYN_OK;
 }
 
@@ -226,14 +247,18 @@ static void *prefetch_main(void *arg) {
     syn_model *m = arg;
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) page = 4096;
-    if (m->tied_output) prefetch_range(m, &m->tok_embd, page);
-    else prefetch_range(m, &m->output, page);
+    if (m->tied_output)
+        prefetch_range(m, &m->tok_embd, page);
+    else
+        prefetch_range(m, &m->output, page);
     prefetch_range(m, &m->output_norm, page);
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const qwen2_layer *L = &m->layers[il];
-        const syn_tensor *ts[] = {&L->attn_norm, &L->wq, &L->bq, &L->wk, &L->bk, &L->wv,
-                                  &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) prefetch_range(m, ts[i], page);
+        const syn_tensor *ts[] = {&L->attn_norm, &L->wq,     &L->bq,   &L->wk,
+                                  &L->bk,        &L->wv,     &L->bv,   &L->wo,
+                                  &L->ffn_norm,  &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            prefetch_range(m, ts[i], page);
     }
     return NULL;
 }
@@ -315,7 +340,9 @@ void syn_model_free(syn_model *model) {
     free(model);
 }
 
-const syn_tokenizer *syn_model_tokenizer(const syn_model *model) { return model ? model->tokenizer : NULL; }
+const syn_tokenizer *syn_model_tokenizer(const syn_model *model) {
+    return model ? model->tokenizer : NULL;
+}
 
 void syn_model_get_info(const syn_model *model, syn_model_info *info) {
     if (!model || !info) return;
@@ -379,7 +406,9 @@ int64_t syn_model_meta_str(const syn_model *model, const char *key, char *buf, s
     case GGUF_TYPE_INT64: len = snprintf(text, sizeof text, "%" PRId64, kv->value.i64); break;
     case GGUF_TYPE_FLOAT32: len = format_float(text, sizeof text, (float)kv->value.f64); break;
     case GGUF_TYPE_FLOAT64: len = snprintf(text, sizeof text, "%.17g", kv->value.f64); break;
-    case GGUF_TYPE_BOOL: len = snprintf(text, sizeof text, "%s", kv->value.u64 ? "true" : "false"); break;
+    case GGUF_TYPE_BOOL:
+        len = snprintf(text, sizeof text, "%s", kv->value.u64 ? "true" : "false");
+        break;
     default: /* arrays */
         len = snprintf(text, sizeof text, "[%s x %" PRIu64 "]", gguf_type_name(kv->value.arr.type),
                        kv->value.arr.count);

@@ -1,4 +1,5 @@
-/* tensor.c: scalar conversions (fp16, bf16) and row dequantization of the weight types Synapse loads. */
+/* tensor.c: scalar conversions (fp16, bf16) and row dequantization of the weight types Synapse
+ * loads. */
 #include <string.h>
 
 #include "kernels/fp16.h"
@@ -30,7 +31,8 @@ void syn_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
             block_q8_0 blk;
             memcpy(&blk, p + b * (int64_t)sizeof blk, sizeof blk);
             float d = syn_fp16_to_f32(blk.d);
-            for (int j = 0; j < QK8_0; j++) dst[b * QK8_0 + j] = d * (float)blk.qs[j];
+            for (int j = 0; j < QK8_0; j++)
+                dst[b * QK8_0 + j] = d * (float)blk.qs[j];
         }
         return;
     default:

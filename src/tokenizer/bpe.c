@@ -10,10 +10,10 @@
  * skipped, when either symbol has changed since it was queued. */
 typedef struct bpe_pair {
     int32_t rank;
-    int32_t left;     /* position of the left symbol */
-    int32_t left_id;  /* the ids the two symbols had when queued */
+    int32_t left;    /* position of the left symbol */
+    int32_t left_id; /* the ids the two symbols had when queued */
     int32_t right_id;
-    int32_t result;   /* the merged token */
+    int32_t result; /* the merged token */
 } bpe_pair;
 
 /* Scratch of one syn_tokenize call. The symbols of a word form a linked list over its byte
@@ -81,9 +81,12 @@ static void queue_pair(encoder *e, int32_t left) {
 
 static syn_status reserve_work(encoder *e, size_t n) {
     if (n <= e->work_cap) return SYN_OK;
-    if (n > INT32_MAX / 4) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenize: a word of %zu bytes is too long", n);
+    if (n > INT32_MAX / 4)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenize: a word of %zu bytes is too long",
+                        n);
     size_t cap = e->work_cap ? e->work_cap : 64;
-    while (cap < n) cap *= 2;
+    while (cap < n)
+        cap *= 2;
     int32_t *sym_id = realloc(e->sym_id, cap * sizeof *sym_id);
     if (sym_id) e->sym_id = sym_id;
     int32_t *prev = realloc(e->prev, cap * sizeof *prev);
@@ -93,7 +96,8 @@ static syn_status reserve_work(encoder *e, size_t n) {
     /* each merge queues at most two new pairs on top of the n - 1 initial ones */
     bpe_pair *heap = realloc(e->heap, 3 * cap * sizeof *heap);
     if (heap) e->heap = heap;
-    if (!sym_id || !prev || !next || !heap) return syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
+    if (!sym_id || !prev || !next || !heap)
+        return syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
     e->work_cap = cap;
     return SYN_OK;
 }
@@ -116,7 +120,8 @@ static syn_status bpe_word(void *user, const char *word, size_t len) {
         e->next[i] = i + 1 < n ? i + 1 : -1;
     }
     e->heap_len = 0;
-    for (int32_t i = 0; i + 1 < n; i++) queue_pair(e, i);
+    for (int32_t i = 0; i + 1 < n; i++)
+        queue_pair(e, i);
 
     while (e->heap_len > 0) {
         bpe_pair p = heap_pop(e);
@@ -129,7 +134,8 @@ static syn_status bpe_word(void *user, const char *word, size_t len) {
         queue_pair(e, e->prev[left]);
         queue_pair(e, left);
     }
-    for (int32_t i = 0; i >= 0; i = e->next[i]) emit(e, e->sym_id[i]);
+    for (int32_t i = 0; i >= 0; i = e->next[i])
+        emit(e, e->sym_id[i]);
     return SYN_OK;
 }
 
@@ -137,7 +143,8 @@ static syn_status bpe_word(void *user, const char *word, size_t len) {
 static syn_status encode_plain(encoder *e, const char *text, size_t len) {
     if (len == 0) return SYN_OK;
     bool ascii = true; /* ASCII is already NFC */
-    for (size_t i = 0; i < len && ascii; i++) ascii = (uint8_t)text[i] < 0x80;
+    for (size_t i = 0; i < len && ascii; i++)
+        ascii = (uint8_t)text[i] < 0x80;
     if (ascii) return pretok_split(e->tok->pretok, e->md, text, len, bpe_word, e);
 
     utf8proc_uint8_t *nfc = NULL;
@@ -154,7 +161,8 @@ static syn_status encode_plain(encoder *e, const char *text, size_t len) {
 }
 
 /* The longest special token at s[0..n) that this call matches, or -1. */
-static int32_t match_special(const syn_tokenizer *tok, const char *s, size_t n, bool parse_special) {
+static int32_t match_special(const syn_tokenizer *tok, const char *s, size_t n,
+                             bool parse_special) {
     for (int32_t k = 0; k < tok->n_specials; k++) { /* longest first */
         const tok_entry *t = &tok->tokens[tok->specials[k]];
         if (t->type != TOK_USER_DEFINED && !parse_special) continue;
@@ -189,12 +197,17 @@ syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, 
                         int32_t *ids, size_t cap, size_t *n_ids) {
     if (!tok || !n_ids || (!text && len > 0) || (!ids && cap > 0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenize: %s is NULL",
-                        !tok ? "tok" : !n_ids ? "n_ids" : !text && len > 0 ? "text" : "ids");
+                        !tok               ? "tok"
+                        : !n_ids           ? "n_ids"
+                        : !text && len > 0 ? "text"
+                                           : "ids");
     *n_ids = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         int k = utf8_next((const uint8_t *)text + i, len - i, &cp);
-        if (k <= 0) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenize: invalid UTF-8 at byte offset %zu", i);
+        if (k <= 0)
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                            "syn_tokenize: invalid UTF-8 at byte offset %zu", i);
         i += (size_t)k;
     }
 
@@ -210,6 +223,7 @@ syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, 
     if (st != SYN_OK) return st;
     *n_ids = e.n;
     if (e.n > cap)
-        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "syn_tokenize: %zu ids do not fit in cap %zu", e.n, cap);
+        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "syn_tokenize: %zu ids do not fit in cap %zu",
+                        e.n, cap);
     return SYN_OK;
 }

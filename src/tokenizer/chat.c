@@ -1,10 +1,11 @@
 /*
  * chat.c: renders a conversation in the model's chat format. Only ChatML is known (Qwen2 and
- * Qwen2.5): "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then "<|im_start|>assistant\n".
- * Rather than run Jinja, the GGUF's tokenizer.chat_template is recognised by its text, including
- * the default system message the Qwen templates add when the conversation does not start with one.
- * template_name "chatml" forces plain ChatML, which adds no system message of its own. With no
- * messages the output is the open assistant turn alone (no default system message either).
+ * Qwen2.5): "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
+ * "<|im_start|>assistant\n". Rather than run Jinja, the GGUF's tokenizer.chat_template is
+ * recognised by its text, including the default system message the Qwen templates add when the
+ * conversation does not start with one. template_name "chatml" forces plain ChatML, which adds no
+ * system message of its own. With no messages the output is the open assistant turn alone (no
+ * default system message either).
  */
 #include <string.h>
 
@@ -18,14 +19,15 @@ static const char qwen2_default_system[] = "You are a helpful assistant.";
 
 syn_status chat_template_recognise(const char *template_text, chat_style *out) {
     if (!template_text)
-        return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "the model has no tokenizer.chat_template (template_name \"chatml\" forces ChatML)");
+        return syn_fail(
+            SYN_ERR_UNSUPPORTED,
+            "the model has no tokenizer.chat_template (template_name \"chatml\" forces ChatML)");
     if (!strstr(template_text, "<|im_start|>"))
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "tokenizer.chat_template is not a recognised chat format (known: ChatML; "
                         "template_name \"chatml\" forces it)");
     /* Qwen2's text is a substring of Qwen2.5's: test the longer one first. */
-    out->default_system = strstr(template_text, qwen25_default_system) ? qwen25_default_system
+    out->default_system = strstr(template_text, qwen25_default_system)  ? qwen25_default_system
                           : strstr(template_text, qwen2_default_system) ? qwen2_default_system
                                                                         : NULL;
     return SYN_OK;
@@ -53,7 +55,8 @@ static void put_turn(text_out *o, const char *role, const char *content) {
 }
 
 static bool known_role(const char *role) {
-    return strcmp(role, "system") == 0 || strcmp(role, "user") == 0 || strcmp(role, "assistant") == 0;
+    return strcmp(role, "system") == 0 || strcmp(role, "user") == 0 ||
+           strcmp(role, "assistant") == 0;
 }
 
 syn_status syn_chat_format(const syn_model *model, const char *template_name,
@@ -61,35 +64,43 @@ syn_status syn_chat_format(const syn_model *model, const char *template_name,
                            bool add_assistant_prompt, char *buf, size_t cap, size_t *n_bytes) {
     if (!model || !n_bytes || (!messages && n_messages > 0) || (!buf && cap > 0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_chat_format: %s is NULL",
-                        !model ? "model" : !n_bytes ? "n_bytes" : !messages && n_messages > 0 ? "messages" : "buf");
+                        !model                        ? "model"
+                        : !n_bytes                    ? "n_bytes"
+                        : !messages && n_messages > 0 ? "messages"
+                                                      : "buf");
     chat_style style = {NULL};
     if (!template_name) {
         syn_status st = chat_template_recognise(model->chat_template, &style);
         if (st != SYN_OK) return st;
     } else if (strcmp(template_name, "chatml") != 0) {
         return syn_fail(SYN_ERR_INVALID_ARGUMENT,
-                        "syn_chat_format: unknown template_name '%s' (known: chatml)", template_name);
+                        "syn_chat_format: unknown template_name '%s' (known: chatml)",
+                        template_name);
     }
     for (size_t i = 0; i < n_messages; i++) {
         if (!messages[i].role || !known_role(messages[i].role))
-            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
-                            "syn_chat_format: messages[%zu].role '%s' is not system, user or assistant",
-                            i, messages[i].role ? messages[i].role : "(null)");
+            return syn_fail(
+                SYN_ERR_INVALID_ARGUMENT,
+                "syn_chat_format: messages[%zu].role '%s' is not system, user or assistant", i,
+                messages[i].role ? messages[i].role : "(null)");
         if (!messages[i].content)
-            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_chat_format: messages[%zu].content is NULL", i);
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                            "syn_chat_format: messages[%zu].content is NULL", i);
     }
 
     text_out o = {buf, cap, 0};
     if (n_messages > 0 && style.default_system && strcmp(messages[0].role, "system") != 0)
         put_turn(&o, "system", style.default_system);
-    for (size_t i = 0; i < n_messages; i++) put_turn(&o, messages[i].role, messages[i].content);
+    for (size_t i = 0; i < n_messages; i++)
+        put_turn(&o, messages[i].role, messages[i].content);
     if (add_assistant_prompt) put(&o, "<|im_start|>assistant\n");
 
     *n_bytes = o.n;
     if (o.n >= cap) {
         if (cap > 0) buf[cap - 1] = '\0';
-        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "syn_chat_format: the text needs %zu bytes and a NUL, cap is %zu",
-                        o.n, cap);
+        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL,
+                        "syn_chat_format: the text needs %zu bytes and a NUL, cap is %zu", o.n,
+                        cap);
     }
     buf[o.n] = '\0';
     return SYN_OK;

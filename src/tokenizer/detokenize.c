@@ -14,7 +14,8 @@ static bool byte_is_printable(unsigned b) {
 }
 
 void byte_level_tables(uint16_t byte_cp[256], int16_t cp_byte[BYTE_LEVEL_CP_LIMIT]) {
-    for (int cp = 0; cp < BYTE_LEVEL_CP_LIMIT; cp++) cp_byte[cp] = -1;
+    for (int cp = 0; cp < BYTE_LEVEL_CP_LIMIT; cp++)
+        cp_byte[cp] = -1;
     unsigned next_extra = 256; /* the next code point handed to a non-printable byte */
     for (unsigned b = 0; b < 256; b++) {
         byte_cp[b] = (uint16_t)(byte_is_printable(b) ? b : next_extra++);
@@ -29,7 +30,8 @@ int utf8_next(const uint8_t *s, size_t n, uint32_t *cp) {
         return 1;
     }
     /* Well-formed sequences (Unicode Table 3-7): the lead byte fixes the length and the range of
-     * the second byte; later bytes are 80..BF. This excludes overlongs, surrogates and > U+10FFFF. */
+     * the second byte; later bytes are 80..BF. This excludes overlongs, surrogates and > U+10FFFF.
+     */
     int need;
     uint8_t lo = 0x80, hi = 0xBF;
     uint32_t v;
@@ -118,7 +120,9 @@ syn_status syn_token_to_bytes(const syn_tokenizer *tok, int32_t id, char *buf, s
                               size_t *n_bytes) {
     if (!tok || !n_bytes || (!buf && cap > 0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_token_to_bytes: %s is NULL",
-                        !tok ? "tok" : !n_bytes ? "n_bytes" : "buf");
+                        !tok       ? "tok"
+                        : !n_bytes ? "n_bytes"
+                                   : "buf");
     syn_status st = check_id(tok, id, "syn_token_to_bytes");
     if (st != SYN_OK) return st;
     if (id >= tok->n_tokens) {
@@ -138,8 +142,8 @@ syn_status syn_token_to_bytes(const syn_tokenizer *tok, int32_t id, char *buf, s
     if (n <= cap) memcpy(buf, tmp, n);
     free(tmp);
     if (n > cap)
-        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "syn_token_to_bytes: token %d needs %zu bytes, cap is %zu",
-                        id, n, cap);
+        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL,
+                        "syn_token_to_bytes: token %d needs %zu bytes, cap is %zu", id, n, cap);
     return SYN_OK;
 }
 
@@ -147,15 +151,19 @@ syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n
                           size_t cap, size_t *n_bytes) {
     if (!tok || !n_bytes || (!ids && n > 0) || (!buf && cap > 0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_detokenize: %s is NULL",
-                        !tok ? "tok" : !n_bytes ? "n_bytes" : !ids && n > 0 ? "ids" : "buf");
+                        !tok            ? "tok"
+                        : !n_bytes      ? "n_bytes"
+                        : !ids && n > 0 ? "ids"
+                                        : "buf");
     uint8_t *tmp = malloc(tok->max_token_bytes ? tok->max_token_bytes : 1);
     if (!tmp) return syn_fail(SYN_ERR_NO_MEMORY, "syn_detokenize: out of memory");
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= tok->n_vocab) {
             free(tmp);
-            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_detokenize: ids[%zu] = %d is out of range [0, %d)",
-                            i, ids[i], tok->n_vocab);
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                            "syn_detokenize: ids[%zu] = %d is out of range [0, %d)", i, ids[i],
+                            tok->n_vocab);
         }
         size_t k = tok_decode_token(tok, ids[i], tmp);
         if (total + k <= cap) memcpy(buf + total, tmp, k);
@@ -164,8 +172,8 @@ syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n
     free(tmp);
     *n_bytes = total;
     if (total > cap)
-        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "syn_detokenize: the text needs %zu bytes, cap is %zu",
-                        total, cap);
+        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL,
+                        "syn_detokenize: the text needs %zu bytes, cap is %zu", total, cap);
     return SYN_OK;
 }
 
@@ -244,8 +252,8 @@ static syn_status stream_emit(syn_detok_stream *s, size_t len, char *buf, size_t
                               size_t *n_bytes, const char *what) {
     *n_bytes = len;
     if (len + 1 > cap)
-        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "%s: the text needs %zu bytes and a NUL, cap is %zu",
-                        what, len, cap);
+        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL,
+                        "%s: the text needs %zu bytes and a NUL, cap is %zu", what, len, cap);
     memcpy(buf, s->text, len + 1);
     return SYN_OK;
 }
@@ -254,7 +262,9 @@ syn_status syn_detok_stream_push(syn_detok_stream *s, int32_t id, char *buf, siz
                                  size_t *n_bytes) {
     if (!s || !n_bytes || (!buf && cap > 0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_detok_stream_push: %s is NULL",
-                        !s ? "s" : !n_bytes ? "n_bytes" : "buf");
+                        !s         ? "s"
+                        : !n_bytes ? "n_bytes"
+                                   : "buf");
     syn_status st = check_id(s->tok, id, "syn_detok_stream_push");
     if (st != SYN_OK) return st;
     memcpy(s->pending, s->held, s->n_held);
@@ -271,7 +281,9 @@ syn_status syn_detok_stream_push(syn_detok_stream *s, int32_t id, char *buf, siz
 syn_status syn_detok_stream_flush(syn_detok_stream *s, char *buf, size_t cap, size_t *n_bytes) {
     if (!s || !n_bytes || (!buf && cap > 0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_detok_stream_flush: %s is NULL",
-                        !s ? "s" : !n_bytes ? "n_bytes" : "buf");
+                        !s         ? "s"
+                        : !n_bytes ? "n_bytes"
+                                   : "buf");
     size_t n_tail;
     size_t len = stream_render(s, s->held, s->n_held, false, &n_tail);
     syn_status st = stream_emit(s, len, buf, cap, n_bytes, "syn_detok_stream_flush");

@@ -4,19 +4,20 @@
 
 /* Unicode White_Space, spelled out: Hugging Face's \s (Oniguruma) is this property, while PCRE2's
  * UCP \s also takes U+180E, which Unicode dropped from White_Space. */
-#define WS "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define WS                                                                                         \
+    "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}"  \
+    "\\x{205F}\\x{3000}"
 
 /* The Split pattern of Qwen2's tokenizer.json, with \s written as [WS] and \S as [^WS]:
  *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*
  *   |\s*[\r\n]+|\s+(?!\S)|\s+ */
-static const char qwen2_pattern[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
-    "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
-    "|\\p{N}"
-    "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*"
-    "|[" WS "]*[\\r\\n]+"
-    "|[" WS "]+(?![^" WS "])"
-    "|[" WS "]+";
+static const char qwen2_pattern[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+                                    "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
+                                    "|\\p{N}"
+                                    "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*"
+                                    "|[" WS "]*[\\r\\n]+"
+                                    "|[" WS "]+(?![^" WS "])"
+                                    "|[" WS "]+";
 
 syn_status pretok_compile(pcre2_code **out) {
     int err;
@@ -32,13 +33,14 @@ syn_status pretok_compile(pcre2_code **out) {
     /* JIT is several times faster; without it (no JIT support in this PCRE2 build, or no
      * executable memory) pcre2_match runs the same pattern in the interpreter. */
     int jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
-    if (jit != 0) syn_log(SYN_LOG_DEBUG, "pre-tokenizer: PCRE2 JIT unavailable (%d), interpreting", jit);
+    if (jit != 0)
+        syn_log(SYN_LOG_DEBUG, "pre-tokenizer: PCRE2 JIT unavailable (%d), interpreting", jit);
     *out = code;
     return SYN_OK;
 }
 
-syn_status pretok_split(const pcre2_code *code, pcre2_match_data *md, const char *text,
-                        size_t len, pretok_word_fn fn, void *user) {
+syn_status pretok_split(const pcre2_code *code, pcre2_match_data *md, const char *text, size_t len,
+                        pretok_word_fn fn, void *user) {
     size_t pos = 0;
     while (pos < len) {
         int rc = pcre2_match(code, (PCRE2_SPTR)text, len, pos, PCRE2_NO_UTF_CHECK, md, NULL);

@@ -1,11 +1,15 @@
-/* tokenizer.c: loads the byte-level BPE vocabulary and merges from GGUF metadata into hash tables. */
+/* tokenizer.c: loads the byte-level BPE vocabulary and merges from GGUF metadata into hash tables.
+ */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "tokenizer/tokenizer_internal.h"
 
-enum { MESSAGE_TEXT_MAX = 64 }; /* file strings quoted in messages are cut to this many bytes */
+enum {
+    MESSAGE_TEXT_MAX = 64,       /* file strings quoted in messages are cut to this many bytes */
+    MAX_TABLE_ENTRIES = 1 << 28, /* tokens or merges; keeps the table sizes within uint32_t */
+};
 
 /* Control tokens that end a turn in the chat formats llama.cpp knows, besides the EOS id. */
 static const char *const eog_token_texts[] = {
@@ -27,14 +31,16 @@ static uint32_t hash_text(const char *s, size_t len) {
         h ^= h >> 32;
     }
     uint64_t w = 0;
-    for (size_t i = 0; i < len; i++) w |= (uint64_t)(uint8_t)s[i] << (8 * i);
+    for (size_t i = 0; i < len; i++)
+        w |= (uint64_t)(uint8_t)s[i] << (8 * i);
     h = (h ^ w) * 0xC4CEB9FE1A85EC53u;
     return (uint32_t)(h ^ (h >> 32));
 }
 
 static uint32_t table_capacity(uint64_t n) {
     uint32_t cap = 16;
-    while (cap < 2 * n) cap *= 2; /* n <= INT32_MAX, checked by the callers */
+    while (cap < 2 * n)
+        cap *= 2; /* n <= MAX_TABLE_ENTRIES, checked by the callers */
     return cap;
 }
 
@@ -118,8 +124,9 @@ static syn_status check_kind(const gguf_file *f) {
     /* The pre-tokenizer regex differs per model family; guessing one would silently produce
      * different ids, so it must be named. */
     if (!gguf_find_kv(f, "tokenizer.ggml.pre"))
-        return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "tokenizer.ggml.pre is missing: the pre-tokenizer must be named (supported: qwen2)");
+        return syn_fail(
+            SYN_ERR_UNSUPPORTED,
+            "tokenizer.ggml.pre is missing: the pre-tokenizer must be named (supported: qwen2)");
     gguf_str pre;
     st = gguf_get_str(f, "tokenizer.ggml.pre", &pre);
     if (st != SYN_OK) return st;
@@ -135,10 +142,15 @@ static syn_status load_tokens(syn_tokenizer *tok, const gguf_file *f, int32_t n_
     syn_status st = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &arr);
     if (st != SYN_OK) return st;
     if (arr.count == 0) return syn_fail(SYN_ERR_FORMAT, "tokenizer.ggml.tokens is empty");
-    if (arr.count > (uint64_t)n_vocab_model)
+    if (arr.count > MAX_TABLE_ENTRIES)
         return syn_fail(SYN_ERR_FORMAT,
-                        "tokenizer.ggml.tokens has %llu tokens, more than the model's %d embedding rows",
-                        (unsigned long long)arr.count, n_vocab_model);
+                        "tokenizer.ggml.tokens has %llu entries (at most %d supported)",
+                        (unsigned long long)arr.count, MAX_TABLE_ENTRIES);
+    if (arr.count > (uint64_t)n_vocab_model)
+        return syn_fail(
+            SYN_ERR_FORMAT,
+            "tokenizer.ggml.tokens has %llu tokens, more than the model's %d embedding rows",
+            (unsigned long long)arr.count, n_vocab_model);
     tok->n_tokens = (int32_t)arr.count;
     tok->tokens = calloc((size_t)arr.count, sizeof *tok->tokens);
     if (!tok->tokens) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer.ggml.tokens: out of memory");
@@ -187,7 +199,8 @@ static syn_status check_byte_level_text(const syn_tokenizer *tok) {
                                 "tokenizer.ggml.tokens[%d]: invalid UTF-8 at byte %u", i, j);
             if (cp >= BYTE_LEVEL_CP_LIMIT || tok->cp_byte[cp] < 0)
                 return syn_fail(SYN_ERR_FORMAT,
-                                "tokenizer.ggml.tokens[%d]: U+%04X at byte %u is not a byte-level BPE character",
+                                "tokenizer.ggml.tokens[%d]: U+%04X at byte %u is not a byte-level "
+                                "BPE character",
                                 i, (unsigned)cp, j);
             j += (uint32_t)k;
         }
@@ -201,16 +214,18 @@ static syn_status build_text_index(syn_tokenizer *tok) {
     if (!tok->text_slots) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
     memset(tok->text_slots, 0xFF, (size_t)cap * sizeof *tok->text_slots); /* id -1: empty */
     tok->text_mask = cap - 1;
-    for (int32_t i = 0; i < tok->n_tokens; i++) insert_text(tok, i);
+    for (int32_t i = 0; i < tok->n_tokens; i++)
+        insert_text(tok, i);
 
     for (unsigned b = 0; b < 256; b++) {
         char utf8[4];
         int n = utf8_put(tok->byte_cp[b], utf8);
         tok->byte_token[b] = tok_find_text(tok, utf8, (size_t)n);
         if (tok->byte_token[b] < 0)
-            return syn_fail(SYN_ERR_FORMAT,
-                            "tokenizer.ggml.tokens has no token for byte 0x%02X (byte-level BPE needs all 256)",
-                            b);
+            return syn_fail(
+                SYN_ERR_FORMAT,
+                "tokenizer.ggml.tokens has no token for byte 0x%02X (byte-level BPE needs all 256)",
+                b);
     }
     return SYN_OK;
 }
@@ -219,12 +234,14 @@ static syn_status load_merges(syn_tokenizer *tok, const gguf_file *f) {
     gguf_array arr;
     syn_status st = gguf_get_array(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &arr);
     if (st != SYN_OK) return st;
-    if (arr.count > INT32_MAX)
-        return syn_fail(SYN_ERR_FORMAT, "tokenizer.ggml.merges has %llu entries",
-                        (unsigned long long)arr.count);
+    if (arr.count > MAX_TABLE_ENTRIES)
+        return syn_fail(SYN_ERR_FORMAT,
+                        "tokenizer.ggml.merges has %llu entries (at most %d supported)",
+                        (unsigned long long)arr.count, MAX_TABLE_ENTRIES);
     uint32_t cap = table_capacity(arr.count);
     tok->merge_slots = malloc((size_t)cap * sizeof *tok->merge_slots);
-    if (!tok->merge_slots) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer.ggml.merges: out of memory");
+    if (!tok->merge_slots)
+        return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer.ggml.merges: out of memory");
     memset(tok->merge_slots, 0xFF, (size_t)cap * sizeof *tok->merge_slots); /* key ~0: empty */
     tok->merge_mask = cap - 1;
 
@@ -239,9 +256,10 @@ static syn_status load_merges(syn_tokenizer *tok, const gguf_file *f) {
         size_t la = space ? (size_t)(space - m.data) : 0;
         size_t lb = space ? m.len - la - 1 : 0;
         if (!space || la == 0 || lb == 0 || memchr(space + 1, ' ', lb)) {
-            st = syn_fail(SYN_ERR_FORMAT,
-                          "tokenizer.ggml.merges[%llu] '%.*s' is not two tokens separated by one space",
-                          (unsigned long long)i, text_len_for_message(m.len), m.data);
+            st = syn_fail(
+                SYN_ERR_FORMAT,
+                "tokenizer.ggml.merges[%llu] '%.*s' is not two tokens separated by one space",
+                (unsigned long long)i, text_len_for_message(m.len), m.data);
             break;
         }
         int32_t left = tok_find_text(tok, m.data, la);
@@ -253,9 +271,12 @@ static syn_status load_merges(syn_tokenizer *tok, const gguf_file *f) {
             merged = tok_find_text(tok, joined, la + lb);
         }
         if (left < 0 || right < 0 || merged < 0)
-            st = syn_fail(SYN_ERR_FORMAT, "tokenizer.ggml.merges[%llu] '%.*s': %s is not in the vocabulary",
+            st = syn_fail(SYN_ERR_FORMAT,
+                          "tokenizer.ggml.merges[%llu] '%.*s': %s is not in the vocabulary",
                           (unsigned long long)i, text_len_for_message(m.len), m.data,
-                          left < 0 ? "the left part" : right < 0 ? "the right part" : "the merged token");
+                          left < 0    ? "the left part"
+                          : right < 0 ? "the right part"
+                                      : "the merged token");
         else
             insert_merge(tok, left, right, (int32_t)i, merged);
     }
@@ -285,13 +306,6 @@ static syn_status load_special_ids(syn_tokenizer *tok, const gguf_file *f) {
     return st;
 }
 
-static int compare_special_length(const void *a, const void *b, void *tokp) {
-    const syn_tokenizer *tok = tokp;
-    uint32_t la = tok->tokens[*(const int32_t *)a].len, lb = tok->tokens[*(const int32_t *)b].len;
-    if (la != lb) return la > lb ? -1 : 1;
-    return *(const int32_t *)a < *(const int32_t *)b ? -1 : 1; /* ids are distinct */
-}
-
 /* Collects the tokens matched as units and marks the end-of-generation ones. */
 static syn_status index_specials(syn_tokenizer *tok) {
     int32_t n = 0;
@@ -312,10 +326,17 @@ static syn_status index_specials(syn_tokenizer *tok) {
         tok->special_first_byte[(uint8_t)t->text[0]] = true;
         if (t->type != TOK_CONTROL) continue;
         for (size_t k = 0; k < sizeof eog_token_texts / sizeof eog_token_texts[0]; k++)
-            if (t->len == strlen(eog_token_texts[k]) && memcmp(t->text, eog_token_texts[k], t->len) == 0)
+            if (t->len == strlen(eog_token_texts[k]) &&
+                memcmp(t->text, eog_token_texts[k], t->len) == 0)
                 t->eog = true;
     }
-    qsort_r(tok->specials, (size_t)n, sizeof *tok->specials, compare_special_length, tok);
+    /* Longest first, so that the first match is the longest (Qwen vocabularies have 22). */
+    for (int32_t i = 1; i < n; i++) {
+        int32_t id = tok->specials[i], j = i;
+        for (; j > 0 && tok->tokens[tok->specials[j - 1]].len < tok->tokens[id].len; j--)
+            tok->specials[j] = tok->specials[j - 1];
+        tok->specials[j] = id;
+    }
     if (tok->eos >= 0) tok->tokens[tok->eos].eog = true;
     return SYN_OK;
 }

@@ -1,6 +1,7 @@
 /*
  * tokenizer.h: the byte-level BPE tokenizer (GGUF tokenizer.ggml.model = "gpt2") with the Qwen2
  * pre-tokenizer, loaded from a GGUF file. The public functions in synapse.h are thin wrappers.
+ * struct syn_tokenizer and the helpers shared inside src/tokenizer/ are in tokenizer_internal.h.
  */
 #ifndef SYN_TOKENIZER_H
 #define SYN_TOKENIZER_H

@@ -60,9 +60,10 @@ struct syn_tokenizer {
     tok_merge_slot *merge_slots; /* [merge_mask + 1] */
     uint32_t merge_mask;
 
-    int32_t byte_token[256];               /* id of the byte-level token of each byte */
-    uint16_t byte_cp[256];                 /* byte -> its byte-level code point */
-    int16_t cp_byte[BYTE_LEVEL_CP_LIMIT]; /* byte-level code point -> byte, -1: not in the alphabet */
+    int32_t byte_token[256]; /* id of the byte-level token of each byte */
+    uint16_t byte_cp[256];   /* byte -> its byte-level code point */
+    int16_t
+        cp_byte[BYTE_LEVEL_CP_LIMIT]; /* byte-level code point -> byte, -1: not in the alphabet */
 
     /* Tokens matched as whole units before BPE: control and unknown tokens with parse_special,
      * user-defined ones always (as llama.cpp and Hugging Face do). Longest text first. */
@@ -70,7 +71,7 @@ struct syn_tokenizer {
     int32_t n_specials;
     bool special_first_byte[256]; /* some special token starts with this byte */
 
-    int32_t bos, eos, pad; /* -1: absent */
+    int32_t bos, eos, pad;    /* -1: absent */
     uint32_t max_token_bytes; /* longest token text; decoded tokens are never longer */
 
     pcre2_code *pretok; /* the Qwen2 pre-tokenizer regex; read-only, shared by all calls */
@@ -95,8 +96,8 @@ typedef syn_status (*pretok_word_fn)(void *user, const char *word, size_t len);
 
 /* Splits valid UTF-8 text[0..len) into words, covering every byte exactly once. md comes from
  * pcre2_match_data_create_from_pattern(code). Errors: those of fn, SYN_ERR_INTERNAL. */
-syn_status pretok_split(const pcre2_code *code, pcre2_match_data *md, const char *text,
-                        size_t len, pretok_word_fn fn, void *user);
+syn_status pretok_split(const pcre2_code *code, pcre2_match_data *md, const char *text, size_t len,
+                        pretok_word_fn fn, void *user);
 
 /* ---- detokenize.c ---- */
 
@@ -121,7 +122,8 @@ size_t tok_decode_token(const syn_tokenizer *tok, int32_t id, uint8_t *out);
 /* ---- chat.c ---- */
 
 typedef struct chat_style {
-    const char *default_system; /* inserted when the first message is not a system one; NULL: none */
+    const char
+        *default_system; /* inserted when the first message is not a system one; NULL: none */
 } chat_style;
 
 /* Recognises a GGUF tokenizer.chat_template: ChatML when it contains "<|im_start|>", with the

@@ -54,21 +54,20 @@ static int read_chunk(void *ctx, int64_t chunk, int thread_index) {
 
 int main(int argc, char **argv) {
     const double seconds = argc > 1 ? atof(argv[1]) : 0.5;
-    const int64_t n_blocks = 896 / QK8_0;
-    const size_t row_bytes = (size_t)n_blocks * sizeof(block_q8_0);
+    const int64_t max_blocks = 4864 / QK8_0, max_tokens = 512;
     const int64_t big_rows = 151936;
     /* 600 MB of weights: larger than any cache, about one 0.5B model's worth per pass. */
     const size_t pool_bytes = (size_t)600 << 20;
     unsigned char *wbuf = malloc(pool_bytes);
-    block_q8_0 *a = malloc(sizeof(block_q8_0) * (size_t)n_blocks * 64);
-    float *y = malloc(sizeof(float) * (size_t)big_rows * 64);
+    block_q8_0 *a = malloc(sizeof(block_q8_0) * (size_t)(max_blocks * max_tokens));
+    float *y = malloc(sizeof(float) * (size_t)(big_rows > 4864 * max_tokens ? big_rows : 4864 * max_tokens));
     uint64_t sums[64];
     if (!wbuf || !a || !y) return 1;
     for (size_t i = 0; i < pool_bytes; i++) wbuf[i] = (unsigned char)(i * 2654435761u >> 13);
     for (size_t i = 0; i < pool_bytes; i += sizeof(block_q8_0)) {
         if (i + 2 <= pool_bytes) wbuf[i + 1] = 0x1c; /* keep fp16 scales finite */
     }
-    for (int64_t i = 0; i < n_blocks * 64; i++) {
+    for (int64_t i = 0; i < max_blocks * max_tokens; i++) {
         a[i].d = 0x2000;
         for (int q = 0; q < QK8_0; q++) a[i].qs[q] = (int8_t)((i * 31 + q * 7) % 255 - 127);
     }
@@ -89,21 +88,28 @@ int main(int argc, char **argv) {
         for (int isa = 0; isa < SYN_ISA_COUNT; isa++) {
             syn_kernels k;
             if (syn_kernels_get((syn_isa)isa, &k) != SYN_OK) continue;
+            /* rows x cols: the 0.5B model's ffn up/gate (4864 x 896), ffn down (896 x 4864), logits */
             static const struct {
                 const char *name;
-                int64_t rows, tokens;
+                int64_t rows, cols, tokens;
                 bool cold; /* rotate through the 600 MB pool instead of re-reading one matrix */
             } cases[] = {
-                {"matvec 4864x896 hot", 4864, 1, false},   {"matvec 4864x896 cold", 4864, 1, true},
-                {"matvec 151936x896", 151936, 1, true},    {"matmul 4864x896 x 64 tok", 4864, 64, true},
+                {"matvec 4864x896 hot", 4864, 896, 1, false},   {"matvec 4864x896 cold", 4864, 896, 1, true},
+                {"matvec 896x4864 cold", 896, 4864, 1, true},   {"matvec 151936x896", 151936, 896, 1, true},
+                {"matmul 4864x896 x 64 tok", 4864, 896, 64, true}, {"matmul 896x4864 x 64 tok", 896, 4864, 64, true},
+                {"matmul 4864x896 x 512 tok", 4864, 896, 512, true},
             };
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
                 if (isa == SYN_ISA_SCALAR && cases[c].tokens > 1) continue;
+                const int64_t n_blocks = cases[c].cols / QK8_0;
+                const size_t row_bytes = (size_t)n_blocks * sizeof(block_q8_0);
                 const size_t mat_bytes = row_bytes * (size_t)cases[c].rows;
                 const size_t n_copies = pool_bytes / mat_bytes;
+                /* the row chunks kernels.h recommends: long sequential streams for matvec */
+                const int64_t rows_per_chunk = cases[c].tokens == 1 ? 256 : 64;
                 job j = {.k = &k, .row_bytes = row_bytes, .n_rows = cases[c].rows, .n_blocks = n_blocks,
-                         .n_tokens = cases[c].tokens, .rows_per_chunk = 64, .a = a, .y = y};
-                const int64_t n_chunks = (cases[c].rows + 63) / 64;
+                         .n_tokens = cases[c].tokens, .rows_per_chunk = rows_per_chunk, .a = a, .y = y};
+                const int64_t n_chunks = (cases[c].rows + rows_per_chunk - 1) / rows_per_chunk;
                 size_t iters = 0, copy = 0;
                 const double t0 = now_s();
                 double dt;
@@ -115,8 +121,9 @@ int main(int argc, char **argv) {
                     dt = now_s() - t0;
                 } while (dt < seconds || iters < 3);
                 const double gbs = (double)mat_bytes * (double)iters / dt / 1e9;
-                const double gmacs = (double)cases[c].rows * 896.0 * (double)cases[c].tokens * (double)iters / dt / 1e9;
-                printf("threads %d  %-12s %-26s %7.2f GB/s of weights  %8.1f GMAC/s  %8.3f ms/call\n", n_threads,
+                const double gmacs =
+                    (double)cases[c].rows * (double)cases[c].cols * (double)cases[c].tokens * (double)iters / dt / 1e9;
+                printf("threads %d  %-12s %-27s %7.2f GB/s of weights  %8.1f GMAC/s  %8.3f ms/call\n", n_threads,
                        syn_isa_name(k.isa), cases[c].name, gbs, gmacs, 1e3 * dt / (double)iters);
             }
         }

@@ -7,29 +7,77 @@ cd "$(dirname "$0")/../.."
 . tests/cli/lib.sh
 
 # --- greedy continuations ---------------------------------------------------------------------
-# A free-running greedy run follows llama.cpp's tokens as long as the float32 oracle (which the
-# reference backend matches to ~1e-3) agrees with llama.cpp's choice by a clear margin (>= 0.01);
-# past the first near-tie the two are free to diverge.
+# A free-running greedy run follows llama.cpp's tokens as long as the backend's oracle agrees with
+# llama.cpp's choice by a clear margin (>= 0.01); past the first near-tie the two are free to
+# diverge. The reference backend (float32 activations) matches f32_ref to ~1e-3; the optimized one
+# matches q8_ref (Q8_0 activations, as it computes) on the Q8_0 model and f32_ref on the F32 model
+# to within 5e-3, half the margin.
 for model in qwen2-tiny-synth-f32 qwen2-tiny-synth-q8_0; do
     file=tests/data/$model.gguf
     n_prompts=$(jq ".models[\"$model\"].prompts | length" "$GREEDY_JSON")
-    for ((p = 0; p < n_prompts; p++)); do
-        sel=".models[\"$model\"].prompts[$p]"
-        prompt=$(jq -j "$sel.prompt" "$GREEDY_JSON")
-        k=$(jq "$sel.f32_ref as \$f | [range(0; \$f.margin | length) | select((\$f.agrees[.] | not) or \$f.margin[.] < 0.01)] | (.[0] // (\$f.margin | length))" "$GREEDY_JSON")
-        want_prompt=$(jq -c "$sel.prompt_ids" "$GREEDY_JSON")
-        want_gen=$(jq -c "$sel.generated_ids[:$k]" "$GREEDY_JSON")
-        n=$((k > 0 ? k : 1))
-        capture "$SYNAPSE" run -m "$file" -p "$prompt" -n "$n" --temp 0 --json
-        got_prompt=$(jq -c .prompt_ids "$tmp/out" 2>/dev/null)
-        got_gen=$(jq -c ".generated_ids[:$k]" "$tmp/out" 2>/dev/null)
-        label="$model '${prompt:0:24}'"
-        check "$label: exit 0" test "$rc" -eq 0
-        check "$label: prompt ids are llama.cpp's" test "$got_prompt" = "$want_prompt"
-        check "$label: first $k greedy tokens are llama.cpp's" test "$got_gen" = "$want_gen"
-        [ "$got_gen" = "$want_gen" ] || echo "  want $want_gen"$'\n'"  got  $got_gen"
+    for backend in reference optimized; do
+        for ((p = 0; p < n_prompts; p++)); do
+            sel=".models[\"$model\"].prompts[$p]"
+            oracle=f32_ref
+            [ "$backend" = optimized ] && [ "$(jq "$sel.q8_ref != null" "$GREEDY_JSON")" = true ] && oracle=q8_ref
+            prompt=$(jq -j "$sel.prompt" "$GREEDY_JSON")
+            # k: the first step where the oracle's top-1 is not llama.cpp's or its margin is < 0.01.
+            k=$(jq "$sel as \$p | \$p.$oracle.steps as \$s | [range(0; \$s | length)
+                    | select(\$s[.].top5[0][0] != \$p.generated_ids[.] or (\$s[.].top5[0][1] - \$s[.].top5[1][1]) < 0.01)]
+                    | (.[0] // (\$s | length))" "$GREEDY_JSON")
+            want_prompt=$(jq -c "$sel.prompt_ids" "$GREEDY_JSON")
+            want_gen=$(jq -c "$sel.generated_ids[:$k]" "$GREEDY_JSON")
+            n=$((k > 0 ? k : 1))
+            capture "$SYNAPSE" run -m "$file" -p "$prompt" -n "$n" --temp 0 --backend "$backend" --json
+            got_prompt=$(jq -c .prompt_ids "$tmp/out" 2>/dev/null)
+            got_gen=$(jq -c ".generated_ids[:$k]" "$tmp/out" 2>/dev/null)
+            label="$model $backend '${prompt:0:24}'"
+            check "$label: exit 0" test "$rc" -eq 0
+            check "$label: backend reported" test "$(jq -r .backend "$tmp/out" 2>/dev/null)" = "$backend"
+            check "$label: prompt ids are llama.cpp's" test "$got_prompt" = "$want_prompt"
+            check "$label: first $k greedy tokens are llama.cpp's (until $oracle's first near-tie)" \
+                test "$got_gen" = "$want_gen"
+            [ "$got_gen" = "$want_gen" ] || echo "  want $want_gen"$'\n'"  got  $got_gen"
+        done
     done
 done
+
+# --- kernel tiers ------------------------------------------------------------------------------
+# Every tier computes bitwise-identical logits, so every tier this CPU has gives auto's tokens; a
+# tier it lacks is refused (exit 1, naming the tier), never silently replaced.
+for model in $TINY_Q8 $TINY_F32; do
+    capture "$SYNAPSE" run -m "$model" --tokens 785,6722,315,9625,374 -n 24 --temp 0 --ignore-eos --isa auto --json
+    auto_ids=$(jq -c .generated_ids "$tmp/out" 2>/dev/null)
+    auto_isa=$(jq -r .isa "$tmp/out" 2>/dev/null)
+    check "$(basename "$model") --isa auto runs ($auto_isa) and reports a tier" \
+        test "$rc" -eq 0 -a -n "$auto_isa" -a "$auto_isa" != auto -a "$auto_isa" != none
+    n_tiers=0
+    for tier in scalar avx2 avx512-vnni avx-vnni neon-dot i8mm; do
+        capture "$SYNAPSE" run -m "$model" --tokens 785,6722,315,9625,374 -n 24 --temp 0 --ignore-eos --isa "$tier" --json
+        if [ "$rc" -eq 0 ]; then
+            n_tiers=$((n_tiers + 1))
+            check "$(basename "$model") --isa $tier reports itself" test "$(jq -r .isa "$tmp/out")" = "$tier"
+            check "$(basename "$model") --isa $tier gives auto's tokens" test "$(jq -c .generated_ids "$tmp/out")" = "$auto_ids"
+        else
+            check "$(basename "$model") --isa $tier: unavailable, exit 1 naming it" \
+                bash -c '[ "$0" -eq 1 ] && [ "$(wc -l <"$1")" -eq 1 ] && grep -q "^synapse: error: .*$2.*unavailable" "$1"' \
+                "$rc" "$tmp/err" "$tier"
+        fi
+    done
+    check "$(basename "$model"): scalar and at least one SIMD tier ran ($n_tiers)" test "$n_tiers" -ge 2
+done
+check "--isa scalar runs on the reference backend too (reported as none)" \
+    test "$("$SYNAPSE" run -m "$TINY_Q8" --tokens 785 -n 1 --backend reference --isa scalar --json | jq -r .isa)" = none
+if grep -qw avx_vnni /proc/cpuinfo; then
+    echo "skip: this CPU has AVX-VNNI; the unavailable-tier check needs one without it"
+elif [ "$(uname -m)" = x86_64 ]; then
+    expect_exit 1 "--isa avx-vnni on a CPU without AVX-VNNI" "$SYNAPSE" run -m "$TINY_Q8" --tokens 785 -n 1 --isa avx-vnni
+    expect_error_mentions "avx-vnni" "the missing tier is named"
+fi
+# An f16 KV cache runs on the optimized backend and is refused by the reference one.
+capture "$SYNAPSE" run -m "$TINY_Q8" --tokens 785,6722,315,9625,374 -n 4 --temp 0 --kv-type f16 --json
+check "--kv-type f16 runs on the optimized backend" test "$rc" -eq 0 -a "$(jq '.generated_ids | length' "$tmp/out")" -eq 4
+expect_exit 1 "--kv-type f16 on the reference backend" "$SYNAPSE" run -m "$TINY_Q8" --tokens 785 -n 1 --backend reference --kv-type f16
 
 # --- eval: teacher-forced logits ---------------------------------------------------------------
 F32=$TINY_F32
@@ -37,7 +85,7 @@ sel='.models["qwen2-tiny-synth-f32"].prompts[1]' # "The capital of France is"
 ids=$(jq -r "$sel | (.prompt_ids + .generated_ids) | map(tostring) | join(\",\")" "$GREEDY_JSON")
 n_ids=$(jq "$sel | (.prompt_ids + .generated_ids) | length" "$GREEDY_JSON")
 n_prompt=$(jq "$sel.prompt_ids | length" "$GREEDY_JSON")
-capture "$SYNAPSE" eval -m "$F32" --tokens "$ids" --top 5 --json
+capture "$SYNAPSE" eval -m "$F32" --tokens "$ids" --top 5 --backend reference --json
 check "eval exits 0" test "$rc" -eq 0
 cp "$tmp/out" "$tmp/eval.json"
 check "eval echoes the tokens" test "$(jq -c .tokens "$tmp/eval.json")" = "[$ids]"
@@ -63,27 +111,28 @@ check "eval without --json prints one line per position" test "$(grep -c '^pos [
 
 # --- prompt sources and output forms -----------------------------------------------------------
 M=$TINY_Q8
-capture "$SYNAPSE" run -m "$M" -p "The capital of France is" -n 6 --temp 0 --json
+capture "$SYNAPSE" run -m "$M" -p "The capital of France is" -n 6 --temp 0 --backend reference --json
 cp "$tmp/out" "$tmp/text.json"
-capture "$SYNAPSE" run -m "$M" --tokens 785,6722,315,9625,374 -n 6 --temp 0 --json
+capture "$SYNAPSE" run -m "$M" --tokens 785,6722,315,9625,374 -n 6 --temp 0 --backend reference --json
 check "-p and the same --tokens generate the same ids" \
     test "$(jq -c .generated_ids "$tmp/out")" = "$(jq -c .generated_ids "$tmp/text.json")"
 check "the JSON object has every documented key" \
-    test "$(jq -c 'keys_unsorted' "$tmp/out")" = '["prompt_ids","generated_ids","text","backend","stop","timings"]'
+    test "$(jq -c 'keys_unsorted' "$tmp/out")" = '["prompt_ids","generated_ids","text","backend","isa","stop","timings"]'
 check "timings has every documented key, all numbers >= 0" \
     test "$(jq '.timings | (keys == (["decode_ms","decode_tok_s","load_ms","prompt_ms","prompt_tok_s","ttft_ms"] | sort)) and all(.[]; type == "number" and . >= 0)' "$tmp/out")" = true
-check "backend is reference, stop is length" test "$(jq -r '.backend + " " + .stop' "$tmp/out")" = "reference length"
+check "backend is reference (isa none), stop is length" \
+    test "$(jq -r '.backend + " " + .isa + " " + .stop' "$tmp/out")" = "reference none length"
 check "-n 6 generates 6 tokens" test "$(jq '.generated_ids | length' "$tmp/out")" -eq 6
 capture "$SYNAPSE" detokenize -m "$M" --tokens "$(jq -r '.generated_ids | map(tostring) | join(",")' "$tmp/out")"
 check "text is the detokenized generated ids" test "$(cat "$tmp/out")" = "$(jq -j .text "$tmp/text.json")"
 
-capture "$SYNAPSE" run -m "$M" -p "The capital of France is" -n 6 --temp 0
+capture "$SYNAPSE" run -m "$M" -p "The capital of France is" -n 6 --temp 0 --backend reference
 jq -j .text "$tmp/text.json" >"$tmp/want.txt"
 check "streamed stdout is exactly the JSON text" cmp -s "$tmp/out" "$tmp/want.txt"
 check "the timing summary goes to stderr" grep -q 'tok/s' "$tmp/err"
 
 printf 'The capital of France is\n' >"$tmp/prompt.txt"
-capture "$SYNAPSE" run -m "$M" -f "$tmp/prompt.txt" -n 1 --temp 0 --json
+capture "$SYNAPSE" run -m "$M" -f "$tmp/prompt.txt" -n 1 --temp 0 --backend reference --json
 check "-f keeps the trailing newline (prompt ends with id 198)" \
     test "$(jq -c .prompt_ids "$tmp/out")" = "[785,6722,315,9625,374,198]"
 
@@ -92,7 +141,7 @@ check "-n 0 generates nothing" test "$rc" -eq 0 -a "$(jq -c .generated_ids "$tmp
 
 # A context of 5 with a 3-token prompt: tokens at positions 3 and 4 are decoded, a third is
 # sampled from the last logits, then the cache is full.
-capture "$SYNAPSE" run -m "$M" --tokens 1,2,3 -c 5 -n 10 --temp 0 --json
+capture "$SYNAPSE" run -m "$M" --tokens 1,2,3 -c 5 -n 10 --temp 0 --backend reference --json
 check "a full context stops generation (stop: context, 3 tokens)" \
     test "$(jq -c '[.stop, (.generated_ids | length)]' "$tmp/out")" = '["context",3]'
 
@@ -102,15 +151,15 @@ check "a full context stops generation (stop: context, 3 tokens)" \
 default_sys="You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 capture "$SYNAPSE" tokenize -m "$M" --text "<|im_start|>system"$'\n'"$default_sys<|im_end|>"$'\n'"<|im_start|>user"$'\n'"hi<|im_end|>"$'\n'"<|im_start|>assistant"$'\n'
 want=$(cat "$tmp/out")
-capture "$SYNAPSE" run -m "$M" --chat -p hi -n 1 --temp 0 --json
+capture "$SYNAPSE" run -m "$M" --chat -p hi -n 1 --temp 0 --backend reference --json
 check "--chat wraps the prompt in ChatML with the default system turn" \
     test "$(jq -r '.prompt_ids | map(tostring) | join(",")' "$tmp/out")" = "$want"
 capture "$SYNAPSE" tokenize -m "$M" --text "<|im_start|>system"$'\n'"Be brief.<|im_end|>"$'\n'"<|im_start|>user"$'\n'"hi<|im_end|>"$'\n'"<|im_start|>assistant"$'\n'
 want=$(cat "$tmp/out")
-capture "$SYNAPSE" run -m "$M" --chat --system "Be brief." -p hi -n 1 --temp 0 --json
+capture "$SYNAPSE" run -m "$M" --chat --system "Be brief." -p hi -n 1 --temp 0 --backend reference --json
 check "--system replaces the default system turn" \
     test "$(jq -r '.prompt_ids | map(tostring) | join(",")' "$tmp/out")" = "$want"
-capture "$SYNAPSE" run -m "$M" --chat --chat-template chatml --system "Be brief." -p hi -n 1 --temp 0 --json
+capture "$SYNAPSE" run -m "$M" --chat --chat-template chatml --system "Be brief." -p hi -n 1 --temp 0 --backend reference --json
 check "--chat-template chatml gives the same prompt" \
     test "$(jq -r '.prompt_ids | map(tostring) | join(",")' "$tmp/out")" = "$want"
 
@@ -126,7 +175,7 @@ differ=0
 for s in 1 2 3; do [ "$(sample "$s")" != "$a" ] && differ=1; done
 check "other seeds give other tokens" test "$differ" -eq 1
 check "temperature sampling leaves greedy's path" \
-    test "$a" != "$("$SYNAPSE" run -m "$M" --tokens 785,6722,315,9625,374 -n 12 --temp 0 --json | jq -c .generated_ids)"
+    test "$a" != "$("$SYNAPSE" run -m "$M" --tokens 785,6722,315,9625,374 -n 12 --temp 0 --backend reference --json | jq -c .generated_ids)"
 
 # --ignore-eos keeps going through -n (end-of-generation tokens are never sampled).
 capture "$SYNAPSE" run -m "$M" --tokens 785,6722 -n 20 --temp 1.5 --seed 7 --ignore-eos --json

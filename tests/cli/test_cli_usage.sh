@@ -9,7 +9,8 @@ M=$TINY_Q8
 
 # --- help ------------------------------------------------------------------------------------
 for args in "--help" "help" "-h" "run --help" "eval --help" "tokenize --help" "detokenize --help" \
-    "inspect --help" "chat --help" "gen-model --help" "run -m $M -p x --help"; do
+    "inspect --help" "chat --help" "gen-model --help" "bench --help" "run -m $M -p x --help" "help run" \
+    "help gen-model" "help bench"; do
     # shellcheck disable=SC2086
     capture "$SYNAPSE" $args
     if [ "$rc" -eq 0 ] && grep -q 'synapse' "$tmp/out" && [ ! -s "$tmp/err" ]; then
@@ -20,12 +21,23 @@ for args in "--help" "help" "-h" "run --help" "eval --help" "tokenize --help" "d
 done
 capture "$SYNAPSE" run --help
 check "run --help documents every option of the CLI form" \
-    bash -c 'for o in -m -p -f --tokens -n -t -c --temp --top-k --top-p --min-p --repeat-penalty --seed --chat --system --ignore-eos --backend --json; do grep -q -- "$o" "$1" || exit 1; done' _ "$tmp/out"
+    bash -c 'for o in -m -p -f --tokens -n -t -c --temp --top-k --top-p --min-p --repeat-penalty --seed --chat --system --ignore-eos --backend --isa --kv-type --json; do grep -q -- "$o" "$1" || exit 1; done' _ "$tmp/out"
+for cmd in eval chat bench; do
+    capture "$SYNAPSE" $cmd --help
+    check "$cmd --help documents --backend, --isa and --kv-type" \
+        bash -c 'for o in --backend --isa --kv-type; do grep -q -- "$o" "$1" || exit 1; done' _ "$tmp/out"
+done
+capture "$SYNAPSE" bench --help
+check "bench --help documents every option" \
+    bash -c 'for o in -m -t -p -n -d -r -c --e2e --json; do grep -q -- " $o" "$1" || exit 1; done' _ "$tmp/out"
+capture "$SYNAPSE" --help
+check "the overall usage lists bench" grep -q "synapse bench" "$tmp/out"
 
 # --- usage errors (exit 2) ---------------------------------------------------------------------
 expect_exit 2 "no command" "$SYNAPSE"
 expect_exit 2 "unknown command" "$SYNAPSE" frobnicate
 expect_error_mentions "frobnicate" "unknown command is named"
+expect_exit 2 "help on an unknown command" "$SYNAPSE" help frobnicate
 expect_exit 2 "unknown option" "$SYNAPSE" run -m "$M" -p x --bogus
 expect_error_mentions "--bogus" "unknown option is named"
 expect_exit 2 "stray argument" "$SYNAPSE" run -m "$M" -p x extra
@@ -50,6 +62,20 @@ expect_exit 2 "--seed 1.5" "$SYNAPSE" run -m "$M" -p x --seed 1.5
 expect_exit 2 "-t abc" "$SYNAPSE" run -m "$M" -p x -t abc
 expect_exit 2 "-c 0" "$SYNAPSE" run -m "$M" -p x -c 0
 expect_exit 2 "--backend foo" "$SYNAPSE" run -m "$M" -p x --backend foo
+# An unknown tier name is a usage error for every command that makes a context (whether this CPU
+# has a known tier is a runtime question: see test_cli_run.sh).
+expect_exit 2 "run --isa avx9000" "$SYNAPSE" run -m "$M" -p x --isa avx9000
+expect_error_mentions "avx9000" "the unknown tier is named"
+expect_exit 2 "eval --isa avx9000" "$SYNAPSE" eval -m "$M" --tokens 1 --isa avx9000
+expect_exit 2 "chat --isa avx9000" "$SYNAPSE" chat -m "$M" --isa avx9000
+expect_exit 2 "bench --isa avx9000" "$SYNAPSE" bench -m "$M" --isa avx9000
+expect_exit 2 "--isa '' (empty)" "$SYNAPSE" run -m "$M" -p x --isa ""
+expect_exit 2 "--isa AVX2 (names are lower case)" "$SYNAPSE" run -m "$M" -p x --isa AVX2
+expect_exit 2 "--isa with no value" "$SYNAPSE" run -m "$M" -p x --isa
+expect_exit 2 "--kv-type q8_0" "$SYNAPSE" run -m "$M" -p x --kv-type q8_0
+expect_error_mentions "q8_0" "the unknown KV type is named"
+expect_exit 2 "eval --backend foo" "$SYNAPSE" eval -m "$M" --tokens 1 --backend foo
+expect_exit 2 "unknown bench option" "$SYNAPSE" bench -m "$M" --bogus
 expect_exit 2 "both -p and -f" "$SYNAPSE" run -m "$M" -p x -f "$M"
 expect_exit 2 "both -p and --tokens" "$SYNAPSE" run -m "$M" -p x --tokens 1,2
 expect_exit 2 "no prompt" "$SYNAPSE" run -m "$M"

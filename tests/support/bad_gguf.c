@@ -78,7 +78,8 @@ static void *arena_alloc(gb_arena *a, size_t size) {
 }
 
 static void arena_free(gb_arena *a) {
-    for (size_t i = 0; i < a->n; i++) free(a->ptrs[i]);
+    for (size_t i = 0; i < a->n; i++)
+        free(a->ptrs[i]);
     free(a->ptrs);
 }
 
@@ -86,7 +87,8 @@ static void put(gb_bytes *b, const void *src, size_t n) {
     if (b->oom) return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n) cap *= 2;
+        while (cap < b->len + n)
+            cap *= 2;
         uint8_t *p = realloc(b->p, cap);
         if (!p) {
             b->oom = true;
@@ -95,8 +97,10 @@ static void put(gb_bytes *b, const void *src, size_t n) {
         b->p = p;
         b->cap = cap;
     }
-    if (src) memcpy(b->p + b->len, src, n);
-    else memset(b->p + b->len, 0, n);
+    if (src)
+        memcpy(b->p + b->len, src, n);
+    else
+        memset(b->p + b->len, 0, n);
     b->len += n;
 }
 
@@ -143,7 +147,8 @@ static int emit(const gb_model *m, gb_bytes *out, gb_layout *lay) {
         lay->tensor_start[i] = out->len;
         put_str(out, t->name);
         put_u32(out, t->n_dims);
-        for (uint32_t d = 0; d < t->n_dims && d < GB_MAX_DIMS; d++) put_u64(out, t->ne[d]);
+        for (uint32_t d = 0; d < t->n_dims && d < GB_MAX_DIMS; d++)
+            put_u64(out, t->ne[d]);
         put_u32(out, t->type);
         put_u64(out, offsets[i]);
     }
@@ -189,7 +194,8 @@ static int find_tensor(const gb_model *m, const char *name) {
 }
 
 /* Replaces key's value (or appends the key); val is copied into the arena. */
-static int set_kv(gb_ctx *c, gb_model *m, const char *key, uint32_t type, const void *val, size_t len) {
+static int set_kv(gb_ctx *c, gb_model *m, const char *key, uint32_t type, const void *val,
+                  size_t len) {
     uint8_t *copy = arena_alloc(&c->arena, len);
     if (!copy) return -1;
     memcpy(copy, val, len);
@@ -237,7 +243,8 @@ static int del_kv(gb_model *m, const char *key) {
 static int del_tensor(gb_model *m, const char *name) {
     int i = find_tensor(m, name);
     if (i < 0) return -1;
-    memmove(&m->tensors[i], &m->tensors[i + 1], (m->n_tensors - (size_t)i - 1) * sizeof m->tensors[0]);
+    memmove(&m->tensors[i], &m->tensors[i + 1],
+            (m->n_tensors - (size_t)i - 1) * sizeof m->tensors[0]);
     m->n_tensors--;
     return 0;
 }
@@ -248,9 +255,11 @@ static gb_tensor *tensor(gb_model *m, const char *name) {
 }
 
 /* A string array payload from n C strings. */
-static int set_str_array(gb_ctx *c, gb_model *m, const char *key, const char *const *strs, size_t n) {
+static int set_str_array(gb_ctx *c, gb_model *m, const char *key, const char *const *strs,
+                         size_t n) {
     size_t len = 12;
-    for (size_t i = 0; i < n; i++) len += 8 + strlen(strs[i]);
+    for (size_t i = 0; i < n; i++)
+        len += 8 + strlen(strs[i]);
     uint8_t *p = malloc(len);
     if (!p) return -1;
     uint32_t type = GGUF_TYPE_STRING;
@@ -281,13 +290,18 @@ static void patch(gb_bytes *b, size_t pos, const void *v, size_t n) {
 /* The value bytes of a parsed kv, as they sit in the file after the type field. */
 static const uint8_t *kv_payload(const gguf_file *f, const gguf_kv *kv, size_t *len) {
     const uint8_t *p = f->base + kv->file_offset + 8 + kv->key.len + 4;
-    if (kv->type == GGUF_TYPE_STRING) *len = 8 + kv->value.str.len;
-    else if (kv->type == GGUF_TYPE_ARRAY) *len = 12 + kv->value.arr.nbytes;
-    else *len = gguf_type_size(kv->type);
+    if (kv->type == GGUF_TYPE_STRING)
+        *len = 8 + kv->value.str.len;
+    else if (kv->type == GGUF_TYPE_ARRAY)
+        *len = 12 + kv->value.arr.nbytes;
+    else
+        *len = gguf_type_size(kv->type);
     return p;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 static bool in_sorted(char **sorted, size_t n, const char *s) {
     return bsearch(&s, sorted, n, sizeof *sorted, cmp_str) != NULL;
@@ -324,14 +338,16 @@ static int reduce_vocab(gb_ctx *c, gb_model *m, int32_t **remap_out, int32_t *n_
             if (!(kept[n_kept++] = arena_strn(&c->arena, s.data, (size_t)s.len))) return -1;
         }
     }
-    if (set_str_array(c, m, "tokenizer.ggml.tokens", (const char *const *)kept, n_kept) != 0) return -1;
+    if (set_str_array(c, m, "tokenizer.ggml.tokens", (const char *const *)kept, n_kept) != 0)
+        return -1;
     uint8_t *tt = arena_alloc(&c->arena, 12 + 4 * n_kept);
     uint32_t i32 = GGUF_TYPE_INT32;
     uint64_t cnt = n_kept;
     memcpy(tt, &i32, 4);
     memcpy(tt + 4, &cnt, 8);
     memcpy(tt + 12, kept_types, 4 * n_kept);
-    if (set_kv(c, m, "tokenizer.ggml.token_type", GGUF_TYPE_ARRAY, tt, 12 + 4 * n_kept) != 0) return -1;
+    if (set_kv(c, m, "tokenizer.ggml.token_type", GGUF_TYPE_ARRAY, tt, 12 + 4 * n_kept) != 0)
+        return -1;
 
     /* Merges whose two parts and result are all kept BPE tokens. */
     char **sorted = arena_alloc(&c->arena, KEEP_TOKENS * sizeof *sorted);
@@ -354,7 +370,8 @@ static int reduce_vocab(gb_ctx *c, gb_model *m, int32_t **remap_out, int32_t *n_
         *sp = ' ';
         if (keep && in_sorted(sorted, KEEP_TOKENS, joined)) kept_merges[n_merges++] = text;
     }
-    if (set_str_array(c, m, "tokenizer.ggml.merges", (const char *const *)kept_merges, n_merges) != 0)
+    if (set_str_array(c, m, "tokenizer.ggml.merges", (const char *const *)kept_merges, n_merges) !=
+        0)
         return -1;
 
     const char *id_keys[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
@@ -379,7 +396,8 @@ static int build_base(gb_ctx *c, const char *valid_path) {
     gb_model *m = &c->base;
     m->version = 3;
     if (f->n_kv > GB_MAX_KV || f->n_tensors > GB_MAX_TENSORS) {
-        fprintf(stderr, "bad_gguf: '%s' has more keys or tensors than the builder holds\n", valid_path);
+        fprintf(stderr, "bad_gguf: '%s' has more keys or tensors than the builder holds\n",
+                valid_path);
         return -1;
     }
     for (uint64_t i = 0; i < f->n_kv; i++) {
@@ -411,7 +429,8 @@ static int build_base(gb_ctx *c, const char *valid_path) {
             uint8_t *rows = arena_alloc(&c->arena, (size_t)(row * (uint64_t)n_kept));
             if (!rows) return -1;
             for (uint64_t r = 0; r < t->ne[1]; r++)
-                if (remap[r] >= 0) memcpy(rows + remap[r] * row, (const uint8_t *)t->data + r * row, row);
+                if (remap[r] >= 0)
+                    memcpy(rows + remap[r] * row, (const uint8_t *)t->data + r * row, row);
             d->ne[1] = (uint64_t)n_kept;
             d->data = rows;
             d->data_len = row * (uint64_t)n_kept;
@@ -449,8 +468,14 @@ static int truncate_at(gb_bytes *out, size_t len) {
 #define CASE(fn) static int fn(gb_ctx *c, gb_model *m, gb_bytes *out)
 #define UNUSED_CTX (void)c
 
-CASE(truncated_empty) { UNUSED_CTX; return emit_plain(m, out) || truncate_at(out, 0); }
-CASE(truncated_header) { UNUSED_CTX; return emit_plain(m, out) || truncate_at(out, 20); }
+CASE(truncated_empty) {
+    UNUSED_CTX;
+    return emit_plain(m, out) || truncate_at(out, 0);
+}
+CASE(truncated_header) {
+    UNUSED_CTX;
+    return emit_plain(m, out) || truncate_at(out, 20);
+}
 /* Cut so early that the key count no longer fits: refused before any key is read. */
 CASE(truncated_in_first_keys) {
     UNUSED_CTX;
@@ -461,12 +486,14 @@ CASE(truncated_in_first_keys) {
 CASE(truncated_in_key) {
     UNUSED_CTX;
     gb_layout lay;
-    return emit(m, out, &lay) || truncate_at(out, lay.kv_value[find_kv(m, "tokenizer.ggml.eos_token_id")] - 2);
+    return emit(m, out, &lay) ||
+           truncate_at(out, lay.kv_value[find_kv(m, "tokenizer.ggml.eos_token_id")] - 2);
 }
 CASE(truncated_in_string_value) {
     UNUSED_CTX;
     gb_layout lay;
-    return emit(m, out, &lay) || truncate_at(out, lay.kv_value[find_kv(m, "tokenizer.chat_template")] + 12);
+    return emit(m, out, &lay) ||
+           truncate_at(out, lay.kv_value[find_kv(m, "tokenizer.chat_template")] + 12);
 }
 CASE(truncated_in_token_array) {
     UNUSED_CTX;
@@ -485,14 +512,38 @@ CASE(truncated_in_data) {
     gb_layout lay;
     return emit(m, out, &lay) || truncate_at(out, lay.data_start + (out->len - lay.data_start) / 2);
 }
-CASE(bad_magic) { UNUSED_CTX; return emit_plain(m, out) || (patch(out, 0, "GGML", 4), 0); }
-CASE(version_0) { UNUSED_CTX; return header_u32(m, out, 4, 0); }
-CASE(version_1) { UNUSED_CTX; return header_u32(m, out, 4, 1); }
-CASE(version_4) { UNUSED_CTX; return header_u32(m, out, 4, 4); }
-CASE(version_max) { UNUSED_CTX; return header_u32(m, out, 4, 0xffffffffu); }
-CASE(n_tensors_huge) { UNUSED_CTX; return header_u64(m, out, 8, 1ull << 62); }
-CASE(n_kv_huge) { UNUSED_CTX; return header_u64(m, out, 16, 1ull << 62); }
-CASE(key_length_huge) { UNUSED_CTX; return header_u64(m, out, 24, 1ull << 60); }
+CASE(bad_magic) {
+    UNUSED_CTX;
+    return emit_plain(m, out) || (patch(out, 0, "GGML", 4), 0);
+}
+CASE(version_0) {
+    UNUSED_CTX;
+    return header_u32(m, out, 4, 0);
+}
+CASE(version_1) {
+    UNUSED_CTX;
+    return header_u32(m, out, 4, 1);
+}
+CASE(version_4) {
+    UNUSED_CTX;
+    return header_u32(m, out, 4, 4);
+}
+CASE(version_max) {
+    UNUSED_CTX;
+    return header_u32(m, out, 4, 0xffffffffu);
+}
+CASE(n_tensors_huge) {
+    UNUSED_CTX;
+    return header_u64(m, out, 8, 1ull << 62);
+}
+CASE(n_kv_huge) {
+    UNUSED_CTX;
+    return header_u64(m, out, 16, 1ull << 62);
+}
+CASE(key_length_huge) {
+    UNUSED_CTX;
+    return header_u64(m, out, 24, 1ull << 60);
+}
 CASE(string_value_huge) {
     UNUSED_CTX;
     gb_layout lay;
@@ -565,7 +616,11 @@ CASE(array_element_type_99) {
     memcpy(v + 4, &zero, 8);
     return set_kv(c, m, "test.bad_array", GGUF_TYPE_ARRAY, v, sizeof v) || emit_plain(m, out);
 }
-CASE(empty_key) { m->kvs[1].key = ""; UNUSED_CTX; return emit_plain(m, out); }
+CASE(empty_key) {
+    m->kvs[1].key = "";
+    UNUSED_CTX;
+    return emit_plain(m, out);
+}
 CASE(duplicate_key) {
     UNUSED_CTX;
     if (m->n_kv == GB_MAX_KV) return -1;
@@ -575,7 +630,11 @@ CASE(duplicate_key) {
 CASE(alignment_0) { return set_u32(c, m, "general.alignment", 0) || emit_plain(m, out); }
 CASE(alignment_3) { return set_u32(c, m, "general.alignment", 3) || emit_plain(m, out); }
 CASE(alignment_string) { return set_str(c, m, "general.alignment", "32") || emit_plain(m, out); }
-CASE(tensor_0_dims) { UNUSED_CTX; tensor(m, "blk.0.attn_q.weight")->n_dims = 0; return emit_plain(m, out); }
+CASE(tensor_0_dims) {
+    UNUSED_CTX;
+    tensor(m, "blk.0.attn_q.weight")->n_dims = 0;
+    return emit_plain(m, out);
+}
 CASE(tensor_5_dims) {
     UNUSED_CTX;
     gb_tensor *t = tensor(m, "blk.0.attn_q.weight");
@@ -583,7 +642,11 @@ CASE(tensor_5_dims) {
     t->ne[2] = t->ne[3] = t->ne[4] = 1;
     return emit_plain(m, out);
 }
-CASE(tensor_zero_dim) { UNUSED_CTX; tensor(m, "blk.0.attn_q.weight")->ne[1] = 0; return emit_plain(m, out); }
+CASE(tensor_zero_dim) {
+    UNUSED_CTX;
+    tensor(m, "blk.0.attn_q.weight")->ne[1] = 0;
+    return emit_plain(m, out);
+}
 CASE(tensor_dims_overflow) {
     UNUSED_CTX;
     gb_tensor *t = tensor(m, "blk.0.attn_q.weight");
@@ -591,8 +654,16 @@ CASE(tensor_dims_overflow) {
     t->ne[1] = t->ne[2] = t->ne[3] = 1ull << 22; /* 64 * 2^66 elements */
     return emit_plain(m, out);
 }
-CASE(tensor_type_99) { UNUSED_CTX; tensor(m, "blk.0.attn_q.weight")->type = 99; return emit_plain(m, out); }
-CASE(tensor_type_31) { UNUSED_CTX; tensor(m, "blk.0.attn_q.weight")->type = 31; return emit_plain(m, out); }
+CASE(tensor_type_99) {
+    UNUSED_CTX;
+    tensor(m, "blk.0.attn_q.weight")->type = 99;
+    return emit_plain(m, out);
+}
+CASE(tensor_type_31) {
+    UNUSED_CTX;
+    tensor(m, "blk.0.attn_q.weight")->type = 31;
+    return emit_plain(m, out);
+}
 CASE(tensor_row_not_block_multiple) {
     UNUSED_CTX;
     gb_tensor *t = tensor(m, "blk.0.attn_q.weight");
@@ -626,31 +697,71 @@ CASE(duplicate_tensor) {
     m->tensors[m->n_tensors++] = *tensor(m, "blk.0.attn_q.weight");
     return emit_plain(m, out);
 }
-CASE(empty_tensor_name) { UNUSED_CTX; m->tensors[2].name = ""; return emit_plain(m, out); }
+CASE(empty_tensor_name) {
+    UNUSED_CTX;
+    m->tensors[2].name = "";
+    return emit_plain(m, out);
+}
 
 CASE(arch_llama) { return set_str(c, m, "general.architecture", "llama") || emit_plain(m, out); }
-CASE(arch_missing) { UNUSED_CTX; return del_kv(m, "general.architecture") || emit_plain(m, out); }
+CASE(arch_missing) {
+    UNUSED_CTX;
+    return del_kv(m, "general.architecture") || emit_plain(m, out);
+}
 CASE(arch_not_string) { return set_u32(c, m, "general.architecture", 2) || emit_plain(m, out); }
 CASE(block_count_string) { return set_str(c, m, "qwen2.block_count", "2") || emit_plain(m, out); }
 CASE(block_count_huge) { return set_u32(c, m, "qwen2.block_count", 1000) || emit_plain(m, out); }
-CASE(embedding_length_missing) { UNUSED_CTX; return del_kv(m, "qwen2.embedding_length") || emit_plain(m, out); }
-CASE(embedding_length_negative) { return set_i32(c, m, "qwen2.embedding_length", -64) || emit_plain(m, out); }
-CASE(embedding_length_mismatch) { return set_u32(c, m, "qwen2.embedding_length", 128) || emit_plain(m, out); }
+CASE(embedding_length_missing) {
+    UNUSED_CTX;
+    return del_kv(m, "qwen2.embedding_length") || emit_plain(m, out);
+}
+CASE(embedding_length_negative) {
+    return set_i32(c, m, "qwen2.embedding_length", -64) || emit_plain(m, out);
+}
+CASE(embedding_length_mismatch) {
+    return set_u32(c, m, "qwen2.embedding_length", 128) || emit_plain(m, out);
+}
 CASE(head_count_0) { return set_u32(c, m, "qwen2.attention.head_count", 0) || emit_plain(m, out); }
-CASE(head_count_not_dividing) { return set_u32(c, m, "qwen2.attention.head_count", 5) || emit_plain(m, out); }
-CASE(head_count_kv_above) { return set_u32(c, m, "qwen2.attention.head_count_kv", 8) || emit_plain(m, out); }
-CASE(head_count_kv_0) { return set_u32(c, m, "qwen2.attention.head_count_kv", 0) || emit_plain(m, out); }
+CASE(head_count_not_dividing) {
+    return set_u32(c, m, "qwen2.attention.head_count", 5) || emit_plain(m, out);
+}
+CASE(head_count_kv_above) {
+    return set_u32(c, m, "qwen2.attention.head_count_kv", 8) || emit_plain(m, out);
+}
+CASE(head_count_kv_0) {
+    return set_u32(c, m, "qwen2.attention.head_count_kv", 0) || emit_plain(m, out);
+}
 CASE(context_length_0) { return set_u32(c, m, "qwen2.context_length", 0) || emit_plain(m, out); }
 CASE(ffn_length_0) { return set_u32(c, m, "qwen2.feed_forward_length", 0) || emit_plain(m, out); }
 CASE(rope_base_nan) { return set_f32(c, m, "qwen2.rope.freq_base", NAN) || emit_plain(m, out); }
-CASE(rope_base_negative) { return set_f32(c, m, "qwen2.rope.freq_base", -1.0f) || emit_plain(m, out); }
-CASE(rope_base_inf) { return set_f32(c, m, "qwen2.rope.freq_base", INFINITY) || emit_plain(m, out); }
-CASE(rms_eps_nan) { return set_f32(c, m, "qwen2.attention.layer_norm_rms_epsilon", -NAN) || emit_plain(m, out); }
-CASE(rms_eps_negative) { return set_f32(c, m, "qwen2.attention.layer_norm_rms_epsilon", -1e-6f) || emit_plain(m, out); }
-CASE(rms_eps_zero) { return set_f32(c, m, "qwen2.attention.layer_norm_rms_epsilon", 0.0f) || emit_plain(m, out); }
-CASE(tensor_missing) { UNUSED_CTX; return del_tensor(m, "blk.1.ffn_down.weight") || emit_plain(m, out); }
-CASE(token_embd_missing) { UNUSED_CTX; return del_tensor(m, "token_embd.weight") || emit_plain(m, out); }
-CASE(tensor_shape_wrong) { UNUSED_CTX; tensor(m, "blk.1.ffn_up.weight")->ne[1] = 100; return emit_plain(m, out); }
+CASE(rope_base_negative) {
+    return set_f32(c, m, "qwen2.rope.freq_base", -1.0f) || emit_plain(m, out);
+}
+CASE(rope_base_inf) {
+    return set_f32(c, m, "qwen2.rope.freq_base", INFINITY) || emit_plain(m, out);
+}
+CASE(rms_eps_nan) {
+    return set_f32(c, m, "qwen2.attention.layer_norm_rms_epsilon", -NAN) || emit_plain(m, out);
+}
+CASE(rms_eps_negative) {
+    return set_f32(c, m, "qwen2.attention.layer_norm_rms_epsilon", -1e-6f) || emit_plain(m, out);
+}
+CASE(rms_eps_zero) {
+    return set_f32(c, m, "qwen2.attention.layer_norm_rms_epsilon", 0.0f) || emit_plain(m, out);
+}
+CASE(tensor_missing) {
+    UNUSED_CTX;
+    return del_tensor(m, "blk.1.ffn_down.weight") || emit_plain(m, out);
+}
+CASE(token_embd_missing) {
+    UNUSED_CTX;
+    return del_tensor(m, "token_embd.weight") || emit_plain(m, out);
+}
+CASE(tensor_shape_wrong) {
+    UNUSED_CTX;
+    tensor(m, "blk.1.ffn_up.weight")->ne[1] = 100;
+    return emit_plain(m, out);
+}
 CASE(tensor_shape_3d) {
     UNUSED_CTX;
     gb_tensor *t = tensor(m, "blk.0.attn_output.weight");
@@ -658,8 +769,16 @@ CASE(tensor_shape_3d) {
     t->ne[2] = 2;
     return emit_plain(m, out);
 }
-CASE(tensor_type_q4_0) { UNUSED_CTX; tensor(m, "blk.0.attn_q.weight")->type = GGML_TYPE_Q4_0; return emit_plain(m, out); }
-CASE(norm_type_q8_0) { UNUSED_CTX; tensor(m, "output_norm.weight")->type = GGML_TYPE_Q8_0; return emit_plain(m, out); }
+CASE(tensor_type_q4_0) {
+    UNUSED_CTX;
+    tensor(m, "blk.0.attn_q.weight")->type = GGML_TYPE_Q4_0;
+    return emit_plain(m, out);
+}
+CASE(norm_type_q8_0) {
+    UNUSED_CTX;
+    tensor(m, "output_norm.weight")->type = GGML_TYPE_Q8_0;
+    return emit_plain(m, out);
+}
 
 CASE(tokens_above_embedding) {
     /* Ten fewer embedding rows than there are tokens. */
@@ -679,13 +798,28 @@ CASE(merge_without_space) {
     out->p[pos + 2] = 'x';
     return 0;
 }
-CASE(eos_out_of_range) { return set_u32(c, m, "tokenizer.ggml.eos_token_id", 99999) || emit_plain(m, out); }
-CASE(bos_out_of_range) { return set_u32(c, m, "tokenizer.ggml.bos_token_id", 99999) || emit_plain(m, out); }
-CASE(padding_out_of_range) { return set_u32(c, m, "tokenizer.ggml.padding_token_id", 99999) || emit_plain(m, out); }
-CASE(tokenizer_model_llama) { return set_str(c, m, "tokenizer.ggml.model", "llama") || emit_plain(m, out); }
-CASE(tokenizer_model_bert) { return set_str(c, m, "tokenizer.ggml.model", "bert") || emit_plain(m, out); }
-CASE(tokenizer_pre_unknown) { return set_str(c, m, "tokenizer.ggml.pre", "falcon") || emit_plain(m, out); }
-CASE(tokens_missing) { UNUSED_CTX; return del_kv(m, "tokenizer.ggml.tokens") || emit_plain(m, out); }
+CASE(eos_out_of_range) {
+    return set_u32(c, m, "tokenizer.ggml.eos_token_id", 99999) || emit_plain(m, out);
+}
+CASE(bos_out_of_range) {
+    return set_u32(c, m, "tokenizer.ggml.bos_token_id", 99999) || emit_plain(m, out);
+}
+CASE(padding_out_of_range) {
+    return set_u32(c, m, "tokenizer.ggml.padding_token_id", 99999) || emit_plain(m, out);
+}
+CASE(tokenizer_model_llama) {
+    return set_str(c, m, "tokenizer.ggml.model", "llama") || emit_plain(m, out);
+}
+CASE(tokenizer_model_bert) {
+    return set_str(c, m, "tokenizer.ggml.model", "bert") || emit_plain(m, out);
+}
+CASE(tokenizer_pre_unknown) {
+    return set_str(c, m, "tokenizer.ggml.pre", "falcon") || emit_plain(m, out);
+}
+CASE(tokens_missing) {
+    UNUSED_CTX;
+    return del_kv(m, "tokenizer.ggml.tokens") || emit_plain(m, out);
+}
 CASE(token_type_short) {
     /* One type fewer than there are tokens: drop the array's last element. */
     int i = find_kv(m, "tokenizer.ggml.token_type");
@@ -711,7 +845,8 @@ static const gb_case cases[] = {
     {{"truncated-header.gguf", "truncated"}, truncated_header},
     {{"truncated-in-first-keys.gguf", "key count 24"}, truncated_in_first_keys},
     {{"truncated-in-key.gguf", "key 'tokenizer.ggml.eos_token_id' at byte"}, truncated_in_key},
-    {{"truncated-in-string-value.gguf", "key 'tokenizer.chat_template'"}, truncated_in_string_value},
+    {{"truncated-in-string-value.gguf", "key 'tokenizer.chat_template'"},
+     truncated_in_string_value},
     {{"truncated-in-token-array.gguf", "key 'tokenizer.ggml.tokens'"}, truncated_in_token_array},
     {{"truncated-in-tensor-info.gguf", "file truncated"}, truncated_in_tensor_info},
     {{"truncated-in-data.gguf", "past the end of the file"}, truncated_in_data},
@@ -725,8 +860,10 @@ static const gb_case cases[] = {
     {{"key-length-huge.gguf", "string length 1152921504606846976"}, key_length_huge},
     {{"string-value-huge.gguf", "string length 1152921504606846976"}, string_value_huge},
     {{"array-count-huge.gguf", "array of 2305843009213693952 int32"}, array_count_huge},
-    {{"string-array-count-huge.gguf", "array of 2305843009213693952 strings"}, string_array_count_huge},
-    {{"string-array-element-huge.gguf", "length 576460752303423488 exceeds"}, string_array_element_huge},
+    {{"string-array-count-huge.gguf", "array of 2305843009213693952 strings"},
+     string_array_count_huge},
+    {{"string-array-element-huge.gguf", "length 576460752303423488 exceeds"},
+     string_array_element_huge},
     {{"value-type-13.gguf", "invalid value type 13"}, value_type_13},
     {{"value-type-ffffffff.gguf", "invalid value type 4294967295"}, value_type_max},
     {{"nested-array.gguf", "nested arrays"}, nested_array},
@@ -742,10 +879,12 @@ static const gb_case cases[] = {
     {{"tensor-dims-overflow.gguf", "element count overflows"}, tensor_dims_overflow},
     {{"tensor-type-99.gguf", "unknown tensor type id 99"}, tensor_type_99},
     {{"tensor-type-31.gguf", "unknown tensor type id 31"}, tensor_type_31},
-    {{"tensor-row-not-block-multiple.gguf", "not a multiple of the q8_0 block size"}, tensor_row_not_block_multiple},
+    {{"tensor-row-not-block-multiple.gguf", "not a multiple of the q8_0 block size"},
+     tensor_row_not_block_multiple},
     {{"tensor-offset-past-end.gguf", "past the end of the file"}, tensor_offset_past_end},
     {{"tensor-offset-huge.gguf", "past the end of the file"}, tensor_offset_huge},
-    {{"tensor-offset-misaligned.gguf", "not a multiple of the alignment"}, tensor_offset_misaligned},
+    {{"tensor-offset-misaligned.gguf", "not a multiple of the alignment"},
+     tensor_offset_misaligned},
     {{"duplicate-tensor.gguf", "duplicate tensor 'blk.0.attn_q.weight'"}, duplicate_tensor},
     {{"empty-tensor-name.gguf", "empty tensor name"}, empty_tensor_name},
     {{"arch-llama.gguf", "unsupported architecture 'llama'"}, arch_llama},
@@ -753,9 +892,11 @@ static const gb_case cases[] = {
     {{"arch-not-string.gguf", "key 'general.architecture'"}, arch_not_string},
     {{"block-count-string.gguf", "key 'qwen2.block_count'"}, block_count_string},
     {{"block-count-huge.gguf", "qwen2.block_count 1000 needs 12000 tensors"}, block_count_huge},
-    {{"embedding-length-missing.gguf", "missing key 'qwen2.embedding_length'"}, embedding_length_missing},
+    {{"embedding-length-missing.gguf", "missing key 'qwen2.embedding_length'"},
+     embedding_length_missing},
     {{"embedding-length-negative.gguf", "key 'qwen2.embedding_length'"}, embedding_length_negative},
-    {{"embedding-length-mismatch.gguf", "tensor 'token_embd.weight' has shape [64, 1046] but the hyperparameters require [128, 1046]"},
+    {{"embedding-length-mismatch.gguf", "tensor 'token_embd.weight' has shape [64, 1046] but the "
+                                        "hyperparameters require [128, 1046]"},
      embedding_length_mismatch},
     {{"head-count-0.gguf", "qwen2.attention.head_count is 0"}, head_count_0},
     {{"head-count-not-dividing.gguf", "head_count 5 does not divide"}, head_count_not_dividing},
@@ -771,10 +912,13 @@ static const gb_case cases[] = {
     {{"rms-eps-zero.gguf", "layer_norm_rms_epsilon is 0"}, rms_eps_zero},
     {{"tensor-missing.gguf", "missing tensor 'blk.1.ffn_down.weight'"}, tensor_missing},
     {{"token-embd-missing.gguf", "missing tensor 'token_embd.weight'"}, token_embd_missing},
-    {{"tensor-shape-wrong.gguf", "tensor 'blk.1.ffn_up.weight' has shape [64, 100] but the hyperparameters require [64, 128]"},
+    {{"tensor-shape-wrong.gguf",
+      "tensor 'blk.1.ffn_up.weight' has shape [64, 100] but the hyperparameters require [64, 128]"},
      tensor_shape_wrong},
-    {{"tensor-shape-3d.gguf", "tensor 'blk.0.attn_output.weight' has shape [64, 64, 2]"}, tensor_shape_3d},
-    {{"tensor-type-q4_0.gguf", "tensor 'blk.0.attn_q.weight' has type q4_0, which this build does not support"},
+    {{"tensor-shape-3d.gguf", "tensor 'blk.0.attn_output.weight' has shape [64, 64, 2]"},
+     tensor_shape_3d},
+    {{"tensor-type-q4_0.gguf",
+      "tensor 'blk.0.attn_q.weight' has type q4_0, which this build does not support"},
      tensor_type_q4_0},
     {{"norm-type-q8_0.gguf", "tensor 'output_norm.weight' has type q8_0"}, norm_type_q8_0},
     {{"tokens-above-embedding.gguf", "tokenizer.ggml.tokens"}, tokens_above_embedding},
@@ -791,7 +935,9 @@ static const gb_case cases[] = {
 
 size_t bad_gguf_case_count(void) { return sizeof cases / sizeof cases[0]; }
 
-const bad_gguf_case *bad_gguf_case_at(size_t i) { return i < bad_gguf_case_count() ? &cases[i].pub : NULL; }
+const bad_gguf_case *bad_gguf_case_at(size_t i) {
+    return i < bad_gguf_case_count() ? &cases[i].pub : NULL;
+}
 
 static int write_bytes(const char *dir, const char *name, const gb_bytes *b) {
     char path[4096];
@@ -873,7 +1019,8 @@ static syn_status seed_fill(void *user, const char *name, void *dst, uint64_t nb
         }
     } else {
         uint16_t one = type == GGML_TYPE_F16 ? 0x3c00 : 0x3f80; /* 1.0 in fp16 / bf16 */
-        for (uint64_t i = 0; i < nbytes / 2; i++) memcpy(p + 2 * i, &one, 2);
+        for (uint64_t i = 0; i < nbytes / 2; i++)
+            memcpy(p + 2 * i, &one, 2);
     }
     return SYN_OK;
 }
@@ -901,7 +1048,8 @@ static void byte_token(int byte, char out[4]) {
 int bad_gguf_write_seed(const char *path) {
     static const uint32_t t_f32 = GGML_TYPE_F32, t_f16 = GGML_TYPE_F16, t_bf16 = GGML_TYPE_BF16,
                           t_q8 = GGML_TYPE_Q8_0;
-    static const char *const extra[] = {"Ġt", "he", "Ġthe", "<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    static const char *const extra[] = {"Ġt",           "he",        "Ġthe", "<|endoftext|>",
+                                        "<|im_start|>", "<|im_end|>"};
     static const char *const merges[] = {"Ġ t", "h e", "Ġt he"};
     enum { N_TOKENS = SEED_BYTES + 6 };
     char bytes[SEED_BYTES][4];
@@ -920,7 +1068,7 @@ int bad_gguf_write_seed(const char *path) {
     gguf_writer *w = gguf_writer_new();
     if (!w) return -1;
     syn_status st = SYN_OK;
-#define TRY(call) \
+#define TRY(call)                                                                                  \
     if (st == SYN_OK) st = (call)
     TRY(gguf_writer_set_str(w, "general.architecture", "qwen2"));
     TRY(gguf_writer_set_str(w, "general.name", "fuzz seed"));

@@ -8,7 +8,8 @@
 #include "../support/bad_gguf.h"
 
 int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "--seed") == 0) return bad_gguf_write_seed(argv[2]) == 0 ? 0 : 1;
+    if (argc == 3 && strcmp(argv[1], "--seed") == 0)
+        return bad_gguf_write_seed(argv[2]) == 0 ? 0 : 1;
     if (argc != 3) {
         fprintf(stderr, "usage: %s VALID.gguf OUT_DIR | --seed OUT.gguf\n", argv[0]);
         return 2;

@@ -1,4 +1,5 @@
-/* test_chat.c: ChatML rendering, template recognition and the argument checks of syn_chat_format. */
+/* test_chat.c: ChatML rendering, template recognition and the argument checks of syn_chat_format.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +18,9 @@ static syn_model *model; /* the tiny model, whose GGUF carries Qwen2.5's chat te
 
 static int group_setup(void **state) {
     (void)state;
-    return syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &model) == SYN_OK ? 0 : -1;
+    return syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &model) == SYN_OK
+               ? 0
+               : -1;
 }
 
 static int group_teardown(void **state) {
@@ -39,7 +42,8 @@ static void expect_chat(const syn_model *m, const char *template_name, const syn
     /* the NUL needs a byte too */
     assert_int_equal(syn_chat_format(m, template_name, msgs, n, add_prompt, buf, need, &len),
                      SYN_ERR_BUFFER_TOO_SMALL);
-    assert_int_equal(syn_chat_format(m, template_name, msgs, n, add_prompt, buf, need + 1, &len), SYN_OK);
+    assert_int_equal(syn_chat_format(m, template_name, msgs, n, add_prompt, buf, need + 1, &len),
+                     SYN_OK);
     assert_int_equal(len, need);
     assert_string_equal(buf, want);
     free(buf);
@@ -70,7 +74,8 @@ static void test_default_system_prompt(void **state) {
         {"user", "Thanks."},
     };
     expect_chat(model, NULL, msgs, 3, true,
-                "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+                "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+                "assistant.<|im_end|>\n"
                 "<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
                 "<|im_start|>assistant\n4<|im_end|>\n"
                 "<|im_start|>user\nThanks.<|im_end|>\n"
@@ -87,7 +92,8 @@ static void test_tokenizes_to_control_tokens(void **state) {
     (void)state;
     char buf[512];
     size_t len;
-    assert_int_equal(syn_chat_format(model, NULL, system_user, 2, true, buf, sizeof buf, &len), SYN_OK);
+    assert_int_equal(syn_chat_format(model, NULL, system_user, 2, true, buf, sizeof buf, &len),
+                     SYN_OK);
     int32_t ids[64];
     size_t n;
     assert_int_equal(syn_tokenize(syn_model_tokenizer(model), buf, len, true, ids, 64, &n), SYN_OK);
@@ -95,7 +101,8 @@ static void test_tokenizes_to_control_tokens(void **state) {
     assert_int_equal(ids[0], 151644);     /* <|im_start|> */
     assert_int_equal(ids[n - 3], 151644); /* <|im_start|> assistant \n */
     size_t im_end = 0;
-    for (size_t i = 0; i < n; i++) im_end += ids[i] == 151645;
+    for (size_t i = 0; i < n; i++)
+        im_end += ids[i] == 151645;
     assert_int_equal(im_end, 2);
 }
 
@@ -116,8 +123,9 @@ static void test_recognise(void **state) {
     assert_int_equal(chat_template_recognise(qwen2, &style), SYN_OK);
     assert_string_equal(style.default_system, "You are a helpful assistant.");
     /* generic ChatML: no default system message */
-    const char *chatml = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + "
-                         "'<|im_end|>\\n'}}{% endfor %}";
+    const char *chatml =
+        "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+        "'<|im_end|>\\n'}}{% endfor %}";
     assert_int_equal(chat_template_recognise(chatml, &style), SYN_OK);
     assert_null(style.default_system);
     /* Llama-2 style and absent templates are refused */
@@ -138,7 +146,8 @@ static void test_unrecognised_model_template(void **state) {
     size_t len;
     assert_int_equal(syn_chat_format(&other, NULL, user, 1, true, buf, sizeof buf, &len),
                      SYN_ERR_UNSUPPORTED);
-    expect_chat(&other, "chatml", user, 1, true, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    expect_chat(&other, "chatml", user, 1, true,
+                "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
     other.chat_template = NULL;
     assert_int_equal(syn_chat_format(&other, NULL, user, 1, true, buf, sizeof buf, &len),
                      SYN_ERR_UNSUPPORTED);

@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "gguf/gguf.h"
 #include "../support/test_util.h"
+#include "gguf/gguf.h"
 
 typedef struct fixture {
     char *dir;
@@ -39,7 +39,8 @@ static int teardown(void **state) {
 static syn_status fill_pattern(void *user, const char *name, void *dst, uint64_t nbytes) {
     (void)user;
     uint8_t *p = dst;
-    for (uint64_t i = 0; i < nbytes; i++) p[i] = (uint8_t)(i * 7 + strlen(name));
+    for (uint64_t i = 0; i < nbytes; i++)
+        p[i] = (uint8_t)(i * 7 + strlen(name));
     return SYN_OK;
 }
 
@@ -52,7 +53,8 @@ static void check_pattern(const gguf_tensor *t, const char *name, uint64_t nbyte
     assert_non_null(t);
     assert_int_equal(t->nbytes, nbytes);
     const uint8_t *p = t->data;
-    for (uint64_t i = 0; i < nbytes; i++) assert_int_equal(p[i], (uint8_t)(i * 7 + strlen(name)));
+    for (uint64_t i = 0; i < nbytes; i++)
+        assert_int_equal(p[i], (uint8_t)(i * 7 + strlen(name)));
 }
 
 /* A parsed kv of any scalar type, to feed gguf_writer_copy_kv. */
@@ -111,9 +113,12 @@ static void test_round_trip_every_type(void **state) {
     assert_int_equal(gguf_writer_set_str_array(w, "a.str", strs, 3), SYN_OK);
 
     const uint64_t ne_vec[] = {5}, ne_mat[] = {64, 3}, ne_3d[] = {2, 3, 4};
-    assert_int_equal(gguf_writer_add_tensor(w, "vec", GGML_TYPE_F32, 1, ne_vec, fill_pattern, NULL), SYN_OK);
-    assert_int_equal(gguf_writer_add_tensor(w, "mat", GGML_TYPE_Q8_0, 2, ne_mat, fill_pattern, NULL), SYN_OK);
-    assert_int_equal(gguf_writer_add_tensor(w, "cube", GGML_TYPE_F16, 3, ne_3d, fill_pattern, NULL), SYN_OK);
+    assert_int_equal(gguf_writer_add_tensor(w, "vec", GGML_TYPE_F32, 1, ne_vec, fill_pattern, NULL),
+                     SYN_OK);
+    assert_int_equal(
+        gguf_writer_add_tensor(w, "mat", GGML_TYPE_Q8_0, 2, ne_mat, fill_pattern, NULL), SYN_OK);
+    assert_int_equal(gguf_writer_add_tensor(w, "cube", GGML_TYPE_F16, 3, ne_3d, fill_pattern, NULL),
+                     SYN_OK);
     assert_int_equal(gguf_writer_write(w, fx->path), SYN_OK);
     gguf_writer_free(w);
 
@@ -157,7 +162,8 @@ static void test_round_trip_every_type(void **state) {
     assert_int_equal(gguf_array_get_int(&a, 1), 65535);
     assert_int_equal(gguf_get_array(f, "a.i32", GGUF_TYPE_INT32, &a), SYN_OK);
     assert_int_equal(a.nbytes, 16);
-    for (int i = 0; i < 4; i++) assert_int_equal(gguf_array_get_int(&a, (uint64_t)i), i32s[i]);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(gguf_array_get_int(&a, (uint64_t)i), i32s[i]);
     assert_int_equal(gguf_get_array(f, "a.f32", GGUF_TYPE_FLOAT32, &a), SYN_OK);
     assert_memory_equal(a.data, f32s, sizeof f32s);
     assert_int_equal(gguf_get_array(f, "a.u64", GGUF_TYPE_UINT64, &a), SYN_OK);
@@ -172,7 +178,8 @@ static void test_round_trip_every_type(void **state) {
     assert_int_equal(gguf_get_array(f, "a.str", GGUF_TYPE_STRING, &a), SYN_OK);
     assert_int_equal(a.count, 3);
     const uint8_t *cur = a.data;
-    for (int i = 0; i < 3; i++) assert_true(gguf_str_eq(gguf_array_next_str(&cur), strs[i]));
+    for (int i = 0; i < 3; i++)
+        assert_true(gguf_str_eq(gguf_array_next_str(&cur), strs[i]));
     assert_ptr_equal(cur, a.data + a.nbytes);
 
     const gguf_tensor *t = gguf_find_tensor(f, "vec");
@@ -201,7 +208,8 @@ static void test_copy_kv_round_trip(void **state) {
     gguf_file *src = NULL, *f = NULL;
     assert_int_equal(gguf_open(test_data_path("qwen2-tiny-synth-q8_0.gguf"), &src), SYN_OK);
     gguf_writer *w = gguf_writer_new();
-    for (uint64_t i = 0; i < src->n_kv; i++) assert_int_equal(gguf_writer_copy_kv(w, &src->kvs[i]), SYN_OK);
+    for (uint64_t i = 0; i < src->n_kv; i++)
+        assert_int_equal(gguf_writer_copy_kv(w, &src->kvs[i]), SYN_OK);
     assert_int_equal(gguf_writer_write(w, fx->path), SYN_OK);
     gguf_writer_free(w);
     assert_int_equal(gguf_open(fx->path, &f), SYN_OK);
@@ -338,7 +346,8 @@ static void test_writer_errors(void **state) {
     const uint64_t ne_bad[] = {33}, ne_ok[] = {32};
     assert_int_equal(gguf_writer_add_tensor(w, "t", GGML_TYPE_Q8_0, 1, ne_bad, fill_pattern, NULL),
                      SYN_ERR_INVALID_ARGUMENT);
-    assert_int_equal(gguf_writer_add_tensor(w, "t", GGML_TYPE_Q8_0, 1, ne_ok, fill_fails, NULL), SYN_OK);
+    assert_int_equal(gguf_writer_add_tensor(w, "t", GGML_TYPE_Q8_0, 1, ne_ok, fill_fails, NULL),
+                     SYN_OK);
     assert_int_equal(gguf_writer_add_tensor(w, "t", GGML_TYPE_F32, 1, ne_ok, fill_pattern, NULL),
                      SYN_ERR_INVALID_ARGUMENT);
     /* A failing fill callback fails the write and leaves no file behind. */

@@ -1,6 +1,7 @@
 /* test_kernels.c: the Q8_0 dot, matvec and matmul kernels of every ISA tier this CPU runs against
  * the scalar reference (exact int32 block dots, including -128 weights; bitwise equal floats),
- * scalar against a double-precision sum, matmul against matvec across tile edges, and tier
+ * scalar against a double-precision sum, matmul against matvec across tile edges, long rows and
+ * many tokens (past the kernels' stack buffers), and tier
  * selection (unknown and unavailable tiers are errors, never a fallback). */
 #include <math.h>
 #include <setjmp.h>
@@ -172,6 +173,40 @@ static void test_tiers_bitwise_equal_scalar(void **state) {
     }
 }
 
+/* Shapes past the x86 kernels' stack buffers: rows longer than one matvec span (256 blocks) and
+ * matmuls of more than one token chunk (256 tokens) and several k-spans; every tier equals scalar
+ * bitwise, through both matvec and matmul. */
+static void test_long_rows_and_many_tokens(void **state) {
+    (void)state;
+    syn_kernels tiers[SYN_ISA_COUNT];
+    const int n_tiers = available_tiers(tiers);
+    static const int64_t shapes[][3] = {{19, 260, 5}, {9, 2, 300}, {17, 40, 261}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        problem p = make_problem(shapes[sh][0], shapes[sh][1], shapes[sh][2], 4);
+        const size_t n_out = (size_t)(p.n_rows * p.n_tokens);
+        float *ref = malloc(sizeof(float) * n_out), *got = malloc(sizeof(float) * n_out);
+        assert_non_null(ref);
+        assert_non_null(got);
+        tiers[0].matmul_q8_0(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, ref, p.n_rows);
+        for (int k = 1; k < n_tiers; k++) {
+            const char *name = syn_isa_name(tiers[k].isa);
+            tiers[k].matmul_q8_0(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, got, p.n_rows);
+            if (memcmp(got, ref, sizeof(float) * n_out) != 0) {
+                fail_msg("%s matmul %lld x %lld blocks x %lld tokens differs from scalar", name, (long long)p.n_rows,
+                         (long long)p.n_blocks, (long long)p.n_tokens);
+            }
+            const int64_t t = p.n_tokens - 1;
+            tiers[k].matvec_q8_0(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a + t * p.n_blocks, got);
+            if (memcmp(got, ref + t * p.n_rows, sizeof(float) * (size_t)p.n_rows) != 0) {
+                fail_msg("%s matvec %lld x %lld blocks differs from scalar", name, (long long)p.n_rows, (long long)p.n_blocks);
+            }
+        }
+        free(ref);
+        free(got);
+        free_problem(&p);
+    }
+}
+
 /* Matmul over odd shapes and row offsets equals matvec per token bitwise, leaves the outputs
  * outside [r0, r1) alone, and so cannot depend on how tokens or rows are tiled. */
 static void test_matmul_matches_matvec_across_edges(void **state) {
@@ -255,6 +290,7 @@ int main(void) {
         cmocka_unit_test(test_block_dots_exact),
         cmocka_unit_test(test_scalar_within_tolerance_of_double),
         cmocka_unit_test(test_tiers_bitwise_equal_scalar),
+        cmocka_unit_test(test_long_rows_and_many_tokens),
         cmocka_unit_test(test_matmul_matches_matvec_across_edges),
         cmocka_unit_test(test_isa_names_and_selection),
     };

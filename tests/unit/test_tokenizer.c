@@ -1,5 +1,6 @@
-/* test_tokenizer.c: the byte-level BPE tokenizer against llama.cpp/Hugging Face vectors, hand-worked
- * BPE on a tiny vocabulary, round trips, the streaming decoder and load-time refusals. */
+/* test_tokenizer.c: the byte-level BPE tokenizer against llama.cpp/Hugging Face vectors,
+ * hand-worked BPE on a tiny vocabulary, round trips, the streaming decoder and load-time refusals.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,9 +14,9 @@
 #include <jansson.h>
 #include <utf8proc.h>
 
+#include "../support/test_util.h"
 #include "gguf/gguf.h"
 #include "synapse.h"
-#include "../support/test_util.h"
 #include "tokenizer/tokenizer.h"
 
 enum {
@@ -85,7 +86,8 @@ static char *nfc(const char *text, size_t len, size_t *out_len) {
 static bool valid_utf8(const char *s, size_t len) {
     for (size_t i = 0; i < len;) {
         utf8proc_int32_t cp;
-        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(len - i), &cp);
+        utf8proc_ssize_t k =
+            utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(len - i), &cp);
         if (k <= 0) return false;
         i += (size_t)k;
     }
@@ -96,9 +98,11 @@ static void assert_ids(const int32_t *got, size_t n_got, const int32_t *want, si
                        const char *what) {
     if (n_got != n_want || memcmp(got, want, n_want * sizeof *want) != 0) {
         print_error("%s: got %zu ids:", what, n_got);
-        for (size_t i = 0; i < n_got; i++) print_error(" %d", got[i]);
+        for (size_t i = 0; i < n_got; i++)
+            print_error(" %d", got[i]);
         print_error("\nexpected %zu:", n_want);
-        for (size_t i = 0; i < n_want; i++) print_error(" %d", want[i]);
+        for (size_t i = 0; i < n_want; i++)
+            print_error(" %d", want[i]);
         print_error("\n");
         fail();
     }
@@ -168,7 +172,8 @@ static void test_special_tokens(void **state) {
     static const struct {
         const char *text;
         int32_t id;
-    } cases[] = {{"<|im_start|>", QWEN_IM_START}, {"<|im_end|>", QWEN_IM_END},
+    } cases[] = {{"<|im_start|>", QWEN_IM_START},
+                 {"<|im_end|>", QWEN_IM_END},
                  {"<|endoftext|>", QWEN_ENDOFTEXT}};
     for (size_t i = 0; i < 3; i++) {
         size_t n;
@@ -179,7 +184,8 @@ static void test_special_tokens(void **state) {
         /* as plain text the control token's characters are ordinary BPE input */
         ids = tokenize(qwen, cases[i].text, strlen(cases[i].text), false, &n);
         assert_true(n > 1);
-        for (size_t k = 0; k < n; k++) assert_true(ids[k] < QWEN_ENDOFTEXT);
+        for (size_t k = 0; k < n; k++)
+            assert_true(ids[k] < QWEN_ENDOFTEXT);
         free(ids);
     }
     /* adjacent specials and text glued to them */
@@ -209,7 +215,8 @@ static void test_round_trip(void **state) {
         "trailing spaces   ",
         "中文测试，日本語のテキスト、한국어 텍스트",
         "emoji 🚀🦙👍🏽🇫🇷 family 👨‍👩‍👧‍👦 😶‍🌫️",
-        "Z\xcc\xa4\xcd\x94\xcd\xa7\xcc\x91\xcc\x93" "a\xcc\x88\xcd\x96\xcc\xad l\xcd\xae\xcc\x92 "
+        "Z\xcc\xa4\xcd\x94\xcd\xa7\xcc\x91\xcc\x93"
+        "a\xcc\x88\xcd\x96\xcc\xad l\xcd\xae\xcc\x92 "
         "cafe\xcc\x81 A\xcc\x8a\xe1\x84\x80\xe1\x85\xa1", /* combining marks, decomposed Hangul */
         "1234567890 3.14159 1e-10 0x7FFF 2^64=18446744073709551616",
         "I'm you're he'll we'd they've it's CAN'T 'S 'll",
@@ -258,8 +265,14 @@ static void test_round_trip(void **state) {
 static void test_nfc(void **state) {
     (void)state;
     size_t n1, n2;
-    int32_t *decomposed = tokenize(qwen, "caf" "e\xcc\x81", 6, false, &n1); /* e + U+0301 */
-    int32_t *composed = tokenize(qwen, "caf" "\xc3\xa9", 5, false, &n2);    /* U+00E9 */
+    int32_t *decomposed = tokenize(qwen,
+                                   "caf"
+                                   "e\xcc\x81",
+                                   6, false, &n1); /* e + U+0301 */
+    int32_t *composed = tokenize(qwen,
+                                 "caf"
+                                 "\xc3\xa9",
+                                 5, false, &n2); /* U+00E9 */
     assert_ids(decomposed, n1, composed, n2, "e + combining acute vs precomposed");
     free(decomposed);
     free(composed);
@@ -277,13 +290,17 @@ static void test_invalid_utf8(void **state) {
         size_t len;
         size_t offset;
     } cases[] = {
-        {"abc\xff" "def", 7, 3},      /* never a UTF-8 byte */
-        {"ab\xc3", 3, 2},             /* truncated at the end */
-        {"\xc0\xaf", 2, 0},           /* overlong '/' */
-        {"x\xed\xa0\x80", 4, 1},      /* UTF-16 surrogate */
-        {"\xf4\x90\x80\x80", 4, 0},   /* above U+10FFFF */
-        {"ok \x80", 4, 3},            /* stray continuation byte */
-        {"\xe2\x82" "A", 3, 0},       /* lead byte then ASCII */
+        {"abc\xff"
+         "def",
+         7, 3},                     /* never a UTF-8 byte */
+        {"ab\xc3", 3, 2},           /* truncated at the end */
+        {"\xc0\xaf", 2, 0},         /* overlong '/' */
+        {"x\xed\xa0\x80", 4, 1},    /* UTF-16 surrogate */
+        {"\xf4\x90\x80\x80", 4, 0}, /* above U+10FFFF */
+        {"ok \x80", 4, 3},          /* stray continuation byte */
+        {"\xe2\x82"
+         "A",
+         3, 0}, /* lead byte then ASCII */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int32_t ids[16];
@@ -292,7 +309,8 @@ static void test_invalid_utf8(void **state) {
                          SYN_ERR_INVALID_ARGUMENT);
         char want[64];
         snprintf(want, sizeof want, "byte offset %zu", cases[i].offset);
-        if (!strstr(syn_last_error(), want)) fail_msg("case %zu: '%s' lacks '%s'", i, syn_last_error(), want);
+        if (!strstr(syn_last_error(), want))
+            fail_msg("case %zu: '%s' lacks '%s'", i, syn_last_error(), want);
     }
 }
 
@@ -301,10 +319,12 @@ static void test_buffer_protocol(void **state) {
     const char *text = "Hello world! How are you doing today?";
     static const int32_t want[] = {9707, 1879, 0, 2585, 525, 498, 3730, 3351, 30};
     size_t n = 0;
-    assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, NULL, 0, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, NULL, 0, &n),
+                     SYN_ERR_BUFFER_TOO_SMALL);
     assert_int_equal(n, 9);
     int32_t ids[9];
-    assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, ids, 8, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, ids, 8, &n),
+                     SYN_ERR_BUFFER_TOO_SMALL);
     assert_int_equal(n, 9);
     assert_memory_equal(ids, want, 8 * sizeof *ids); /* what fits is written */
     assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, ids, 9, &n), SYN_OK);
@@ -342,7 +362,8 @@ static void test_token_to_bytes(void **state) {
     assert_int_equal(syn_token_to_bytes(qwen, QWEN_IM_START, buf, 3, &n), SYN_ERR_BUFFER_TOO_SMALL);
     assert_int_equal(n, 12);
     assert_int_equal(syn_token_to_bytes(qwen, -1, buf, sizeof buf, &n), SYN_ERR_INVALID_ARGUMENT);
-    assert_int_equal(syn_token_to_bytes(qwen, QWEN_N_VOCAB, buf, sizeof buf, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_token_to_bytes(qwen, QWEN_N_VOCAB, buf, sizeof buf, &n),
+                     SYN_ERR_INVALID_ARGUMENT);
 }
 
 /* A character split across tokens comes out whole, once its last byte arrives. */
@@ -404,7 +425,8 @@ static void test_stream_invalid_bytes(void **state) {
     assert_int_equal(syn_detok_stream_push(s, b82, chunk, sizeof chunk, &k), SYN_OK);
     assert_int_equal(k, 0); /* E2 82 still incomplete */
     assert_int_equal(syn_detok_stream_push(s, letter_a, chunk, sizeof chunk, &k), SYN_OK);
-    assert_string_equal(chunk, "\xef\xbf\xbd" "A"); /* E2 82 is one ill-formed subpart */
+    assert_string_equal(chunk, "\xef\xbf\xbd"
+                               "A"); /* E2 82 is one ill-formed subpart */
     assert_int_equal(syn_detok_stream_push(s, e2, chunk, sizeof chunk, &k), SYN_OK);
     assert_int_equal(k, 0);
     /* too small a buffer consumes nothing: the retry gets the same text */
@@ -481,7 +503,7 @@ typedef struct tiny_spec {
     const char *pre;
     const char *const *merges;
     size_t n_merges;
-    int64_t eos; /* < 0: omitted */
+    int64_t eos;         /* < 0: omitted */
     bool drop_byte_zero; /* leave out the token of byte 0x00 */
     bool short_types;    /* one token type fewer than tokens */
 } tiny_spec;
@@ -511,17 +533,20 @@ static syn_status load_tiny(const tiny_spec *spec, int32_t n_vocab_model, gguf_f
     gguf_writer *w = gguf_writer_new();
     assert_non_null(w);
     assert_int_equal(gguf_writer_set_str(w, "general.architecture", "qwen2"), SYN_OK);
-    if (spec->model) assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.model", spec->model), SYN_OK);
-    if (spec->pre) assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.pre", spec->pre), SYN_OK);
+    if (spec->model)
+        assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.model", spec->model), SYN_OK);
+    if (spec->pre)
+        assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.pre", spec->pre), SYN_OK);
     assert_int_equal(gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", tokens, n), SYN_OK);
     assert_int_equal(gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types,
                                            spec->short_types ? n - 1 : n),
                      SYN_OK);
-    assert_int_equal(gguf_writer_set_str_array(w, "tokenizer.ggml.merges", (const char *const *)spec->merges,
-                                               spec->n_merges),
+    assert_int_equal(gguf_writer_set_str_array(w, "tokenizer.ggml.merges",
+                                               (const char *const *)spec->merges, spec->n_merges),
                      SYN_OK);
     if (spec->eos >= 0)
-        assert_int_equal(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)spec->eos), SYN_OK);
+        assert_int_equal(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)spec->eos),
+                         SYN_OK);
     char *dir = test_make_temp_dir();
     assert_non_null(dir);
     char path[4200];
@@ -535,8 +560,8 @@ static syn_status load_tiny(const tiny_spec *spec, int32_t n_vocab_model, gguf_f
 }
 
 static tiny_spec tiny_default(void) {
-    return (tiny_spec){"gpt2", "qwen2", tiny_merges, sizeof tiny_merges / sizeof tiny_merges[0], -1,
-                       false, false};
+    return (tiny_spec){"gpt2", "qwen2", tiny_merges, sizeof tiny_merges / sizeof tiny_merges[0],
+                       -1,     false,   false};
 }
 
 static void expect_ids(const syn_tokenizer *tok, const char *text, bool special,
@@ -565,7 +590,8 @@ static void test_tiny_bpe(void **state) {
     expect_ids(tok, "x<|im_end|>y", true, (const int32_t[]){'x', TINY_IM_END, 'y'}, 3);
     const char *plain = "<|im_end|>";
     int32_t bytes[10];
-    for (int i = 0; i < 10; i++) bytes[i] = (uint8_t)plain[i];
+    for (int i = 0; i < 10; i++)
+        bytes[i] = (uint8_t)plain[i];
     expect_ids(tok, plain, false, bytes, 10);
     expect_ids(tok, "a<tool>b", false, (const int32_t[]){'a', TINY_TOOL, 'b'}, 3);
 
@@ -623,12 +649,12 @@ static void test_load_refusals(void **state) {
         const char *merge;
         const char *needle;
     } bad[] = {
-        {"ab", "tokenizer.ggml.merges[1]"},        /* no space */
-        {"a  b", "tokenizer.ggml.merges[1]"},      /* two spaces */
-        {" ab", "tokenizer.ggml.merges[1]"},       /* empty left part */
-        {"a ", "tokenizer.ggml.merges[1]"},        /* empty right part */
-        {"ab zz", "the right part"},               /* not a token */
-        {"c a", "the merged token"},               /* "ca" is not a token */
+        {"ab", "tokenizer.ggml.merges[1]"},   /* no space */
+        {"a  b", "tokenizer.ggml.merges[1]"}, /* two spaces */
+        {" ab", "tokenizer.ggml.merges[1]"},  /* empty left part */
+        {"a ", "tokenizer.ggml.merges[1]"},   /* empty right part */
+        {"ab zz", "the right part"},          /* not a token */
+        {"c a", "the merged token"},          /* "ca" is not a token */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *merges[] = {"a b", bad[i].merge};

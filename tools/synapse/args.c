@@ -102,7 +102,8 @@ int parse_float(const char *opt, const char *s, double min, bool min_open, doubl
     return EXIT_OK;
 }
 
-int parse_token_list(const char *opt, const char *s, int32_t **ids, size_t *n) {
+int parse_int_list(const char *opt, const char *s, int32_t min, int32_t max, const char *what,
+                   int32_t **vals, size_t *n) {
     size_t count = 1;
     for (const char *p = s; *p; p++) count += *p == ',';
     int32_t *out = malloc(count * sizeof *out);
@@ -112,24 +113,30 @@ int parse_token_list(const char *opt, const char *s, int32_t **ids, size_t *n) {
         /* Each element: one or more digits, then ',' or the end. */
         if (*p < '0' || *p > '9') {
             free(out);
-            return fail_usage("%s: element %zu of '%s' is not a token id", opt, i + 1, s);
+            return fail_usage("%s: element %zu of '%s' is not a %s", opt, i + 1, s, what);
         }
         int64_t v = 0;
         while (*p >= '0' && *p <= '9') {
             v = v * 10 + (*p++ - '0');
-            if (v > INT32_MAX) {
-                free(out);
-                return fail_usage("%s: token id at element %zu of '%s' is too large", opt, i + 1, s);
-            }
+            if (v > max) break; /* stop before the value can overflow */
+        }
+        if (v < min || v > max) {
+            free(out);
+            return fail_usage("%s: %s at element %zu of '%s' is out of range [%d, %d]", opt, what,
+                              i + 1, s, min, max);
         }
         if (*p != (i + 1 < count ? ',' : '\0')) {
             free(out);
-            return fail_usage("%s: element %zu of '%s' is not a token id", opt, i + 1, s);
+            return fail_usage("%s: element %zu of '%s' is not a %s", opt, i + 1, s, what);
         }
         p++;
         out[i] = (int32_t)v;
     }
-    *ids = out;
+    *vals = out;
     *n = count;
     return EXIT_OK;
+}
+
+int parse_token_list(const char *opt, const char *s, int32_t **ids, size_t *n) {
+    return parse_int_list(opt, s, 0, INT32_MAX, "token id", ids, n);
 }

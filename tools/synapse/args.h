@@ -52,9 +52,14 @@ int parse_u64(const char *opt, const char *s, uint64_t *out);
 /* Finite float in [min, max]; with min_open the lower bound itself is excluded. */
 int parse_float(const char *opt, const char *s, double min, bool min_open, double max, float *out);
 
-/* Comma-separated token ids, e.g. "1,2,3": at least one, each a decimal integer in
- * [0, INT32_MAX], no empty elements and no spaces. *ids is malloc'd; the caller frees it. Whether
- * an id exists in the model's vocabulary is checked later, against the model (exit 1). */
+/* Comma-separated decimal integers, e.g. "1,2,3": at least one, each in [min, max] (min >= 0:
+ * no signs), no empty elements and no spaces. what names an element in errors ("token id").
+ * *vals is malloc'd; the caller frees it. */
+int parse_int_list(const char *opt, const char *s, int32_t min, int32_t max, const char *what,
+                   int32_t **vals, size_t *n);
+
+/* parse_int_list for token ids in [0, INT32_MAX]. Whether an id exists in the model's vocabulary
+ * is checked later, against the model (exit 1). */
 int parse_token_list(const char *opt, const char *s, int32_t **ids, size_t *n);
 
 #endif

@@ -22,12 +22,15 @@ const char usage_chat[] =
     "  -n N                    at most N tokens per reply (default 256)\n"
     "  -c N                    context size in tokens for the whole conversation (default 4096,\n"
     "                          at most the model's training context)\n"
-    "  -t, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed, --backend:\n"
-    "                          as for synapse run\n";
+    "  -v, --verbose           after each reply, print on stderr how many prompt tokens came from\n"
+    "                          the cache and how many were processed\n"
+    "  -t, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed, --backend,\n"
+    "  --isa, --kv-type:       as for synapse run\n";
 
 typedef struct chat_opts {
     gen_opts g;
     const char *system;
+    bool verbose;
 } chat_opts;
 
 /* The conversation so far; contents are malloc'd copies. */
@@ -71,6 +74,8 @@ static int parse_args(int argc, char **argv, chat_opts *o) {
             if (rc != EXIT_OK) return rc;
         } else if (strcmp(arg, "--system") == 0) {
             if ((rc = args_value(&it, arg, &o->system)) != EXIT_OK) return rc;
+        } else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
+            o->verbose = true;
         } else {
             return args_unknown(arg);
         }
@@ -79,8 +84,9 @@ static int parse_args(int argc, char **argv, chat_opts *o) {
 }
 
 /* Brings the cache in line with the rendered conversation ids[n]: keeps the longest cached
- * prefix, drops the rest, decodes the new suffix. history mirrors the tokens seen so far. */
-static int sync_cache(syn_context *ctx, token_vec *history, const int32_t *ids, size_t n) {
+ * prefix (*reused tokens), drops the rest, decodes the new suffix. history mirrors the tokens
+ * seen so far. */
+static int sync_cache(syn_context *ctx, token_vec *history, const int32_t *ids, size_t n, size_t *reused) {
     if (n == 0) return fail_runtime("the chat format rendered no tokens");
     size_t cached = syn_context_n_past(ctx);
     if (cached > history->n) cached = history->n;
@@ -93,6 +99,7 @@ static int sync_cache(syn_context *ctx, token_vec *history, const int32_t *ids, 
     if (common < syn_context_n_past(ctx) && syn_context_truncate(ctx, (uint32_t)common) != SYN_OK)
         return fail_lib("cannot truncate the cache to %zu tokens", common);
     history->n = common;
+    *reused = common;
     int rc = tokens_append(history, ids + common, n - common);
     if (rc != EXIT_OK) return rc;
     if (syn_context_decode(ctx, ids + common, n - common, NULL) != SYN_OK)
@@ -105,7 +112,7 @@ static int turn(const chat_opts *o, const syn_model *model, syn_context *ctx, sy
                 conversation *conv, token_vec *history, const char *line, size_t len) {
     const syn_tokenizer *tok = syn_model_tokenizer(model);
     char *text = NULL;
-    size_t text_len = 0, n_ids = 0;
+    size_t text_len = 0, n_ids = 0, reused = 0;
     int32_t *ids = NULL;
     token_vec prompt = {0};
     gen_result res = {0};
@@ -115,7 +122,7 @@ static int turn(const chat_opts *o, const syn_model *model, syn_context *ctx, sy
     if (rc == EXIT_OK && bos >= 0) rc = tokens_push(&prompt, bos);
     if (rc == EXIT_OK) rc = tokenize_text(tok, text, text_len, true, &ids, &n_ids);
     if (rc == EXIT_OK) rc = tokens_append(&prompt, ids, n_ids);
-    if (rc == EXIT_OK) rc = sync_cache(ctx, history, prompt.ids, prompt.n);
+    if (rc == EXIT_OK) rc = sync_cache(ctx, history, prompt.ids, prompt.n, &reused);
     if (rc == EXIT_OK) {
         gen_request req = {ctx, sampler, tok, o->g.n_predict, false, stdout};
         rc = generate(&req, history, &res);
@@ -125,6 +132,9 @@ static int turn(const chat_opts *o, const syn_model *model, syn_context *ctx, sy
         fflush(stdout);
         rc = conv_add(conv, "assistant", res.text.data ? res.text.data : "", res.text.len);
     }
+    if (rc == EXIT_OK && o->verbose)
+        fprintf(stderr, "synapse: turn: %zu prompt tokens, %zu from the cache, %zu processed; %zu generated, stop: %s\n",
+                prompt.n, reused, prompt.n - reused, res.n_generated, stop_reason_name(res.stop));
     free(res.text.data);
     free(prompt.ids);
     free(ids);

@@ -7,12 +7,15 @@
 #include "common.h"
 
 const char usage_eval[] =
-    "synapse eval -m MODEL --tokens 1,2,3 [--top K] [-t THREADS] [--backend NAME] [--json]\n"
+    "synapse eval -m MODEL --tokens 1,2,3 [--top K] [-t THREADS] [--backend NAME] [--isa TIER]\n"
+    "             [--kv-type TYPE] [--json]\n"
     "  Runs the tokens through the model (teacher forcing) and prints, for every position, the K\n"
     "  largest next-token logits in decreasing order (ties: lower id first). K defaults to 5 and\n"
     "  is capped at the vocabulary size. With --json:\n"
     "  {\"tokens\": [...], \"positions\": [{\"pos\": 0, \"top\": [[id, logit], ...]}, ...]}\n"
-    "  otherwise one line per position: \"pos P: id logit, id logit, ...\".\n";
+    "  otherwise one line per position: \"pos P: id logit, id logit, ...\".\n"
+    "  -t, --threads N         worker threads (default 0: one per core)\n"
+    USAGE_BACKEND_OPTS;
 
 /* Logits are computed this many positions at a time, so memory stays bounded for long inputs. */
 enum { EVAL_CHUNK = 64 };

@@ -30,9 +30,10 @@ const char usage_run[] =
     "  --system TEXT           a system turn before it (needs --chat)\n"
     "  --chat-template NAME    force a format (chatml) instead of recognising the GGUF's template\n"
     "  --ignore-eos            never stop at end-of-generation tokens (they are never sampled)\n"
-    "  --backend NAME          reference (default) or optimized\n"
+    USAGE_BACKEND_OPTS
     "  --json                  no streaming; print one JSON object:\n"
-    "                          {\"prompt_ids\", \"generated_ids\", \"text\", \"backend\", \"stop\"\n"
+    "                          {\"prompt_ids\", \"generated_ids\", \"text\", \"backend\", \"isa\"\n"
+    "                          (the tier that ran: avx512-vnni, ...; none for reference), \"stop\"\n"
     "                          (\"eog\", \"length\" or \"context\"), \"timings\": {\"load_ms\",\n"
     "                          \"prompt_ms\", \"ttft_ms\", \"decode_ms\", \"prompt_tok_s\", \"decode_tok_s\"}}\n"
     "                          ttft_ms: from the start of prompt processing to the first sampled\n"
@@ -138,31 +139,33 @@ static double per_second(double count, double ms) {
     return ms > 0 ? count * 1000.0 / ms : 0.0;
 }
 
-static int print_result(const run_opts *o, const token_vec *prompt, const token_vec *all,
-                        const gen_result *res, double load_ms, double t_prompt0, double t_prompt1) {
+static int print_result(const run_opts *o, const syn_context *ctx, const token_vec *prompt,
+                        const token_vec *all, const gen_result *res, double load_ms,
+                        double t_prompt0, double t_prompt1) {
     double prompt_ms = t_prompt1 - t_prompt0;
     double ttft_ms = res->t_first_ms > 0 ? res->t_first_ms - t_prompt0 : 0.0;
     double decode_ms = res->t_first_ms > 0 ? res->t_end_ms - res->t_first_ms : 0.0;
     double prompt_tok_s = per_second((double)prompt->n, prompt_ms);
     double decode_tok_s = per_second(res->n_decode, decode_ms);
-    const char *backend = o->g.backend == SYN_BACKEND_OPTIMIZED ? "optimized" : "reference";
+    const char *backend = backend_name(o->g.backend);
+    const char *isa = syn_context_isa_name(ctx);
     if (!o->json) {
         if (isatty(fileno(stdout))) fputc('\n', stdout); /* keep a terminal's prompt on its line */
         fprintf(stderr,
-                "synapse: %s backend: load %.0f ms, prompt %zu tokens in %.1f ms (%.1f tok/s), "
-                "ttft %.1f ms, %zu tokens generated, decode %.2f tok/s, stop: %s\n",
-                backend, load_ms, prompt->n, prompt_ms, prompt_tok_s, ttft_ms, res->n_generated,
+                "synapse: %s backend (isa %s): load %.0f ms, prompt %zu tokens in %.1f ms "
+                "(%.1f tok/s), ttft %.1f ms, %zu tokens generated, decode %.2f tok/s, stop: %s\n",
+                backend, isa, load_ms, prompt->n, prompt_ms, prompt_tok_s, ttft_ms, res->n_generated,
                 decode_tok_s, stop_reason_name(res->stop));
         return EXIT_OK;
     }
     json_t *timings = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "load_ms", load_ms, "prompt_ms",
                                 prompt_ms, "ttft_ms", ttft_ms, "decode_ms", decode_ms, "prompt_tok_s",
                                 prompt_tok_s, "decode_tok_s", decode_tok_s);
-    json_t *obj = json_pack("{s:o, s:o, s:o, s:s, s:s, s:o}", "prompt_ids",
+    json_t *obj = json_pack("{s:o, s:o, s:o, s:s, s:s, s:s, s:o}", "prompt_ids",
                             json_ids(prompt->ids, prompt->n), "generated_ids",
                             json_ids(all->ids + prompt->n, res->n_generated), "text",
                             json_utf8(res->text.data ? res->text.data : "", res->text.len), "backend",
-                            backend, "stop", stop_reason_name(res->stop), "timings", timings);
+                            backend, "isa", isa, "stop", stop_reason_name(res->stop), "timings", timings);
     return print_json(obj);
 }
 
@@ -207,7 +210,7 @@ static int run(const run_opts *o) {
     gen_request req = {ctx, sampler, syn_model_tokenizer(model), o->g.n_predict, o->ignore_eos,
                        o->json ? NULL : stdout};
     if ((rc = generate(&req, &all, &res)) != EXIT_OK) goto done;
-    rc = print_result(o, &prompt, &all, &res, load_ms, t_prompt0, t_prompt1);
+    rc = print_result(o, ctx, &prompt, &all, &res, load_ms, t_prompt0, t_prompt1);
 done:
     free(res.text.data);
     free(all.ids);

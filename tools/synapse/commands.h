@@ -13,6 +13,7 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* Each command's usage text, printed by "synapse CMD --help" and by "synapse help". */
 extern const char usage_run[];
@@ -22,5 +23,6 @@ extern const char usage_detokenize[];
 extern const char usage_inspect[];
 extern const char usage_chat[];
 extern const char usage_gen_model[];
+extern const char usage_bench[];
 
 #endif

@@ -10,7 +10,10 @@
 void gen_opts_init(gen_opts *o, int32_t n_predict) {
     memset(o, 0, sizeof *o);
     o->n_predict = n_predict;
-    o->backend = SYN_BACKEND_REFERENCE;
+    syn_context_params defaults = syn_context_default_params();
+    o->backend = defaults.backend;
+    o->isa = defaults.isa;
+    o->kv_type = defaults.kv_type;
     o->sampling = syn_sampler_default_params();
 }
 
@@ -18,6 +21,21 @@ static int parse_backend(const char *opt, const char *s, syn_backend *out) {
     if (strcmp(s, "reference") == 0) *out = SYN_BACKEND_REFERENCE;
     else if (strcmp(s, "optimized") == 0) *out = SYN_BACKEND_OPTIMIZED;
     else return fail_usage("%s: unknown backend '%s' (expected reference or optimized)", opt, s);
+    return EXIT_OK;
+}
+
+static int parse_isa(const char *opt, const char *s, syn_isa_tier *out) {
+    /* Whether this CPU has the tier is the context's to say (a runtime error, exit 1). */
+    if (syn_isa_tier_parse(s, out) != SYN_OK)
+        return fail_usage("%s: unknown tier '%s' (expected auto, scalar, avx2, avx512-vnni, "
+                          "avx-vnni, neon-dot or i8mm)", opt, s);
+    return EXIT_OK;
+}
+
+static int parse_kv_type(const char *opt, const char *s, syn_kv_type *out) {
+    if (strcmp(s, "f32") == 0) *out = SYN_KV_F32;
+    else if (strcmp(s, "f16") == 0) *out = SYN_KV_F16;
+    else return fail_usage("%s: unknown KV cache type '%s' (expected f32 or f16)", opt, s);
     return EXIT_OK;
 }
 
@@ -32,16 +50,24 @@ int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o) {
         o->model_path = v;
         return EXIT_OK;
     }
-    if (groups & GEN_COMPUTE) {
-        if (strcmp(arg, "-t") == 0 || strcmp(arg, "--threads") == 0) {
-            TAKE_VALUE();
-            if ((rc = parse_long(arg, v, 0, 1024, &l)) != EXIT_OK) return rc;
-            o->n_threads = (int32_t)l;
-            return EXIT_OK;
-        }
+    if ((groups & GEN_THREADS) && (strcmp(arg, "-t") == 0 || strcmp(arg, "--threads") == 0)) {
+        TAKE_VALUE();
+        if ((rc = parse_long(arg, v, 0, 1024, &l)) != EXIT_OK) return rc;
+        o->n_threads = (int32_t)l;
+        return EXIT_OK;
+    }
+    if (groups & GEN_BACKEND) {
         if (strcmp(arg, "--backend") == 0) {
             TAKE_VALUE();
             return parse_backend(arg, v, &o->backend);
+        }
+        if (strcmp(arg, "--isa") == 0) {
+            TAKE_VALUE();
+            return parse_isa(arg, v, &o->isa);
+        }
+        if (strcmp(arg, "--kv-type") == 0) {
+            TAKE_VALUE();
+            return parse_kv_type(arg, v, &o->kv_type);
         }
     }
     if ((groups & GEN_CTX) && (strcmp(arg, "-c") == 0 || strcmp(arg, "--ctx-size") == 0)) {
@@ -121,10 +147,17 @@ int new_context(const syn_model *model, const gen_opts *o, uint32_t n_ctx, syn_c
     params.n_ctx = n_ctx;
     params.n_threads = o->n_threads;
     params.backend = o->backend;
+    params.isa = o->isa;
+    params.kv_type = o->kv_type;
     if (syn_context_new(model, &params, out) != SYN_OK)
-        return fail_lib("cannot create a context of %u tokens on the %s backend", n_ctx,
-                        o->backend == SYN_BACKEND_OPTIMIZED ? "optimized" : "reference");
+        return fail_lib("cannot create a context of %u tokens on the %s backend (isa %s, kv %s)",
+                        n_ctx, backend_name(o->backend), syn_isa_tier_name(o->isa),
+                        o->kv_type == SYN_KV_F16 ? "f16" : "f32");
     return EXIT_OK;
+}
+
+const char *backend_name(syn_backend backend) {
+    return backend == SYN_BACKEND_OPTIMIZED ? "optimized" : "reference";
 }
 
 int read_file(const char *path, char **data, size_t *len) {

@@ -24,6 +24,8 @@ typedef struct gen_opts {
     int32_t n_threads;       /* -t: 0 = one per core */
     uint32_t n_ctx;          /* -c: 0 = the command's default */
     syn_backend backend;     /* --backend */
+    syn_isa_tier isa;        /* --isa */
+    syn_kv_type kv_type;     /* --kv-type */
     syn_sampler_params sampling;
     const char *chat_template; /* --chat-template: NULL = recognise the GGUF's */
 } gen_opts;
@@ -31,11 +33,23 @@ typedef struct gen_opts {
 /* Option groups a command accepts, for parse_gen_opt(). */
 enum {
     GEN_MODEL = 1 << 0,    /* -m */
-    GEN_COMPUTE = 1 << 1,  /* -t, --backend */
-    GEN_CTX = 1 << 2,      /* -c */
-    GEN_SAMPLING = 1 << 3, /* -n, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
-    GEN_TEMPLATE = 1 << 4  /* --chat-template */
+    GEN_THREADS = 1 << 1,  /* -t */
+    GEN_BACKEND = 1 << 2,  /* --backend, --isa, --kv-type */
+    GEN_COMPUTE = GEN_THREADS | GEN_BACKEND,
+    GEN_CTX = 1 << 3,      /* -c */
+    GEN_SAMPLING = 1 << 4, /* -n, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
+    GEN_TEMPLATE = 1 << 5  /* --chat-template */
 };
+
+/* The usage lines of the GEN_BACKEND options, shared by every command that makes a context. */
+#define USAGE_BACKEND_OPTS                                                                          \
+    "  --backend NAME          reference or optimized (default: the library's default,\n"           \
+    "                          syn_context_default_params(): optimized)\n"                         \
+    "  --isa TIER              the optimized backend's kernel tier: auto (default: the fastest\n"   \
+    "                          this CPU has), scalar, avx2, avx512-vnni, avx-vnni, neon-dot or\n"   \
+    "                          i8mm; a tier this CPU lacks is an error (exit 1), never a fallback\n" \
+    "  --kv-type TYPE          KV cache element type: f32 (default) or f16 (optimized backend)\n"
+
 
 /* parse_gen_opt's answer when arg is none of the accepted options. */
 enum { OPT_NOMATCH = -2 };
@@ -55,8 +69,11 @@ double now_ms(void);
 /* syn_model_load with the error "cannot load 'PATH': <cause>" (exit 1). */
 int load_model(const char *path, syn_model **out);
 
-/* The context for o's backend and threads, holding n_ctx tokens. */
+/* The context for o's backend, tier, KV type and threads, holding n_ctx tokens. */
 int new_context(const syn_model *model, const gen_opts *o, uint32_t n_ctx, syn_context **out);
+
+/* "reference" or "optimized". */
+const char *backend_name(syn_backend backend);
 
 /* The file's exact bytes, NUL-terminated for convenience (*len excludes the NUL). Caller frees. */
 int read_file(const char *path, char **data, size_t *len);

@@ -10,6 +10,7 @@ int tokens_push(token_vec *v, int32_t id) {
 }
 
 int tokens_append(token_vec *v, const int32_t *ids, size_t n) {
+    if (n == 0) return EXIT_OK;
     if (v->n + n > v->cap) {
         size_t cap = v->cap ? v->cap : 64;
         while (cap < v->n + n) cap *= 2;

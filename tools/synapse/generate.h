@@ -35,7 +35,7 @@ typedef struct gen_request {
 typedef struct gen_result {
     size_t n_generated;  /* tokens appended to the history (an end-of-generation token is not) */
     int32_t n_decode;    /* decode calls made after the first sample */
-    text_buf text;       /* all generated text; caller frees text.data */
+    text_buf text;       /* all generated text; caller frees text.data, also after an error */
     stop_reason stop;
     double t_first_ms;   /* now_ms() when the first token was sampled (0 when none was) */
     double t_end_ms;     /* now_ms() at the end */

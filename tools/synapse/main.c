@@ -1,4 +1,5 @@
 /* main.c: the synapse command-line tool: dispatches to a subcommand and prints the overall usage. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,12 +20,14 @@ static const command commands[] = {
     {"inspect", cmd_inspect, usage_inspect},
     {"chat", cmd_chat, usage_chat},
     {"gen-model", cmd_gen_model, usage_gen_model},
+    {"bench", cmd_bench, usage_bench},
 };
 
 static void print_usage(void) {
     fputs("synapse: CPU inference for Qwen2-family GGUF models\n"
           "\n"
-          "usage: synapse COMMAND [OPTIONS]     (synapse COMMAND --help for one command)\n"
+          "usage: synapse COMMAND [OPTIONS]     (synapse help COMMAND, or synapse COMMAND --help,\n"
+          "                                      for one command)\n"
           "\n",
           stdout);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
@@ -39,13 +42,19 @@ static void print_usage(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2)
-        return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, gen-model)");
+        return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, gen-model, bench)");
     const char *name = argv[1];
-    if (args_is_help(name) || strcmp(name, "help") == 0) {
+    bool help = strcmp(name, "help") == 0;
+    if (args_is_help(name) || (help && argc == 2)) {
         print_usage();
         return EXIT_OK;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(name, commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    if (help) name = argv[2]; /* synapse help COMMAND */
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(name, commands[i].name) != 0) continue;
+        if (!help) return commands[i].fn(argc - 1, argv + 1);
+        fputs(commands[i].usage, stdout);
+        return EXIT_OK;
+    }
     return fail_usage("unknown command '%s' (try 'synapse --help')", name);
 }

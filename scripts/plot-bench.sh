@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# plot-bench.sh: turns `synapse bench --json` output into the two PNG plots of docs/BENCHMARKS.md.
+#
+#   scripts/plot-bench.sh BENCH.json [OUT_DIR]        (OUT_DIR defaults to docs/)
+#
+# BENCH.json: the output of a run such as
+#   build/synapse bench -m models/qwen2.5-0.5b-synth-q8_0.gguf -t 1,2 -p 0 -n 64 \
+#       -d 0,256,1024,2048,4096 -r 5 --json
+# Writes:
+#   OUT_DIR/decode-threads.png   decode tok/s (tg at depth 0; median, min-max bars) against the
+#                                thread count, with the in-run bandwidth ceiling
+#                                (bandwidth / weight bytes per token) of each thread count
+#   OUT_DIR/decode-context.png   decode tok/s against the number of tokens already in the KV
+#                                cache (the -d depths), one line per thread count
+# Needs jq and gnuplot (Debian: gnuplot-nox; scripts/install-deps.sh installs both).
+set -euo pipefail
+
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+    echo "usage: $0 BENCH.json [OUT_DIR]" >&2
+    exit 2
+fi
+in=$1
+out_dir=${2:-docs}
+for tool in jq gnuplot; do
+    command -v "$tool" >/dev/null || { echo "$0: $tool is not installed (scripts/install-deps.sh)" >&2; exit 1; }
+done
+[ -r "$in" ] || { echo "$0: cannot read '$in'" >&2; exit 1; }
+jq -e 'type == "array" and length > 0 and all(.[]; has("median_ts") and has("n_gen"))' "$in" >/dev/null ||
+    { echo "$0: '$in' is not synapse bench --json output" >&2; exit 1; }
+mkdir -p "$out_dir"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The decode rows only; when several -n values were run, the first one's.
+jq '[.[] | select(.n_gen > 0)] as $tg | ($tg[0].n_gen // 0) as $n | [$tg[] | select(.n_gen == $n)]' "$in" >"$work/tg.json"
+n_gen=$(jq '.[0].n_gen // 0' "$work/tg.json")
+[ "$n_gen" -gt 0 ] || { echo "$0: '$in' has no tg (decode) results" >&2; exit 1; }
+title=$(jq -r '.[0] | "\(.model_type), \(.backend) backend, isa \(.isa), KV \(.kv_type)"' "$work/tg.json")
+mb=$(jq '.[0].weight_bytes_per_token / 1e6 * 10 | round / 10' "$work/tg.json")
+
+# threads  median  min  max  ceiling
+jq -r '.[] | select(.n_depth == 0)
+       | [.n_threads, .median_ts, .min_ts, .max_ts, (.bandwidth_gbs * 1e9 / .weight_bytes_per_token)]
+       | @tsv' "$work/tg.json" >"$work/threads.tsv"
+if [ -s "$work/threads.tsv" ]; then
+    max_t=$(cut -f1 "$work/threads.tsv" | sort -n | tail -n1)
+    gnuplot <<EOF
+set terminal pngcairo size 800,500 font "sans,10"
+set output "$out_dir/decode-threads.png"
+set title "Decode speed (tg$n_gen) against threads\n$title" noenhanced
+set xlabel "threads"
+set ylabel "tokens per second"
+set xrange [0.5:$max_t + 0.5]
+set xtics 1
+set yrange [0:*]
+set grid ytics
+set key below
+set style fill solid 0.6
+set boxwidth 0.4
+plot "$work/threads.tsv" using 1:2 with boxes lc rgb "#4477aa" title "decode tok/s (median)", \
+     "" using 1:2:3:4 with yerrorbars lc rgb "black" pt 0 title "min-max of the repetitions", \
+     "" using 1:5 with linespoints lw 2 pt 7 lc rgb "#cc6677" title "in-run bandwidth ceiling ($mb MB of weights per token)"
+EOF
+    echo "wrote $out_dir/decode-threads.png"
+fi
+
+# One data block per thread count: depth  median  min  max
+jq -r '[.[] | .n_threads] | unique | .[]' "$work/tg.json" >"$work/thread_counts"
+: >"$work/depth.tsv"
+plot_cmd=""
+idx=0
+while read -r t; do
+    jq -r --argjson t "$t" '.[] | select(.n_threads == $t) | [.n_depth, .median_ts, .min_ts, .max_ts] | @tsv' \
+        "$work/tg.json" | sort -n >>"$work/depth.tsv"
+    printf '\n\n' >>"$work/depth.tsv"
+    [ -n "$plot_cmd" ] && plot_cmd+=", "
+    plot_cmd+="\"$work/depth.tsv\" index $idx using 1:2:3:4 with yerrorlines lw 2 pt 7 title \"$t thread$([ "$t" -eq 1 ] || echo s)\""
+    idx=$((idx + 1))
+done <"$work/thread_counts"
+if [ "$(jq '[.[].n_depth] | unique | length' "$work/tg.json")" -gt 1 ]; then
+    gnuplot <<EOF
+set terminal pngcairo size 800,500 font "sans,10"
+set output "$out_dir/decode-context.png"
+set title "Decode speed (tg$n_gen) against tokens already in the context\n$title" noenhanced
+set xlabel "tokens in the KV cache before decoding (depth)"
+set ylabel "tokens per second"
+set xrange [0:*]
+set yrange [0:*]
+set grid
+set key below
+plot $plot_cmd
+EOF
+    echo "wrote $out_dir/decode-context.png"
+else
+    echo "$0: only one depth in '$in': no context plot (run bench with -d 0,256,...)" >&2
+fi

@@ -1,0 +1,746 @@
+/*
+ * optimized.c: the optimized backend: Q8_0 activations into the SIMD kernels (src/kernels), a
+ * persistent thread pool, fused layer steps and a KV cache held in fixed-size blocks.
+ *
+ * One forward pass takes a batch of tokens from any number of sequences (backend.h: syn_batch),
+ * each with its position, its sequence's block table and whether its logits are wanted; it runs
+ * in slices of up to OPT_MAX_BATCH tokens. Per layer, for a slice of n tokens (x: the residual
+ * stream [n][n_embd]):
+ *   norm   h = rmsnorm(x) * attn_norm, quantized to Q8_0 when a consumer is Q8_0  (job: tokens)
+ *   qkv    one job over the heads of wq, wk and wv together: a chunk computes its heads' rows for
+ *          every token, adds the bias, rotates Q/K (RoPE table) and stores K/V into each token's
+ *          own sequence blocks
+ *   attn   one job over (token, kv head): the kv head's group of query heads over the token's
+ *          sequence, positions 0..pos, quantized in place
+ *   wo     row chunks of wo; x += for those rows
+ *   norm   as above with ffn_norm
+ *   ffn    row chunks covering the same rows of gate and up: silu(gate) * up, quantized in place
+ *   down   row chunks of w_down; x += for those rows
+ * then the final norm and output projection for the tokens that want logits only, as one matrix
+ * pass: a decode step of k sequences reads every weight matrix once for all k tokens.
+ *
+ * The syn_context path (forward) is a batch of one sequence whose blocks the state owns; the
+ * engine (src/engine/) owns the blocks of its sequences and calls forward_batch.
+ *
+ * Weights are used where they are mapped. Q8_0 matrices go through the kernels; F32/F16/BF16
+ * matrices take a float path (rows converted one at a time, float activations, fixed-order dot),
+ * as llama.cpp quantizes activations only for quantized weights.
+ *
+ * Determinism: every value is computed per token, by one chunk, in an order that depends neither
+ * on the slice's size or content nor on the thread count: the kernels fix each row's reduction
+ * order (kernels.h), norms run per token, attention of a (token, kv head) runs in one chunk over
+ * keys 0..pos, and no reduction crosses threads or tokens. So a token's logits are bitwise equal
+ * for any chunking of a prompt, any thread count, token-by-token decoding, and whatever other
+ * sequences share its batch.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/optimized_simd.h"
+#include "core/error.h"
+#include "kernels/fp16.h"
+#include "kernels/kernels.h"
+#include "threads/threadpool.h"
+
+enum {
+    OPT_MAX_BATCH = 512,      /* tokens per slice: bounds the scratch buffers */
+    OPT_ROWS_PER_CHUNK = 64,  /* matrix rows per job chunk: a multiple of Q8_0 blocks and tiles */
+    OPT_OUT_ROWS_PER_CHUNK = 256,
+    OPT_MAX_THREADS = 256,
+};
+
+/* Norm weights and biases as float32: views of F32 tensors, copies of others. */
+typedef struct opt_layer_vecs {
+    const float *attn_norm, *ffn_norm; /* [n_embd] */
+    const float *bq;                   /* [n_embd] */
+    const float *bk, *bv;              /* [kv_dim] */
+} opt_layer_vecs;
+
+typedef struct opt_state {
+    const struct syn_model *model;
+    syn_kernels k;
+    opt_simd simd;
+    syn_threadpool *pool;
+    int n_threads;
+    syn_kv_type kv_type;
+    uint32_t n_ctx;
+
+    int32_t kv_dim;  /* n_head_kv * head_dim */
+    int32_t qkv_dim; /* n_embd + 2 * kv_dim: one token's row of the qkv buffer */
+    int32_t group;   /* query heads per kv head */
+    int32_t heads_per_chunk;
+    bool attn_quant_fused; /* the attention chunk quantizes its output (block aligned) */
+
+    opt_layer_vecs *vecs; /* [n_layer] */
+    const float *output_norm;
+    float *vec_copies;    /* backing store of the vectors that are not F32 views */
+
+    /* KV block geometry (backend.h, optimized_simd.h): a block is [n_layer] of K
+     * [SYN_KV_BLOCK / 8][n_head_kv][head_dim][8] followed by V [SYN_KV_BLOCK][n_head_kv][head_dim]. */
+    size_t kv_k_bytes;     /* one layer's K (or V) in a block */
+    size_t kv_block_bytes; /* n_layer * 2 * kv_k_bytes */
+
+    /* The syn_context path's one sequence: blocks allocated on demand, zeroed. */
+    void **own_blocks; /* [n_own_blocks] */
+    uint32_t n_own_blocks;
+    uint32_t *ctx_pos;    /* [OPT_MAX_BATCH] batch arrays of that path */
+    void *const **ctx_blocks;
+    bool *ctx_want;
+
+    uint32_t attn_cap; /* keys the per-thread attention scratch can hold */
+
+    /* RoPE table for positions [0, rope_cap): angle pos * base^(-2i/head_dim), i < head_dim/2. */
+    uint32_t rope_cap;
+    float *rope_cos, *rope_sin; /* [rope_cap][head_dim / 2] */
+
+    /* Slice scratch for batch_cap tokens. */
+    size_t batch_cap;
+    float *x;        /* [batch][n_embd] residual stream */
+    float *h;        /* [batch][n_embd] normalised input of a sub-layer */
+    float *qkv;      /* [batch][qkv_dim] q | k | v after bias and RoPE */
+    float *attn;     /* [batch][n_embd] attention output, all heads */
+    float *proj;     /* [batch][n_embd] wo / w_down output before the residual add */
+    float *gate;     /* [batch][n_ff] gate, then silu(gate) * up */
+    float *up;       /* [batch][n_ff] */
+    block_q8_0 *hq;  /* [batch][n_embd / 32] quantized normed input or attention output */
+    block_q8_0 *hq_ff; /* [batch][n_ff / 32] quantized silu(gate) * up (written while the ffn job
+                        * still reads hq, hence its own buffer) */
+    size_t *out_rows;  /* [batch] slice rows whose logits are wanted */
+
+    /* Per-thread scratch. */
+    float **row_tmp;     /* [n_threads] -> [max(n_embd, n_ff)] one float weight row */
+    float **attn_tmp;    /* [n_threads] -> [opt_attn_scratch_floats(group, head_dim, attn_cap)] */
+
+    /* The step being run (read by the job chunks). */
+    int32_t layer;
+    size_t n;                    /* tokens in the slice */
+    const uint32_t *pos;         /* [n] their positions */
+    void *const *const *blocks;  /* [n] their sequences' block tables */
+    size_t n_act;                /* tokens in the activations of the current matrix step */
+    const float *act_f;          /* [n_act][n_in] float activations of the current step */
+    const block_q8_0 *act_q;     /* [n_act][n_in / 32] the same, quantized */
+    const float *norm_w;         /* norm step: weight [n_embd] */
+    const size_t *norm_rows;     /* norm step: x row of chunk t, or NULL for row t */
+    bool norm_quant;             /* norm step: also quantize into hq */
+    const float *quant_src;      /* quantize step: [n][quant_dim] -> quant_dst */
+    block_q8_0 *quant_dst;
+    int64_t quant_dim;
+    float *logits;               /* output step: [n_act][n_vocab] */
+} opt_state;
+
+static bool is_q8(const syn_tensor *t) { return t->type == GGML_TYPE_Q8_0; }
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* ---------------------------------------------------------------------------------------------
+ * Creation
+ * ------------------------------------------------------------------------------------------- */
+
+static void opt_destroy(void *opaque) {
+    opt_state *s = opaque;
+    if (!s) return;
+    syn_threadpool_free(s->pool);
+    for (uint32_t b = 0; b < s->n_own_blocks; b++) free(s->own_blocks[b]);
+    free(s->own_blocks);
+    free(s->ctx_pos);
+    free(s->ctx_blocks);
+    free(s->ctx_want);
+    for (int i = 0; s->row_tmp && i < s->n_threads; i++) free(s->row_tmp[i]);
+    for (int i = 0; s->attn_tmp && i < s->n_threads; i++) free(s->attn_tmp[i]);
+    free(s->row_tmp);
+    free(s->attn_tmp);
+    free(s->vecs);
+    free(s->vec_copies);
+    free(s->rope_cos);
+    free(s->rope_sin);
+    free(s->x);
+    free(s->h);
+    free(s->qkv);
+    free(s->attn);
+    free(s->proj);
+    free(s->gate);
+    free(s->up);
+    free(s->hq);
+    free(s->hq_ff);
+    free(s->out_rows);
+    free(s);
+}
+
+static bool needs_copy(const syn_tensor *t) {
+    return t->type != GGML_TYPE_F32 || (uintptr_t)t->data % _Alignof(float) != 0;
+}
+
+/* A float32 view of vector tensor t ([ne0]) when it is F32 and aligned, else a converted copy
+ * taken from *store (advanced past it). */
+static const float *vec_view(const syn_tensor *t, float **store) {
+    if (!needs_copy(t)) return t->data;
+    float *dst = *store;
+    syn_tensor_row(t, 0, dst);
+    *store += t->ne[0];
+    return dst;
+}
+
+/* Binds the norm weights and biases (views where possible). */
+static syn_status bind_vectors(opt_state *s) {
+    const struct syn_model *m = s->model;
+    const qwen2_hparams *hp = &m->hp;
+    size_t copies = needs_copy(&m->output_norm) ? (size_t)hp->n_embd : 0;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const qwen2_layer *L = &m->layers[l];
+        const syn_tensor *v[5] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv};
+        for (int i = 0; i < 5; i++)
+            if (needs_copy(v[i])) copies += (size_t)v[i]->ne[0];
+    }
+    s->vecs = calloc((size_t)(uint32_t)hp->n_layer, sizeof *s->vecs); /* n_layer >= 1 (loader) */
+    s->vec_copies = copies ? malloc(sizeof(float) * copies) : NULL;
+    if (!s->vecs || (copies && !s->vec_copies))
+        return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory for norm weights");
+    float *store = s->vec_copies;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const qwen2_layer *L = &m->layers[l];
+        s->vecs[l] = (opt_layer_vecs){
+            .attn_norm = vec_view(&L->attn_norm, &store),
+            .ffn_norm = vec_view(&L->ffn_norm, &store),
+            .bq = vec_view(&L->bq, &store),
+            .bk = vec_view(&L->bk, &store),
+            .bv = vec_view(&L->bv, &store),
+        };
+    }
+    s->output_norm = vec_view(&m->output_norm, &store);
+    return SYN_OK;
+}
+
+/* Q8_0 matrices must meet the kernels' layout contract (kernels.h). */
+static syn_status check_matrix(const syn_tensor *t) {
+    if (t->type != GGML_TYPE_Q8_0) return SYN_OK;
+    if (t->ne[0] % QK8_0 != 0 || t->row_bytes % 2 != 0 || (uintptr_t)t->data % 2 != 0 ||
+        t->row_bytes < (uint64_t)(t->ne[0] / QK8_0) * sizeof(block_q8_0))
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "optimized backend: Q8_0 tensor '%s' has row length %lld / row bytes %llu / "
+                        "alignment the kernels cannot use",
+                        t->name, (long long)t->ne[0], (unsigned long long)t->row_bytes);
+    return SYN_OK;
+}
+
+static syn_status check_model(const struct syn_model *m) {
+    const qwen2_hparams *hp = &m->hp;
+    if (hp->head_dim % OPT_KV_BLOCK != 0 || hp->head_dim < 2)
+        return syn_fail(SYN_ERR_UNSUPPORTED, "optimized backend: head_dim %d is not a multiple of %d",
+                        hp->head_dim, OPT_KV_BLOCK);
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
+        return syn_fail(SYN_ERR_UNSUPPORTED, "optimized backend: %d query heads do not group over %d kv heads",
+                        hp->n_head, hp->n_head_kv);
+    syn_status st = check_matrix(&m->output);
+    for (int32_t l = 0; st == SYN_OK && l < hp->n_layer; l++) {
+        const qwen2_layer *L = &m->layers[l];
+        const syn_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; st == SYN_OK && i < 7; i++) st = check_matrix(w[i]);
+    }
+    return st;
+}
+
+static syn_status opt_create(const struct syn_model *model, const syn_backend_config *cfg, void **out) {
+    syn_status st = check_model(model);
+    if (st != SYN_OK) return st;
+    opt_state *s = calloc(1, sizeof *s);
+    if (!s) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
+    const qwen2_hparams *hp = &model->hp;
+    s->model = model;
+    s->kv_type = cfg->kv_type;
+    s->n_ctx = cfg->n_ctx;
+    s->kv_dim = hp->n_head_kv * hp->head_dim;
+    s->qkv_dim = hp->n_embd + 2 * s->kv_dim;
+    s->group = hp->n_head / hp->n_head_kv;
+    s->heads_per_chunk = hp->head_dim >= OPT_ROWS_PER_CHUNK ? 1 : OPT_ROWS_PER_CHUNK / hp->head_dim;
+    s->attn_quant_fused = (s->group * hp->head_dim) % QK8_0 == 0;
+    const size_t elem = cfg->kv_type == SYN_KV_F16 ? sizeof(uint16_t) : sizeof(float);
+    s->kv_k_bytes = elem * SYN_KV_BLOCK * (size_t)s->kv_dim;
+    s->kv_block_bytes = 2 * s->kv_k_bytes * (size_t)hp->n_layer;
+
+    int n_threads = cfg->n_threads;
+    if (n_threads == 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = online < 1 ? 1 : online > OPT_MAX_THREADS ? OPT_MAX_THREADS : (int)online;
+    }
+    if (n_threads < 1 || n_threads > OPT_MAX_THREADS) {
+        free(s);
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "thread count %d is outside the optimized backend's 1..%d",
+                        n_threads, OPT_MAX_THREADS);
+    }
+
+    st = syn_kernels_get(cfg->isa, &s->k);
+    if (st == SYN_OK) opt_simd_get(cfg->isa, &s->simd);
+    if (st == SYN_OK) st = bind_vectors(s);
+    if (st == SYN_OK) st = syn_threadpool_new(n_threads, &s->pool);
+    if (st == SYN_OK) {
+        s->n_threads = n_threads;
+        s->ctx_pos = malloc(sizeof *s->ctx_pos * OPT_MAX_BATCH);
+        s->ctx_blocks = malloc(sizeof *s->ctx_blocks * OPT_MAX_BATCH);
+        s->ctx_want = malloc(sizeof *s->ctx_want * OPT_MAX_BATCH);
+        s->row_tmp = calloc((size_t)n_threads, sizeof *s->row_tmp);
+        s->attn_tmp = calloc((size_t)n_threads, sizeof *s->attn_tmp);
+        if (!s->ctx_pos || !s->ctx_blocks || !s->ctx_want || !s->row_tmp || !s->attn_tmp)
+            st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
+        size_t widest = max_sz((size_t)hp->n_embd, (size_t)hp->n_ff);
+        for (int i = 0; st == SYN_OK && i < n_threads; i++) {
+            s->row_tmp[i] = malloc(sizeof(float) * widest);
+            if (!s->row_tmp[i]) st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
+        }
+    }
+    if (st != SYN_OK) {
+        opt_destroy(s);
+        return st;
+    }
+    *out = s;
+    return SYN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * On-demand growth: KV cache, RoPE table, slice scratch
+ * ------------------------------------------------------------------------------------------- */
+
+/* The syn_context path's blocks for positions [0, n_positions). New blocks are zeroed so that the
+ * unused lanes of a partial key group hold finite numbers. */
+static syn_status grow_own_blocks(opt_state *s, uint32_t n_positions) {
+    const uint32_t need = (n_positions + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK;
+    if (need <= s->n_own_blocks) return SYN_OK;
+    void **table = realloc(s->own_blocks, sizeof *table * need);
+    if (!table) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: KV block table of %u blocks", need);
+    s->own_blocks = table;
+    for (; s->n_own_blocks < need; s->n_own_blocks++) {
+        void *b = calloc(1, s->kv_block_bytes);
+        if (!b)
+            return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: KV block %u (%zu bytes)", s->n_own_blocks,
+                            s->kv_block_bytes);
+        table[s->n_own_blocks] = b;
+    }
+    return SYN_OK;
+}
+
+/* Per-thread attention scratch for up to n_keys keys. */
+static syn_status grow_attn(opt_state *s, uint32_t n_keys) {
+    if (n_keys <= s->attn_cap) return SYN_OK;
+    uint32_t cap = s->attn_cap ? s->attn_cap : 64;
+    while (cap < n_keys) cap = cap > UINT32_MAX / 2 ? n_keys : cap * 2;
+    size_t floats = opt_attn_scratch_floats(s->group, s->model->hp.head_dim, cap);
+    for (int i = 0; i < s->n_threads; i++) {
+        float *t = realloc(s->attn_tmp[i], sizeof(float) * floats);
+        if (!t) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: attention scratch of %u positions", cap);
+        s->attn_tmp[i] = t;
+    }
+    s->attn_cap = cap;
+    return SYN_OK;
+}
+
+static syn_status grow_rope(opt_state *s, uint32_t n_positions) {
+    if (n_positions <= s->rope_cap) return SYN_OK;
+    const qwen2_hparams *hp = &s->model->hp;
+    uint32_t cap = s->rope_cap ? s->rope_cap : 64;
+    while (cap < n_positions) cap = cap > s->n_ctx / 2 ? s->n_ctx : cap * 2;
+    if (cap < n_positions) cap = n_positions;
+    size_t half = (size_t)hp->head_dim / 2;
+    float *c = realloc(s->rope_cos, sizeof(float) * half * cap);
+    if (c) s->rope_cos = c;
+    float *sn = realloc(s->rope_sin, sizeof(float) * half * cap);
+    if (sn) s->rope_sin = sn;
+    if (!c || !sn) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: RoPE table of %u positions", cap);
+    /* The reference backend's formula, so both rotate by the same float32 values. */
+    for (uint32_t p = s->rope_cap; p < cap; p++) {
+        for (size_t i = 0; i < half; i++) {
+            double angle = (double)p * pow((double)hp->rope_freq_base, -2.0 * (double)i / hp->head_dim);
+            c[(size_t)p * half + i] = (float)cos(angle);
+            sn[(size_t)p * half + i] = (float)sin(angle);
+        }
+    }
+    s->rope_cap = cap;
+    return SYN_OK;
+}
+
+static syn_status grow_batch(opt_state *s, size_t n) {
+    if (n <= s->batch_cap) return SYN_OK;
+    const qwen2_hparams *hp = &s->model->hp;
+    size_t ne = (size_t)hp->n_embd, nff = (size_t)hp->n_ff;
+    float **f[] = {&s->x, &s->h, &s->attn, &s->proj};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        float *p = realloc(*f[i], sizeof(float) * n * ne);
+        if (!p) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: scratch for %zu tokens", n);
+        *f[i] = p;
+    }
+    float *qkv = realloc(s->qkv, sizeof(float) * n * (size_t)s->qkv_dim);
+    if (qkv) s->qkv = qkv;
+    float *gate = realloc(s->gate, sizeof(float) * n * nff);
+    if (gate) s->gate = gate;
+    float *up = realloc(s->up, sizeof(float) * n * nff);
+    if (up) s->up = up;
+    block_q8_0 *hq = realloc(s->hq, sizeof(block_q8_0) * n * (ne / QK8_0 + 1));
+    if (hq) s->hq = hq;
+    block_q8_0 *hq_ff = realloc(s->hq_ff, sizeof(block_q8_0) * n * (nff / QK8_0 + 1));
+    if (hq_ff) s->hq_ff = hq_ff;
+    size_t *out_rows = realloc(s->out_rows, sizeof(size_t) * n);
+    if (out_rows) s->out_rows = out_rows;
+    if (!qkv || !gate || !up || !hq || !hq_ff || !out_rows)
+        return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: scratch for %zu tokens", n);
+    s->batch_cap = n;
+    return SYN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Job chunks (each returns 0; the pool passes the state as ctx)
+ * ------------------------------------------------------------------------------------------- */
+
+/* y[t * y_stride + r] = (W row r) . activation t, for r in [r0, r1), t < n_act. */
+static void mat_rows(opt_state *s, const syn_tensor *w, int64_t r0, int64_t r1, float *y, int64_t y_stride,
+                     int thread) {
+    const int64_t n_in = w->ne[0];
+    if (is_q8(w)) {
+        const int64_t nb = n_in / QK8_0;
+        if (s->n_act == 1)
+            s->k.matvec_q8_0(nb, w->data, (size_t)w->row_bytes, r0, r1, s->act_q, y);
+        else
+            s->k.matmul_q8_0(nb, w->data, (size_t)w->row_bytes, r0, r1, s->act_q, (int64_t)s->n_act, y,
+                             y_stride);
+        return;
+    }
+    float *row = s->row_tmp[thread];
+    for (int64_t r = r0; r < r1; r++) {
+        syn_tensor_row(w, r, row);
+        for (size_t t = 0; t < s->n_act; t++)
+            y[(int64_t)t * y_stride + r] = s->simd.dot(row, s->act_f + t * (size_t)n_in, n_in);
+    }
+}
+
+/* h[t] = rmsnorm(x[row]) * norm_w, row = norm_rows[t] (or t), and quantized into hq when
+ * norm_quant. */
+static int job_norm(void *ctx, int64_t t, int thread) {
+    (void)thread;
+    opt_state *s = ctx;
+    const qwen2_hparams *hp = &s->model->hp;
+    const size_t ne = (size_t)hp->n_embd;
+    const float *x = s->x + (s->norm_rows ? s->norm_rows[t] : (size_t)t) * ne;
+    float *h = s->h + (size_t)t * ne;
+    double sum_sq = 0.0;
+    for (size_t i = 0; i < ne; i++) sum_sq += (double)x[i] * x[i];
+    const float scale = (float)(1.0 / sqrt(sum_sq / (double)ne + hp->rms_norm_eps));
+    for (size_t i = 0; i < ne; i++) h[i] = x[i] * scale * s->norm_w[i];
+    if (s->norm_quant) s->k.quantize_row_q8_0(h, s->hq + (size_t)t * (ne / QK8_0), (int64_t)ne);
+    return 0;
+}
+
+static int job_quantize(void *ctx, int64_t t, int thread) {
+    (void)thread;
+    opt_state *s = ctx;
+    s->k.quantize_row_q8_0(s->quant_src + (size_t)t * (size_t)s->quant_dim,
+                           s->quant_dst + (size_t)t * (size_t)(s->quant_dim / QK8_0), s->quant_dim);
+    return 0;
+}
+
+/* Rotates heads [h0, h1) of row (each [head_dim]) by position pos, NeoX layout. */
+static void rope_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, uint32_t pos) {
+    const int32_t hd = s->model->hp.head_dim, half = hd / 2;
+    const float *c = s->rope_cos + (size_t)pos * (size_t)half;
+    const float *sn = s->rope_sin + (size_t)pos * (size_t)half;
+    for (int32_t h = h0; h < h1; h++) {
+        float *p = row + (size_t)h * (size_t)hd;
+        for (int32_t i = 0; i < half; i++) {
+            const float x0 = p[i], x1 = p[i + half];
+            const float a = x0 * c[i], b = x1 * sn[i];
+            p[i] = a - b;
+            const float e = x0 * sn[i], f = x1 * c[i];
+            p[i + half] = e + f;
+        }
+    }
+}
+
+/* Stores heads [h0, h1) of k or v (row [kv_dim]) at position pos of the layer's part of a
+ * sequence's blocks. */
+static void store_kv(const opt_state *s, bool is_k, const float *row, int32_t h0, int32_t h1, uint32_t pos,
+                     void *const *blocks) {
+    const size_t hd = (size_t)s->model->hp.head_dim, kvd = (size_t)s->kv_dim;
+    const size_t in_block = pos % SYN_KV_BLOCK;
+    char *base = (char *)blocks[pos / SYN_KV_BLOCK] + (size_t)s->layer * 2 * s->kv_k_bytes + (is_k ? 0 : s->kv_k_bytes);
+    for (int32_t h = h0; h < h1; h++) {
+        const float *src = row + (size_t)h * hd;
+        for (size_t i = 0; i < hd; i++) {
+            size_t at = is_k ? ((in_block / OPT_KV_BLOCK * kvd + (size_t)h * hd + i) * OPT_KV_BLOCK +
+                                in_block % OPT_KV_BLOCK)
+                             : in_block * kvd + (size_t)h * hd + i;
+            if (s->kv_type == SYN_KV_F16)
+                ((uint16_t *)base)[at] = syn_k_f32_to_fp16(src[i]);
+            else
+                ((float *)base)[at] = src[i];
+        }
+    }
+}
+
+/* Chunk -> (matrix 0/1/2 = q/k/v, heads [h0, h1)). */
+static void qkv_chunk(const opt_state *s, int64_t chunk, int *mat, int32_t *h0, int32_t *h1) {
+    const qwen2_hparams *hp = &s->model->hp;
+    const int32_t hpc = s->heads_per_chunk;
+    const int64_t nq = (hp->n_head + hpc - 1) / hpc, nk = (hp->n_head_kv + hpc - 1) / hpc;
+    int32_t n_heads = hp->n_head;
+    if (chunk < nq) {
+        *mat = 0;
+    } else if (chunk < nq + nk) {
+        *mat = 1;
+        chunk -= nq;
+        n_heads = hp->n_head_kv;
+    } else {
+        *mat = 2;
+        chunk -= nq + nk;
+        n_heads = hp->n_head_kv;
+    }
+    *h0 = (int32_t)chunk * hpc;
+    *h1 = *h0 + hpc < n_heads ? *h0 + hpc : n_heads;
+}
+
+static int64_t qkv_n_chunks(const opt_state *s) {
+    const qwen2_hparams *hp = &s->model->hp;
+    const int32_t hpc = s->heads_per_chunk;
+    return (hp->n_head + hpc - 1) / hpc + 2 * ((hp->n_head_kv + hpc - 1) / hpc);
+}
+
+static int job_qkv(void *ctx, int64_t chunk, int thread) {
+    opt_state *s = ctx;
+    const qwen2_hparams *hp = &s->model->hp;
+    const qwen2_layer *L = &s->model->layers[s->layer];
+    const opt_layer_vecs *V = &s->vecs[s->layer];
+    int mat;
+    int32_t h0, h1;
+    qkv_chunk(s, chunk, &mat, &h0, &h1);
+    const syn_tensor *w = mat == 0 ? &L->wq : mat == 1 ? &L->wk : &L->wv;
+    const float *bias = mat == 0 ? V->bq : mat == 1 ? V->bk : V->bv;
+    const size_t off = mat == 0 ? 0 : mat == 1 ? (size_t)hp->n_embd : (size_t)hp->n_embd + (size_t)s->kv_dim;
+    const int64_t r0 = (int64_t)h0 * hp->head_dim, r1 = (int64_t)h1 * hp->head_dim;
+    mat_rows(s, w, r0, r1, s->qkv + off, s->qkv_dim, thread);
+    for (size_t t = 0; t < s->n; t++) {
+        float *row = s->qkv + t * (size_t)s->qkv_dim + off;
+        for (int64_t r = r0; r < r1; r++) row[r] += bias[r];
+        const uint32_t pos = s->pos[t];
+        if (mat != 2) rope_heads(s, row, h0, h1, pos);
+        if (mat != 0) store_kv(s, mat == 1, row, h0, h1, pos, s->blocks[t]);
+    }
+    return 0;
+}
+
+static int job_attention(void *ctx, int64_t chunk, int thread) {
+    opt_state *s = ctx;
+    const qwen2_hparams *hp = &s->model->hp;
+    const size_t t = (size_t)(chunk / hp->n_head_kv);
+    const int32_t kv_head = (int32_t)(chunk % hp->n_head_kv);
+    const size_t head0 = (size_t)kv_head * (size_t)s->group * (size_t)hp->head_dim; /* first q element */
+    float *out = s->attn + t * (size_t)hp->n_embd + head0;
+    const opt_attn_args a = {
+        .head_dim = hp->head_dim,
+        .n_head_kv = hp->n_head_kv,
+        .kv_head = kv_head,
+        .group = s->group,
+        .n_keys = s->pos[t] + 1,
+        .f16 = s->kv_type == SYN_KV_F16,
+        .scale = 1.0f / sqrtf((float)hp->head_dim),
+        .blocks = (const void *const *)s->blocks[t],
+        .k_off = (size_t)s->layer * 2 * s->kv_k_bytes,
+        .v_off = (size_t)s->layer * 2 * s->kv_k_bytes + s->kv_k_bytes,
+        .q = s->qkv + t * (size_t)s->qkv_dim + head0,
+        .out = out,
+        .scratch = s->attn_tmp[thread],
+    };
+    s->simd.attention(&a);
+    if (s->attn_quant_fused && is_q8(&s->model->layers[s->layer].wo)) {
+        const size_t n = (size_t)s->group * (size_t)hp->head_dim;
+        s->k.quantize_row_q8_0(out, s->hq + t * (size_t)(hp->n_embd / QK8_0) + head0 / QK8_0, (int64_t)n);
+    }
+    return 0;
+}
+
+/* proj = W rows of this chunk; x += proj for those rows. W is wo or w_down (n_embd rows). */
+static int residual_rows(opt_state *s, const syn_tensor *w, int64_t chunk, int thread) {
+    const size_t ne = (size_t)s->model->hp.n_embd;
+    int64_t r0, r1;
+    syn_chunk_rows((int64_t)ne, OPT_ROWS_PER_CHUNK, chunk, &r0, &r1);
+    mat_rows(s, w, r0, r1, s->proj, (int64_t)ne, thread);
+    for (size_t t = 0; t < s->n; t++)
+        for (int64_t r = r0; r < r1; r++) s->x[t * ne + (size_t)r] += s->proj[t * ne + (size_t)r];
+    return 0;
+}
+
+static int job_wo(void *ctx, int64_t chunk, int thread) {
+    opt_state *s = ctx;
+    return residual_rows(s, &s->model->layers[s->layer].wo, chunk, thread);
+}
+
+static int job_down(void *ctx, int64_t chunk, int thread) {
+    opt_state *s = ctx;
+    return residual_rows(s, &s->model->layers[s->layer].w_down, chunk, thread);
+}
+
+/* Rows [r0, r1) of gate and of up, then silu(gate) * up into gate, quantized for a Q8_0 w_down
+ * (whose rows are whole blocks, so n_ff and every chunk's rows are block aligned). */
+static int job_ffn(void *ctx, int64_t chunk, int thread) {
+    opt_state *s = ctx;
+    const qwen2_layer *L = &s->model->layers[s->layer];
+    const size_t nff = (size_t)s->model->hp.n_ff;
+    int64_t r0, r1;
+    syn_chunk_rows((int64_t)nff, OPT_ROWS_PER_CHUNK, chunk, &r0, &r1);
+    mat_rows(s, &L->w_gate, r0, r1, s->gate, (int64_t)nff, thread);
+    mat_rows(s, &L->w_up, r0, r1, s->up, (int64_t)nff, thread);
+    const bool quant = is_q8(&L->w_down);
+    for (size_t t = 0; t < s->n; t++) {
+        float *g = s->gate + t * nff + (size_t)r0;
+        s->simd.swiglu(g, s->up + t * nff + (size_t)r0, r1 - r0);
+        if (quant) s->k.quantize_row_q8_0(g, s->hq_ff + t * (nff / QK8_0) + (size_t)r0 / QK8_0, r1 - r0);
+    }
+    return 0;
+}
+
+static int job_output(void *ctx, int64_t chunk, int thread) {
+    opt_state *s = ctx;
+    const syn_tensor *w = &s->model->output;
+    int64_t r0, r1;
+    syn_chunk_rows(w->ne[1], OPT_OUT_ROWS_PER_CHUNK, chunk, &r0, &r1);
+    mat_rows(s, w, r0, r1, s->logits, w->ne[1], thread);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Forward
+ * ------------------------------------------------------------------------------------------- */
+
+static syn_status run(opt_state *s, int64_t n_chunks, syn_chunk_fn fn, const char *step) {
+    int rc = syn_threadpool_run(s->pool, n_chunks, fn, s);
+    if (rc != 0) return syn_fail(SYN_ERR_INTERNAL, "optimized backend: step '%s' failed (%d)", step, rc);
+    return SYN_OK;
+}
+
+/* h (and hq when quant) = rmsnorm of n_tok rows of x: rows[t], or the first n_tok when NULL. */
+static syn_status norm_rows(opt_state *s, const float *w, const size_t *rows, size_t n_tok, bool quant) {
+    s->norm_w = w;
+    s->norm_rows = rows;
+    s->norm_quant = quant;
+    return run(s, (int64_t)n_tok, job_norm, "norm");
+}
+
+static syn_status quantize_rows(opt_state *s, const float *src, block_q8_0 *dst, int64_t dim) {
+    s->quant_src = src;
+    s->quant_dst = dst;
+    s->quant_dim = dim;
+    return run(s, (int64_t)s->n, job_quantize, "quantize");
+}
+
+static syn_status forward_layer(opt_state *s, int32_t l) {
+    const qwen2_hparams *hp = &s->model->hp;
+    const qwen2_layer *L = &s->model->layers[l];
+    const int64_t ne = hp->n_embd, nff = hp->n_ff;
+    s->layer = l;
+    s->n_act = s->n;
+
+    bool q = is_q8(&L->wq) || is_q8(&L->wk) || is_q8(&L->wv);
+    syn_status st = norm_rows(s, s->vecs[l].attn_norm, NULL, s->n, q);
+    s->act_f = s->h;
+    s->act_q = s->hq;
+    if (st == SYN_OK) st = run(s, qkv_n_chunks(s), job_qkv, "qkv");
+    if (st == SYN_OK) st = run(s, (int64_t)s->n * hp->n_head_kv, job_attention, "attention");
+    if (st == SYN_OK && is_q8(&L->wo) && !s->attn_quant_fused) st = quantize_rows(s, s->attn, s->hq, ne);
+    s->act_f = s->attn;
+    if (st == SYN_OK) st = run(s, (ne + OPT_ROWS_PER_CHUNK - 1) / OPT_ROWS_PER_CHUNK, job_wo, "wo");
+
+    q = is_q8(&L->w_gate) || is_q8(&L->w_up);
+    if (st == SYN_OK) st = norm_rows(s, s->vecs[l].ffn_norm, NULL, s->n, q);
+    s->act_f = s->h;
+    if (st == SYN_OK) st = run(s, (nff + OPT_ROWS_PER_CHUNK - 1) / OPT_ROWS_PER_CHUNK, job_ffn, "ffn");
+    s->act_f = s->gate;
+    s->act_q = s->hq_ff;
+    if (st == SYN_OK) st = run(s, (ne + OPT_ROWS_PER_CHUNK - 1) / OPT_ROWS_PER_CHUNK, job_down, "down");
+    return st;
+}
+
+/* Tokens [start, start + n) of batch b (n <= batch_cap); the logits of those that want them
+ * go to logits ([count][n_vocab]). */
+static syn_status forward_slice(opt_state *s, const syn_batch *b, size_t start, size_t n, float *logits) {
+    const struct syn_model *m = s->model;
+    const size_t ne = (size_t)m->hp.n_embd;
+    s->n = n;
+    s->pos = b->pos + start;
+    s->blocks = b->blocks + start;
+    for (size_t t = 0; t < n; t++) syn_tensor_row(&m->tok_embd, b->tokens[start + t], s->x + t * ne);
+    syn_status st = SYN_OK;
+    for (int32_t l = 0; st == SYN_OK && l < m->hp.n_layer; l++) st = forward_layer(s, l);
+    if (st != SYN_OK) return st;
+
+    size_t n_out = 0;
+    for (size_t t = 0; t < n; t++)
+        if (b->want_logits[start + t]) s->out_rows[n_out++] = t;
+    if (n_out == 0) return SYN_OK;
+    st = norm_rows(s, s->output_norm, s->out_rows, n_out, is_q8(&m->output));
+    s->n_act = n_out;
+    s->act_f = s->h;
+    s->act_q = s->hq;
+    s->logits = logits;
+    if (st == SYN_OK)
+        st = run(s, (m->output.ne[1] + OPT_OUT_ROWS_PER_CHUNK - 1) / OPT_OUT_ROWS_PER_CHUNK, job_output, "output");
+    return st;
+}
+
+static size_t opt_kv_block_bytes(const void *opaque) {
+    const opt_state *s = opaque;
+    return s->kv_block_bytes;
+}
+
+static syn_status opt_forward_batch(void *opaque, const syn_batch *b) {
+    opt_state *s = opaque;
+    if (b->n == 0) return SYN_OK;
+    uint32_t max_pos = 0;
+    for (size_t i = 0; i < b->n; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
+    if (max_pos >= s->n_ctx)
+        return syn_fail(SYN_ERR_CONTEXT_FULL, "optimized backend: position %u is beyond the context of %u", max_pos,
+                        s->n_ctx);
+    syn_status st = grow_rope(s, max_pos + 1);
+    if (st == SYN_OK) st = grow_attn(s, max_pos + 1);
+    if (st == SYN_OK) st = grow_batch(s, b->n < OPT_MAX_BATCH ? b->n : OPT_MAX_BATCH);
+    const size_t n_vocab = (size_t)s->model->hp.n_vocab;
+    size_t n_out = 0; /* logits rows written by earlier slices */
+    for (size_t start = 0; st == SYN_OK && start < b->n; start += OPT_MAX_BATCH) {
+        const size_t len = b->n - start < OPT_MAX_BATCH ? b->n - start : OPT_MAX_BATCH;
+        st = forward_slice(s, b, start, len, b->logits + n_out * n_vocab);
+        for (size_t t = start; t < start + len; t++) n_out += b->want_logits[t];
+    }
+    return st;
+}
+
+/* The syn_context path: one sequence in the state's own blocks, in batches of OPT_MAX_BATCH. */
+static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0, float *logits,
+                              bool all_logits) {
+    opt_state *s = opaque;
+    if (n == 0) return SYN_OK;
+    const size_t n_vocab = (size_t)s->model->hp.n_vocab;
+    syn_status st = grow_own_blocks(s, pos0 + (uint32_t)n);
+    for (size_t start = 0; st == SYN_OK && start < n; start += OPT_MAX_BATCH) {
+        const size_t len = n - start < OPT_MAX_BATCH ? n - start : OPT_MAX_BATCH;
+        for (size_t t = 0; t < len; t++) {
+            s->ctx_pos[t] = pos0 + (uint32_t)(start + t);
+            s->ctx_blocks[t] = s->own_blocks;
+            s->ctx_want[t] = all_logits || start + t == n - 1;
+        }
+        const syn_batch b = {
+            .n = len,
+            .tokens = tokens + start,
+            .pos = s->ctx_pos,
+            .blocks = s->ctx_blocks,
+            .want_logits = s->ctx_want,
+            .logits = all_logits ? logits + start * n_vocab : logits,
+        };
+        st = opt_forward_batch(s, &b);
+    }
+    return st;
+}
+
+const syn_backend_ops syn_optimized_backend = {
+    .name = "optimized",
+    .create = opt_create,
+    .destroy = opt_destroy,
+    .forward = opt_forward,
+    .kv_block_bytes = opt_kv_block_bytes,
+    .forward_batch = opt_forward_batch,
+};

@@ -1,0 +1,208 @@
+/* kv_pool.c: the engine's budgeted KV block pool and its prefix cache (see kv_pool.h). */
+#include "engine/kv_pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+typedef struct kv_block {
+    void *data;        /* NULL until the block is first used */
+    uint32_t refs;     /* sequences holding it, plus one while cached */
+    bool cached;
+    int32_t next;      /* free list link, or hash chain link while cached; -1 ends either */
+    /* Cache entry (valid while cached). */
+    int32_t parent;      /* previous block of the chain, -1 for a sequence's first block */
+    uint32_t n_children; /* cached blocks whose parent this is */
+    uint64_t hash;
+    uint64_t last_use;
+    int32_t tokens[SYN_KV_BLOCK];
+} kv_block;
+
+struct kv_pool {
+    size_t block_bytes;
+    uint32_t n_blocks;
+    kv_block *blocks;   /* [n_blocks] */
+    uint32_t n_created; /* blocks [0, n_created) have memory */
+    int32_t free_head;
+    uint32_t n_free;
+    uint32_t n_cached;
+    uint32_t n_evictable; /* cached blocks whose only reference is the cache's */
+    uint32_t reserved;
+    int32_t *buckets;     /* [n_buckets] hash chain heads */
+    uint32_t n_buckets;   /* a power of two */
+    uint64_t tick;        /* LRU clock */
+};
+
+syn_status kv_pool_new(size_t block_bytes, uint32_t n_blocks, kv_pool **out) {
+    *out = NULL;
+    kv_pool *p = calloc(1, sizeof *p);
+    if (!p) return syn_fail(SYN_ERR_NO_MEMORY, "KV pool: out of memory");
+    p->block_bytes = block_bytes;
+    p->n_blocks = n_blocks;
+    p->free_head = -1;
+    p->n_buckets = 16;
+    while (p->n_buckets < n_blocks && p->n_buckets < (1u << 30)) p->n_buckets *= 2;
+    p->blocks = calloc(n_blocks, sizeof *p->blocks);
+    p->buckets = malloc(sizeof *p->buckets * p->n_buckets);
+    if (!p->blocks || !p->buckets) {
+        kv_pool_free(p);
+        return syn_fail(SYN_ERR_NO_MEMORY, "KV pool: out of memory for %u block descriptors", n_blocks);
+    }
+    for (uint32_t i = 0; i < p->n_buckets; i++) p->buckets[i] = -1;
+    *out = p;
+    return SYN_OK;
+}
+
+void kv_pool_free(kv_pool *p) {
+    if (!p) return;
+    for (uint32_t i = 0; p->blocks && i < p->n_created; i++) free(p->blocks[i].data);
+    free(p->blocks);
+    free(p->buckets);
+    free(p);
+}
+
+uint32_t kv_pool_capacity(const kv_pool *p) { return p->n_blocks; }
+
+uint32_t kv_pool_available(const kv_pool *p) {
+    uint64_t have = (uint64_t)(p->n_blocks - p->n_created) + p->n_free + p->n_evictable;
+    return have > p->reserved ? (uint32_t)(have - p->reserved) : 0;
+}
+
+uint32_t kv_pool_used(const kv_pool *p) { return p->n_created - p->n_free; }
+
+uint32_t kv_pool_cached(const kv_pool *p) { return p->n_cached; }
+
+void kv_pool_reserve(kv_pool *p, uint32_t n) { p->reserved += n; }
+
+void kv_pool_unreserve(kv_pool *p, uint32_t n) { p->reserved -= n < p->reserved ? n : p->reserved; }
+
+void *kv_pool_data(const kv_pool *p, int32_t id) { return p->blocks[id].data; }
+
+/* FNV-1a over the parent id and the tokens. */
+static uint64_t entry_hash(int32_t parent, const int32_t *tokens) {
+    uint64_t h = 14695981039346656037ull;
+    const uint32_t words[1] = {(uint32_t)parent};
+    const unsigned char *b = (const unsigned char *)words;
+    for (size_t i = 0; i < sizeof words; i++) h = (h ^ b[i]) * 1099511628211ull;
+    b = (const unsigned char *)tokens;
+    for (size_t i = 0; i < sizeof(int32_t) * SYN_KV_BLOCK; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static int32_t *bucket_of(kv_pool *p, uint64_t hash) { return &p->buckets[hash & (p->n_buckets - 1)]; }
+
+static int32_t find_entry(kv_pool *p, int32_t parent, const int32_t *tokens, uint64_t hash) {
+    for (int32_t id = *bucket_of(p, hash); id >= 0; id = p->blocks[id].next) {
+        const kv_block *b = &p->blocks[id];
+        if (b->hash == hash && b->parent == parent && memcmp(b->tokens, tokens, sizeof b->tokens) == 0) return id;
+    }
+    return -1;
+}
+
+/* Removes evictable block id from the cache; it then has no reference. */
+static void evict(kv_pool *p, int32_t id) {
+    kv_block *b = &p->blocks[id];
+    int32_t *link = bucket_of(p, b->hash);
+    while (*link != id) link = &p->blocks[*link].next;
+    *link = b->next;
+    if (b->parent >= 0) p->blocks[b->parent].n_children--;
+    b->cached = false;
+    b->refs = 0;
+    b->next = -1;
+    p->n_cached--;
+    p->n_evictable--;
+}
+
+/* The least recently used evictable cached block without cached children; -1 when none. */
+static int32_t lru_victim(const kv_pool *p) {
+    int32_t best = -1;
+    for (uint32_t i = 0; i < p->n_created; i++) {
+        const kv_block *b = &p->blocks[i];
+        if (b->cached && b->refs == 1 && b->n_children == 0 &&
+            (best < 0 || b->last_use < p->blocks[best].last_use))
+            best = (int32_t)i;
+    }
+    return best;
+}
+
+syn_status kv_pool_alloc(kv_pool *p, int32_t *id) {
+    if (p->reserved == 0) return syn_fail(SYN_ERR_INTERNAL, "KV pool: block allocated without a reservation");
+    int32_t got = -1;
+    if (p->free_head >= 0) {
+        got = p->free_head;
+        p->free_head = p->blocks[got].next;
+        p->n_free--;
+    } else if (p->n_created < p->n_blocks) {
+        void *data = calloc(1, p->block_bytes);
+        if (!data) return syn_fail(SYN_ERR_NO_MEMORY, "KV pool: block of %zu bytes", p->block_bytes);
+        got = (int32_t)p->n_created++;
+        p->blocks[got].data = data;
+    } else {
+        got = lru_victim(p);
+        /* An evictable block always exists here: reservations never exceed available(), and the
+         * descendants of an evictable block are evictable too (a sequence holds whole chains). */
+        if (got < 0) return syn_fail(SYN_ERR_INTERNAL, "KV pool: no block to evict with %u reserved", p->reserved);
+        evict(p, got);
+    }
+    kv_block *b = &p->blocks[got];
+    b->refs = 1;
+    b->next = -1;
+    p->reserved--;
+    *id = got;
+    return SYN_OK;
+}
+
+static void ref(kv_pool *p, int32_t id) {
+    kv_block *b = &p->blocks[id];
+    if (b->cached && b->refs == 1) p->n_evictable--;
+    b->refs++;
+}
+
+void kv_pool_unref(kv_pool *p, int32_t id) {
+    kv_block *b = &p->blocks[id];
+    b->refs--;
+    if (b->cached && b->refs == 1) p->n_evictable++;
+    if (b->refs == 0) {
+        b->next = p->free_head;
+        p->free_head = id;
+        p->n_free++;
+    }
+}
+
+uint32_t kv_pool_lookup(kv_pool *p, const int32_t *tokens, uint32_t max_blocks, int32_t *ids) {
+    uint32_t n = 0;
+    int32_t parent = -1;
+    for (; n < max_blocks; n++) {
+        const int32_t *t = tokens + (size_t)n * SYN_KV_BLOCK;
+        int32_t id = find_entry(p, parent, t, entry_hash(parent, t));
+        if (id < 0) break;
+        ref(p, id);
+        ids[n] = id;
+        parent = id;
+    }
+    /* Deepest first, so that a chain's first blocks count as the most recently used. */
+    for (uint32_t i = n; i-- > 0;) p->blocks[ids[i]].last_use = ++p->tick;
+    return n;
+}
+
+bool kv_pool_publish(kv_pool *p, int32_t parent, const int32_t *tokens, int32_t id) {
+    kv_block *b = &p->blocks[id];
+    if (b->cached || (parent >= 0 && !p->blocks[parent].cached)) return false;
+    const uint64_t hash = entry_hash(parent, tokens);
+    if (find_entry(p, parent, tokens, hash) >= 0) return false;
+    b->cached = true;
+    b->refs++; /* the cache's reference; the publisher holds one, so it is not evictable yet */
+    b->parent = parent;
+    b->n_children = 0;
+    b->hash = hash;
+    b->last_use = ++p->tick;
+    memcpy(b->tokens, tokens, sizeof b->tokens);
+    int32_t *head = bucket_of(p, hash);
+    b->next = *head;
+    *head = id;
+    if (parent >= 0) p->blocks[parent].n_children++;
+    p->n_cached++;
+    return true;
+}

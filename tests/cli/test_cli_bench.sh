@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# synapse bench on the tiny model: the JSON results' shape and arithmetic (tok/s, in-run bandwidth,
+# efficiency against the weight bytes of the file's tensor table), depths, the text table, --e2e's
+# wall/ttft/RSS figures, and its usage (exit 2) and runtime (exit 1) errors.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/cli/lib.sh
+
+M=$TINY_Q8
+
+# --- pp and tg, JSON ---------------------------------------------------------------------------
+capture "$SYNAPSE" bench -m "$M" -t 1 -p 5 -n 4 -r 2 --json
+check "bench --json exits 0" test "$rc" -eq 0
+cp "$tmp/out" "$tmp/bench.json"
+check "the output is a JSON array of two results, pp5 then tg4" \
+    test "$(jq -c '[.[].test]' "$tmp/bench.json" 2>/dev/null)" = '["pp5","tg4"]'
+check "n_prompt/n_gen/n_depth/n_threads/reps describe the tests" \
+    test "$(jq -c '[.[] | [.n_prompt, .n_gen, .n_depth, .n_threads, .reps]]' "$tmp/bench.json")" = '[[5,0,0,1,2],[0,4,0,1,2]]'
+check "two samples per test, all positive tok/s" \
+    test "$(jq '[.[] | (.samples_ts | length == 2) and all(.samples_ts[]; . > 0)] | all' "$tmp/bench.json")" = true
+check "median and mean lie within [min, max], stddev >= 0" \
+    test "$(jq '[.[] | .min_ts <= .median_ts and .median_ts <= .max_ts and .min_ts <= .avg_ts and .avg_ts <= .max_ts and .stddev_ts >= 0] | all' "$tmp/bench.json")" = true
+check "min and max are the samples' extremes" \
+    test "$(jq '[.[] | .min_ts == (.samples_ts | min) and .max_ts == (.samples_ts | max)] | all' "$tmp/bench.json")" = true
+check "the in-run bandwidth is positive and plausible (0.1-10000 GB/s)" \
+    test "$(jq '[.[] | .bandwidth_gbs > 0.1 and .bandwidth_gbs < 10000] | all' "$tmp/bench.json")" = true
+check "backend optimized, a real isa tier, f32 KV" \
+    test "$(jq -r '[.[] | .backend + " " + (.isa != "none" and .isa != "auto" | tostring) + " " + .kv_type] | unique | .[]' "$tmp/bench.json")" = "optimized true f32"
+# The tiny model ties its output to the embedding, so a decode step reads every tensor once: the
+# sum of the tensor table that inspect reads from the file.
+"$SYNAPSE" inspect -m "$M" --json >"$tmp/inspect.json"
+want_bytes=$(jq '[.tensors[].bytes] | add' "$tmp/inspect.json")
+check "weight bytes per token = the tied model's tensor bytes ($want_bytes)" \
+    test "$(jq -c '[.[].weight_bytes_per_token] | unique' "$tmp/bench.json")" = "[$want_bytes]"
+check "efficiency is null for pp" test "$(jq '.[0].efficiency' "$tmp/bench.json")" = null
+check "efficiency for tg = median tok/s x bytes per token / bandwidth" \
+    test "$(jq '.[1] | .efficiency > 0 and ((.efficiency - .median_ts * .weight_bytes_per_token / (.bandwidth_gbs * 1e9)) | fabs) < 1e-6 * .efficiency' "$tmp/bench.json")" = true
+
+# --- depths, thread lists, backends ------------------------------------------------------------
+capture "$SYNAPSE" bench -m "$M" -t 1,2 -p 0 -n 2 -d 0,8 -r 1 --json
+check "-t 1,2 -p 0 -d 0,8: tg2 at both depths for both thread counts" \
+    test "$(jq -c '[.[] | [.n_threads, .test, .n_depth]]' "$tmp/out" 2>/dev/null)" = '[[1,"tg2",0],[1,"tg2 @ d8",8],[2,"tg2",0],[2,"tg2 @ d8",8]]'
+check "each thread count has its own bandwidth figure" \
+    test "$(jq '[.[].bandwidth_gbs > 0] | all' "$tmp/out")" = true
+capture "$SYNAPSE" bench -m "$M" -t 1 -p 3 -n 0 -r 1 --backend reference --json
+check "--backend reference: pp3 only, isa none" \
+    test "$(jq -c '[.[] | [.test, .backend, .isa]]' "$tmp/out" 2>/dev/null)" = '[["pp3","reference","none"]]'
+capture "$SYNAPSE" bench -m "$M" -t 1 -p 3 -n 2 -r 1 --isa scalar --kv-type f16 --json
+check "--isa scalar --kv-type f16 are applied" \
+    test "$(jq -r '[.[] | .isa + " " + .kv_type] | unique | .[]' "$tmp/out" 2>/dev/null)" = "scalar f16"
+
+# --- the text table ----------------------------------------------------------------------------
+capture "$SYNAPSE" bench -m "$M" -t 1 -p 5 -n 4 -r 1
+check "the table has a header and one row per test" \
+    test "$(grep -c '^| ' "$tmp/out")" -eq 4 -a "$(grep -c '| pp5 \|| tg4 ' "$tmp/out")" -eq 2
+check "the tg row shows an efficiency percentage" grep -q '| tg4 .*[0-9]% |$' "$tmp/out"
+check "a bandwidth line per thread count" grep -q '^ *1 thread: *[0-9.]* GB/s' "$tmp/out"
+
+# --- --e2e -------------------------------------------------------------------------------------
+capture "$SYNAPSE" bench --e2e -m "$M" -t 1 -n 4 -c 64 -r 2 --json
+check "--e2e --json exits 0" test "$rc" -eq 0
+check "--e2e reports wall, ttft, load, decode and peak RSS, all positive" \
+    test "$(jq '[.[] | .median_wall_ms > 0 and .median_ttft_ms > 0 and .median_load_ms > 0 and .median_decode_ts > 0 and .median_peak_rss_mib > 0] | all' "$tmp/out" 2>/dev/null)" = true
+check "--e2e: the process outlasts its time to first token" \
+    test "$(jq '.[0] | .median_wall_ms > .median_ttft_ms' "$tmp/out" 2>/dev/null)" = true
+check "--e2e: the RSS holds at least the mapped model (~10 MiB)" \
+    test "$(jq '.[0].median_peak_rss_mib > 9' "$tmp/out" 2>/dev/null)" = true
+check "--e2e: two samples each, 5-token prompt, 4 tokens, context 64" \
+    test "$(jq -c '.[0] | [(.samples_wall_ms | length), .n_prompt, .n_gen, .n_ctx]' "$tmp/out" 2>/dev/null)" = '[2,5,4,64]'
+capture "$SYNAPSE" bench --e2e -m "$M" -t 1 -n 4 -c 64 -r 1
+check "--e2e text: a row with the wall, ttft and RSS columns" \
+    bash -c 'grep -q "wall s.*ttft ms.*peak RSS" "$1" && grep -q "| p5+tg4 .* MiB |" "$1"' _ "$tmp/out"
+
+# --- errors ------------------------------------------------------------------------------------
+expect_exit 2 "-t 0" "$SYNAPSE" bench -m "$M" -t 0
+expect_exit 2 "-t 1,,2" "$SYNAPSE" bench -m "$M" -t 1,,2
+expect_error_mentions "element 2" "the empty element is named"
+expect_exit 2 "-t 1,2," "$SYNAPSE" bench -m "$M" -t 1,2,
+expect_exit 2 "-p -1" "$SYNAPSE" bench -m "$M" -p -1
+expect_exit 2 "-p 5x" "$SYNAPSE" bench -m "$M" -p 5x
+expect_exit 2 "-n 99999999999" "$SYNAPSE" bench -m "$M" -n 99999999999
+expect_exit 2 "-r 0" "$SYNAPSE" bench -m "$M" -r 0
+expect_exit 2 "-r with no value" "$SYNAPSE" bench -m "$M" -r
+expect_exit 2 "-d x" "$SYNAPSE" bench -m "$M" -d x
+expect_exit 2 "nothing to measure (-p 0 -n 0)" "$SYNAPSE" bench -m "$M" -p 0 -n 0
+expect_exit 2 "missing -m" "$SYNAPSE" bench -t 1
+expect_exit 2 "-c without --e2e" "$SYNAPSE" bench -m "$M" -c 64
+expect_exit 2 "--e2e with -p" "$SYNAPSE" bench --e2e -m "$M" -p 5
+expect_exit 2 "--backend foo" "$SYNAPSE" bench -m "$M" --backend foo
+expect_exit 2 "usage is checked before the model is loaded" "$SYNAPSE" bench -m "$tmp/missing.gguf" -r 0
+expect_exit 1 "a prompt longer than the training context (32768)" "$SYNAPSE" bench -m "$M" -t 1 -p 40000 -n 0 -r 1
+expect_error_mentions "32768" "the training context is named"
+expect_exit 1 "depth + test longer than the training context" "$SYNAPSE" bench -m "$M" -t 1 -p 0 -n 8 -d 32760 -r 1
+expect_exit 1 "missing model" "$SYNAPSE" bench -m "$tmp/missing.gguf" -t 1 -p 5 -n 0 -r 1
+expect_exit 1 "--e2e on a missing model: the run's error is relayed" "$SYNAPSE" bench --e2e -m "$tmp/missing.gguf" -t 1 -n 2 -r 1
+expect_error_mentions "cannot load" "the run's own cause is in the message"
+expect_exit 1 "--e2e with a context above the training context" "$SYNAPSE" bench --e2e -m "$M" -t 1 -n 2 -c 40000 -r 1
+
+finish

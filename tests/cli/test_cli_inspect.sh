@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# synapse inspect on both tiny models: hyperparameters, every metadata key, the tensor table; the
+# expected values are the ones tests/data/README documents for these files.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/cli/lib.sh
+
+for model in q8_0 f32; do
+    file=tests/data/qwen2-tiny-synth-$model.gguf
+    capture "$SYNAPSE" inspect -m "$file" --json
+    check "$model: inspect --json exits 0" test "$rc" -eq 0
+    cp "$tmp/out" "$tmp/i.json"
+    check "$model: hyperparameters (2 blocks, width 64, 4 heads, 2 KV heads, FFN 128, vocab 151936, ctx 32768, tied)" \
+        test "$(jq -c '.hparams | [.architecture, .n_layer, .n_embd, .n_head, .n_head_kv, .n_ff, .n_vocab, .n_ctx_train, .rope_freq_base, .tied_output]' "$tmp/i.json")" \
+        = '["qwen2",2,64,4,2,128,151936,32768,1000000,true]'
+    check "$model: rms_norm_eps is 1e-6" test "$(jq '.hparams.rms_norm_eps * 1e6 | . * 1000 | round' "$tmp/i.json")" -eq 1000
+    check "$model: 26 tensors, no output.weight" \
+        test "$(jq '[.tensors | length, (map(.name) | index("output.weight"))] == [26, null]' "$tmp/i.json")" = true
+    check "$model: file size and GGUF version" \
+        test "$(jq -c '[.file_bytes, .gguf_version, .alignment]' "$tmp/i.json")" = "[$(stat -c %s "$file"),3,32]"
+    check "$model: token_embd.weight is {64, 151936}" \
+        test "$(jq -c '.tensors[] | select(.name == "token_embd.weight") | .shape' "$tmp/i.json")" = "[64,151936]"
+    check "$model: tokenizer arrays summarised" \
+        test "$(jq -c '.metadata["tokenizer.ggml.tokens"], .metadata["tokenizer.ggml.merges"]' "$tmp/i.json" | tr '\n' ' ')" \
+        = '{"array":"string","count":151936} {"array":"string","count":151387} '
+    check "$model: scalar metadata in native JSON types" \
+        test "$(jq -c '[.metadata["general.architecture"], .metadata["qwen2.block_count"], .metadata["tokenizer.ggml.add_bos_token"], .metadata["tokenizer.ggml.eos_token_id"]]' "$tmp/i.json")" \
+        = '["qwen2",2,false,151645]'
+    check "$model: the chat template is there in full" \
+        bash -c 'jq -r ".metadata[\"tokenizer.chat_template\"]" "$1" | grep -q "<|im_start|>assistant"' _ "$tmp/i.json"
+    check "$model: tensor bytes add up to the weight bytes" \
+        test "$(jq '([.tensors[].bytes] | add) == .hparams.weight_bytes' "$tmp/i.json")" = true
+
+    capture "$SYNAPSE" inspect -m "$file"
+    check "$model: text form lists the metadata and tensors" \
+        bash -c 'grep -q "^metadata (2[34] keys)" "$1" && grep -q "^tensors (26)" "$1" && grep -q "blk.1.ffn_down.weight" "$1"' _ "$tmp/out"
+done
+
+capture "$SYNAPSE" inspect -m "$TINY_Q8" --json
+check "q8_0: matrices Q8_0, norms and biases F32, general.file_type 7" \
+    test "$(jq -c '[([.tensors[] | select(.name | test("weight$")) | select(.name | test("norm") | not) | .type] | unique), ([.tensors[] | select(.name | test("norm|bias")) | .type] | unique), .metadata["general.file_type"]]' "$tmp/out")" \
+    = '[["q8_0"],["f32"],7]'
+capture "$SYNAPSE" inspect -m "$TINY_F32" --json
+check "f32: every tensor F32, general.file_type 0" \
+    test "$(jq -c '[([.tensors[].type] | unique), .metadata["general.file_type"]]' "$tmp/out")" = '[["f32"],0]'
+
+finish

@@ -1,0 +1,445 @@
+/* cmd_bench.c: `synapse bench`: llama-bench-like prompt (pp) and decode (tg) speeds per thread
+ * count, with the memory read bandwidth measured in the same run and decode efficiency. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "commands.h"
+#include "membw.h"
+#include "model/model.h"
+
+const char usage_bench[] =
+    "synapse bench -m MODEL [-t 1,2] [-p 5,64,512] [-n 64] [-d 0] [-r 5] [--backend NAME]\n"
+    "              [--isa TIER] [--kv-type TYPE] [--json]\n"
+    "synapse bench --e2e -m MODEL [-t 1,2] [-n 64] [-c 4096] [-r 5] [--backend NAME] [--isa TIER]\n"
+    "              [--kv-type TYPE] [--json]\n"
+    "  Speed tests in the manner of llama-bench, for every thread count in -t and depth in -d:\n"
+    "    ppP   one decode call of P tokens; t/s = P / its time\n"
+    "    tgN   N single-token decode calls after an untimed 1-token prompt; t/s = N / their time\n"
+    "  With -d D the KV cache already holds D tokens when each test starts (\"tg64 @ d1024\").\n"
+    "  Token ids are random (fixed seed). Every test runs once as a warm-up, then -r times;\n"
+    "  t/s is the median \"±\" the sample standard deviation of those runs. Before each thread\n"
+    "  count's tests the memory read bandwidth is measured in the same run (that many threads,\n"
+    "  each reading its own slice of a resident 1 GiB buffer; best of 5 passes), and tg rows get\n"
+    "  eff = t/s x weight bytes read per token / bandwidth: the share of the memory-bound ceiling\n"
+    "  reached. Weight bytes per token: the weights of the file (a tied embedding counted once, as\n"
+    "  the output projection); an untied file's token embedding is left out (one row is read).\n"
+    "  -m, --model FILE        the GGUF model (loaded without background prefetch: the warm-up\n"
+    "                          runs map the pages)\n"
+    "  -t, --threads LIST      thread counts, e.g. 1,2 (default: one per online CPU)\n"
+    "  -p, --n-prompt LIST     prompt lengths (default 5,64,512; 0: none)\n"
+    "  -n, --n-gen LIST        decode lengths (default 64; 0: none)\n"
+    "  -d, --n-depth LIST      cached tokens before each test (default 0)\n"
+    "  -r, --repetitions N     counted runs per test, N >= 1 (default 5)\n"
+    USAGE_BACKEND_OPTS
+    "  --json                  an array of result objects: {\"model_file\", \"model_type\",\n"
+    "                          \"model_size\", \"model_n_params\", \"backend\", \"isa\", \"kv_type\",\n"
+    "                          \"n_threads\", \"test\", \"n_prompt\", \"n_gen\", \"n_depth\", \"reps\",\n"
+    "                          \"samples_ts\", \"median_ts\", \"avg_ts\", \"stddev_ts\", \"min_ts\", \"max_ts\",\n"
+    "                          \"bandwidth_gbs\", \"weight_bytes_per_token\", \"efficiency\" (tg; null\n"
+    "                          for pp)}\n"
+    "  --e2e                   whole processes instead: for every -t and -n, runs `synapse run -m\n"
+    "                          MODEL --tokens " BENCH_E2E_PROMPT " -n N --temp 0 --ignore-eos -t T\n"
+    "                          -c C --json` (plus the backend options) once as a warm-up, then -r\n"
+    "                          times, and reports the medians of its wall time, time to first token\n"
+    "                          (its ttft_ms), load time, decode speed and peak RSS (wait4's\n"
+    "                          ru_maxrss). -c C: its context size (default 4096)\n"
+    "  The tests' context (the largest depth + the longest test) must fit in the model's\n"
+    "  training context (exit 1 otherwise).\n";
+
+enum {
+    DEFAULT_REPS = 5,
+    MAX_LIST_VALUE = 1 << 20, /* longer tests cannot fit any supported context anyway */
+    BW_PASSES = 5,
+};
+static const size_t BW_BYTES = (size_t)1 << 30;
+static const int32_t DEFAULT_PROMPTS[] = {5, 64, 512};
+static const int32_t DEFAULT_GENS[] = {64};
+static const int32_t DEFAULT_DEPTHS[] = {0};
+static const uint64_t TOKEN_SEED = 0x5eed5eed5eedULL;
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+static int parse_list(arg_iter *it, const char *arg, int32_t min, const char *what, int32_t **vals,
+                      size_t *n) {
+    const char *v;
+    int rc = args_value(it, arg, &v);
+    if (rc != EXIT_OK) return rc;
+    free(*vals); /* the last occurrence wins */
+    *vals = NULL;
+    return parse_int_list(arg, v, min, MAX_LIST_VALUE, what, vals, n);
+}
+
+/* Copies a default list into malloc'd memory, so that every list is freed the same way. */
+static int default_list(const int32_t *vals, size_t n, int32_t **out, size_t *n_out) {
+    *out = malloc(n * sizeof **out);
+    if (!*out) return fail_runtime("out of memory");
+    memcpy(*out, vals, n * sizeof **out);
+    *n_out = n;
+    return EXIT_OK;
+}
+
+static bool any_positive(const int32_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i] > 0) return true;
+    return false;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o) {
+    arg_iter it = args_begin(argc, argv);
+    const char *arg;
+    int rc;
+    bool prompts_given = false, depths_given = false;
+    long l = 0;
+    while ((arg = args_next(&it)) != NULL) {
+        if (args_is_help(arg)) {
+            fputs(usage_bench, stdout);
+            return ARGS_HELP;
+        }
+        rc = parse_gen_opt(&it, arg, GEN_MODEL | GEN_BACKEND | GEN_CTX, &o->g);
+        if (rc != OPT_NOMATCH) {
+            if (rc != EXIT_OK) return rc;
+        } else if (strcmp(arg, "-t") == 0 || strcmp(arg, "--threads") == 0) {
+            if ((rc = parse_list(&it, arg, 1, "thread count", &o->threads, &o->n_threads)) != EXIT_OK) return rc;
+        } else if (strcmp(arg, "-p") == 0 || strcmp(arg, "--n-prompt") == 0) {
+            if ((rc = parse_list(&it, arg, 0, "prompt length", &o->prompts, &o->n_prompts)) != EXIT_OK) return rc;
+            prompts_given = true;
+        } else if (strcmp(arg, "-n") == 0 || strcmp(arg, "--n-gen") == 0) {
+            if ((rc = parse_list(&it, arg, 0, "token count", &o->gens, &o->n_gens)) != EXIT_OK) return rc;
+        } else if (strcmp(arg, "-d") == 0 || strcmp(arg, "--n-depth") == 0) {
+            if ((rc = parse_list(&it, arg, 0, "depth", &o->depths, &o->n_depths)) != EXIT_OK) return rc;
+            depths_given = true;
+        } else if (strcmp(arg, "-r") == 0 || strcmp(arg, "--repetitions") == 0) {
+            const char *v;
+            if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
+            if ((rc = parse_long(arg, v, 1, 1000, &l)) != EXIT_OK) return rc;
+            o->reps = (int32_t)l;
+        } else if (strcmp(arg, "--e2e") == 0) {
+            o->e2e = true;
+        } else if (strcmp(arg, "--json") == 0) {
+            o->json = true;
+        } else {
+            return args_unknown(arg);
+        }
+    }
+    if ((rc = require_model(&o->g)) != EXIT_OK) return rc;
+    if (o->e2e && (prompts_given || depths_given))
+        return fail_usage("--e2e runs a fixed %d-token prompt: -p and -d do not apply", BENCH_E2E_PROMPT_LEN);
+    if (!o->e2e && o->g.n_ctx) return fail_usage("-c applies to --e2e only (the tests size their own context)");
+    if (!o->threads) {
+        long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+        int32_t t = n_cpu >= 1 && n_cpu <= 1024 ? (int32_t)n_cpu : 1;
+        if ((rc = default_list(&t, 1, &o->threads, &o->n_threads)) != EXIT_OK) return rc;
+    }
+    if (!o->prompts && (rc = default_list(DEFAULT_PROMPTS, 3, &o->prompts, &o->n_prompts)) != EXIT_OK) return rc;
+    if (!o->gens && (rc = default_list(DEFAULT_GENS, 1, &o->gens, &o->n_gens)) != EXIT_OK) return rc;
+    if (!o->depths && (rc = default_list(DEFAULT_DEPTHS, 1, &o->depths, &o->n_depths)) != EXIT_OK) return rc;
+    if (o->e2e ? !any_positive(o->gens, o->n_gens)
+               : !any_positive(o->prompts, o->n_prompts) && !any_positive(o->gens, o->n_gens))
+        return fail_usage("nothing to measure: every -p and -n value is 0");
+    if (o->e2e && !o->g.n_ctx) o->g.n_ctx = BENCH_E2E_DEFAULT_N_CTX;
+    return EXIT_OK;
+}
+
+/* ---- statistics and JSON ---------------------------------------------------------------- */
+
+static int cmp_double(const void *pa, const void *pb) {
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+bench_stats bench_stats_of(const double *v, size_t n) {
+    bench_stats s = {0};
+    double *sorted = malloc(n * sizeof *sorted);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += v[i];
+    s.mean = sum / (double)n;
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += (v[i] - s.mean) * (v[i] - s.mean);
+    s.stddev = n > 1 ? sqrt(ss / (double)(n - 1)) : 0.0;
+    s.min = s.max = v[0];
+    for (size_t i = 1; i < n; i++) {
+        if (v[i] < s.min) s.min = v[i];
+        if (v[i] > s.max) s.max = v[i];
+    }
+    if (sorted) {
+        memcpy(sorted, v, n * sizeof *sorted);
+        qsort(sorted, n, sizeof *sorted, cmp_double);
+        s.median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+        free(sorted);
+    } else {
+        s.median = s.mean; /* out of memory for a handful of doubles: the mean is the next best */
+    }
+    return s;
+}
+
+json_t *json_doubles(const double *v, size_t n) {
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        if (json_array_append_new(arr, json_real(v[i])) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* ---- the speed tests -------------------------------------------------------------------- */
+
+/* What the results print besides their own figures. */
+typedef struct bench_model {
+    const char *path;
+    syn_model_info info;
+    char type[64];             /* "qwen2 494M q8_0" */
+    uint64_t bytes_per_token;  /* weight bytes one decode step reads */
+} bench_model;
+
+typedef struct bench_result {
+    int32_t n_threads;
+    bool tg;           /* a decode test (else a prompt test) */
+    int32_t n_tokens;  /* P for ppP, N for tgN */
+    int32_t depth;
+    const char *isa;   /* static, from syn_context_isa_name */
+    double bw_gbs;     /* this thread count's in-run bandwidth */
+    double *ts;        /* [reps] tokens per second */
+    bench_stats st;
+} bench_result;
+
+static void describe_model(const syn_model *model, const char *path, bench_model *m) {
+    m->path = path;
+    syn_model_get_info(model, &m->info);
+    double n = (double)m->info.n_params;
+    const char *wtype = model->hp.n_layer > 0 ? ggml_type_name(model->layers[0].wq.type) : "?";
+    if (n >= 1e9) snprintf(m->type, sizeof m->type, "%s %.2fB %s", m->info.architecture, n / 1e9, wtype);
+    else snprintf(m->type, sizeof m->type, "%s %.0fM %s", m->info.architecture, n / 1e6, wtype);
+    /* Decode reads every block matrix, norm and bias, and the output projection; of the token
+     * embedding only one row, unless it is the (tied) output projection. */
+    uint64_t embd_bytes = model->tok_embd.row_bytes * (uint64_t)model->tok_embd.ne[1];
+    m->bytes_per_token = m->info.weight_bytes;
+    if (!m->info.tied_output && embd_bytes <= m->bytes_per_token) m->bytes_per_token -= embd_bytes;
+}
+
+static void test_name(const bench_result *r, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "%s%d", r->tg ? "tg" : "pp", r->n_tokens);
+    if (r->depth > 0 && n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " @ d%d", r->depth);
+}
+
+static double efficiency(const bench_model *m, const bench_result *r) {
+    return r->bw_gbs > 0 ? r->st.median * (double)m->bytes_per_token / (r->bw_gbs * 1e9) : 0.0;
+}
+
+static void print_header(void) {
+    printf("| %-20s | %10s | %-9s | %-11s | %7s | %-15s | %20s | %5s |\n", "model", "size", "backend",
+           "isa", "threads", "test", "t/s", "eff");
+    printf("| -------------------- | ---------: | --------- | ----------- | ------: | --------------- "
+           "| -------------------: | ----: |\n");
+    fflush(stdout);
+}
+
+static void print_row(const bench_model *m, const bench_opts *o, const bench_result *r) {
+    char name[48], ts[48], eff[16] = "";
+    test_name(r, name, sizeof name);
+    snprintf(ts, sizeof ts, "%.2f ± %.2f", r->st.median, r->st.stddev);
+    if (r->tg) snprintf(eff, sizeof eff, "%.0f%%", 100.0 * efficiency(m, r));
+    /* "±" is two bytes but one column: pad by one more. */
+    printf("| %-20s | %6.2f MiB | %-9s | %-11s | %7d | %-15s | %21s | %5s |\n", m->type,
+           (double)m->info.weight_bytes / (1024.0 * 1024.0), backend_name(o->g.backend), r->isa,
+           r->n_threads, name, ts, eff);
+    fflush(stdout);
+}
+
+static void print_bandwidth(const bench_model *m, const bench_opts *o, const double *bw) {
+    double mb = (double)m->bytes_per_token / 1e6;
+    printf("\nmemory read bandwidth, measured before each thread count's tests (best of %d passes over "
+           "%zu MiB):\n", BW_PASSES, BW_BYTES >> 20);
+    for (size_t i = 0; i < o->n_threads; i++)
+        printf("  %3d thread%s %6.1f GB/s  -> decode ceiling %.1f tok/s at %.1f MB of weights per token\n",
+               o->threads[i], o->threads[i] == 1 ? ": " : "s:", bw[i], bw[i] * 1e3 / mb, mb);
+    printf("t/s: median ± sample standard deviation of %d runs after one warm-up. eff: tg t/s x %.1f MB "
+           "/ bandwidth.\n", o->reps, mb);
+}
+
+static json_t *result_json(const bench_model *m, const bench_opts *o, const bench_result *r) {
+    char name[48];
+    test_name(r, name, sizeof name);
+    json_t *samples = json_doubles(r->ts, (size_t)o->reps);
+    json_t *eff = r->tg ? json_real(efficiency(m, r)) : json_null();
+    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:f, "
+                     "s:f, s:f, s:f, s:f, s:f, s:I, s:o}",
+                     "model_file", m->path, "model_type", m->type, "model_size",
+                     (json_int_t)m->info.weight_bytes, "model_n_params", (json_int_t)m->info.n_params,
+                     "backend", backend_name(o->g.backend), "isa", r->isa, "kv_type",
+                     o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads", r->n_threads, "test",
+                     name, "n_prompt", r->tg ? 0 : r->n_tokens, "n_gen", r->tg ? r->n_tokens : 0,
+                     "n_depth", r->depth, "reps", o->reps, "samples_ts", samples, "median_ts",
+                     r->st.median, "avg_ts", r->st.mean, "stddev_ts", r->st.stddev, "min_ts",
+                     r->st.min, "max_ts", r->st.max, "bandwidth_gbs", r->bw_gbs,
+                     "weight_bytes_per_token", (json_int_t)m->bytes_per_token, "efficiency", eff);
+}
+
+/* Random ids in [0, n_vocab) from a fixed seed (splitmix64): the same tokens in every run. */
+static void random_tokens(int32_t *ids, size_t n, int32_t n_vocab) {
+    uint64_t state = TOKEN_SEED;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        ids[i] = (int32_t)((z ^ (z >> 31)) % (uint64_t)n_vocab);
+    }
+}
+
+/* Runs r's test once as a warm-up and then reps times, from depth r->depth each time (the cache
+ * below it is kept), filling r->ts. */
+static int time_test(syn_context *ctx, const int32_t *ids, int32_t reps, bench_result *r) {
+    char name[48];
+    test_name(r, name, sizeof name);
+    for (int32_t rep = -1; rep < reps; rep++) {
+        if (syn_context_truncate(ctx, (uint32_t)r->depth) != SYN_OK) return fail_lib("%s: cannot rewind the cache", name);
+        syn_status st = SYN_OK;
+        double t0 = 0, t1 = 0;
+        if (!r->tg) {
+            t0 = now_ms();
+            st = syn_context_decode(ctx, ids, (size_t)r->n_tokens, NULL);
+            t1 = now_ms();
+        } else {
+            st = syn_context_decode(ctx, ids, 1, NULL); /* the untimed 1-token prompt */
+            t0 = now_ms();
+            for (int32_t i = 0; st == SYN_OK && i < r->n_tokens; i++)
+                st = syn_context_decode(ctx, &ids[i + 1], 1, NULL);
+            t1 = now_ms();
+        }
+        if (st != SYN_OK) return fail_lib("%s: decoding failed at position %u", name, syn_context_n_past(ctx));
+        if (rep >= 0) r->ts[rep] = t1 > t0 ? (double)r->n_tokens * 1e3 / (t1 - t0) : 0.0;
+    }
+    r->st = bench_stats_of(r->ts, (size_t)reps);
+    return EXIT_OK;
+}
+
+static int32_t max_of(const int32_t *v, size_t n) {
+    int32_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] > m) m = v[i];
+    return m;
+}
+
+/* Runs every test of one thread count into results[*n_results...]. */
+static int bench_threads(const syn_model *model, const bench_opts *o, const bench_model *m,
+                         int32_t n_threads, uint32_t n_ctx, const int32_t *ids, double bw,
+                         bench_result *results, size_t *n_results) {
+    gen_opts g = o->g;
+    g.n_threads = n_threads;
+    syn_context *ctx = NULL;
+    int rc = new_context(model, &g, n_ctx, &ctx);
+    for (size_t d = 0; rc == EXIT_OK && d < o->n_depths; d++) {
+        int32_t depth = o->depths[d];
+        /* The depth is filled once, untimed; each run rewinds to it. */
+        if (syn_context_truncate(ctx, 0) != SYN_OK ||
+            syn_context_decode(ctx, ids, (size_t)depth, NULL) != SYN_OK) {
+            rc = fail_lib("cannot fill the cache to depth %d", depth);
+            break;
+        }
+        for (int kind = 0; rc == EXIT_OK && kind < 2; kind++) {
+            const int32_t *lens = kind ? o->gens : o->prompts;
+            size_t n_lens = kind ? o->n_gens : o->n_prompts;
+            for (size_t i = 0; rc == EXIT_OK && i < n_lens; i++) {
+                if (lens[i] == 0) continue;
+                bench_result *r = &results[*n_results];
+                r->n_threads = n_threads;
+                r->tg = kind == 1;
+                r->n_tokens = lens[i];
+                r->depth = depth;
+                r->isa = syn_context_isa_name(ctx);
+                r->bw_gbs = bw;
+                if ((rc = time_test(ctx, ids, o->reps, r)) != EXIT_OK) break;
+                ++*n_results;
+                if (!o->json) print_row(m, o, r);
+            }
+        }
+    }
+    syn_context_free(ctx);
+    return rc;
+}
+
+static int bench_speed(const bench_opts *o) {
+    syn_model *model = NULL;
+    syn_model_params mp = syn_model_default_params();
+    mp.prefetch = false; /* no background thread may compete with the measurements */
+    if (syn_model_load(o->g.model_path, &mp, &model) != SYN_OK)
+        return fail_lib("cannot load '%s'", o->g.model_path);
+    bench_model m;
+    describe_model(model, o->g.model_path, &m);
+
+    int32_t max_p = max_of(o->prompts, o->n_prompts), max_n = max_of(o->gens, o->n_gens);
+    int32_t max_d = max_of(o->depths, o->n_depths);
+    /* A tgN test needs N + 1 positions (its 1-token prompt); every list value is <= 2^20. */
+    int32_t longest = max_n > 0 && max_n + 1 > max_p ? max_n + 1 : max_p;
+    uint64_t n_ctx = (uint64_t)max_d + (uint64_t)longest;
+    size_t n_ids = (size_t)(max_d > longest ? max_d : longest);
+    size_t n_tests = o->n_depths * (o->n_prompts + o->n_gens) * o->n_threads;
+    int32_t *ids = NULL;
+    bench_result *results = NULL;
+    double *samples = NULL, *bw = NULL;
+    membw_buffer *buf = NULL;
+    size_t n_results = 0;
+    int rc = EXIT_OK;
+    if (m.info.n_ctx_train <= 0 || n_ctx > (uint64_t)m.info.n_ctx_train) {
+        rc = fail_runtime("the tests need a context of %" PRIu64 " tokens (depth %d + the longest test, "
+                          "%d) but the training context of '%s' is %d", n_ctx, max_d, longest, o->g.model_path,
+                          m.info.n_ctx_train);
+        goto done;
+    }
+    ids = malloc(n_ids * sizeof *ids);
+    results = calloc(n_tests, sizeof *results);
+    samples = calloc(n_tests * (size_t)o->reps, sizeof *samples);
+    bw = calloc(o->n_threads, sizeof *bw);
+    if (!ids || !results || !samples || !bw) {
+        rc = fail_runtime("out of memory for %zu tests", n_tests);
+        goto done;
+    }
+    for (size_t i = 0; i < n_tests; i++) results[i].ts = samples + i * (size_t)o->reps;
+    random_tokens(ids, n_ids, m.info.n_vocab);
+    if ((rc = membw_new(BW_BYTES, &buf)) != EXIT_OK) goto done;
+
+    if (!o->json) print_header();
+    for (size_t t = 0; rc == EXIT_OK && t < o->n_threads; t++) {
+        if ((rc = membw_measure(buf, o->threads[t], BW_PASSES, &bw[t])) != EXIT_OK) break;
+        rc = bench_threads(model, o, &m, o->threads[t], (uint32_t)n_ctx, ids, bw[t], results, &n_results);
+    }
+    if (rc != EXIT_OK) goto done;
+    if (!o->json) {
+        print_bandwidth(&m, o, bw);
+    } else {
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < n_results; i++) {
+            if (json_array_append_new(arr, result_json(&m, o, &results[i])) != 0) {
+                json_decref(arr);
+                arr = NULL;
+            }
+        }
+        rc = print_json(arr);
+    }
+done:
+    membw_free(buf);
+    free(bw);
+    free(samples);
+    free(results);
+    free(ids);
+    syn_model_free(model);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o = {0};
+    gen_opts_init(&o.g, 0);
+    o.reps = DEFAULT_REPS;
+    int rc = parse_args(argc, argv, &o);
+    if (rc == EXIT_OK) rc = o.e2e ? bench_e2e(&o) : bench_speed(&o);
+    free(o.threads);
+    free(o.prompts);
+    free(o.gens);
+    free(o.depths);
+    return rc == ARGS_HELP ? EXIT_OK : rc;
+}
