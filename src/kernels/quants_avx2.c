@@ -11,8 +11,11 @@
 #include "kernels/fp16.h"
 #include "kernels/quants_x86.h"
 
-/* maddubs needs no per-activation preparation. */
-SYN_K_INLINE __m256i prep_none(__m256i a) { return a; }
+/* maddubs needs no correction: prep gives zero (matvec sums its lanes as the block's correction). */
+SYN_K_INLINE __m256i prep_none(__m256i a) {
+    (void)a;
+    return _mm256_setzero_si256();
+}
 
 SYN_K_INLINE __m256i dot_block(__m256i w, __m256i a, __m256i unused) {
     (void)unused;

@@ -20,12 +20,25 @@ SYN_K_INLINE __m128i x86_reduce4(const __m256i d[4]) {
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-/* [sum(d0), ..., sum(d7)] of eight 8-lane vectors. */
+/* [sum(d0), ..., sum(d7)] of eight 8-lane vectors. A transpose-add tree built from blends (any
+ * vector pipe) and one in-lane shuffle per step: 7 shuffles instead of the 14 of a hadd tree, as
+ * shuffles are what this reduction is short of on Zen 4 (2 shuffle pipes of 4). Integer adds are
+ * exact, so the tree's order does not matter. */
 SYN_K_INLINE __m256i x86_reduce8(const __m256i d[8]) {
-    const __m256i lo4 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
-    const __m256i hi4 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[4], d[5]), _mm256_hadd_epi32(d[6], d[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(lo4, hi4, 0x20),
-                            _mm256_permute2x128_si256(lo4, hi4, 0x31));
+    __m256i x[4], z[2];
+    SYN_K_UNROLL(4)
+    for (int i = 0; i < 4; i++) { /* lane 2k: d[2i] lanes 2k+2k+1; lane 2k+1: the same of d[2i+1] */
+        const __m256i t = _mm256_blend_epi32(d[2 * i], d[2 * i + 1], 0xAA);
+        const __m256i u = _mm256_blend_epi32(d[2 * i], d[2 * i + 1], 0x55);
+        x[i] = _mm256_add_epi32(t, _mm256_shuffle_epi32(u, 0xB1));
+    }
+    SYN_K_UNROLL(2)
+    for (int i = 0; i < 2; i++) { /* each 128-bit half: [sum a, sum b, sum c, sum d] of its lanes */
+        const __m256i t = _mm256_blend_epi32(x[2 * i], x[2 * i + 1], 0xCC);
+        const __m256i u = _mm256_blend_epi32(x[2 * i + 1], x[2 * i], 0xCC);
+        z[i] = _mm256_add_epi32(t, _mm256_shuffle_epi32(u, 0x4E));
+    }
+    return _mm256_add_epi32(_mm256_blend_epi32(z[0], z[1], 0xF0), _mm256_permute2x128_si256(z[0], z[1], 0x21));
 }
 
 /* The fp16 scales of blocks b..b+7 of one row, as floats. */
@@ -131,46 +144,61 @@ enum {
     X86_MV_PREFETCH = 2048, /* software prefetch distance in the weight stream, bytes */
 };
 
-/* One block's 8 partial sums, c being prep() of the activation block. */
-SYN_K_INLINE __m256i x86_dotc(const block_q8_0 *w, const block_q8_0 *a, const __m256i *c, x86_dot_block_fn dot) {
-    return dot(x86_load_qs(w), x86_load_qs(a), _mm256_loadu_si256(c));
+/* The activation as matvec reads it, prepared once per call (or span): qs copied to aligned
+ * 32-byte slots (no cache-line-split loads), f32 scales, and each block's whole int32 correction
+ * (the lane sum of prep(a): -128 * sum(a) for the VNNI tiers, 0 for AVX2), which is added once per
+ * 8 block sums instead of seeding every block's dot. */
+typedef struct x86_mv_act {
+    __m256i qs[X86_MV_SPAN];
+    int32_t corr[X86_MV_SPAN];
+    float d[X86_MV_SPAN];
+} x86_mv_act;
+
+SYN_K_INLINE int32_t x86_hsum8(__m256i d) {
+    const __m128i d4 = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+    const __m128i d2 = _mm_add_epi32(d4, _mm_unpackhi_epi64(d4, d4));
+    return _mm_cvtsi128_si32(_mm_add_epi32(d2, _mm_shuffle_epi32(d2, 1)));
 }
 
-/* p[k] = (float)isum_k * (f32(w[k].d) * s_a[k]) for k < n_blocks: the products kernels.h's
- * sequence adds, computed 8 blocks at a time with one hadd tree per 8 blocks. */
-SYN_K_INLINE void x86_row_products(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a, const __m256i *c,
-                                   const float *s_a, float *p, x86_dot_block_fn dot) {
+/* Blocks [0, n) of a (n <= X86_MV_SPAN). */
+SYN_K_INLINE void x86_act_prepare(int64_t n, const block_q8_0 *a, x86_mv_act *act, x86_act_prep_fn prep) {
+    for (int64_t b = 0; b < n; b++) {
+        const __m256i q = x86_load_qs(&a[b]);
+        act->qs[b] = q;
+        act->corr[b] = x86_hsum8(prep(q));
+        act->d[b] = x86_fp16_f32(a[b].d);
+    }
+}
+
+/* p[k] = (float)isum_k * (f32(w[k].d) * f32(a[k].d)) for k < n_blocks: the products kernels.h's
+ * sequence adds, computed 8 blocks at a time with one reduction tree per 8 blocks. The tier's
+ * dot gets a zero correction; act's whole-block corrections are added to the tree's sums. */
+SYN_K_INLINE void x86_row_products(int64_t n_blocks, const block_q8_0 *w, const x86_mv_act *act, int64_t b0,
+                                   float *p, x86_dot_block_fn dot) {
+    const __m256i zero = _mm256_setzero_si256();
     int64_t b = 0;
     for (; b + 8 <= n_blocks; b += 8) {
         __m256i d[8];
         SYN_K_UNROLL(8)
-        for (int i = 0; i < 8; i++) d[i] = x86_dotc(&w[b + i], &a[b + i], &c[b + i], dot);
-        const __m256 s = _mm256_mul_ps(x86_scales8(w, b), _mm256_loadu_ps(s_a + b));
-        _mm256_storeu_ps(p + b, _mm256_mul_ps(_mm256_cvtepi32_ps(x86_reduce8(d)), s));
+        for (int i = 0; i < 8; i++) d[i] = dot(x86_load_qs(&w[b + i]), act->qs[b0 + b + i], zero);
+        const __m256i isum = _mm256_add_epi32(x86_reduce8(d), _mm256_loadu_si256((const __m256i *)(act->corr + b0 + b)));
+        const __m256 s = _mm256_mul_ps(x86_scales8(w, b), _mm256_loadu_ps(act->d + b0 + b));
+        _mm256_storeu_ps(p + b, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), s));
     }
     if (b + 4 <= n_blocks) {
         __m256i d[4];
         SYN_K_UNROLL(4)
-        for (int i = 0; i < 4; i++) d[i] = x86_dotc(&w[b + i], &a[b + i], &c[b + i], dot);
+        for (int i = 0; i < 4; i++) d[i] = dot(x86_load_qs(&w[b + i]), act->qs[b0 + b + i], zero);
         const block_q8_0 *wb[4] = {&w[b], &w[b + 1], &w[b + 2], &w[b + 3]};
-        const __m128 s = _mm_mul_ps(x86_scales4(wb, 0), _mm_loadu_ps(s_a + b));
-        _mm_storeu_ps(p + b, _mm_mul_ps(_mm_cvtepi32_ps(x86_reduce4(d)), s));
+        const __m128i isum = _mm_add_epi32(x86_reduce4(d), _mm_loadu_si128((const __m128i *)(act->corr + b0 + b)));
+        const __m128 s = _mm_mul_ps(x86_scales4(wb, 0), _mm_loadu_ps(act->d + b0 + b));
+        _mm_storeu_ps(p + b, _mm_mul_ps(_mm_cvtepi32_ps(isum), s));
         b += 4;
     }
     for (; b < n_blocks; b++) {
-        const __m256i d = x86_dotc(&w[b], &a[b], &c[b], dot);
-        const __m128i d4 = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
-        const __m128i d2 = _mm_hadd_epi32(d4, d4);
-        const float s = x86_fp16_f32(w[b].d) * s_a[b];
-        p[b] = (float)_mm_cvtsi128_si32(_mm_hadd_epi32(d2, d2)) * s;
-    }
-}
-
-/* The activation scales of blocks [0, n) as floats, and prep() of each block. */
-SYN_K_INLINE void x86_act_prepare(int64_t n, const block_q8_0 *a, float *s_a, __m256i *c, x86_act_prep_fn prep) {
-    for (int64_t b = 0; b < n; b++) {
-        s_a[b] = x86_fp16_f32(a[b].d);
-        _mm256_storeu_si256(&c[b], prep(x86_load_qs(&a[b])));
+        const int32_t isum = x86_hsum8(dot(x86_load_qs(&w[b]), act->qs[b0 + b], zero)) + act->corr[b0 + b];
+        const float s = x86_fp16_f32(w[b].d) * act->d[b0 + b];
+        p[b] = (float)isum * s;
     }
 }
 
@@ -188,8 +216,7 @@ SYN_K_INLINE float x86_chain(float acc, const float *p, int64_t k0, int64_t k1) 
  * neither the stream nor the vector units wait on add latency. */
 SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                              const block_q8_0 *a, float *y, x86_act_prep_fn prep, x86_dot_block_fn dot) {
-    float s_a[X86_MV_SPAN];
-    __m256i c[X86_MV_SPAN];
+    x86_mv_act act;
     if (n_blocks > X86_MV_SPAN) {
         /* Rows too long for the buffers: span by span, each row's sum right after its products. */
         float p[X86_MV_SPAN];
@@ -197,15 +224,15 @@ SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes
             float acc = 0.0f;
             for (int64_t b0 = 0; b0 < n_blocks; b0 += X86_MV_SPAN) {
                 const int64_t kb = n_blocks - b0 < X86_MV_SPAN ? n_blocks - b0 : X86_MV_SPAN;
-                x86_act_prepare(kb, a + b0, s_a, c, prep);
-                x86_row_products(kb, syn_k_wrow(w, w_row_bytes, r) + b0, a + b0, c, s_a, p, dot);
+                x86_act_prepare(kb, a + b0, &act, prep);
+                x86_row_products(kb, syn_k_wrow(w, w_row_bytes, r) + b0, &act, 0, p, dot);
                 acc = x86_chain(acc, p, 0, kb);
             }
             y[r] = acc;
         }
         return;
     }
-    x86_act_prepare(n_blocks, a, s_a, c, prep);
+    x86_act_prepare(n_blocks, a, &act, prep);
     float p[2][X86_MV_SPAN]; /* products of the previous row and of this one, alternately */
     for (int64_t r = r0; r < r1; r++) {
         const float *pp = p[(r - r0 + 1) & 1];
@@ -217,10 +244,10 @@ SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes
             /* 8 blocks are 272 bytes: 5 lines cover them whatever their alignment */
             SYN_K_UNROLL(5)
             for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(wr + b) + X86_MV_PREFETCH + 64 * l, _MM_HINT_T0);
-            x86_row_products(8, wr + b, a + b, c + b, s_a + b, pc + b, dot);
+            x86_row_products(8, wr + b, &act, b, pc + b, dot);
             if (r > r0) prev_acc = x86_chain(prev_acc, pp, b, b + 8);
         }
-        x86_row_products(n_blocks - b, wr + b, a + b, c + b, s_a + b, pc + b, dot);
+        x86_row_products(n_blocks - b, wr + b, &act, b, pc + b, dot);
         if (r > r0) y[r - 1] = x86_chain(prev_acc, pp, b, n_blocks);
     }
     if (r1 > r0) y[r1 - 1] = x86_chain(0.0f, p[(r1 - 1 - r0) & 1], 0, n_blocks);
