@@ -12,6 +12,7 @@ BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
 PKGS    := libpcre2-8 libutf8proc jansson
+NPROC   := $(shell nproc 2>/dev/null || echo 2)
 TARGET_ARCH_NAME := $(shell $(CC) -dumpmachine | cut -d- -f1)
 
 CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
@@ -94,12 +95,12 @@ deps:
 	scripts/install-deps.sh
 
 run: deps
-	$(MAKE) all
+	$(MAKE) -j$(NPROC) all
 	scripts/run-default.sh
 
 test: deps
-	$(MAKE) all
-	$(MAKE) BUILD=build-debug OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
+	$(MAKE) -j$(NPROC) all
+	$(MAKE) -j$(NPROC) BUILD=build-debug OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
 	tests/run-all.sh
 
 debug:

@@ -225,16 +225,26 @@ static syn_status bind_tensors(syn_model *m) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Prefetch: fault the weight pages in on a background thread so that the first tokens do not
- * pay for page faults. token_embd is skipped unless it doubles as the output projection: only
- * the rows of the prompt's tokens are read from it.
+ * Prefetch: map the weight pages in on a background thread, in the order the forward pass reads
+ * them (block 0 first, the output projection last), so that the first tokens neither wait for
+ * the disk nor take a page fault per 64 KiB. MADV_POPULATE_READ (Linux 5.14+) fills the page
+ * tables in one call per tensor; older kernels fall back to touching one byte per page.
+ * token_embd is skipped unless it doubles as the output projection: only the rows of the
+ * prompt's tokens are read from it.
  * ------------------------------------------------------------------------------------------- */
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
 static void prefetch_range(syn_model *m, const syn_tensor *t, long page) {
+    if (atomic_load_explicit(&m->prefetch_stop, memory_order_relaxed)) return;
     const uint8_t *begin = t->data;
     const uint8_t *end = begin + (uint64_t)t->ne[1] * t->row_bytes;
     uintptr_t aligned = (uintptr_t)begin & ~(uintptr_t)(page - 1);
-    madvise((void *)aligned, (size_t)(end - (const uint8_t *)aligned), MADV_WILLNEED);
+    size_t len = (size_t)(end - (const uint8_t *)aligned);
+    if (madvise((void *)aligned, len, MADV_POPULATE_READ) == 0) return;
+    madvise((void *)aligned, len, MADV_WILLNEED);
     volatile uint8_t sink = 0;
     for (const uint8_t *p = (const uint8_t *)aligned; p < end; p += page) {
         if (atomic_load_explicit(&m->prefetch_stop, memory_order_relaxed)) return;
@@ -247,11 +257,6 @@ static void *prefetch_main(void *arg) {
     syn_model *m = arg;
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) page = 4096;
-    if (m->tied_output)
-        prefetch_range(m, &m->tok_embd, page);
-    else
-        prefetch_range(m, &m->output, page);
-    prefetch_range(m, &m->output_norm, page);
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const qwen2_layer *L = &m->layers[il];
         const syn_tensor *ts[] = {&L->attn_norm, &L->wq,     &L->bq,   &L->wk,
@@ -260,6 +265,8 @@ static void *prefetch_main(void *arg) {
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
             prefetch_range(m, ts[i], page);
     }
+    prefetch_range(m, &m->output_norm, page);
+    prefetch_range(m, m->tied_output ? &m->tok_embd : &m->output, page);
     return NULL;
 }
 
