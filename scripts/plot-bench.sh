@@ -1,40 +1,46 @@
 #!/usr/bin/env bash
 # plot-bench.sh: turns `synapse bench --json` output into the two PNG plots of docs/BENCHMARKS.md.
 #
-#   scripts/plot-bench.sh BENCH.json [OUT_DIR]        (OUT_DIR defaults to docs/)
+#   scripts/plot-bench.sh BENCH.json [DEPTH.json]      (OUT_DIR=docs by default)
 #
-# BENCH.json: the output of a run such as
+# BENCH.json: the output of a run with tg tests at depth 0 for several thread counts, e.g.
+#   build/synapse bench -m models/qwen2.5-0.5b-synth-q8_0.gguf -t 1,2 -p 5,64,512 -n 64 -r 5 --json
+# DEPTH.json (default: BENCH.json): a run with several depths, e.g.
 #   build/synapse bench -m models/qwen2.5-0.5b-synth-q8_0.gguf -t 1,2 -p 0 -n 64 \
 #       -d 0,256,1024,2048,4096 -r 5 --json
 # Writes:
-#   OUT_DIR/decode-threads.png   decode tok/s (tg at depth 0; median, min-max bars) against the
-#                                thread count, with the in-run bandwidth ceiling
+#   $OUT_DIR/decode-threads.png  decode tok/s (BENCH.json's tg at depth 0; median, min-max bars)
+#                                against the thread count, with the in-run bandwidth ceiling
 #                                (bandwidth / weight bytes per token) of each thread count
-#   OUT_DIR/decode-context.png   decode tok/s against the number of tokens already in the KV
-#                                cache (the -d depths), one line per thread count
+#   $OUT_DIR/decode-context.png  decode tok/s against the number of tokens already in the KV
+#                                cache (DEPTH.json's depths), one line per thread count
 # Needs jq and gnuplot (Debian: gnuplot-nox; scripts/install-deps.sh installs both).
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-    echo "usage: $0 BENCH.json [OUT_DIR]" >&2
+    echo "usage: $0 BENCH.json [DEPTH.json]   (writes to \$OUT_DIR, default docs/)" >&2
     exit 2
 fi
-in=$1
-out_dir=${2:-docs}
+out_dir=${OUT_DIR:-docs}
 for tool in jq gnuplot; do
     command -v "$tool" >/dev/null || { echo "$0: $tool is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 done
-[ -r "$in" ] || { echo "$0: cannot read '$in'" >&2; exit 1; }
-jq -e 'type == "array" and length > 0 and all(.[]; has("median_ts") and has("n_gen"))' "$in" >/dev/null ||
-    { echo "$0: '$in' is not synapse bench --json output" >&2; exit 1; }
-mkdir -p "$out_dir"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The decode rows only; when several -n values were run, the first one's.
-jq '[.[] | select(.n_gen > 0)] as $tg | ($tg[0].n_gen // 0) as $n | [$tg[] | select(.n_gen == $n)]' "$in" >"$work/tg.json"
-n_gen=$(jq '.[0].n_gen // 0' "$work/tg.json")
-[ "$n_gen" -gt 0 ] || { echo "$0: '$in' has no tg (decode) results" >&2; exit 1; }
+# The decode rows of a bench --json file; when several -n values were run, the first one's.
+decode_rows() { # in out
+    [ -r "$1" ] || { echo "$0: cannot read '$1'" >&2; exit 1; }
+    jq -e 'type == "array" and length > 0 and all(.[]; has("median_ts") and has("n_gen"))' "$1" >/dev/null ||
+        { echo "$0: '$1' is not synapse bench --json output" >&2; exit 1; }
+    jq '[.[] | select(.n_gen > 0)] as $tg | ($tg[0].n_gen // 0) as $n | [$tg[] | select(.n_gen == $n)]' "$1" >"$2"
+    [ "$(jq 'length' "$2")" -gt 0 ] || { echo "$0: '$1' has no tg (decode) results" >&2; exit 1; }
+}
+decode_rows "$1" "$work/tg.json"
+decode_rows "${2:-$1}" "$work/tg_depth.json"
+mkdir -p "$out_dir"
+
+n_gen=$(jq '.[0].n_gen' "$work/tg.json")
 title=$(jq -r '.[0] | "\(.model_type), \(.backend) backend, isa \(.isa), KV \(.kv_type)"' "$work/tg.json")
 mb=$(jq '.[0].weight_bytes_per_token / 1e6 * 10 | round / 10' "$work/tg.json")
 
@@ -64,24 +70,26 @@ EOF
     echo "wrote $out_dir/decode-threads.png"
 fi
 
+n_gen_d=$(jq '.[0].n_gen' "$work/tg_depth.json")
+title_d=$(jq -r '.[0] | "\(.model_type), \(.backend) backend, isa \(.isa), KV \(.kv_type)"' "$work/tg_depth.json")
 # One data block per thread count: depth  median  min  max
-jq -r '[.[] | .n_threads] | unique | .[]' "$work/tg.json" >"$work/thread_counts"
+jq -r '[.[] | .n_threads] | unique | .[]' "$work/tg_depth.json" >"$work/thread_counts"
 : >"$work/depth.tsv"
 plot_cmd=""
 idx=0
 while read -r t; do
     jq -r --argjson t "$t" '.[] | select(.n_threads == $t) | [.n_depth, .median_ts, .min_ts, .max_ts] | @tsv' \
-        "$work/tg.json" | sort -n >>"$work/depth.tsv"
+        "$work/tg_depth.json" | sort -n >>"$work/depth.tsv"
     printf '\n\n' >>"$work/depth.tsv"
     [ -n "$plot_cmd" ] && plot_cmd+=", "
     plot_cmd+="\"$work/depth.tsv\" index $idx using 1:2:3:4 with yerrorlines lw 2 pt 7 title \"$t thread$([ "$t" -eq 1 ] || echo s)\""
     idx=$((idx + 1))
 done <"$work/thread_counts"
-if [ "$(jq '[.[].n_depth] | unique | length' "$work/tg.json")" -gt 1 ]; then
+if [ "$(jq '[.[].n_depth] | unique | length' "$work/tg_depth.json")" -gt 1 ]; then
     gnuplot <<EOF
 set terminal pngcairo size 800,500 font "sans,10"
 set output "$out_dir/decode-context.png"
-set title "Decode speed (tg$n_gen) against tokens already in the context\n$title" noenhanced
+set title "Decode speed (tg$n_gen_d) against tokens already in the context\n$title_d" noenhanced
 set xlabel "tokens in the KV cache before decoding (depth)"
 set ylabel "tokens per second"
 set xrange [0:*]
@@ -92,5 +100,5 @@ plot $plot_cmd
 EOF
     echo "wrote $out_dir/decode-context.png"
 else
-    echo "$0: only one depth in '$in': no context plot (run bench with -d 0,256,...)" >&2
+    echo "$0: only one depth in '${2:-$1}': no context plot (run bench with -d 0,256,...)" >&2
 fi
