@@ -2,10 +2,14 @@
  * threadpool.h: a persistent worker pool for the optimized backend.
  *
  * The calling thread is worker 0 and takes part in every job; n_threads - 1 workers are created
- * once. A job is n_chunks calls fn(ctx, chunk, thread_index), chunk in [0, n_chunks), claimed
- * dynamically from an atomic counter, so which thread runs a chunk varies between runs: a chunk's
- * result must not depend on thread_index (use it only to pick per-thread scratch space).
- * Between jobs idle workers spin for a few microseconds, then sleep on a condition variable.
+ * once. A job is n_chunks calls fn(ctx, chunk, thread_index), chunk in [0, n_chunks). Thread t
+ * first runs the chunks of its own contiguous share [t * n_chunks / n_threads, (t + 1) * n_chunks /
+ * n_threads) in ascending order, then takes unclaimed chunks from the ends of the other shares.
+ * So chunks that cut a matrix into consecutive row ranges give each thread one sequential memory
+ * stream, while a late or preempted thread's work is still shared out. Which thread runs a chunk
+ * varies between runs: a chunk's result must not depend on thread_index (use it only to pick
+ * per-thread scratch space). Between jobs idle workers spin for a while (long enough to bridge
+ * the serial steps of a forward pass), then sleep on a condition variable.
  */
 #ifndef SYN_THREADPOOL_H
 #define SYN_THREADPOOL_H

@@ -1,11 +1,13 @@
 /* test_threadpool.c: the persistent worker pool: every chunk runs exactly once for any thread and
- * chunk count, errors reach the caller and leave the pool usable, many small jobs do not deadlock. */
+ * chunk count, errors reach the caller and leave the pool usable, many small jobs do not deadlock,
+ * a thread runs its own share in order and a stalled thread's share is taken over. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -108,6 +110,56 @@ static void test_many_small_jobs(void **state) {
     }
 }
 
+/* Chunk log for the claiming-order test: which thread ran each chunk, and thread 0's order. */
+typedef struct order_job {
+    atomic_int ran_on[100]; /* thread index + 1; 0: not run */
+    atomic_int runs[100];
+    atomic_int completed;
+    int64_t order0[100]; /* chunks thread 0 ran, in the order it ran them */
+    int n_order0;
+    atomic_int timed_out;
+} order_job;
+
+static int order_chunk(void *ctx, int64_t chunk, int thread_index) {
+    order_job *job = ctx;
+    if (thread_index == 1 && chunk == 50) {
+        /* The worker's first chunk (the front of its share [50, 100)) stalls until the caller
+         * has finished 60 chunks, which it can only do by taking chunks from the worker's share. */
+        const time_t deadline = time(NULL) + 10;
+        while (atomic_load(&job->completed) < 60) {
+            if (time(NULL) > deadline) {
+                atomic_store(&job->timed_out, 1);
+                break;
+            }
+        }
+    }
+    atomic_store(&job->ran_on[chunk], thread_index + 1);
+    atomic_fetch_add(&job->runs[chunk], 1);
+    if (thread_index == 0) job->order0[job->n_order0++] = chunk;
+    atomic_fetch_add(&job->completed, 1);
+    return 0;
+}
+
+/* Two threads, 100 chunks: the caller runs its share [0, 50) front to back (one sequential
+ * stream), then takes chunks from the back of the stalled worker's share. */
+static void test_shares_run_in_order_and_are_shared_out(void **state) {
+    (void)state;
+    syn_threadpool *pool = NULL;
+    assert_int_equal(syn_threadpool_new(2, &pool), SYN_OK);
+    for (int rep = 0; rep < 20; rep++) {
+        order_job *job = calloc(1, sizeof *job);
+        assert_non_null(job);
+        assert_int_equal(syn_threadpool_run(pool, 100, order_chunk, job), 0);
+        assert_int_equal(atomic_load(&job->timed_out), 0);
+        for (int c = 0; c < 100; c++) assert_int_equal(atomic_load(&job->runs[c]), 1);
+        for (int c = 0; c < 50; c++) assert_int_equal(job->order0[c], c); /* the caller's own share, in order */
+        assert_int_equal(atomic_load(&job->ran_on[99]), 1);              /* the back of the worker's share */
+        assert_true(job->n_order0 >= 60);
+        free(job);
+    }
+    syn_threadpool_free(pool);
+}
+
 static void test_invalid_thread_counts(void **state) {
     (void)state;
     syn_threadpool *pool = (syn_threadpool *)&pool;
@@ -134,6 +186,7 @@ int main(void) {
         cmocka_unit_test(test_error_reaches_caller_and_pool_recovers),
         cmocka_unit_test(test_all_chunks_fail),
         cmocka_unit_test(test_many_small_jobs),
+        cmocka_unit_test(test_shares_run_in_order_and_are_shared_out),
         cmocka_unit_test(test_invalid_thread_counts),
         cmocka_unit_test(test_chunk_rows),
     };
