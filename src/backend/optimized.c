@@ -399,7 +399,7 @@ static void mat_rows(opt_state *s, const syn_tensor *w, int64_t r0, int64_t r1, 
         const int64_t nb = n_in / QK8_0;
         if (s->n_act == 1)
             s->k.matvec_q8_0(nb, w->data, (size_t)w->row_bytes, r0, r1, s->act_q, y);
-        else
+        else /* a decode step of k sequences: one pass over the weights for all k tokens */
             s->k.matmul_q8_0(nb, w->data, (size_t)w->row_bytes, r0, r1, s->act_q, (int64_t)s->n_act, y,
                              y_stride);
         return;

@@ -60,7 +60,8 @@ struct syn_request {
     size_t n_cached;     /* prompt positions reused from the prefix cache */
     req_phase phase;
     uint32_t step_tokens; /* tokens in the current step */
-    bool step_logits;     /* the current step computes its logits */
+    bool step_logits;     /* the current step computes its logits ... */
+    uint32_t logits_row;  /* ... in this row of the step's logits (rows follow batch order) */
     syn_finish_reason finish_now; /* decided during a step, applied after it */
     syn_status finish_status;
     char finish_msg[256];
@@ -97,6 +98,8 @@ struct syn_engine {
     float *logits;        /* [logits_rows][n_vocab] */
     uint32_t logits_rows;
     float *masked;        /* [n_vocab] logits with end-of-generation tokens masked */
+    int32_t *eog_ids;     /* [n_eog] the vocabulary's end-of-generation tokens */
+    size_t n_eog;
 
     /* Mutex. */
     pthread_mutex_t mutex;
@@ -179,8 +182,9 @@ static void engine_destroy(syn_engine *e) {
     free(e);
 }
 
-/* Drops one reference to r (mutex held). Returns true when the caller must then release the
- * engine's reference too: call release_after_unlock. */
+/* Drops one reference to r (mutex held), freeing it on the last one, which also drops r's
+ * reference to the engine. Returns true when that was the engine's last reference: the caller
+ * then destroys the engine after unlocking its mutex. */
 static bool request_unref_locked(syn_request *r) {
     if (--r->refs > 0) return false;
     syn_engine *e = r->engine;
@@ -239,6 +243,7 @@ static void free_scheduler_state(syn_engine *e) {
     free(e->b_want);
     free(e->logits);
     free(e->masked);
+    free(e->eog_ids);
     e->backend = NULL;
     e->pool = NULL;
 }
@@ -286,6 +291,14 @@ syn_status syn_engine_new(const syn_model *model, const syn_engine_params *param
         e->masked = malloc(sizeof *e->masked * (size_t)e->n_vocab);
         if (!e->active || !e->b_tokens || !e->b_pos || !e->b_blocks || !e->b_want || !e->masked)
             st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_new: out of memory for %d-token steps", params->max_step_tokens);
+    }
+    if (st == SYN_OK) { /* listed once: masking them is then a few stores per sampled token */
+        const syn_tokenizer *tok = syn_model_tokenizer(model);
+        for (int32_t id = 0; id < e->n_vocab; id++) e->n_eog += syn_token_is_eog(tok, id);
+        e->eog_ids = malloc(sizeof *e->eog_ids * (e->n_eog ? e->n_eog : 1));
+        if (!e->eog_ids) st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_new: out of memory");
+        for (int32_t id = 0, i = 0; st == SYN_OK && id < e->n_vocab; id++)
+            if (syn_token_is_eog(tok, id)) e->eog_ids[i++] = id;
     }
     if (st == SYN_OK) {
         e->stats.kv_blocks_total = kv_pool_capacity(e->pool);
@@ -443,7 +456,7 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
     if (!r->ids || !r->stop || !r->block_ids || !r->block_data)
         st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_submit: out of memory for %zu + %d tokens", n, p->max_tokens);
     if (st == SYN_OK) {
-        memcpy(r->stop, p->stop_tokens, sizeof *r->stop * r->n_stop);
+        if (r->n_stop) memcpy(r->stop, p->stop_tokens, sizeof *r->stop * r->n_stop);
         st = syn_sampler_new(&p->sampling, &r->sampler);
     }
     if (st == SYN_OK) st = syn_detok_stream_new(syn_model_tokenizer(e->model), &r->detok);
@@ -565,6 +578,7 @@ syn_status syn_engine_run(syn_engine *e, const syn_request_params *params, size_
                           syn_run_stats *stats) {
     syn_clear_error();
     if (!e || (n && (!params || !requests))) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_engine_run: NULL argument");
+    for (size_t i = 0; i < n; i++) requests[i] = NULL;
     syn_engine_stats before, after;
     syn_engine_get_stats(e, &before);
     const double t0 = now_ms();
@@ -636,27 +650,36 @@ static void admit_locked(syn_engine *e) {
         e->active[e->n_active++] = r;
         e->stats.n_cached_tokens += r->n_cached;
     }
+    /* With no request active every block is free or evictable, and submission checked that each
+     * request fits the budget, so the head can always start; anything else is a bug, failed
+     * rather than waited on forever. */
+    if (e->n_active == 0 && e->q_head) {
+        syn_request *r = e->q_head;
+        dequeue_locked(e, r);
+        finish_locked(r, SYN_FINISH_ERROR, SYN_ERR_INTERNAL, "engine: an idle engine could not admit the request");
+    }
 }
 
 /* Removes finished requests from the active list (keeping admission order), releasing their
  * blocks and recording their outcome. Returns with the mutex held. */
 static void retire_finished(syn_engine *e) {
-    uint32_t kept = 0;
+    syn_request *finished[SYN_ENGINE_MAX_PARALLEL];
+    uint32_t kept = 0, n_finished = 0;
     for (uint32_t i = 0; i < e->n_active; i++) {
         syn_request *r = e->active[i];
-        if (r->phase != PHASE_FINISHED) {
+        if (r->phase == PHASE_FINISHED) {
+            release_blocks(e, r);
+            finished[n_finished++] = r;
+        } else {
             e->active[kept++] = r;
-            continue;
         }
-        release_blocks(e, r);
     }
-    pthread_mutex_lock(&e->mutex);
-    for (uint32_t i = 0; i < e->n_active; i++) {
-        syn_request *r = e->active[i];
-        if (r->phase == PHASE_FINISHED) finish_locked(r, r->finish_now, r->finish_status, r->finish_msg);
-    }
-    /* finish_locked may free the structs: the list is rebuilt from `kept` only. */
     e->n_active = kept;
+    pthread_mutex_lock(&e->mutex);
+    for (uint32_t i = 0; i < n_finished; i++) {
+        syn_request *r = finished[i];
+        finish_locked(r, r->finish_now, r->finish_status, r->finish_msg); /* may free r */
+    }
     e->stats.n_active = kept;
     e->stats.kv_blocks_used = kv_pool_used(e->pool);
     e->stats.kv_blocks_cached = kv_pool_cached(e->pool);
@@ -685,8 +708,7 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
     const float *l = logits;
     if (r->ignore_eos) { /* as `synapse run --ignore-eos`: end-of-generation tokens cannot be drawn */
         memcpy(e->masked, logits, sizeof *e->masked * (size_t)e->n_vocab);
-        for (int32_t id = 0; id < e->n_vocab; id++)
-            if (syn_token_is_eog(tok, id)) e->masked[id] = -INFINITY;
+        for (size_t i = 0; i < e->n_eog; i++) e->masked[e->eog_ids[i]] = -INFINITY;
         l = e->masked;
     }
     int32_t id = -1;
@@ -742,8 +764,9 @@ static syn_status ensure_blocks(syn_engine *e, syn_request *r, uint32_t last) {
     return SYN_OK;
 }
 
-/* Adds r's next k tokens to the batch; false when its blocks could not be had (r is failed). */
-static bool add_tokens(syn_engine *e, syn_request *r, size_t *n, uint32_t k, bool logits_at_end) {
+/* Adds r's next k tokens to the batch (*n tokens, *n_rows of them wanting logits so far); false
+ * when its blocks could not be had (r is failed). */
+static bool add_tokens(syn_engine *e, syn_request *r, size_t *n, uint32_t *n_rows, uint32_t k, bool logits_at_end) {
     syn_status st = ensure_blocks(e, r, r->n_past + k - 1);
     if (st != SYN_OK) {
         mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
@@ -758,6 +781,7 @@ static bool add_tokens(syn_engine *e, syn_request *r, size_t *n, uint32_t k, boo
     }
     r->step_tokens = k;
     r->step_logits = logits_at_end;
+    if (logits_at_end) r->logits_row = (*n_rows)++;
     return true;
 }
 
@@ -792,17 +816,14 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
         syn_request *r = e->active[i];
         r->step_tokens = 0;
         r->step_logits = false;
-        if (r->phase == PHASE_DECODE && add_tokens(e, r, &n, 1, true)) {
-            n_decode++;
-            n_logits++;
-        }
+        if (r->phase == PHASE_DECODE && add_tokens(e, r, &n, &n_logits, 1, true)) n_decode++;
     }
     for (uint32_t i = 0; i < e->n_active && n < (size_t)e->params.max_step_tokens; i++) {
         syn_request *r = e->active[i];
         if (r->phase != PHASE_PREFILL) continue;
         const size_t left = r->n_prompt - r->n_past, room = (size_t)e->params.max_step_tokens - n;
         const uint32_t k = (uint32_t)(left < room ? left : room);
-        if (add_tokens(e, r, &n, k, k == left)) n_logits += k == left;
+        add_tokens(e, r, &n, &n_logits, k, k == left);
     }
 
     syn_status st = grow_logits(e, n_logits);
@@ -819,18 +840,17 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
         for (uint32_t i = 0; i < e->n_active; i++)
             if (e->active[i]->step_tokens) mark_finished(e->active[i], SYN_FINISH_ERROR, st, msg);
     } else {
-        uint32_t row = 0;
         for (uint32_t i = 0; i < e->n_active; i++) {
             syn_request *r = e->active[i];
             if (!r->step_tokens) continue;
             r->n_past += r->step_tokens;
-            if (r->step_logits) sample_next(e, r, e->logits + (size_t)row++ * (size_t)e->n_vocab, step_index);
+            if (r->step_logits) sample_next(e, r, e->logits + (size_t)r->logits_row * (size_t)e->n_vocab, step_index);
             if (e->params.prefix_cache) publish_blocks(e, r);
         }
     }
     const double ms = now_ms() - t0;
     retire_finished(e); /* locks the mutex */
-    e->stats.n_steps++;
+    if (n > 0 || st != SYN_OK) e->stats.n_steps++;
     if (st == SYN_OK) {
         e->stats.n_prompt_tokens += n - n_decode;
         e->stats.n_decode_tokens += n_decode;

@@ -1,0 +1,864 @@
+/* test_engine.c: the concurrent engine (syn_engine): bitwise parity of every request's tokens and
+ * logits with a plain syn_context run, whatever shares its steps (ragged prompts, arrival order,
+ * requests arriving mid-generation, cancellations and slot reuse, thread counts, step capacity,
+ * prefix reuse); fairness of decoding against a long prompt; limits and error paths. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../support/test_util.h"
+#include "engine/engine.h"
+
+enum { MAX_GEN = 64, MAX_JOBS = 16 };
+
+typedef struct fixture {
+    syn_model *model;
+    const syn_tokenizer *tok;
+    int32_t n_vocab;
+    int32_t tokens[4096]; /* a deterministic token stream prompts are cut from */
+} fixture;
+
+/* One request's definition. */
+typedef struct job {
+    const int32_t *prompt;
+    size_t n_prompt;
+    int32_t max_tokens;
+    syn_sampler_params sampling;
+    bool ignore_eos;
+} job;
+
+/* What a run produced: each token, a hash of the logits it was sampled from, and its step. */
+typedef struct trace {
+    int32_t tokens[MAX_GEN];
+    uint64_t hashes[MAX_GEN];
+    uint64_t steps[MAX_GEN];
+    size_t n;
+    char text[4096];
+    size_t text_len;
+    int stop_after;                     /* the callback returns false after this many tokens; 0: never */
+    void (*hook)(void *ctx, uint32_t index); /* called for each token (on the scheduler thread) */
+    void *hook_ctx;
+    int max_active;                     /* most active requests seen while it ran */
+    syn_engine *engine;                 /* for max_active */
+} trace;
+
+/* FNV-1a over the raw bytes: any change of any logit changes it (with overwhelming odds). */
+static uint64_t hash_logits(const float *l, int32_t n) {
+    uint64_t h = 14695981039346656037ull;
+    const unsigned char *b = (const unsigned char *)l;
+    for (size_t i = 0; i < sizeof(float) * (size_t)n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static bool record_token(const syn_token_event *ev, void *user_data) {
+    trace *t = user_data;
+    if (ev->piece_len && t->text_len + ev->piece_len < sizeof t->text) {
+        memcpy(t->text + t->text_len, ev->piece, ev->piece_len);
+        t->text_len += ev->piece_len;
+    }
+    if (ev->token < 0) return true; /* the final held-back text */
+    if (t->n >= MAX_GEN || ev->index != t->n) fail_msg("token event %u out of order (have %zu)", ev->index, t->n);
+    t->tokens[t->n] = ev->token;
+    t->hashes[t->n] = hash_logits(ev->logits, ev->n_vocab);
+    t->steps[t->n] = ev->step;
+    t->n++;
+    if (t->engine) {
+        syn_engine_stats s;
+        syn_engine_get_stats(t->engine, &s);
+        if ((int)s.n_active > t->max_active) t->max_active = (int)s.n_active;
+    }
+    if (t->hook) t->hook(t->hook_ctx, ev->index);
+    return t->stop_after == 0 || (int)t->n < t->stop_after;
+}
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    syn_model_params mp = syn_model_default_params();
+    mp.prefetch = false;
+    if (syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), &mp, &f->model) != SYN_OK) {
+        fprintf(stderr, "cannot load the tiny Q8_0 model: %s\n", syn_last_error());
+        free(f);
+        return -1;
+    }
+    f->tok = syn_model_tokenizer(f->model);
+    f->n_vocab = syn_tokenizer_n_vocab(f->tok);
+    uint32_t x = 987654321u;
+    for (size_t i = 0; i < sizeof f->tokens / sizeof f->tokens[0]; i++) {
+        x = x * 1103515245u + 12345u;
+        f->tokens[i] = (int32_t)((x >> 8) % 150000u); /* ordinary tokens, no specials */
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    syn_model_free(f->model);
+    free(f);
+    return 0;
+}
+
+/* The oracle: one request through a plain syn_context, as `synapse run` does it (prompt in one
+ * decode, then one token at a time; history = prompt + generated; EOG masked with ignore_eos). */
+static void reference(const fixture *f, const job *j, syn_kv_type kv, trace *out) {
+    memset(out, 0, sizeof *out);
+    syn_context_params cp = syn_context_default_params();
+    cp.n_threads = 2;
+    cp.kv_type = kv;
+    cp.n_ctx = (uint32_t)(j->n_prompt + (size_t)j->max_tokens);
+    syn_context *ctx = NULL;
+    syn_sampler *sampler = NULL;
+    int32_t *history = malloc(sizeof *history * (j->n_prompt + (size_t)j->max_tokens));
+    float *masked = malloc(sizeof *masked * (size_t)f->n_vocab);
+    assert_non_null(history);
+    assert_non_null(masked);
+    memcpy(history, j->prompt, sizeof *history * j->n_prompt);
+    size_t n_hist = j->n_prompt;
+    assert_int_equal(syn_context_new(f->model, &cp, &ctx), SYN_OK);
+    assert_int_equal(syn_sampler_new(&j->sampling, &sampler), SYN_OK);
+    assert_int_equal(syn_context_decode(ctx, j->prompt, j->n_prompt, NULL), SYN_OK);
+    for (int32_t i = 0; i < j->max_tokens; i++) {
+        const float *logits = syn_context_logits(ctx);
+        const uint64_t h = hash_logits(logits, f->n_vocab);
+        if (j->ignore_eos) {
+            memcpy(masked, logits, sizeof *masked * (size_t)f->n_vocab);
+            for (int32_t id = 0; id < f->n_vocab; id++)
+                if (syn_token_is_eog(f->tok, id)) masked[id] = -1.0f / 0.0f;
+            logits = masked;
+        }
+        int32_t id;
+        assert_int_equal(syn_sampler_sample(sampler, logits, f->n_vocab, history, n_hist, &id), SYN_OK);
+        if (!j->ignore_eos && syn_token_is_eog(f->tok, id)) break;
+        out->tokens[out->n] = id;
+        out->hashes[out->n++] = h;
+        history[n_hist++] = id;
+        if (i + 1 == j->max_tokens) break;
+        assert_int_equal(syn_context_decode(ctx, &id, 1, NULL), SYN_OK);
+    }
+    syn_sampler_free(sampler);
+    syn_context_free(ctx);
+    free(history);
+    free(masked);
+}
+
+static void assert_same_run(const trace *want, const trace *got, const char *what, size_t k) {
+    if (want->n != got->n) fail_msg("%s, request %zu: %zu tokens, want %zu", what, k, got->n, want->n);
+    for (size_t i = 0; i < want->n; i++) {
+        if (want->tokens[i] != got->tokens[i])
+            fail_msg("%s, request %zu: token %zu is %d, want %d", what, k, i, got->tokens[i], want->tokens[i]);
+        if (want->hashes[i] != got->hashes[i])
+            fail_msg("%s, request %zu: logits of token %zu differ from the syn_context run", what, k, i);
+    }
+}
+
+/* A cancelled request produced a prefix of what it would have produced. */
+static void assert_prefix_run(const trace *want, const trace *got, const char *what, size_t k) {
+    assert_true(got->n <= want->n);
+    for (size_t i = 0; i < got->n; i++) {
+        if (want->tokens[i] != got->tokens[i] || want->hashes[i] != got->hashes[i])
+            fail_msg("%s, cancelled request %zu: token %zu differs", what, k, i);
+    }
+}
+
+/* Sixteen ragged requests: prompt lengths 1..~80 (around block edges too), greedy and seeded. */
+static void make_jobs(const fixture *f, job *jobs, size_t n, size_t offset) {
+    static const size_t lens[MAX_JOBS] = {1, 16, 17, 33, 5, 48, 70, 2, 31, 32, 9, 64, 80, 3, 15, 47};
+    for (size_t k = 0; k < n; k++) {
+        job *j = &jobs[k];
+        j->prompt = f->tokens + offset + k * 97;
+        j->n_prompt = lens[k % MAX_JOBS];
+        j->max_tokens = 4 + (int32_t)(k * 5 % 9);
+        j->sampling = syn_sampler_default_params();
+        if (k % 2 == 0) {
+            j->sampling.temperature = 0.0f;
+        } else {
+            j->sampling.seed = 1000 + k;
+            j->sampling.repeat_penalty = k % 4 == 1 ? 1.1f : 1.0f;
+        }
+        j->ignore_eos = k % 3 != 0;
+    }
+}
+
+static syn_request_params request_of(const job *j, trace *t) {
+    syn_request_params p = syn_request_default_params();
+    p.prompt_tokens = j->prompt;
+    p.n_prompt_tokens = j->n_prompt;
+    p.max_tokens = j->max_tokens;
+    p.sampling = j->sampling;
+    p.ignore_eos = j->ignore_eos;
+    p.on_token = t ? record_token : NULL;
+    p.user_data = t;
+    return p;
+}
+
+static syn_engine_params engine_params(int32_t n_parallel, int32_t threads, int32_t step_tokens) {
+    syn_engine_params ep = syn_engine_default_params();
+    ep.n_parallel = n_parallel;
+    ep.n_threads = threads;
+    ep.max_step_tokens = step_tokens;
+    return ep;
+}
+
+/* Submits jobs in `order`, waits for all, checks each against its reference. */
+static void run_and_compare(const fixture *f, const syn_engine_params *ep, const job *jobs, const trace *want,
+                            const size_t *order, size_t n, const char *what) {
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, ep, &e), SYN_OK);
+    trace *got = calloc(n, sizeof *got);
+    syn_request **reqs = calloc(n, sizeof *reqs);
+    assert_non_null(got);
+    assert_non_null(reqs);
+    for (size_t i = 0; i < n; i++) {
+        const size_t k = order ? order[i] : i;
+        syn_request_params p = request_of(&jobs[k], &got[k]);
+        assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
+    }
+    for (size_t k = 0; k < n; k++) {
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+        assert_int_equal(res.status, SYN_OK);
+        assert_true(res.finish == SYN_FINISH_LENGTH || res.finish == SYN_FINISH_EOG);
+        assert_int_equal(res.n_tokens, got[k].n);
+        assert_memory_equal(res.tokens, got[k].tokens, sizeof(int32_t) * got[k].n);
+        assert_same_run(&want[k], &got[k], what, k);
+        syn_request_free(reqs[k]);
+    }
+    syn_engine_free(e);
+    free(got);
+    free(reqs);
+}
+
+/* ---- parity --------------------------------------------------------------------------------- */
+
+/* Each of 16 requests alone, among 4 others and among 15 others, in submission, reversed and
+ * shuffled order, with 1, 2 and 3 threads and step capacities that split prompts. */
+static void test_parity_batches(void **state) {
+    const fixture *f = *state;
+    job jobs[MAX_JOBS];
+    trace want[MAX_JOBS];
+    make_jobs(f, jobs, MAX_JOBS, 0);
+    for (size_t k = 0; k < MAX_JOBS; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+
+    size_t reversed[MAX_JOBS], shuffled[MAX_JOBS];
+    for (size_t i = 0; i < MAX_JOBS; i++) {
+        reversed[i] = MAX_JOBS - 1 - i;
+        shuffled[i] = (i * 7 + 3) % MAX_JOBS; /* 7 is coprime with 16: a permutation */
+    }
+    syn_engine_params alone = engine_params(1, 2, 512);
+    run_and_compare(f, &alone, jobs, want, NULL, MAX_JOBS, "alone");
+    for (int threads = 1; threads <= 3; threads++) {
+        char what[64];
+        syn_engine_params five = engine_params(5, threads, 512);
+        snprintf(what, sizeof what, "5 slots, %d threads", threads);
+        run_and_compare(f, &five, jobs, want, shuffled, MAX_JOBS, what);
+        syn_engine_params sixteen = engine_params(16, threads, 16 + 7 * threads);
+        snprintf(what, sizeof what, "16 slots, %d threads, %d-token steps", threads, 16 + 7 * threads);
+        run_and_compare(f, &sixteen, jobs, want, reversed, MAX_JOBS, what);
+    }
+    syn_engine_params tight = engine_params(4, 2, 4); /* prompts cut into 1..4-token pieces */
+    run_and_compare(f, &tight, jobs, want, NULL, MAX_JOBS, "4 slots, 4-token steps");
+    syn_engine_params no_cache = engine_params(16, 2, 64);
+    no_cache.prefix_cache = false;
+    run_and_compare(f, &no_cache, jobs, want, shuffled, MAX_JOBS, "16 slots, no prefix cache");
+}
+
+/* An fp16 KV cache matches a syn_context with an fp16 cache, bitwise. */
+static void test_parity_f16_kv(void **state) {
+    const fixture *f = *state;
+    job jobs[8];
+    trace want[8];
+    make_jobs(f, jobs, 8, 500);
+    for (size_t k = 0; k < 8; k++) reference(f, &jobs[k], SYN_KV_F16, &want[k]);
+    syn_engine_params ep = engine_params(8, 2, 40);
+    ep.kv_type = SYN_KV_F16;
+    run_and_compare(f, &ep, jobs, want, NULL, 8, "f16 KV, 8 slots");
+}
+
+/* Requests arriving while others generate (submitted from a token callback, i.e. between steps
+ * at a known point), requests cancelled mid-generation (by the callback's return value and by
+ * syn_request_cancel from another request's callback), and the queued requests that reuse their
+ * slots and blocks: everything that finishes matches its reference; cancelled ones are prefixes. */
+typedef struct arrivals {
+    syn_engine *engine;
+    const job *jobs;
+    trace *traces;
+    syn_request **reqs;
+    size_t first, count;      /* jobs submitted by the hook */
+    syn_request **to_cancel;  /* cancelled by the hook */
+    bool fired;
+} arrivals;
+
+static void submit_more(void *ctx, uint32_t index) {
+    arrivals *a = ctx;
+    if (index != 1 || a->fired) return;
+    a->fired = true;
+    for (size_t k = a->first; k < a->first + a->count; k++) {
+        syn_request_params p = request_of(&a->jobs[k], &a->traces[k]);
+        assert_int_equal(syn_engine_submit(a->engine, &p, &a->reqs[k]), SYN_OK);
+    }
+    if (a->to_cancel) assert_int_equal(syn_request_cancel(*a->to_cancel), SYN_OK);
+}
+
+static void test_parity_arrivals_and_cancellation(void **state) {
+    const fixture *f = *state;
+    enum { N = 12 };
+    job jobs[N];
+    trace want[N], got[N];
+    syn_request *reqs[N] = {0};
+    make_jobs(f, jobs, N, 1000);
+    jobs[0].ignore_eos = true; /* its second token submits more requests */
+    jobs[2].max_tokens = 40; /* cancelled by the callback of request 0 */
+    jobs[3].max_tokens = 40; /* its own callback stops it after 3 tokens */
+    for (size_t k = 0; k < N; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    memset(got, 0, sizeof got);
+    got[3].stop_after = 3;
+
+    for (int threads = 1; threads <= 3; threads += 2) {
+        memset(got, 0, sizeof got);
+        got[3].stop_after = 3;
+        syn_engine *e = NULL;
+        syn_engine_params ep = engine_params(4, threads, 24);
+        assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+        arrivals a = {.engine = e, .jobs = jobs, .traces = got, .reqs = reqs, .first = 6, .count = N - 6,
+                      .to_cancel = &reqs[2]};
+        got[0].hook = submit_more;
+        got[0].hook_ctx = &a;
+        for (size_t k = 0; k < 6; k++) {
+            syn_request_params p = request_of(&jobs[k], &got[k]);
+            assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
+        }
+        for (size_t k = 0; k < N; k++) {
+            syn_request_result res;
+            assert_non_null(reqs[k]); /* submitted by the hook before request 0 finished */
+            assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+            if (k == 2 || k == 3) {
+                assert_int_equal(res.finish, SYN_FINISH_CANCELLED);
+                assert_true(got[k].n < want[k].n);
+                assert_prefix_run(&want[k], &got[k], "arrivals", k);
+                if (k == 3) assert_int_equal(got[k].n, 3);
+            } else {
+                assert_same_run(&want[k], &got[k], "arrivals", k);
+            }
+            syn_request_free(reqs[k]);
+            reqs[k] = NULL;
+        }
+        assert_true(a.fired);
+        syn_engine_free(e);
+    }
+}
+
+/* ---- prefix reuse ----------------------------------------------------------------------------- */
+
+/* A shared 48-token system prompt and a chat continuation are reused from the cache (result
+ * n_cached_tokens) and give the same tokens and logits as computing everything. */
+static void test_prefix_reuse(void **state) {
+    const fixture *f = *state;
+    enum { N = 5 };
+    int32_t prompts[N + 1][128];
+    job jobs[N + 1];
+    trace want[N + 1], got[N + 1];
+    for (size_t k = 0; k < N; k++) {
+        memcpy(prompts[k], f->tokens + 2000, sizeof(int32_t) * 48);      /* the shared system prompt */
+        memcpy(prompts[k] + 48, f->tokens + 2100 + k * 50, sizeof(int32_t) * 30);
+        jobs[k] = (job){.prompt = prompts[k], .n_prompt = 48 + 5 + k * 6, .max_tokens = 6,
+                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k].sampling.seed = 77 + k;
+    }
+    jobs[0].max_tokens = 14; /* 53 + 13 decoded positions: its answer completes a 4th block */
+    for (size_t k = 0; k < N; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    /* The next turn of request 0's chat: its prompt, its answer, then new tokens. */
+    size_t n0 = jobs[0].n_prompt;
+    memcpy(prompts[N], prompts[0], sizeof(int32_t) * n0);
+    memcpy(prompts[N] + n0, want[0].tokens, sizeof(int32_t) * want[0].n);
+    memcpy(prompts[N] + n0 + want[0].n, f->tokens + 3000, sizeof(int32_t) * 20);
+    jobs[N] = (job){.prompt = prompts[N], .n_prompt = n0 + want[0].n + 20, .max_tokens = 5,
+                    .sampling = syn_sampler_default_params(), .ignore_eos = true};
+    jobs[N].sampling.temperature = 0.0f;
+    reference(f, &jobs[N], SYN_KV_F32, &want[N]);
+
+    for (int cache = 0; cache <= 1; cache++) {
+        memset(got, 0, sizeof got);
+        syn_engine_params ep = engine_params(4, 2, 64);
+        ep.prefix_cache = cache;
+        syn_engine *e = NULL;
+        assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+        syn_request *r = NULL;
+        syn_request_result res;
+        syn_request_params p = request_of(&jobs[0], &got[0]);
+        assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+        assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+        assert_int_equal(res.n_cached_tokens, 0);
+        syn_request_free(r);
+        syn_request *rs[N + 1] = {0};
+        for (size_t k = 1; k <= N; k++) {
+            p = request_of(&jobs[k], &got[k]);
+            assert_int_equal(syn_engine_submit(e, &p, &rs[k]), SYN_OK);
+        }
+        for (size_t k = 1; k <= N; k++) {
+            assert_int_equal(syn_request_wait(rs[k], &res), SYN_OK);
+            if (!cache)
+                assert_int_equal(res.n_cached_tokens, 0);
+            else if (k < N)
+                assert_int_equal(res.n_cached_tokens, 48);
+            else /* the previous turn's full blocks, its answer's included */
+                assert_int_equal(res.n_cached_tokens, 64);
+            syn_request_free(rs[k]);
+        }
+        for (size_t k = 0; k <= N; k++) assert_same_run(&want[k], &got[k], cache ? "prefix cache" : "no cache", k);
+        syn_engine_stats st;
+        syn_engine_get_stats(e, &st);
+        if (cache) assert_true(st.n_cached_tokens >= 48 * N);
+        syn_engine_free(e);
+    }
+}
+
+/* With a budget of 128 blocks, ten 300-token prompts (18 full blocks each) cannot all stay cached:
+ * the least recently used blocks go first. The latest prompt is fully reused, the first only
+ * partly, both with unchanged results. */
+static void test_prefix_lru_eviction(void **state) {
+    const fixture *f = *state;
+    enum { N = 10 };
+    job jobs[N];
+    trace want[2], got;
+    for (size_t k = 0; k < N; k++) {
+        jobs[k] = (job){.prompt = f->tokens + k * 300, .n_prompt = 300, .max_tokens = 3,
+                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k].sampling.temperature = 0.0f;
+    }
+    syn_engine_params ep = engine_params(2, 2, 256);
+    ep.kv_budget_mib = 1;
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_engine_stats st;
+    syn_engine_get_stats(e, &st);
+    assert_int_equal(st.kv_blocks_total, (1u << 20) / st.kv_block_bytes);
+    assert_true(st.kv_blocks_total < N * 18);
+    for (size_t k = 0; k < N; k++) {
+        syn_request *r = NULL;
+        syn_request_result res;
+        syn_request_params p = request_of(&jobs[k], NULL);
+        assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+        assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+        assert_int_equal(res.finish, SYN_FINISH_LENGTH);
+        syn_request_free(r);
+    }
+    syn_engine_get_stats(e, &st);
+    assert_true(st.kv_blocks_used <= st.kv_blocks_total);
+    assert_true(st.kv_blocks_cached > 0);
+
+    const size_t again[2] = {N - 1, 0};
+    for (int i = 0; i < 2; i++) reference(f, &jobs[again[i]], SYN_KV_F32, &want[i]);
+    for (int i = 0; i < 2; i++) {
+        memset(&got, 0, sizeof got);
+        syn_request *r = NULL;
+        syn_request_result res;
+        syn_request_params p = request_of(&jobs[again[i]], &got);
+        assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+        assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+        if (i == 0)
+            assert_int_equal(res.n_cached_tokens, 288); /* 18 full blocks before the last token */
+        else
+            assert_true(res.n_cached_tokens < 288); /* its chain lost its least recently used end */
+        assert_same_run(&want[i], &got, "after eviction", again[i]);
+        syn_request_free(r);
+    }
+    syn_engine_free(e);
+}
+
+/* ---- scheduling ------------------------------------------------------------------------------- */
+
+/* A 2,000-token prompt arriving while 4 sequences decode is read over many steps, and every
+ * decoding sequence still advances exactly one token per step. */
+static void test_fairness_long_prompt(void **state) {
+    const fixture *f = *state;
+    enum { N = 5 };
+    job jobs[N];
+    trace want[N], got[N];
+    syn_request *reqs[N] = {0};
+    for (size_t k = 0; k < 4; k++) {
+        jobs[k] = (job){.prompt = f->tokens + 100 * k, .n_prompt = 5 + 4 * k, .max_tokens = 40,
+                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k].sampling.temperature = 0.0f;
+    }
+    jobs[4] = (job){.prompt = f->tokens + 1000, .n_prompt = 2000, .max_tokens = 3,
+                    .sampling = syn_sampler_default_params(), .ignore_eos = true};
+    for (size_t k = 0; k < N; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    memset(got, 0, sizeof got);
+
+    syn_engine_params ep = engine_params(5, 2, 128);
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    arrivals a = {.engine = e, .jobs = jobs, .traces = got, .reqs = reqs, .first = 4, .count = 1};
+    got[0].hook = submit_more; /* the long prompt arrives after request 0's second token */
+    got[0].hook_ctx = &a;
+    for (size_t k = 0; k < 4; k++) {
+        syn_request_params p = request_of(&jobs[k], &got[k]);
+        assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
+    }
+    for (size_t k = 0; k < N; k++) {
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+        assert_same_run(&want[k], &got[k], "fairness", k);
+        syn_request_free(reqs[k]);
+    }
+    const uint64_t arrival = got[0].steps[1], first_long = got[4].steps[0];
+    /* 2,000 tokens in steps of at most 128 - 4 prompt tokens: at least 17 steps. */
+    assert_true(first_long - arrival >= 16);
+    for (size_t k = 0; k < 4; k++) {
+        assert_true(got[k].steps[got[k].n - 1] > first_long); /* it decoded through the long prefill */
+        for (size_t i = 1; i < got[k].n; i++)
+            if (got[k].steps[i] != got[k].steps[i - 1] + 1)
+                fail_msg("request %zu: token %zu came at step %llu after step %llu", k, i,
+                         (unsigned long long)got[k].steps[i], (unsigned long long)got[k].steps[i - 1]);
+    }
+    syn_engine_free(e);
+}
+
+/* With a 1 MiB budget (128 blocks), three 900-token requests (57 blocks each) cannot all be
+ * active: the third waits in the queue for blocks, then runs, with unchanged results. */
+static void test_budget_admission(void **state) {
+    const fixture *f = *state;
+    enum { N = 3 };
+    job jobs[N];
+    trace want[N], got[N];
+    syn_request *reqs[N];
+    for (size_t k = 0; k < N; k++) {
+        jobs[k] = (job){.prompt = f->tokens + 500 * k, .n_prompt = 900, .max_tokens = 8,
+                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k].sampling.temperature = 0.0f;
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    }
+    memset(got, 0, sizeof got);
+    syn_engine_params ep = engine_params(3, 2, 512);
+    ep.kv_budget_mib = 1;
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    for (size_t k = 0; k < N; k++) {
+        got[k].engine = e;
+        syn_request_params p = request_of(&jobs[k], &got[k]);
+        assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
+    }
+    for (size_t k = 0; k < N; k++) {
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+        assert_same_run(&want[k], &got[k], "budget", k);
+        assert_true(got[k].max_active <= 2);
+        syn_request_free(reqs[k]);
+    }
+    assert_int_equal(got[0].max_active, 2);
+    syn_engine_free(e);
+}
+
+/* ---- prompts, streaming, stop tokens, helper -------------------------------------------------- */
+
+/* Text and chat prompts are tokenized as syn_tokenize / syn_chat_format would; the streamed
+ * pieces concatenate to the detokenized output; a stop token ends generation before it. */
+static void test_text_chat_stream_stop(void **state) {
+    const fixture *f = *state;
+    const char *text = "Hello, world! Tell me about <|im_start|>concurrency.";
+    int32_t ids[128];
+    size_t n_ids = 0;
+    assert_int_equal(syn_tokenize(f->tok, text, strlen(text), true, ids, 128, &n_ids), SYN_OK);
+    job j = {.prompt = ids, .n_prompt = n_ids, .max_tokens = 12, .sampling = syn_sampler_default_params(),
+             .ignore_eos = true};
+    j.sampling.temperature = 0.0f;
+    trace want, got;
+    reference(f, &j, SYN_KV_F32, &want);
+
+    syn_engine_params ep = engine_params(2, 2, 64);
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    memset(&got, 0, sizeof got);
+    syn_request_params p = request_of(&j, &got);
+    p.prompt_tokens = NULL;
+    p.n_prompt_tokens = 0;
+    p.prompt_text = text;
+    syn_request *r = NULL;
+    syn_request_result res;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    assert_int_equal(res.n_prompt_tokens, n_ids);
+    assert_same_run(&want, &got, "text prompt", 0);
+    char detok[4096];
+    size_t n_bytes = 0;
+    assert_int_equal(syn_detokenize(f->tok, res.tokens, res.n_tokens, detok, sizeof detok, &n_bytes), SYN_OK);
+    assert_int_equal(got.text_len, n_bytes);
+    assert_memory_equal(got.text, detok, n_bytes);
+    syn_request_free(r);
+
+    /* Stop at the first occurrence of the 5th generated token. */
+    const int32_t stop = want.tokens[4];
+    size_t first = 0;
+    while (want.tokens[first] != stop) first++;
+    memset(&got, 0, sizeof got);
+    p = request_of(&j, &got);
+    p.stop_tokens = &stop;
+    p.n_stop_tokens = 1;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    assert_int_equal(res.finish, SYN_FINISH_STOP);
+    assert_int_equal(res.n_tokens, first);
+    syn_request_free(r);
+
+    /* A chat renders through the model's template. */
+    const syn_chat_message msgs[2] = {{"system", "You are terse."}, {"user", "Hi"}};
+    char chat[1024];
+    size_t chat_len = 0;
+    assert_int_equal(syn_chat_format(f->model, NULL, msgs, 2, true, chat, sizeof chat, &chat_len), SYN_OK);
+    assert_int_equal(syn_tokenize(f->tok, chat, chat_len, true, ids, 128, &n_ids), SYN_OK);
+    j.n_prompt = n_ids;
+    reference(f, &j, SYN_KV_F32, &want);
+    memset(&got, 0, sizeof got);
+    p = request_of(&j, &got);
+    p.prompt_tokens = NULL;
+    p.n_prompt_tokens = 0;
+    p.messages = msgs;
+    p.n_messages = 2;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    assert_int_equal(res.n_prompt_tokens, n_ids);
+    assert_same_run(&want, &got, "chat prompt", 0);
+    syn_request_free(r);
+    syn_engine_free(e);
+}
+
+/* syn_engine_run: every request in order, n_parallel at a time; aggregate counts add up. */
+static void test_run_helper(void **state) {
+    const fixture *f = *state;
+    enum { N = 7 };
+    job jobs[N];
+    trace want[N], got[N];
+    syn_request_params params[N];
+    syn_request *reqs[N];
+    make_jobs(f, jobs, N, 3000);
+    memset(got, 0, sizeof got);
+    size_t total = 0;
+    for (size_t k = 0; k < N; k++) {
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+        params[k] = request_of(&jobs[k], &got[k]);
+        total += want[k].n;
+    }
+    syn_engine_params ep = engine_params(3, 2, 64);
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_run_stats rs;
+    assert_int_equal(syn_engine_run(e, params, N, reqs, &rs), SYN_OK);
+    assert_int_equal(rs.n_generated, total);
+    assert_true(rs.wall_ms > 0);
+    assert_true(rs.tok_per_s > 0);
+    assert_true(rs.n_steps > 0);
+    for (size_t k = 0; k < N; k++) {
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+        assert_same_run(&want[k], &got[k], "syn_engine_run", k);
+        syn_request_free(reqs[k]);
+    }
+    /* A bad request: nothing stays submitted, and the error names its index. The requests before
+     * it may produce tokens before they are cancelled: no callbacks this time. */
+    for (size_t k = 0; k < N; k++) params[k].on_token = NULL;
+    params[4].max_tokens = 0;
+    assert_int_equal(syn_engine_run(e, params, N, reqs, &rs), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "request 4"));
+    for (size_t k = 0; k < N; k++) assert_null(reqs[k]);
+    syn_engine_free(e);
+}
+
+/* ---- limits and errors -------------------------------------------------------------------------- */
+
+static void expect_engine_error(const fixture *f, syn_engine_params ep, const char *needle) {
+    syn_engine *e = (syn_engine *)&e; /* must be reset to NULL */
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_ERR_INVALID_ARGUMENT);
+    assert_null(e);
+    if (!strstr(syn_last_error(), needle)) fail_msg("message '%s' does not name '%s'", syn_last_error(), needle);
+}
+
+static void test_invalid_engine_params(void **state) {
+    const fixture *f = *state;
+    const int32_t bad_parallel[] = {0, -1, -100, SYN_ENGINE_MAX_PARALLEL + 1};
+    for (size_t i = 0; i < sizeof bad_parallel / sizeof bad_parallel[0]; i++)
+        expect_engine_error(f, engine_params(bad_parallel[i], 1, 512), "n_parallel");
+    expect_engine_error(f, engine_params(8, 1, 4), "max_step_tokens");
+    expect_engine_error(f, engine_params(1, 1, SYN_ENGINE_MAX_STEP_TOKENS + 1), "max_step_tokens");
+    expect_engine_error(f, engine_params(1, -2, 16), "n_threads");
+    syn_engine_params ep = engine_params(2, 1, 16);
+    ep.kv_budget_mib = 0;
+    expect_engine_error(f, ep, "kv_budget_mib");
+    ep = engine_params(2, 1, 16);
+    ep.n_ctx = 1u << 30;
+    expect_engine_error(f, ep, "n_ctx");
+    ep = engine_params(2, 1, 16);
+    ep.isa = (syn_isa_tier)99;
+    expect_engine_error(f, ep, "99");
+    /* The limits themselves are accepted. */
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &(syn_engine_params){.n_parallel = SYN_ENGINE_MAX_PARALLEL,
+                                                                   .n_threads = 1, .kv_budget_mib = 16,
+                                                                   .max_step_tokens = SYN_ENGINE_MAX_PARALLEL},
+                                    &e),
+                     SYN_OK);
+    syn_engine_free(e);
+}
+
+static void test_request_limits(void **state) {
+    const fixture *f = *state;
+    syn_engine_params ep = engine_params(2, 1, 32);
+    ep.n_ctx = 64;
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_request *r = (syn_request *)&r;
+    job j = {.prompt = f->tokens, .n_prompt = 60, .max_tokens = 5, .sampling = syn_sampler_default_params()};
+    syn_request_params p = request_of(&j, NULL);
+    /* Context overflow: 60 + 5 > 64. */
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_CONTEXT_FULL);
+    assert_null(r);
+    assert_non_null(strstr(syn_last_error(), "context of 64"));
+    p.max_tokens = 4; /* exactly fits */
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    syn_request_result res;
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    assert_true(res.finish == SYN_FINISH_LENGTH || res.finish == SYN_FINISH_EOG);
+    /* Cancelling a finished request is an error naming how it finished. */
+    assert_int_equal(syn_request_cancel(r), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "already finished"));
+    syn_request_free(r);
+
+    /* Bad requests. */
+    p.n_prompt_tokens = 0;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "empty"));
+    p.n_prompt_tokens = 3;
+    p.prompt_text = "also text";
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "exactly one prompt"));
+    p.prompt_text = NULL;
+    const int32_t bad[2] = {5, f->n_vocab};
+    p.prompt_tokens = bad;
+    p.n_prompt_tokens = 2;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "index 1"));
+    p.prompt_tokens = f->tokens;
+    p.max_tokens = 0;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "max_tokens"));
+    p.max_tokens = 3;
+    p.sampling.top_p = 2.0f;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    assert_null(r);
+    syn_engine_free(e);
+
+    /* Budget overflow: 1 MiB holds 128 blocks = 2,048 positions of the tiny model. */
+    ep = engine_params(2, 1, 32);
+    ep.kv_budget_mib = 1;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    p = request_of(&j, NULL);
+    p.n_prompt_tokens = 2040;
+    p.max_tokens = 100;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_CONTEXT_FULL);
+    assert_non_null(strstr(syn_last_error(), "kv_budget_mib 1"));
+    syn_engine_free(e);
+}
+
+/* A queued request cancelled before it runs finishes at once with nothing generated; a failed
+ * step fails its requests with the error and the engine serves the next ones correctly. */
+static void test_cancel_queued_and_failed_step(void **state) {
+    const fixture *f = *state;
+    job jobs[4];
+    make_jobs(f, jobs, 4, 2500);
+    jobs[0].ignore_eos = true;
+    trace want[4], got[4];
+    for (size_t k = 0; k < 4; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    memset(got, 0, sizeof got);
+    syn_engine_params ep = engine_params(1, 2, 64);
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+
+    /* Request 0 holds the only slot; its second token submits request 1 and cancels it queued. */
+    syn_request *r[4] = {0};
+    arrivals a = {.engine = e, .jobs = jobs, .traces = got, .reqs = r, .first = 1, .count = 1, .to_cancel = &r[1]};
+    got[0].hook = submit_more;
+    got[0].hook_ctx = &a;
+    syn_request_result res;
+    syn_request_params p = request_of(&jobs[0], &got[0]);
+    assert_int_equal(syn_engine_submit(e, &p, &r[0]), SYN_OK);
+    assert_int_equal(syn_request_wait(r[0], &res), SYN_OK);
+    assert_same_run(&want[0], &got[0], "before the cancelled one", 0);
+    assert_non_null(r[1]);
+    assert_int_equal(syn_request_wait(r[1], &res), SYN_OK);
+    assert_int_equal(res.finish, SYN_FINISH_CANCELLED);
+    assert_int_equal(res.n_tokens, 0);
+    assert_int_equal(got[1].n, 0);
+
+    syn_engine_fail_next_step(e);
+    p = request_of(&jobs[2], &got[2]);
+    assert_int_equal(syn_engine_submit(e, &p, &r[2]), SYN_OK);
+    assert_int_equal(syn_request_wait(r[2], &res), SYN_OK);
+    assert_int_equal(res.finish, SYN_FINISH_ERROR);
+    assert_int_equal(res.status, SYN_ERR_INTERNAL);
+    assert_non_null(strstr(res.error, "injected"));
+    assert_int_equal(res.n_tokens, 0);
+
+    p = request_of(&jobs[3], &got[3]);
+    assert_int_equal(syn_engine_submit(e, &p, &r[3]), SYN_OK);
+    assert_int_equal(syn_request_wait(r[3], &res), SYN_OK);
+    assert_int_equal(res.status, SYN_OK);
+    assert_same_run(&want[3], &got[3], "after a failed step", 3);
+    for (int i = 0; i < 4; i++) syn_request_free(r[i]);
+    syn_engine_stats st;
+    syn_engine_get_stats(e, &st);
+    assert_int_equal(st.n_active, 0);
+    assert_int_equal(st.kv_blocks_used, st.kv_blocks_cached); /* only the cache holds blocks */
+    syn_engine_free(e);
+}
+
+/* Freeing the engine with requests queued and running cancels them; the handles stay valid. */
+static void test_free_with_outstanding_requests(void **state) {
+    const fixture *f = *state;
+    job jobs[6];
+    make_jobs(f, jobs, 6, 3500);
+    syn_engine_params ep = engine_params(2, 2, 64);
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_request *r[6];
+    for (size_t k = 0; k < 6; k++) {
+        jobs[k].max_tokens = 60;
+        syn_request_params p = request_of(&jobs[k], NULL);
+        assert_int_equal(syn_engine_submit(e, &p, &r[k]), SYN_OK);
+    }
+    syn_request_free(r[5]); /* freed while queued */
+    syn_engine_free(e);
+    for (size_t k = 0; k < 5; k++) {
+        syn_request_result res;
+        assert_true(syn_request_is_done(r[k]));
+        assert_int_equal(syn_request_wait(r[k], &res), SYN_OK);
+        assert_true(res.finish == SYN_FINISH_CANCELLED || res.finish == SYN_FINISH_LENGTH);
+        assert_int_equal(syn_request_cancel(r[k]), SYN_ERR_INVALID_ARGUMENT);
+        syn_request_free(r[k]);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parity_batches),
+        cmocka_unit_test(test_parity_f16_kv),
+        cmocka_unit_test(test_parity_arrivals_and_cancellation),
+        cmocka_unit_test(test_prefix_reuse),
+        cmocka_unit_test(test_prefix_lru_eviction),
+        cmocka_unit_test(test_fairness_long_prompt),
+        cmocka_unit_test(test_budget_admission),
+        cmocka_unit_test(test_text_chat_stream_stop),
+        cmocka_unit_test(test_run_helper),
+        cmocka_unit_test(test_invalid_engine_params),
+        cmocka_unit_test(test_request_limits),
+        cmocka_unit_test(test_cancel_queued_and_failed_step),
+        cmocka_unit_test(test_free_with_outstanding_requests),
+    };
+    return cmocka_run_group_tests_name("engine", tests, setup, teardown);
+}
