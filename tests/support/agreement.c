@@ -121,3 +121,9 @@ bool agreement_run(const char *model_key, const syn_context_params *params,
     json_decref(root);
     return ok && stats->n_steps > 0;
 }
+
+void agreement_print(const char *what, const agreement_stats *s) {
+    printf("%s: %d steps, max |diff| %.5f, mean %.5f, argmax checked %d, mismatches %d\n", what,
+           s->n_steps, s->max_abs_diff, s->mean_abs_diff, s->n_argmax_checked,
+           s->n_argmax_mismatch);
+}

@@ -29,4 +29,7 @@ typedef enum agreement_against {
 bool agreement_run(const char *model_key, const syn_context_params *params,
                    agreement_against against, double min_margin, agreement_stats *stats);
 
+/* Prints one line of stats, labelled what, for the test log. */
+void agreement_print(const char *what, const agreement_stats *stats);
+
 #endif

@@ -46,3 +46,12 @@ int test_write_file(const char *path, const void *data, size_t size) {
     size_t w = fwrite(data, 1, size, f);
     return fclose(f) == 0 && w == size ? 0 : -1;
 }
+
+syn_model *test_load_model(const char *name) {
+    syn_model_params mp = syn_model_default_params();
+    mp.prefetch = false;
+    syn_model *model = NULL;
+    if (syn_model_load(test_data_path(name), &mp, &model) != SYN_OK)
+        fprintf(stderr, "cannot load %s: %s\n", name, syn_last_error());
+    return model;
+}

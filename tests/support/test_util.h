@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "synapse.h"
+
 /* Path of a file in the test data folder: $SYNAPSE_TEST_DATA or tests/data (tests run from the
  * repository root). Returns a static buffer, overwritten by the next call. */
 const char *test_data_path(const char *name);
@@ -13,6 +15,10 @@ const char *test_data_path(const char *name);
  * test_remove_dir(). Returns a malloc'd path. */
 char *test_make_temp_dir(void);
 void test_remove_dir(const char *path);
+
+/* Loads tests/data/<name> without background prefetch; NULL (with the library's message on
+ * stderr) when it cannot. */
+syn_model *test_load_model(const char *name);
 
 /* Reads a whole file into a malloc'd buffer; NULL on failure. */
 void *test_read_file(const char *path, size_t *size);

@@ -81,10 +81,8 @@ static bool record_token(const syn_token_event *ev, void *user_data) {
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     if (!f) return -1;
-    syn_model_params mp = syn_model_default_params();
-    mp.prefetch = false;
-    if (syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), &mp, &f->model) != SYN_OK) {
-        fprintf(stderr, "cannot load the tiny Q8_0 model: %s\n", syn_last_error());
+    f->model = test_load_model("qwen2-tiny-synth-q8_0.gguf");
+    if (!f->model) {
         free(f);
         return -1;
     }

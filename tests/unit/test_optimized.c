@@ -22,12 +22,6 @@ static syn_context_params optimized_params(void) {
     return p;
 }
 
-static void report(const char *what, const agreement_stats *s) {
-    printf("%s: %d steps, max |diff| %.5f, mean %.5f, argmax checked %d, mismatches %d\n", what,
-           s->n_steps, s->max_abs_diff, s->mean_abs_diff, s->n_argmax_checked,
-           s->n_argmax_mismatch);
-}
-
 /* ---- agreement ------------------------------------------------------------------------------ */
 
 /* Within 5e-3 of an oracle at its own top-5 ids, same argmax wherever its margin >= 0.01. */
@@ -35,7 +29,7 @@ static void check_oracle(const char *model_key, agreement_against against) {
     syn_context_params p = optimized_params();
     agreement_stats s;
     assert_true(agreement_run(model_key, &p, against, 0.01, &s));
-    report(model_key, &s);
+    agreement_print(model_key, &s);
     assert_int_equal(s.n_steps, 96);
     assert_true(s.max_abs_diff < 5e-3);
     assert_true(s.n_argmax_checked > 50);
@@ -58,7 +52,7 @@ static void check_llama(const char *model_key, syn_kv_type kv, double max_diff, 
     p.kv_type = kv;
     agreement_stats s;
     assert_true(agreement_run(model_key, &p, AGAINST_LLAMA_CPP, 0.05, &s));
-    report(kv == SYN_KV_F16 ? "f16 KV vs llama.cpp" : "vs llama.cpp", &s);
+    agreement_print(kv == SYN_KV_F16 ? "f16 KV vs llama.cpp" : "vs llama.cpp", &s);
     assert_true(s.max_abs_diff < max_diff);
     assert_true(s.mean_abs_diff < mean_diff);
     assert_true(s.n_argmax_checked > 30);
@@ -93,10 +87,8 @@ typedef struct fixture {
 static int setup_q8(void **state) {
     fixture *f = calloc(1, sizeof *f);
     if (!f) return -1;
-    syn_model_params mp = syn_model_default_params();
-    mp.prefetch = false;
-    if (syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), &mp, &f->model) != SYN_OK) {
-        fprintf(stderr, "cannot load the tiny Q8_0 model: %s\n", syn_last_error());
+    f->model = test_load_model("qwen2-tiny-synth-q8_0.gguf");
+    if (!f->model) {
         free(f);
         return -1;
     }

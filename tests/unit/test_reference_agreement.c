@@ -17,18 +17,12 @@ static syn_context_params reference_params(void) {
     return p;
 }
 
-static void report(const char *what, const agreement_stats *s) {
-    printf("%s: %d steps, max |diff| %.5f, mean %.5f, argmax checked %d, mismatches %d\n", what,
-           s->n_steps, s->max_abs_diff, s->mean_abs_diff, s->n_argmax_checked,
-           s->n_argmax_mismatch);
-}
-
 /* Within 5e-3 of f32_ref at its own top-5 ids, same argmax wherever its margin >= 0.01. */
 static void check_against_f32_ref(const char *model_key) {
     syn_context_params p = reference_params();
     agreement_stats s;
     assert_true(agreement_run(model_key, &p, AGAINST_F32_REF, 0.01, &s));
-    report(model_key, &s);
+    agreement_print(model_key, &s);
     assert_true(s.n_steps == 96);
     assert_true(s.max_abs_diff < 5e-3);
     assert_true(s.n_argmax_checked > 50);
@@ -51,7 +45,7 @@ static void test_q8_model_vs_llama_cpp(void **state) {
     syn_context_params p = reference_params();
     agreement_stats s;
     assert_true(agreement_run("qwen2-tiny-synth-q8_0", &p, AGAINST_LLAMA_CPP, 0.05, &s));
-    report("q8_0 vs llama.cpp", &s);
+    agreement_print("q8_0 vs llama.cpp", &s);
     assert_true(s.max_abs_diff < 0.08);
     assert_true(s.mean_abs_diff < 0.02);
     assert_true(s.n_argmax_checked > 30);
@@ -64,7 +58,7 @@ static void test_f32_model_vs_llama_cpp(void **state) {
     syn_context_params p = reference_params();
     agreement_stats s;
     assert_true(agreement_run("qwen2-tiny-synth-f32", &p, AGAINST_LLAMA_CPP, 0.05, &s));
-    report("f32 vs llama.cpp", &s);
+    agreement_print("f32 vs llama.cpp", &s);
     assert_true(s.max_abs_diff < 0.01);
     assert_true(s.n_argmax_checked > 30);
     assert_int_equal(s.n_argmax_mismatch, 0);
