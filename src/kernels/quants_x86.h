@@ -262,6 +262,7 @@ SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes
 enum {
     X86_MM_KS = 16,  /* blocks per k-span (bounds the stack buffers; the sums continue in y) */
     X86_MM_TC = 256, /* tokens per chunk */
+    X86_MM_PF_AHEAD = 1, /* (row tile, span) steps ahead that a tile prefetches (2-4 measured no better) */
 };
 
 typedef __m256i (*x86_dpbusd_fn)(__m256i acc, __m256i u8, __m256i s8);
@@ -361,16 +362,80 @@ SYN_K_INLINE void x86_lane_tokens(int64_t kb, bool first_span, const __m256i *wp
     }
 }
 
+/* The weights of rows [r, r + n) (clamped to r1 - 1), blocks [k0, k0 + kb): what the next row
+ * tile's transposition reads. */
+typedef struct x86_tile_ref {
+    const char *row0; /* row r's block k0 */
+    int64_t n_rows, bytes;
+} x86_tile_ref;
+
+/* Prefetches line k of each row of *next (and, at the span's last block, each row's last byte):
+ * spread over the transposition's kb iterations, this fetches all of next's lines one tile ahead
+ * (64 * kb >= 34 * kb bytes), so the weights stream from memory while this tile computes instead of
+ * stalling its loads; the hardware prefetcher alone handles the 16 short interleaved row streams
+ * poorly. Into L2 (T1): on Zen 4, T0 was no faster than no prefetch (L1's few miss buffers cap
+ * the lines in flight), T1 cut 5-token calls on cold weights by ~25-30%. */
+SYN_K_INLINE void x86_prefetch_tile_line(const x86_tile_ref *next, size_t w_row_bytes, int64_t k, int64_t kb) {
+    if (!next->row0) return;
+    for (int64_t i = 0; i < next->n_rows; i++) {
+        const char *p = next->row0 + (size_t)i * w_row_bytes;
+        if (64 * k < next->bytes) _mm_prefetch(p + 64 * k, _MM_HINT_T1);
+        if (k == kb - 1) _mm_prefetch(p + next->bytes - 1, _MM_HINT_T1);
+    }
+}
+
+/* Transposes blocks [k0, k0 + kb) of rows [r, r + 8 * n_vec) (clamped to r1 - 1) into wp/dwp in
+ * x86_lane_tile's layout, prefetching *next's weights on the way. */
+SYN_K_INLINE void x86_transpose_tile(const void *w, size_t w_row_bytes, int64_t r, int64_t r1, int64_t k0, int64_t kb,
+                                     const x86_tile_ref *next, __m256i *wp, __m256 *dwp, const int n_vec) {
+    for (int v = 0; v < n_vec; v++) {
+        const block_q8_0 *rows[8];
+        x86_tile_rows(w, w_row_bytes, r + 8 * v, r1, 8, rows);
+        for (int64_t k = 0; k < kb; k++) {
+            if (v == 0) x86_prefetch_tile_line(next, w_row_bytes, k, kb);
+            __m256i x[8];
+            SYN_K_UNROLL(8)
+            for (int i = 0; i < 8; i++) x[i] = x86_load_qs(&rows[i][k0 + k]);
+            x86_transpose8_u8(x, wp + (k * n_vec + v) * 8);
+            dwp[k * n_vec + v] = x86_scales8_rows(rows, k0 + k);
+        }
+    }
+}
+
+/* Runs every token of a chunk against one transposed tile: token tiles of n_tok, then the
+ * remaining 1 to n_tok - 1 tokens as one narrower tile (the same lane sequence, so the same bits). */
+SYN_K_INLINE void x86_lane_all_tokens(int64_t kb, bool first_span, const __m256i *wp, const __m256 *dwp,
+                                      const block_q8_0 *a, int64_t n_blocks, const x86_act_aux *aux, int64_t nt,
+                                      float *y, int64_t y_stride, int64_t n_rows, const int n_vec, const int n_tok,
+                                      x86_dpbusd_fn dp) {
+    int64_t t = 0;
+    for (; t + n_tok <= nt; t += n_tok) {
+        x86_lane_tokens(kb, first_span, wp, dwp, a + t * n_blocks, n_blocks, aux + t * X86_MM_KS, y + t * y_stride,
+                        y_stride, n_rows, n_vec, n_tok, dp);
+    }
+    const block_q8_0 *at = a + t * n_blocks;
+    const x86_act_aux *xt = aux + t * X86_MM_KS;
+    float *yt = y + t * y_stride;
+    switch (nt - t) { /* n_tok <= 4 */
+    case 1: x86_lane_tokens(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, n_vec, 1, dp); break;
+    case 2: x86_lane_tokens(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, n_vec, 2, dp); break;
+    case 3: x86_lane_tokens(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, n_vec, 3, dp); break;
+    default: break;
+    }
+}
+
 /* Matmul over rows [r0, r1) and n_tokens tokens in row tiles of 8 * n_vec rows and token tiles of
  * n_tok (n_vec <= 2, n_tok <= 4). Loops: token chunk, k-span (activation corrections), row tile
- * (transposed weights, reused by every token of the chunk), token tile. */
+ * (weights transposed once, used by every token of the chunk), token tile. Each (row tile, span)
+ * prefetches the weights of the one after it, so a call with few tokens, whose compute per weight
+ * byte is small, still reads the weights at close to memory speed. */
 SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                    const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride,
                                    const int n_vec, const int n_tok, x86_dpbusd_fn dp) {
     x86_act_aux aux[X86_MM_TC * X86_MM_KS];
     __m256i wp[X86_MM_KS * 2 * 8];
     __m256 dwp[X86_MM_KS * 2];
-    const int64_t tile_rows = 8 * n_vec;
+    const int64_t tile_rows = 8 * n_vec, n_tiles = (r1 - r0 + tile_rows - 1) / tile_rows;
     for (int64_t c0 = 0; c0 < n_tokens; c0 += X86_MM_TC) {
         const int64_t nt = n_tokens - c0 < X86_MM_TC ? n_tokens - c0 : X86_MM_TC;
         for (int64_t k0 = 0; k0 < n_blocks; k0 += X86_MM_KS) {
@@ -382,36 +447,27 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
                 }
             }
             for (int64_t r = r0; r < r1; r += tile_rows) {
-                for (int v = 0; v < n_vec; v++) {
-                    const block_q8_0 *rows[8];
-                    x86_tile_rows(w, w_row_bytes, r + 8 * v, r1, 8, rows);
-                    for (int64_t k = 0; k < kb; k++) {
-                        __m256i x[8];
-                        SYN_K_UNROLL(8)
-                        for (int i = 0; i < 8; i++) x[i] = x86_load_qs(&rows[i][k0 + k]);
-                        x86_transpose8_u8(x, wp + (k * n_vec + v) * 8);
-                        dwp[k * n_vec + v] = x86_scales8_rows(rows, k0 + k);
-                    }
+                /* the (row tile, span) X86_MM_PF_AHEAD steps after this one in loop order, if any */
+                const int64_t step = (k0 / X86_MM_KS) * n_tiles + (r - r0) / tile_rows + X86_MM_PF_AHEAD;
+                const int64_t nr = r0 + (step % n_tiles) * tile_rows, nk0 = (step / n_tiles) * X86_MM_KS;
+                x86_tile_ref next = {0};
+                if (nk0 < n_blocks) {
+                    const int64_t nkb = n_blocks - nk0 < X86_MM_KS ? n_blocks - nk0 : X86_MM_KS;
+                    next = (x86_tile_ref){(const char *)(syn_k_wrow(w, w_row_bytes, nr) + nk0),
+                                          r1 - nr < tile_rows ? r1 - nr : tile_rows,
+                                          nkb * (int64_t)sizeof(block_q8_0)};
                 }
-                const int64_t n_rows = r1 - r;
-                float *yr = y + c0 * y_stride + r;
-                const block_q8_0 *ac = a + c0 * n_blocks + k0;
-                int64_t t = 0;
-                for (; t + n_tok <= nt; t += n_tok) {
-                    x86_lane_tokens(kb, k0 == 0, wp, dwp, ac + t * n_blocks, n_blocks, aux + t * X86_MM_KS,
-                                    yr + t * y_stride, y_stride, n_rows, n_vec, n_tok, dp);
-                }
-                for (; t < nt; t++) {
-                    x86_lane_tokens(kb, k0 == 0, wp, dwp, ac + t * n_blocks, n_blocks, aux + t * X86_MM_KS,
-                                    yr + t * y_stride, y_stride, n_rows, n_vec, 1, dp);
-                }
+                x86_transpose_tile(w, w_row_bytes, r, r1, k0, kb, &next, wp, dwp, n_vec);
+                x86_lane_all_tokens(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, aux, nt,
+                                    y + c0 * y_stride + r, y_stride, r1 - r, n_vec, n_tok, dp);
             }
         }
     }
 }
 
-/* Matmul for the VNNI tiers: a few tokens go through matvec (each token re-reads the weights,
- * from cache, while a transposed tile would be used too few times to pay). */
+/* Matmul for the VNNI tiers: fewer than n_tok tokens go through matvec (each token re-reads the
+ * weights, from cache, while a transposed tile would be used too few times to pay: 2 tokens ran
+ * ~1.3x slower through the lanes, 3 about even, on Zen 4). */
 SYN_K_INLINE void x86_matmul(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                              const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride, const int n_vec,
                              const int n_tok, x86_dpbusd_fn dp, x86_act_prep_fn prep, x86_dot_block_fn dot) {

@@ -1,6 +1,8 @@
 /* bench_kernels.c: Q8_0 matvec/matmul throughput per ISA tier and thread count, and the
  * machine's memory read bandwidth, to judge how close decode can get to the bandwidth ceiling.
- * Usage: bench_kernels [seconds per measurement, default 0.5] */
+ * Usage: bench_kernels [seconds per measurement, default 0.5] [substring of "<tier> <case>" to run]
+ * The "x N tok" cases of 1-16 tokens are batched decode and short prompts: compare their ms/call
+ * with the matvec of the same matrix (a k-token call should cost far less than k matvecs). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,7 @@ static int read_chunk(void *ctx, int64_t chunk, int thread_index) {
 
 int main(int argc, char **argv) {
     const double seconds = argc > 1 ? atof(argv[1]) : 0.5;
+    const char *filter = argc > 2 ? argv[2] : "";
     const int64_t max_blocks = 4864 / QK8_0, max_tokens = 512;
     const int64_t big_rows = 151936;
     /* 600 MB of weights: larger than any cache, about one 0.5B model's worth per pass. */
@@ -96,11 +99,20 @@ int main(int argc, char **argv) {
             } cases[] = {
                 {"matvec 4864x896 hot", 4864, 896, 1, false},   {"matvec 4864x896 cold", 4864, 896, 1, true},
                 {"matvec 896x4864 cold", 896, 4864, 1, true},   {"matvec 151936x896", 151936, 896, 1, true},
+                {"matmul 4864x896 x 2 tok", 4864, 896, 2, true},   {"matmul 4864x896 x 3 tok", 4864, 896, 3, true},
+                {"matmul 4864x896 x 5 tok", 4864, 896, 5, true},   {"matmul 4864x896 x 8 tok", 4864, 896, 8, true},
+                {"matmul 4864x896 x 16 tok", 4864, 896, 16, true}, {"matmul 4864x896 x 5 tok hot", 4864, 896, 5, false},
+                {"matmul 4864x896 x 16 tok hot", 4864, 896, 16, false}, {"matmul 896x4864 x 2 tok", 896, 4864, 2, true},
+                {"matmul 896x4864 x 3 tok", 896, 4864, 3, true},   {"matmul 896x4864 x 5 tok", 896, 4864, 5, true},
+                {"matmul 896x4864 x 8 tok", 896, 4864, 8, true},   {"matmul 896x4864 x 16 tok", 896, 4864, 16, true},
                 {"matmul 4864x896 x 64 tok", 4864, 896, 64, true}, {"matmul 896x4864 x 64 tok", 896, 4864, 64, true},
                 {"matmul 4864x896 x 512 tok", 4864, 896, 512, true},
             };
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
                 if (isa == SYN_ISA_SCALAR && cases[c].tokens > 1) continue;
+                char label[96];
+                snprintf(label, sizeof label, "%s %s", syn_isa_name(k.isa), cases[c].name);
+                if (!strstr(label, filter)) continue;
                 const int64_t n_blocks = cases[c].cols / QK8_0;
                 const size_t row_bytes = (size_t)n_blocks * sizeof(block_q8_0);
                 const size_t mat_bytes = row_bytes * (size_t)cases[c].rows;
