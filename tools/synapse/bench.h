@@ -1,7 +1,7 @@
 /*
  * bench.h: what the two modes of `synapse bench` share: the parsed options and the summary
  * statistics of repeated measurements. cmd_bench.c parses and runs the in-process speed tests;
- * bench_e2e.c times whole `synapse run` processes.
+ * bench_e2e.c times whole `synapse run` processes; bench_concurrent.c many requests on engines.
  */
 #ifndef SYNAPSE_TOOL_BENCH_H
 #define SYNAPSE_TOOL_BENCH_H
@@ -28,6 +28,8 @@ typedef struct bench_opts {
     int32_t *depths;   /* -d: [n_depths] tokens already cached before each test */
     size_t n_depths;
     int32_t reps;      /* -r: counted repetitions (one warm-up comes on top) */
+    int32_t *concurrent; /* --concurrent: [n_concurrent] simultaneous request counts */
+    size_t n_concurrent;
     bool e2e;          /* --e2e */
     bool json;         /* --json */
 } bench_opts;
@@ -42,7 +44,23 @@ bench_stats bench_stats_of(const double *v, size_t n);
 /* A JSON array of numbers; NULL: no memory. */
 json_t *json_doubles(const double *v, size_t n);
 
+/* What the results print besides their own figures. */
+typedef struct bench_model {
+    const char *path;
+    syn_model_info info;
+    char type[64];             /* "qwen2 494M q8_0" */
+    uint64_t bytes_per_token;  /* weight bytes one decode step reads */
+} bench_model;
+
+void bench_describe_model(const syn_model *model, const char *path, bench_model *m);
+
+/* Random ids in [0, n_vocab) from a fixed seed (splitmix64): the same tokens in every run. */
+void bench_random_tokens(int32_t *ids, size_t n, int32_t n_vocab);
+
 /* `synapse bench --e2e`: runs and prints everything; returns the exit code. */
 int bench_e2e(const bench_opts *o);
+
+/* `synapse bench --concurrent`: runs and prints everything; returns the exit code. */
+int bench_concurrent(const bench_opts *o);
 
 #endif

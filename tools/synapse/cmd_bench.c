@@ -48,7 +48,24 @@ const char usage_bench[] =
     "                          (its ttft_ms), load time, decode speed and peak RSS (wait4's\n"
     "                          ru_maxrss). -c C: its context size (default 4096)\n"
     "  The tests' context (the largest depth + the longest test) must fit in the model's\n"
-    "  training context (exit 1 otherwise).\n";
+    "  training context (exit 1 otherwise).\n"
+    "synapse bench --concurrent LIST -m MODEL [-t T] [-n 64] [-r 5] [--isa TIER] [--kv-type TYPE]\n"
+    "              [--json]\n"
+    "  Aggregate throughput of many simultaneous requests on one engine: for every N in LIST\n"
+    "  (1..256 each, e.g. 1,5,16), an engine with N slots and no prefix cache runs N requests at\n"
+    "  once, each a distinct random 5-token prompt and -n N tokens (one value, default 64),\n"
+    "  greedy, never stopping early. Each N runs once as a warm-up, then -r rounds that take the\n"
+    "  N values in turn (round-robin), so that background load falls on every N alike. Reported\n"
+    "  per N, as median \"±\" sample standard deviation: agg t/s = every generated token / wall\n"
+    "  time from first submission to last completion (prompts included); decode t/s = tokens /\n"
+    "  time of the engine steps that only decoded; and each median's speedup over N = 1 (when 1\n"
+    "  is in LIST). -t takes one thread count here (default: one per online CPU).\n"
+    "  --json                  an array, one object per N: {\"model_file\", \"model_type\", \"isa\",\n"
+    "                          \"kv_type\", \"n_threads\", \"n_requests\", \"n_prompt\", \"n_gen\",\n"
+    "                          \"reps\", \"samples_ts\", \"median_ts\", \"stddev_ts\", \"min_ts\",\n"
+    "                          \"max_ts\", \"samples_decode_ts\", \"median_decode_ts\",\n"
+    "                          \"stddev_decode_ts\", \"min_decode_ts\", \"max_decode_ts\",\n"
+    "                          \"speedup_ts\", \"speedup_decode_ts\" (null without N = 1)}\n";
 
 enum {
     DEFAULT_REPS = 5,
@@ -117,6 +134,14 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
             if ((rc = parse_long(arg, v, 1, 1000, &l)) != EXIT_OK) return rc;
             o->reps = (int32_t)l;
+        } else if (strcmp(arg, "--concurrent") == 0) {
+            const char *v;
+            if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
+            free(o->concurrent);
+            o->concurrent = NULL;
+            if ((rc = parse_int_list(arg, v, 1, SYN_ENGINE_MAX_PARALLEL, "request count", &o->concurrent,
+                                     &o->n_concurrent)) != EXIT_OK)
+                return rc;
         } else if (strcmp(arg, "--e2e") == 0) {
             o->e2e = true;
         } else if (strcmp(arg, "--json") == 0) {
@@ -126,6 +151,14 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         }
     }
     if ((rc = require_model(&o->g)) != EXIT_OK) return rc;
+    if (o->concurrent) {
+        if (o->e2e || prompts_given || depths_given || o->g.n_ctx)
+            return fail_usage("--concurrent runs 5-token prompts on engines: --e2e, -p, -d and -c do not apply");
+        if (o->g.backend != SYN_BACKEND_OPTIMIZED) return fail_usage("--concurrent runs on the optimized backend only");
+        if (o->n_threads > 1) return fail_usage("--concurrent takes one thread count (-t T)");
+        if (o->n_gens > 1 || (o->gens && o->gens[0] == 0))
+            return fail_usage("--concurrent takes one token count of at least 1 (-n N)");
+    }
     if (o->e2e && (prompts_given || depths_given))
         return fail_usage("--e2e runs a fixed %d-token prompt: -p and -d do not apply", BENCH_E2E_PROMPT_LEN);
     if (!o->e2e && o->g.n_ctx) return fail_usage("-c applies to --e2e only (the tests size their own context)");
@@ -189,14 +222,6 @@ json_t *json_doubles(const double *v, size_t n) {
 
 /* ---- the speed tests -------------------------------------------------------------------- */
 
-/* What the results print besides their own figures. */
-typedef struct bench_model {
-    const char *path;
-    syn_model_info info;
-    char type[64];             /* "qwen2 494M q8_0" */
-    uint64_t bytes_per_token;  /* weight bytes one decode step reads */
-} bench_model;
-
 typedef struct bench_result {
     int32_t n_threads;
     bool tg;           /* a decode test (else a prompt test) */
@@ -208,7 +233,7 @@ typedef struct bench_result {
     bench_stats st;
 } bench_result;
 
-static void describe_model(const syn_model *model, const char *path, bench_model *m) {
+void bench_describe_model(const syn_model *model, const char *path, bench_model *m) {
     m->path = path;
     syn_model_get_info(model, &m->info);
     double n = (double)m->info.n_params;
@@ -280,8 +305,7 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
                      "weight_bytes_per_token", (json_int_t)m->bytes_per_token, "efficiency", eff);
 }
 
-/* Random ids in [0, n_vocab) from a fixed seed (splitmix64): the same tokens in every run. */
-static void random_tokens(int32_t *ids, size_t n, int32_t n_vocab) {
+void bench_random_tokens(int32_t *ids, size_t n, int32_t n_vocab) {
     uint64_t state = TOKEN_SEED;
     for (size_t i = 0; i < n; i++) {
         uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
@@ -370,7 +394,7 @@ static int bench_speed(const bench_opts *o) {
     if (syn_model_load(o->g.model_path, &mp, &model) != SYN_OK)
         return fail_lib("cannot load '%s'", o->g.model_path);
     bench_model m;
-    describe_model(model, o->g.model_path, &m);
+    bench_describe_model(model, o->g.model_path, &m);
 
     int32_t max_p = max_of(o->prompts, o->n_prompts), max_n = max_of(o->gens, o->n_gens);
     int32_t max_d = max_of(o->depths, o->n_depths);
@@ -400,7 +424,7 @@ static int bench_speed(const bench_opts *o) {
         goto done;
     }
     for (size_t i = 0; i < n_tests; i++) results[i].ts = samples + i * (size_t)o->reps;
-    random_tokens(ids, n_ids, m.info.n_vocab);
+    bench_random_tokens(ids, n_ids, m.info.n_vocab);
     if ((rc = membw_new(BW_BYTES, &buf)) != EXIT_OK) goto done;
 
     if (!o->json) print_header();
@@ -436,10 +460,11 @@ int cmd_bench(int argc, char **argv) {
     gen_opts_init(&o.g, 0);
     o.reps = DEFAULT_REPS;
     int rc = parse_args(argc, argv, &o);
-    if (rc == EXIT_OK) rc = o.e2e ? bench_e2e(&o) : bench_speed(&o);
+    if (rc == EXIT_OK) rc = o.concurrent ? bench_concurrent(&o) : o.e2e ? bench_e2e(&o) : bench_speed(&o);
     free(o.threads);
     free(o.prompts);
     free(o.gens);
     free(o.depths);
+    free(o.concurrent);
     return rc == ARGS_HELP ? EXIT_OK : rc;
 }

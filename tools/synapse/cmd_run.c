@@ -1,4 +1,5 @@
-/* cmd_run.c: `synapse run`: continue a prompt, streamed to stdout or as one JSON object. */
+/* cmd_run.c: `synapse run`: continue a prompt, streamed to stdout or as one JSON object; with
+ * --concurrent-requests, hands over to run_concurrent.c. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -6,6 +7,7 @@
 #include "commands.h"
 #include "common.h"
 #include "generate.h"
+#include "run.h"
 
 const char usage_run[] =
     "synapse run -m MODEL (-p TEXT | -f FILE | --tokens 1,2,3) [options]\n"
@@ -38,20 +40,38 @@ const char usage_run[] =
     "                          \"prompt_ms\", \"ttft_ms\", \"decode_ms\", \"prompt_tok_s\", \"decode_tok_s\"}}\n"
     "                          ttft_ms: from the start of prompt processing to the first sampled\n"
     "                          token; decode_ms: from then to the end (one decode per later token)\n"
-    "  Token ids outside the model's vocabulary are a runtime error (exit 1).\n";
-
-typedef struct run_opts {
-    gen_opts g;
-    const char *prompt;   /* -p */
-    const char *file;     /* -f */
-    int32_t *tokens;      /* --tokens, malloc'd */
-    size_t n_tokens;
-    int n_sources;        /* how many of -p, -f, --tokens were given */
-    bool chat;
-    const char *system;
-    bool ignore_eos;
-    bool json;
-} run_opts;
+    "  Token ids outside the model's vocabulary are a runtime error (exit 1).\n"
+    "\n"
+    "synapse run -m MODEL -f FILE --concurrent-requests N [options] [--kv-budget MIB]\n"
+    "  Many requests at once on one engine: one request per line of FILE, N of them in the\n"
+    "  engine's slots at a time (the rest wait in a FIFO queue), all decoded together in batched\n"
+    "  steps. Lines end at '\\n' (a '\\r' before it is dropped); the final newline ends the last\n"
+    "  line and adds no request; empty lines are skipped (not requests), so request i is the i-th\n"
+    "  non-empty line. Each line is a prompt as with -p (and --chat, --system, -n, the sampling\n"
+    "  options, --ignore-eos apply to every request; each request has its own sampler seeded with\n"
+    "  --seed, so its tokens are the same as `synapse run -p LINE` with the same options).\n"
+    "  Output, in file order once each request is done: a header line\n"
+    "    --- request I (line L, FINISH, K tokens)\n"
+    "  (I counts from 0, L from 1; FINISH is eog or length, or error: MESSAGE) then the text and a\n"
+    "  newline (none for a request that failed with no text). The aggregate figures go to stderr as one line after all requests.\n"
+    "  --concurrent-requests N requests active at once, 1..256 (the engine's n_parallel)\n"
+    "  --parallel N            the same as --concurrent-requests N\n"
+    "  --kv-budget MIB         KV-cache memory of all slots and the prefix cache, in MiB\n"
+    "                          (default 1024); a request that cannot fit fails on its own\n"
+    "  -c N                    the most positions one request may use, prompt + -n (default: the\n"
+    "                          model's training context); a longer request fails on its own\n"
+    "  -n N                    must be at least 1 here; --backend must be optimized\n"
+    "  --json                  one JSON object: {\"requests\": [{\"index\", \"line\", \"prompt_ids\",\n"
+    "                          \"generated_ids\", \"text\", \"finish\" (eog, length or error),\n"
+    "                          \"cached_tokens\" (prompt tokens reused from the prefix cache),\n"
+    "                          \"queue_ms\", \"ttft_ms\", \"total_ms\" (from submission), \"error\"\n"
+    "                          (null or the message)}], \"aggregate\": {\"requests\", \"n_parallel\",\n"
+    "                          \"generated_tokens\", \"wall_ms\" (first submission to last\n"
+    "                          completion), \"tok_s\" (generated tokens / wall_ms), \"decode_tok_s\"\n"
+    "                          (tokens / time of the steps that only decoded), \"steps\", \"failed\"}}\n"
+    "  A request that fails (a line too long for -c or the KV budget, invalid UTF-8) gets its error\n"
+    "  (also one 'synapse: error: request I (line L): ...' line on stderr); the others still run,\n"
+    "  and the exit status is 1 when any request failed.\n";
 
 static int parse_args(int argc, char **argv, run_opts *o) {
     arg_iter it = args_begin(argc, argv);
@@ -86,6 +106,18 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             o->ignore_eos = true;
         } else if (strcmp(arg, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(arg, "--concurrent-requests") == 0 || strcmp(arg, "--parallel") == 0) {
+            const char *v;
+            long l = 0;
+            if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
+            if ((rc = parse_long(arg, v, 1, SYN_ENGINE_MAX_PARALLEL, &l)) != EXIT_OK) return rc;
+            o->concurrent = (int32_t)l;
+        } else if (strcmp(arg, "--kv-budget") == 0) {
+            const char *v;
+            long l = 0;
+            if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
+            if ((rc = parse_long(arg, v, 1, RUN_MAX_KV_BUDGET_MIB, &l)) != EXIT_OK) return rc;
+            o->kv_budget_mib = (uint32_t)l;
         } else {
             return args_unknown(arg);
         }
@@ -94,6 +126,13 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     if (o->n_sources != 1) return fail_usage("give exactly one of -p TEXT, -f FILE and --tokens IDS");
     if (o->chat && o->tokens) return fail_usage("--chat needs a text prompt (-p or -f), not --tokens");
     if (o->system && !o->chat) return fail_usage("--system needs --chat");
+    if (o->kv_budget_mib && !o->concurrent) return fail_usage("--kv-budget needs --concurrent-requests N");
+    if (o->concurrent) {
+        if (!o->file) return fail_usage("--concurrent-requests reads one prompt per line of -f FILE");
+        if (o->g.n_predict < 1) return fail_usage("--concurrent-requests needs -n of at least 1");
+        if (o->g.backend != SYN_BACKEND_OPTIMIZED)
+            return fail_usage("--concurrent-requests runs on the optimized backend only");
+    }
     return EXIT_OK;
 }
 
@@ -225,7 +264,7 @@ int cmd_run(int argc, char **argv) {
     run_opts o = {0};
     gen_opts_init(&o.g, RUN_DEFAULT_N_PREDICT);
     int rc = parse_args(argc, argv, &o);
-    if (rc == EXIT_OK) rc = run(&o);
+    if (rc == EXIT_OK) rc = o.concurrent ? run_concurrent(&o) : run(&o);
     free(o.tokens);
     return rc == ARGS_HELP ? EXIT_OK : rc;
 }
