@@ -150,7 +150,7 @@ static int chat(const chat_opts *o) {
     token_vec history = {0};
     char *line = NULL;
     size_t line_cap = 0;
-    int rc = load_model(o->g.model_path, &model);
+    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), &model);
     if (rc != EXIT_OK) return rc;
     syn_model_info info;
     syn_model_get_info(model, &info);

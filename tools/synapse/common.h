@@ -67,7 +67,11 @@ int require_model(const gen_opts *o);
 double now_ms(void);
 
 /* syn_model_load with the error "cannot load 'PATH': <cause>" (exit 1). */
-int load_model(const char *path, syn_model **out);
+/* Whether a background weight prefetch helps a run with n_threads compute threads (0: one per
+ * core): only when a core is left for it. */
+bool prefetch_pays(int32_t n_threads);
+/* Loads path (prefetching weights in the background when prefetch); exit status. */
+int load_model(const char *path, bool prefetch, syn_model **out);
 
 /* The context for o's backend, tier, KV type and threads, holding n_ctx tokens. */
 int new_context(const syn_model *model, const gen_opts *o, uint32_t n_ctx, syn_context **out);
