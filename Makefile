@@ -50,7 +50,11 @@ $(BUILD)/%_avxvnni.o: ISA_FLAGS := -mavxvnni -mavx2 -mfma -mf16c
 $(BUILD)/%_dotprod.o: ISA_FLAGS := -march=armv8.2-a+dotprod
 $(BUILD)/%_i8mm.o:    ISA_FLAGS := -march=armv8.6-a+dotprod+i8mm
 
-.PHONY: help all lib tool tests test run debug format deps clean fuzz bench-model
+# Keep the test objects that pattern rules build on the way to a binary (make would delete them
+# and rebuild them on every run).
+.SECONDARY:
+
+.PHONY: help all lib tool tests test run debug format deps clean fuzz
 
 help:
 	@echo "Synapse make targets:"
