@@ -5,7 +5,7 @@
  * Same scheme as quants_avx512.c (weights offset by +128, sums started from -128 * sum(a); matvec
  * streams rows, matmul puts rows in lanes) with a matmul tile of 8 rows x 4 tokens to suit 16
  * vector registers. The shared drivers in quants_x86.h are tested through the avx512-vnni tier,
- * including this tile shape's code path.
+ * and this tile's matmul through syn_matmul_q8_0_avx512_ymm (the same call built for AVX-512).
  */
 #include "kernels/quants_x86.h"
 
@@ -29,5 +29,5 @@ void syn_matvec_q8_0_avxvnni(int64_t n_blocks, const void *w, size_t w_row_bytes
 
 void syn_matmul_q8_0_avxvnni(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                              const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride) {
-    x86_matmul(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 1, 4, dpbusd, prep_offset, dot_block);
+    x86_matmul(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 1, 4, 4, dpbusd, NULL, prep_offset, dot_block);
 }

@@ -6,9 +6,16 @@
 #define SYN_KERNELS_QUANTS_X86_H
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
+
+/* AVX-VNNI's matmul (x86_matmul's 256-bit lane loop: 8-row x 4-token tiles) built with the
+ * AVX-512 tier's flags, so that the tests run that loop on CPUs with AVX-512 VNNI but not AVX-VNNI
+ * (whose tier syn_kernels_get refuses there). Arguments as kernels.h's matmul_q8_0. */
+void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride);
 
 SYN_K_INLINE __m256i x86_load_qs(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
 
@@ -286,8 +293,8 @@ SYN_K_INLINE int32_t x86_load_i32(const int8_t *p) {
     return v;
 }
 
-/* out[j] lane i = dword j of (x[i] + 128 bytewise): an 8 x 8 transpose of 32-bit elements. */
-SYN_K_INLINE void x86_transpose8_u8(const __m256i x[8], __m256i out[8]) {
+/* out[j * stride] lane i = dword j of (x[i] + 128 bytewise): an 8 x 8 transpose of 32-bit elements. */
+SYN_K_INLINE void x86_transpose8_u8(const __m256i x[8], __m256i *out, const int stride) {
     const __m256i bias = _mm256_set1_epi8((char)0x80);
     __m256i t[8], u[8];
     SYN_K_UNROLL(4)
@@ -305,13 +312,14 @@ SYN_K_INLINE void x86_transpose8_u8(const __m256i x[8], __m256i out[8]) {
     }
     SYN_K_UNROLL(4)
     for (int j = 0; j < 4; j++) {
-        out[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
-        out[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+        out[j * stride] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+        out[(j + 4) * stride] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
     }
 }
 
 /* Accumulates blocks [0, kb) of a span into acc[v * n_tok + t] (lane i: row 8v + i, token t).
- * wp[k * n_vec * 8 + v * 8 + j]: the transposed weights; dwp[k * n_vec + v]: their scales;
+ * wp[(k * 8 + j) * n_vec + v]: the transposed weights (a 16-row tile's two vectors adjacent, one
+ * 512-bit load for the AVX-512 tile); dwp[k * n_vec + v]: their scales;
  * a: token 0's first block of the span (tokens n_blocks apart); aux: likewise, KS apart. */
 SYN_K_INLINE void x86_lane_tile(int64_t kb, const __m256i *wp, const __m256 *dwp, const block_q8_0 *a,
                                 int64_t n_blocks, const x86_act_aux *aux, __m256 *acc, const int n_vec,
@@ -324,12 +332,12 @@ SYN_K_INLINE void x86_lane_tile(int64_t kb, const __m256i *wp, const __m256 *dwp
             const __m256 da = _mm256_set1_ps(aux[t * X86_MM_KS + k].d);
             SYN_K_UNROLL(2)
             for (int v = 0; v < n_vec; v++) {
-                const __m256i *wv = wp + (k * n_vec + v) * 8;
+                const __m256i *wv = wp + k * 8 * n_vec + v;
                 /* two chains of 4 VPDPBUSDs, for latency */
                 __m256i half[2] = {corr, _mm256_setzero_si256()};
                 SYN_K_UNROLL(8)
                 for (int j = 0; j < 8; j++) {
-                    half[j & 1] = dp(half[j & 1], _mm256_loadu_si256(wv + j), _mm256_set1_epi32(x86_load_i32(q + 4 * j)));
+                    half[j & 1] = dp(half[j & 1], _mm256_loadu_si256(wv + j * n_vec), _mm256_set1_epi32(x86_load_i32(q + 4 * j)));
                 }
                 const __m256i isum = _mm256_add_epi32(half[0], half[1]);
                 const __m256 s = _mm256_mul_ps(_mm256_loadu_ps((const float *)(dwp + k * n_vec + v)), da);
@@ -384,10 +392,76 @@ SYN_K_INLINE void x86_prefetch_tile_line(const x86_tile_ref *next, size_t w_row_
     }
 }
 
+/* The 8 consecutive rows whose block sits at p, rows s bytes apart: row i's block at p + i * s,
+ * written with s, 3s, 5s and 7s as the only offsets, which x86 addressing scales to all eight, so
+ * the loop keeps a few registers instead of eight row pointers (spilled, they cost a reload per
+ * load and ran the transposition at half speed). */
+typedef struct x86_rows8 {
+    size_t s, s3, s5, s7;
+} x86_rows8;
+
+SYN_K_INLINE x86_rows8 x86_rows8_of(size_t s) { return (x86_rows8){s, 3 * s, 5 * s, 7 * s}; }
+
+SYN_K_INLINE const char *x86_rows8_at(const char *p, const x86_rows8 *o, int i) {
+    switch (i) {
+    case 0: return p;
+    case 1: return p + o->s;
+    case 2: return p + 2 * o->s;
+    case 3: return p + o->s3;
+    case 4: return p + 4 * o->s;
+    case 5: return p + o->s5;
+    case 6: return p + 2 * o->s3;
+    default: return p + o->s7;
+    }
+}
+
+SYN_K_INLINE uint16_t x86_load_u16(const char *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Transposes the block at p of 8 rows (x86_rows8_at) into out[j * stride] and its scales into *dw. */
+SYN_K_INLINE void x86_transpose_rows8(const char *p, const x86_rows8 *o, __m256i *out, const int stride, __m256 *dw) {
+    __m256i x[8];
+    uint16_t h[8];
+    SYN_K_UNROLL(8)
+    for (int i = 0; i < 8; i++) {
+        const char *b = x86_rows8_at(p, o, i);
+        x[i] = _mm256_loadu_si256((const __m256i *)(b + offsetof(block_q8_0, qs)));
+        h[i] = x86_load_u16(b + offsetof(block_q8_0, d));
+    }
+    x86_transpose8_u8(x, out, stride);
+    *dw = _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], (short)h[4],
+                                         (short)h[5], (short)h[6], (short)h[7]));
+}
+
 /* Transposes blocks [k0, k0 + kb) of rows [r, r + 8 * n_vec) (clamped to r1 - 1) into wp/dwp in
  * x86_lane_tile's layout, prefetching *next's weights on the way. */
 SYN_K_INLINE void x86_transpose_tile(const void *w, size_t w_row_bytes, int64_t r, int64_t r1, int64_t k0, int64_t kb,
                                      const x86_tile_ref *next, __m256i *wp, __m256 *dwp, const int n_vec) {
+    if (r + 8 * n_vec <= r1 && (!next->row0 || next->n_rows == 8 * n_vec)) {
+        /* whole tiles (all but a range's last): fixed row strides, prefetches unrolled likewise */
+        const x86_rows8 o = x86_rows8_of(w_row_bytes);
+        const char *p = (const char *)(syn_k_wrow(w, w_row_bytes, r) + k0);
+        for (int64_t k = 0; k < kb; k++, p += sizeof(block_q8_0)) {
+            if (next->row0 && (64 * k < next->bytes || k == kb - 1)) {
+                /* line k of each row, or at the span's last block each row's last byte */
+                const char *q = next->row0 + (64 * k < next->bytes ? 64 * k : next->bytes - 1);
+                SYN_K_UNROLL(2)
+                for (int v = 0; v < n_vec; v++, q += 8 * w_row_bytes) {
+                    SYN_K_UNROLL(8)
+                    for (int i = 0; i < 8; i++) _mm_prefetch(x86_rows8_at(q, &o, i), _MM_HINT_T1);
+                }
+            }
+            SYN_K_UNROLL(2)
+            for (int v = 0; v < n_vec; v++) {
+                x86_transpose_rows8(p + (size_t)v * 8 * w_row_bytes, &o, wp + k * 8 * n_vec + v, n_vec,
+                                    &dwp[k * n_vec + v]);
+            }
+        }
+        return;
+    }
     for (int v = 0; v < n_vec; v++) {
         const block_q8_0 *rows[8];
         x86_tile_rows(w, w_row_bytes, r + 8 * v, r1, 8, rows);
@@ -396,11 +470,17 @@ SYN_K_INLINE void x86_transpose_tile(const void *w, size_t w_row_bytes, int64_t 
             __m256i x[8];
             SYN_K_UNROLL(8)
             for (int i = 0; i < 8; i++) x[i] = x86_load_qs(&rows[i][k0 + k]);
-            x86_transpose8_u8(x, wp + (k * n_vec + v) * 8);
+            x86_transpose8_u8(x, wp + k * 8 * n_vec + v, n_vec);
             dwp[k * n_vec + v] = x86_scales8_rows(rows, k0 + k);
         }
     }
 }
+
+/* Runs every token of a chunk against one transposed tile (x86_lane_all_tokens's arguments less
+ * the tile shape): a tier's own token loop, e.g. AVX-512's 16-lane one. */
+typedef void (*x86_lane_run_fn)(int64_t kb, bool first_span, const __m256i *wp, const __m256 *dwp, const block_q8_0 *a,
+                                int64_t n_blocks, const x86_act_aux *aux, int64_t nt, float *y, int64_t y_stride,
+                                int64_t n_rows);
 
 /* Runs every token of a chunk against one transposed tile: token tiles of n_tok, then the
  * remaining 1 to n_tok - 1 tokens as one narrower tile (the same lane sequence, so the same bits). */
@@ -425,13 +505,13 @@ SYN_K_INLINE void x86_lane_all_tokens(int64_t kb, bool first_span, const __m256i
 }
 
 /* Matmul over rows [r0, r1) and n_tokens tokens in row tiles of 8 * n_vec rows and token tiles of
- * n_tok (n_vec <= 2, n_tok <= 4). Loops: token chunk, k-span (activation corrections), row tile
+ * n_tok (n_vec <= 2, n_tok <= 4), or the tier's run for the token loop if not NULL. Loops: token chunk, k-span (activation corrections), row tile
  * (weights transposed once, used by every token of the chunk), token tile. Each (row tile, span)
  * prefetches the weights of the one after it, so a call with few tokens, whose compute per weight
  * byte is small, still reads the weights at close to memory speed. */
 SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                    const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride,
-                                   const int n_vec, const int n_tok, x86_dpbusd_fn dp) {
+                                   const int n_vec, const int n_tok, x86_dpbusd_fn dp, x86_lane_run_fn run) {
     x86_act_aux aux[X86_MM_TC * X86_MM_KS];
     __m256i wp[X86_MM_KS * 2 * 8];
     __m256 dwp[X86_MM_KS * 2];
@@ -458,26 +538,34 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
                                           nkb * (int64_t)sizeof(block_q8_0)};
                 }
                 x86_transpose_tile(w, w_row_bytes, r, r1, k0, kb, &next, wp, dwp, n_vec);
-                x86_lane_all_tokens(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, aux, nt,
-                                    y + c0 * y_stride + r, y_stride, r1 - r, n_vec, n_tok, dp);
+                if (run) {
+                    run(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, aux, nt, y + c0 * y_stride + r,
+                        y_stride, r1 - r);
+                } else {
+                    x86_lane_all_tokens(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, aux, nt,
+                                        y + c0 * y_stride + r, y_stride, r1 - r, n_vec, n_tok, dp);
+                }
             }
         }
     }
 }
 
-/* Matmul for the VNNI tiers: fewer than n_tok tokens go through matvec (each token re-reads the
- * weights, from cache, while a transposed tile would be used too few times to pay: 2 tokens ran
- * ~1.3x slower through the lanes, 3 about even, on Zen 4). */
+/* Matmul for the VNNI tiers: fewer than min_lanes tokens go through matvec (each token re-reads
+ * the weights, from cache), where a transposed tile would be used too few times to pay. On Zen 4
+ * with the 256-bit 4-token tile, 2 tokens ran ~1.3x slower through the lanes and 3 about even
+ * (min_lanes 4); with AVX-512's 8-token tile, 2 and 3 tokens ran 5-30% faster through the lanes
+ * (min_lanes 2). */
 SYN_K_INLINE void x86_matmul(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                              const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride, const int n_vec,
-                             const int n_tok, x86_dpbusd_fn dp, x86_act_prep_fn prep, x86_dot_block_fn dot) {
-    if (n_tokens < n_tok) {
+                             const int n_tok, const int min_lanes, x86_dpbusd_fn dp, x86_lane_run_fn run,
+                             x86_act_prep_fn prep, x86_dot_block_fn dot) {
+    if (n_tokens < min_lanes) {
         for (int64_t t = 0; t < n_tokens; t++) {
             x86_matvec(n_blocks, w, w_row_bytes, r0, r1, a + t * n_blocks, y + t * y_stride, prep, dot);
         }
         return;
     }
-    x86_matmul_lanes(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, n_vec, n_tok, dp);
+    x86_matmul_lanes(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, n_vec, n_tok, dp, run);
 }
 
 #endif

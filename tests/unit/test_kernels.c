@@ -1,7 +1,8 @@
 /* test_kernels.c: the Q8_0 dot, matvec and matmul kernels of every ISA tier this CPU runs against
  * the scalar reference (exact int32 block dots, including -128 weights; bitwise equal floats),
  * scalar against a double-precision sum, matmul against matvec across tile edges, long rows and
- * many tokens (past the kernels' stack buffers), and tier
+ * many tokens (past the kernels' stack buffers; on x86 also through AVX-VNNI's 256-bit matmul
+ * loop, built for AVX-512, where the CPU lacks AVX-VNNI), and tier
  * selection (unknown and unavailable tiers are errors, never a fallback). */
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +17,11 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
+#if defined(__x86_64__)
+/* Declared in kernels/quants_x86.h, which only ISA-flagged files can include. */
+void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride);
+#endif
 
 static uint64_t rng_state = 0x2545f4914f6cdd1du;
 static uint32_t rng_next(void) {
@@ -40,6 +46,24 @@ static int available_tiers(syn_kernels out[SYN_ISA_COUNT]) {
             printf("  skipped %s: %s\n", syn_isa_name((syn_isa)i), syn_last_error());
         }
     }
+    return n;
+}
+
+/* The tiers plus, where AVX-512 VNNI runs, a copy of it whose matmul is AVX-VNNI's 256-bit lane
+ * loop (syn_matmul_q8_0_avx512_ymm), so that loop is tested on CPUs without AVX-VNNI too. */
+static int tiers_and_ymm_lanes(syn_kernels out[SYN_ISA_COUNT + 1], const char *names[SYN_ISA_COUNT + 1]) {
+    int n = available_tiers(out);
+    for (int i = 0; i < n; i++) names[i] = syn_isa_name(out[i].isa);
+#if defined(__x86_64__)
+    for (int i = 0; i < n; i++) {
+        if (out[i].isa == SYN_ISA_AVX512_VNNI) {
+            out[n] = out[i];
+            out[n].matmul_q8_0 = syn_matmul_q8_0_avx512_ymm;
+            names[n++] = "avx512-vnni (AVX-VNNI's 256-bit matmul)";
+            break;
+        }
+    }
+#endif
     return n;
 }
 
@@ -211,11 +235,14 @@ static void test_long_rows_and_many_tokens(void **state) {
  * outside [r0, r1) alone, and so cannot depend on how tokens or rows are tiled. */
 static void test_matmul_matches_matvec_across_edges(void **state) {
     (void)state;
-    syn_kernels tiers[SYN_ISA_COUNT];
-    const int n_tiers = available_tiers(tiers);
-    /* 5, 6, 7: lane-tile tails of 1, 2 and 3 tokens after a full 4-token tile */
-    static const int64_t token_counts[] = {1, 3, 4, 5, 6, 7, 8, 17, 33};
-    static const int64_t row_ranges[][2] = {{0, 1}, {2, 5}, {0, 8}, {3, 16}, {1, 38}, {0, 40}};
+    syn_kernels tiers[SYN_ISA_COUNT + 1];
+    const char *names[SYN_ISA_COUNT + 1];
+    const int n_tiers = tiers_and_ymm_lanes(tiers, names);
+    /* 5, 6, 7: tails of 1-3 tokens after a full 4-token lane tile (AVX-VNNI), or lone tiles of
+     * 5-7 of AVX-512's 8; 12 and 15: tails of 4 and 7 after a full 8 */
+    static const int64_t token_counts[] = {1, 3, 4, 5, 6, 7, 8, 12, 15, 17, 33};
+    /* {0, 32} and {16, 32}: only whole 16-row tiles, the last with no next tile to prefetch */
+    static const int64_t row_ranges[][2] = {{0, 1}, {2, 5}, {0, 8}, {3, 16}, {1, 38}, {0, 40}, {0, 32}, {16, 32}};
     problem p = make_problem(40, 28, 33, 2);
     const int64_t y_stride = 45;
     float *y = malloc(sizeof(float) * (size_t)(33 * y_stride));
@@ -223,7 +250,7 @@ static void test_matmul_matches_matvec_across_edges(void **state) {
     assert_non_null(y);
     assert_non_null(yv);
     for (int k = 0; k < n_tiers; k++) {
-        const char *name = syn_isa_name(tiers[k].isa);
+        const char *name = names[k];
         for (size_t tc = 0; tc < sizeof token_counts / sizeof token_counts[0]; tc++) {
             for (size_t rr = 0; rr < sizeof row_ranges / sizeof row_ranges[0]; rr++) {
                 const int64_t nt = token_counts[tc], r0 = row_ranges[rr][0], r1 = row_ranges[rr][1];
