@@ -63,6 +63,8 @@ help:
 	@echo "  make all      build libsynapse.a/.so, the synapse tool and the tests into $(BUILD)/"
 	@echo "  make debug    the same with ASan + UBSan into build-debug/"
 	@echo "  make fuzz     build the libFuzzer GGUF target (clang) into build-fuzz/"
+	@echo "  make test-arm cross-build the aarch64 kernels and test them under qemu-user"
+	@echo "  make bench-kernels  Q8_0 matvec/matmul speed per tier and thread count"
 	@echo "  make format   clang-format every C file"
 	@echo "  make deps     install missing Debian packages (scripts/install-deps.sh)"
 	@echo "  make clean    remove build outputs"
@@ -120,7 +122,7 @@ format:
 	clang-format -i $$(find include src tools tests -name '*.[ch]')
 
 clean:
-	rm -rf build build-debug build-fuzz
+	rm -rf build build-debug build-fuzz build-arm
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(BUILD)/tests/tools/make_bad_gguf.d \
     $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)
