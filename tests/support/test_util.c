@@ -55,3 +55,11 @@ syn_model *test_load_model(const char *name) {
         fprintf(stderr, "cannot load %s: %s\n", name, syn_last_error());
     return model;
 }
+
+void test_fill_tokens(int32_t *tokens, size_t n, uint32_t seed) {
+    uint32_t x = seed;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        tokens[i] = (int32_t)((x >> 8) % 150000u);
+    }
+}

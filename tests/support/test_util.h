@@ -4,6 +4,7 @@
 #define SYN_TEST_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "synapse.h"
 
@@ -19,6 +20,10 @@ void test_remove_dir(const char *path);
 /* Loads tests/data/<name> without background prefetch; NULL (with the library's message on
  * stderr) when it cannot. */
 syn_model *test_load_model(const char *name);
+
+/* Fills tokens[n] with a deterministic sequence (an LCG from seed) of ordinary Qwen2 token ids
+ * below 150000, clear of the special tokens. */
+void test_fill_tokens(int32_t *tokens, size_t n, uint32_t seed);
 
 /* Reads a whole file into a malloc'd buffer; NULL on failure. */
 void *test_read_file(const char *path, size_t *size);

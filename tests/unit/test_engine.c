@@ -88,11 +88,7 @@ static int setup(void **state) {
     }
     f->tok = syn_model_tokenizer(f->model);
     f->n_vocab = syn_tokenizer_n_vocab(f->tok);
-    uint32_t x = 987654321u;
-    for (size_t i = 0; i < sizeof f->tokens / sizeof f->tokens[0]; i++) {
-        x = x * 1103515245u + 12345u;
-        f->tokens[i] = (int32_t)((x >> 8) % 150000u); /* ordinary tokens, no specials */
-    }
+    test_fill_tokens(f->tokens, sizeof f->tokens / sizeof f->tokens[0], 987654321u);
     *state = f;
     return 0;
 }

@@ -95,11 +95,7 @@ static int setup_q8(void **state) {
     syn_model_info info;
     syn_model_get_info(f->model, &info);
     f->n_vocab = info.n_vocab;
-    uint32_t x = 12345;
-    for (size_t i = 0; i < sizeof f->tokens / sizeof f->tokens[0]; i++) {
-        x = x * 1103515245u + 12345u;
-        f->tokens[i] = (int32_t)((x >> 8) % 150000u);
-    }
+    test_fill_tokens(f->tokens, sizeof f->tokens / sizeof f->tokens[0], 12345);
     *state = f;
     return 0;
 }
