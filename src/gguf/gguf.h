@@ -120,6 +120,16 @@ typedef struct gguf_file {
  * SYN_ERR_NO_MEMORY. On error *out is NULL. */
 syn_status gguf_open(const char *path, gguf_file **out);
 
+enum {
+    /* Map in 2 MiB pages and make the file's page cache hold 2 MiB folios, dropping a cache of
+     * small pages once (core/file_map.h): for files whose weights will be streamed. Without it
+     * the mapping uses 4 KiB pages and the cache is left alone. */
+    GGUF_OPEN_HUGE_PAGES = 1,
+};
+
+/* gguf_open (which passes no flags) with flags GGUF_OPEN_*. */
+syn_status gguf_open_ex(const char *path, unsigned flags, gguf_file **out);
+
 /* Parses a caller-owned buffer (fuzzing, tests); the buffer must outlive the gguf_file. */
 syn_status gguf_open_memory(const void *data, size_t size, gguf_file **out);
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file_map.h"
 #include "gguf/gguf.h"
 
 /* GGUF is little-endian and the reader loads fields with memcpy. */
@@ -489,7 +490,7 @@ syn_status gguf_open_memory(const void *data, size_t size, gguf_file **out) {
     return open_buffer(data ? data : empty, size, false, out);
 }
 
-syn_status gguf_open(const char *path, gguf_file **out) {
+syn_status gguf_open_ex(const char *path, unsigned flags, gguf_file **out) {
     if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf_open: out is NULL");
     *out = NULL;
     if (!path) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf_open: path is NULL");
@@ -520,12 +521,16 @@ syn_status gguf_open(const char *path, gguf_file **out) {
         cursor c = {head, size, 0};
         return parse_header(&c, &tmp);
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
+    void *map;
+    const bool huge = (flags & GGUF_OPEN_HUGE_PAGES) != 0;
+    syn_status st = syn_file_map(fd, size, path, huge, &map);
+    if (st == SYN_OK) st = open_buffer(map, size, true, out); /* unmaps on failure */
+    if (st == SYN_OK && huge) syn_file_map_recache_huge(fd, map, size);
     close(fd); /* the mapping keeps the file alive */
-    if (map == MAP_FAILED) return syn_fail(SYN_ERR_IO, "cannot map '%s': %s", path, strerror(e));
-    return open_buffer(map, size, true, out);
+    return st;
 }
+
+syn_status gguf_open(const char *path, gguf_file **out) { return gguf_open_ex(path, 0, out); }
 
 void gguf_close(gguf_file *f) {
     if (!f) return;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file_map.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,7 +18,7 @@ enum {
     TENSOR_NAME_CAP = 64, /* "blk.4294967295.attn_output.weight" and the like fit with room */
 };
 
-syn_model_params syn_model_default_params(void) { return (syn_model_params){.prefetch = true}; }
+syn_model_params syn_model_default_params(void) { return (syn_model_params){.prefetch = true, .huge_pages = true}; }
 
 /* ---------------------------------------------------------------------------------------------
  * Hyperparameters
@@ -327,9 +328,15 @@ syn_status syn_model_load(const char *path, const syn_model_params *params, syn_
     *out = NULL;
     if (!path) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_model_load: path is NULL");
     gguf_file *f = NULL;
-    syn_status st = gguf_open(path, &f);
+    const bool huge = params ? params->huge_pages : syn_model_default_params().huge_pages;
+    syn_status st = gguf_open_ex(path, huge ? GGUF_OPEN_HUGE_PAGES : 0, &f);
     if (st != SYN_OK) return st;
     return syn_model_load_gguf(f, params, out);
+}
+
+uint64_t syn_model_huge_page_bytes(const syn_model *model) {
+    if (!model || !model->gguf->owns_mapping) return 0;
+    return syn_file_map_huge_bytes(model->gguf->base, model->gguf->size);
 }
 
 void syn_model_free(syn_model *model) {

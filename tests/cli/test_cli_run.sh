@@ -74,6 +74,14 @@ elif [ "$(uname -m)" = x86_64 ]; then
     expect_exit 1 "--isa avx-vnni on a CPU without AVX-VNNI" "$SYNAPSE" run -m "$TINY_Q8" --tokens 785 -n 1 --isa avx-vnni
     expect_error_mentions "avx-vnni" "the missing tier is named"
 fi
+# --no-huge-pages maps the same bytes in 4 KiB pages: the same tokens as the default.
+for model in $TINY_Q8 $TINY_F32; do
+    capture "$SYNAPSE" run -m "$model" --tokens 785,6722,315,9625,374 -n 12 --temp 0 --ignore-eos --json
+    huge_ids=$(jq -c .generated_ids "$tmp/out" 2>/dev/null)
+    capture "$SYNAPSE" run -m "$model" --tokens 785,6722,315,9625,374 -n 12 --temp 0 --ignore-eos --no-huge-pages --json
+    check "$(basename "$model") --no-huge-pages gives the default's tokens" \
+        test "$rc" -eq 0 -a -n "$huge_ids" -a "$(jq -c .generated_ids "$tmp/out" 2>/dev/null)" = "$huge_ids"
+done
 # An f16 KV cache runs on the optimized backend and is refused by the reference one.
 capture "$SYNAPSE" run -m "$TINY_Q8" --tokens 785,6722,315,9625,374 -n 4 --temp 0 --kv-type f16 --json
 check "--kv-type f16 runs on the optimized backend" test "$rc" -eq 0 -a "$(jq '.generated_ids | length' "$tmp/out")" -eq 4

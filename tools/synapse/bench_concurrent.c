@@ -154,6 +154,7 @@ int bench_concurrent(const bench_opts *o) {
     syn_model *model = NULL;
     syn_model_params mp = syn_model_default_params();
     mp.prefetch = false; /* no background thread may compete with the measurements */
+    mp.huge_pages = o->g.huge_pages;
     if (syn_model_load(o->g.model_path, &mp, &model) != SYN_OK) return fail_lib("cannot load '%s'", o->g.model_path);
     bench_model m;
     bench_describe_model(model, o->g.model_path, &m);

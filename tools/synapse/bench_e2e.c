@@ -121,7 +121,8 @@ static int run_series(const bench_opts *o, int32_t n_threads, int32_t n_gen, e2e
                           "-n", n_buf, "--temp", "0", "--ignore-eos", "-t", t_buf, "-c", c_buf,
                           "--backend", backend_name(o->g.backend), "--isa",
                           syn_isa_tier_name(o->g.isa), "--kv-type",
-                          o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "--json", NULL};
+                          o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "--json",
+                          o->g.huge_pages ? NULL : "--no-huge-pages", NULL};
     for (int32_t rep = -1; rep < o->reps; rep++) {
         e2e_run run = {0};
         /* posix_spawn takes char *const[] for historical reasons; it does not write them. */

@@ -276,7 +276,8 @@ static void print_row(const bench_model *m, const bench_opts *o, const bench_res
     fflush(stdout);
 }
 
-static void print_bandwidth(const bench_model *m, const bench_opts *o, const double *bw) {
+static void print_bandwidth(const bench_model *m, const bench_opts *o, const double *bw, const membw_buffer *buf,
+                            const syn_model *model) {
     double mb = (double)m->bytes_per_token / 1e6;
     printf("\nmemory read bandwidth, measured before each thread count's tests (best of %d passes over "
            "%zu MiB):\n", BW_PASSES, BW_BYTES >> 20);
@@ -285,6 +286,10 @@ static void print_bandwidth(const bench_model *m, const bench_opts *o, const dou
                o->threads[i], o->threads[i] == 1 ? ": " : "s:", bw[i], bw[i] * 1e3 / mb, mb);
     printf("t/s: median ± sample standard deviation of %d runs after one warm-up. eff: tg t/s x %.1f MB "
            "/ bandwidth.\n", o->reps, mb);
+    printf("in 2 MiB pages: %.0f MiB of the model's mapping (weights: %.0f MiB), %.0f of %zu MiB of the "
+           "bandwidth buffer\n", (double)syn_model_huge_page_bytes(model) / 1048576.0,
+           (double)m->info.weight_bytes / 1048576.0,
+           (double)membw_huge_page_bytes(buf) / 1048576.0, membw_bytes(buf) >> 20);
 }
 
 static json_t *result_json(const bench_model *m, const bench_opts *o, const bench_result *r) {
@@ -391,6 +396,7 @@ static int bench_speed(const bench_opts *o) {
     syn_model *model = NULL;
     syn_model_params mp = syn_model_default_params();
     mp.prefetch = false; /* no background thread may compete with the measurements */
+    mp.huge_pages = o->g.huge_pages;
     if (syn_model_load(o->g.model_path, &mp, &model) != SYN_OK)
         return fail_lib("cannot load '%s'", o->g.model_path);
     bench_model m;
@@ -434,7 +440,7 @@ static int bench_speed(const bench_opts *o) {
     }
     if (rc != EXIT_OK) goto done;
     if (!o->json) {
-        print_bandwidth(&m, o, bw);
+        print_bandwidth(&m, o, bw, buf, model);
     } else {
         json_t *arr = json_array();
         for (size_t i = 0; arr && i < n_results; i++) {

@@ -25,7 +25,7 @@ const char usage_chat[] =
     "  -v, --verbose           after each reply, print on stderr how many prompt tokens came from\n"
     "                          the cache and how many were processed\n"
     "  -t, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed, --backend,\n"
-    "  --isa, --kv-type:       as for synapse run\n";
+    "  --isa, --kv-type, --no-huge-pages: as for synapse run\n";
 
 typedef struct chat_opts {
     gen_opts g;
@@ -150,7 +150,7 @@ static int chat(const chat_opts *o) {
     token_vec history = {0};
     char *line = NULL;
     size_t line_cap = 0;
-    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), &model);
+    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
     if (rc != EXIT_OK) return rc;
     syn_model_info info;
     syn_model_get_info(model, &info);

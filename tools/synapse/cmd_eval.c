@@ -121,7 +121,7 @@ static int eval(const eval_opts *o) {
     float *logits = NULL;
     scored *all = NULL, *top = NULL;
     json_t *positions = NULL;
-    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), &model);
+    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
     if (rc != EXIT_OK) return rc;
     if ((rc = check_token_ids(model, o->tokens, o->n_tokens)) != EXIT_OK) goto done;
     syn_model_info info;

@@ -70,7 +70,7 @@ static int tokenize(const tokenize_opts *o) {
     syn_model *model = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
-    rc = load_model(o->model_path, false, &model);
+    rc = load_model(o->model_path, false, false, &model);
     if (rc == EXIT_OK)
         rc = tokenize_text(syn_model_tokenizer(model), o->file ? file_text : o->text, len,
                            o->parse_special, &ids, &n);
@@ -122,7 +122,7 @@ static int parse_detokenize_args(int argc, char **argv, detokenize_opts *o) {
 
 static int detokenize(const detokenize_opts *o) {
     syn_model *model = NULL;
-    int rc = load_model(o->model_path, false, &model);
+    int rc = load_model(o->model_path, false, false, &model);
     if (rc != EXIT_OK) return rc;
     rc = check_token_ids(model, o->tokens, o->n_tokens);
     const syn_tokenizer *tok = syn_model_tokenizer(model);

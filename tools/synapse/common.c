@@ -15,6 +15,7 @@ void gen_opts_init(gen_opts *o, int32_t n_predict) {
     o->backend = defaults.backend;
     o->isa = defaults.isa;
     o->kv_type = defaults.kv_type;
+    o->huge_pages = syn_model_default_params().huge_pages;
     o->sampling = syn_sampler_default_params();
 }
 
@@ -69,6 +70,10 @@ int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o) {
         if (strcmp(arg, "--kv-type") == 0) {
             TAKE_VALUE();
             return parse_kv_type(arg, v, &o->kv_type);
+        }
+        if (strcmp(arg, "--no-huge-pages") == 0) {
+            o->huge_pages = false;
+            return EXIT_OK;
         }
     }
     if ((groups & GEN_CTX) && (strcmp(arg, "-c") == 0 || strcmp(arg, "--ctx-size") == 0)) {
@@ -145,9 +150,10 @@ bool prefetch_pays(int32_t n_threads) {
     return n_threads > 0 && n_cpus > 0 && n_threads < n_cpus;
 }
 
-int load_model(const char *path, bool prefetch, syn_model **out) {
+int load_model(const char *path, bool prefetch, bool huge_pages, syn_model **out) {
     syn_model_params params = syn_model_default_params();
     params.prefetch = prefetch;
+    params.huge_pages = huge_pages;
     if (syn_model_load(path, &params, out) != SYN_OK) return fail_lib("cannot load '%s'", path);
     return EXIT_OK;
 }

@@ -26,6 +26,7 @@ typedef struct gen_opts {
     syn_backend backend;     /* --backend */
     syn_isa_tier isa;        /* --isa */
     syn_kv_type kv_type;     /* --kv-type */
+    bool huge_pages;         /* false with --no-huge-pages */
     syn_sampler_params sampling;
     const char *chat_template; /* --chat-template: NULL = recognise the GGUF's */
 } gen_opts;
@@ -34,7 +35,7 @@ typedef struct gen_opts {
 enum {
     GEN_MODEL = 1 << 0,    /* -m */
     GEN_THREADS = 1 << 1,  /* -t */
-    GEN_BACKEND = 1 << 2,  /* --backend, --isa, --kv-type */
+    GEN_BACKEND = 1 << 2,  /* --backend, --isa, --kv-type, --no-huge-pages */
     GEN_COMPUTE = GEN_THREADS | GEN_BACKEND,
     GEN_CTX = 1 << 3,      /* -c */
     GEN_SAMPLING = 1 << 4, /* -n, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
@@ -48,7 +49,10 @@ enum {
     "  --isa TIER              the optimized backend's kernel tier: auto (default: the fastest\n"   \
     "                          this CPU has), scalar, avx2, avx512-vnni, avx-vnni, neon-dot or\n"   \
     "                          i8mm; a tier this CPU lacks is an error (exit 1), never a fallback\n" \
-    "  --kv-type TYPE          KV cache element type: f32 (default) or f16 (optimized backend)\n"
+    "  --kv-type TYPE          KV cache element type: f32 (default) or f16 (optimized backend)\n"   \
+    "  --no-huge-pages         map the weights in 4 KiB pages and leave the file's page cache as\n" \
+    "                          it is (default: 2 MiB pages where the kernel allows; README\n"       \
+    "                          \"Huge pages\")\n"
 
 
 /* parse_gen_opt's answer when arg is none of the accepted options. */
@@ -70,8 +74,9 @@ double now_ms(void);
 /* Whether a background weight prefetch helps a run with n_threads compute threads (0: one per
  * core): only when a core is left for it. */
 bool prefetch_pays(int32_t n_threads);
-/* Loads path (prefetching weights in the background when prefetch); exit status. */
-int load_model(const char *path, bool prefetch, syn_model **out);
+/* Loads path (prefetching weights in the background when prefetch; syn_model_params.huge_pages
+ * as huge_pages); exit status. */
+int load_model(const char *path, bool prefetch, bool huge_pages, syn_model **out);
 
 /* The context for o's backend, tier, KV type and threads, holding n_ctx tokens. */
 int new_context(const syn_model *model, const gen_opts *o, uint32_t n_ctx, syn_context **out);

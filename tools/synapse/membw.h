@@ -18,6 +18,8 @@ int membw_new(size_t bytes, membw_buffer **out);
 void membw_free(membw_buffer *b);
 
 size_t membw_bytes(const membw_buffer *b);
+/* Bytes of the buffer held in 2 MiB pages (0 where the kernel gave none). */
+size_t membw_huge_page_bytes(const membw_buffer *b);
 
 /* Reads the whole buffer n_passes times with n_threads threads (each its own 1/n_threads slice)
  * and stores the best pass's rate in *gb_per_s (1e9 bytes per second). Returns the exit code. */

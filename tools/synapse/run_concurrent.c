@@ -266,7 +266,7 @@ int run_concurrent(const run_opts *o) {
     int rc = read_file(o->file, &data, &len);
     if (rc == EXIT_OK) rc = split_lines(data, len, &lines, &n);
     if (rc == EXIT_OK && n == 0) rc = fail_runtime("'%s' has no non-empty line: there is nothing to run", o->file);
-    if (rc == EXIT_OK) rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), &model);
+    if (rc == EXIT_OK) rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
     if (rc == EXIT_OK) {
         syn_engine_params ep = syn_engine_default_params();
         ep.n_parallel = o->concurrent;

@@ -1,0 +1,91 @@
+/* file_map.c: 2 MiB aligned read-only file mappings and their page cache (file_map.h). */
+#include "core/file_map.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+syn_status syn_file_map(int fd, size_t size, const char *path, bool huge, void **out) {
+    *out = NULL;
+    if (size > SIZE_MAX - SYN_HUGE_PAGE_BYTES)
+        return syn_fail(SYN_ERR_IO, "cannot map '%s': file too large", path);
+    /* Reserve size + 2 MiB of address space, place the file at the first aligned address in
+     * it, then give back the slack on both sides. */
+    const size_t span = size + SYN_HUGE_PAGE_BYTES;
+    uint8_t *reserve = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (reserve == MAP_FAILED)
+        return syn_fail(SYN_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
+    const uintptr_t mask = (uintptr_t)SYN_HUGE_PAGE_BYTES - 1;
+    uint8_t *base = (uint8_t *)(((uintptr_t)reserve + mask) & ~mask);
+    void *map = mmap(base, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+    if (map == MAP_FAILED) {
+        int e = errno;
+        munmap(reserve, span);
+        return syn_fail(SYN_ERR_IO, "cannot map '%s': %s", path, strerror(e));
+    }
+    if (base > reserve) munmap(reserve, (size_t)(base - reserve));
+    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    uint8_t *end = (uint8_t *)(((uintptr_t)(base + size) + (uintptr_t)page - 1) & ~((uintptr_t)page - 1));
+    if (end < reserve + span) munmap(end, (size_t)(reserve + span - end));
+    (void)madvise(base, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE); /* EINVAL: no THP here */
+    *out = base;
+    return SYN_OK;
+}
+
+size_t syn_file_map_huge_bytes(const void *base, size_t size) {
+    FILE *smaps = fopen("/proc/self/smaps", "r");
+    if (!smaps) return 0;
+    const uintptr_t lo = (uintptr_t)base, hi = lo + size;
+    char line[512];
+    bool inside = false;
+    size_t total = 0;
+    while (fgets(line, sizeof line, smaps)) {
+        uintptr_t start, end;
+        unsigned long long kib;
+        /* A mapping's header line is "start-end perms ..."; its fields follow, one per line. */
+        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &start, &end) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = start < hi && end > lo;
+        } else if (inside && (sscanf(line, "FilePmdMapped: %llu kB", &kib) == 1 ||
+                              sscanf(line, "AnonHugePages: %llu kB", &kib) == 1)) {
+            total += (size_t)kib * 1024;
+        }
+    }
+    fclose(smaps);
+    return total;
+}
+
+/* Reads one byte of each 4 KiB page of [p, p + n): faults the range in. */
+static void touch(const void *p, size_t n) {
+    const volatile uint8_t *b = p;
+    uint8_t sink = 0;
+    for (size_t i = 0; i < n; i += 4096) sink ^= b[i];
+    (void)sink;
+}
+
+bool syn_file_map_recache_huge(int fd, const void *base, size_t size) {
+    /* The probe: the last whole aligned 2 MiB range (tensor data, not the header just parsed). */
+    const uintptr_t mask = (uintptr_t)SYN_HUGE_PAGE_BYTES - 1;
+    if (((uintptr_t)base & mask) != 0 || size < 2 * (size_t)SYN_HUGE_PAGE_BYTES) return false;
+    const size_t probe_off = ((size - 1) & ~(size_t)mask) - SYN_HUGE_PAGE_BYTES;
+    uint8_t *probe = (uint8_t *)base + probe_off;
+    touch(probe, 1);
+    if (syn_file_map_huge_bytes(probe, SYN_HUGE_PAGE_BYTES) > 0) return false; /* already huge */
+    if (madvise(probe, SYN_HUGE_PAGE_BYTES, MADV_DONTNEED) != 0 ||
+        posix_fadvise(fd, (off_t)probe_off, SYN_HUGE_PAGE_BYTES, POSIX_FADV_DONTNEED) != 0)
+        return false;
+    touch(probe, 1);
+    if (syn_file_map_huge_bytes(probe, SYN_HUGE_PAGE_BYTES) == 0) return false; /* no support */
+    /* Unmap this process's pages, so that the whole cache can go, then drop it. */
+    if (madvise((void *)base, size, MADV_DONTNEED) != 0) return false;
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    syn_log(SYN_LOG_INFO, "model: the file was cached in 4 KiB pages; its cache was dropped so that "
+                          "it reads back in 2 MiB pages (once)");
+    return true;
+}

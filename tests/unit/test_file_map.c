@@ -1,0 +1,160 @@
+/* test_file_map.c: 2 MiB aligned file mappings, the page-cache re-read that makes them map in
+ * huge pages, the smaps count, and the model-level switch (syn_model_params.huge_pages). */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../support/test_util.h"
+#include "core/file_map.h"
+#include "model/model.h"
+#include "synapse.h"
+
+enum { MIB = 1 << 20 };
+
+/* Writes size bytes of a position-dependent pattern in 4 KiB write() calls (which leave the
+ * page cache in 4 KiB folios) and returns the path (free it). */
+static char *write_pattern_file(const char *dir, size_t size) {
+    char *path = malloc(strlen(dir) + 16);
+    assert_non_null(path);
+    sprintf(path, "%s/pattern.bin", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    uint8_t chunk[4096];
+    for (size_t off = 0; off < size; off += sizeof chunk) {
+        const size_t n = size - off < sizeof chunk ? size - off : sizeof chunk;
+        for (size_t i = 0; i < n; i++) chunk[i] = (uint8_t)((off + i) * 2654435761u >> 11);
+        assert_int_equal(write(fd, chunk, n), (ssize_t)n);
+    }
+    assert_int_equal(fsync(fd), 0);
+    close(fd);
+    return path;
+}
+
+static bool thp_possible(void) {
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return false;
+    char line[128] = "";
+    const bool ok = fgets(line, sizeof line, f) && !strstr(line, "[never]");
+    fclose(f);
+    return ok;
+}
+
+static uint8_t sum_pages(const uint8_t *p, size_t n) {
+    uint8_t s = 0;
+    for (size_t i = 0; i < n; i += 4096) s ^= ((const volatile uint8_t *)p)[i];
+    return s;
+}
+
+static void test_mapping_is_aligned_and_holds_the_file(void **state) {
+    (void)state;
+    char *dir = test_make_temp_dir();
+    const size_t size = 5 * MIB + 123; /* not a page multiple */
+    char *path = write_pattern_file(dir, size);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    for (int huge = 0; huge <= 1; huge++) {
+        void *base = NULL;
+        assert_int_equal(syn_file_map(fd, size, path, huge, &base), SYN_OK);
+        assert_int_equal((uintptr_t)base % SYN_HUGE_PAGE_BYTES, 0);
+        const uint8_t *b = base;
+        for (size_t i = 0; i < size; i += 997) assert_int_equal(b[i], (uint8_t)(i * 2654435761u >> 11));
+        assert_int_equal(b[size - 1], (uint8_t)((size - 1) * 2654435761u >> 11));
+        assert_int_equal(munmap(base, size), 0);
+    }
+    close(fd);
+    free(path);
+    test_remove_dir(dir);
+    free(dir);
+}
+
+static void test_map_error_names_the_file(void **state) {
+    (void)state;
+    void *base = (void *)1;
+    assert_int_equal(syn_file_map(-1, 4096, "no-such.gguf", true, &base), SYN_ERR_IO);
+    assert_null(base);
+    assert_non_null(strstr(syn_last_error(), "no-such.gguf"));
+}
+
+/* A file cached in 4 KiB folios is dropped once and comes back in 2 MiB pages; a second mapping
+ * finds it huge and drops nothing; a 4 KiB-page mapping of the same cache maps no huge page. */
+static void test_recache_gives_huge_pages(void **state) {
+    (void)state;
+    if (!thp_possible()) skip();
+    char *dir = test_make_temp_dir();
+    const size_t size = 8 * MIB;
+    char *path = write_pattern_file(dir, size);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+
+    void *base = NULL;
+    assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
+    assert_true(syn_file_map_recache_huge(fd, base, size));
+    (void)sum_pages(base, size);
+    assert_true(syn_file_map_huge_bytes(base, size) >= 3 * (size_t)SYN_HUGE_PAGE_BYTES);
+    assert_int_equal(((const uint8_t *)base)[size - 7], (uint8_t)((size - 7) * 2654435761u >> 11));
+    assert_int_equal(munmap(base, size), 0);
+
+    assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
+    assert_false(syn_file_map_recache_huge(fd, base, size));
+    (void)sum_pages(base, size);
+    assert_true(syn_file_map_huge_bytes(base, size) >= 3 * (size_t)SYN_HUGE_PAGE_BYTES);
+    assert_int_equal(munmap(base, size), 0);
+
+    assert_int_equal(syn_file_map(fd, size, path, false, &base), SYN_OK);
+    (void)sum_pages(base, size);
+    assert_int_equal(syn_file_map_huge_bytes(base, size), 0);
+    assert_int_equal(munmap(base, size), 0);
+    close(fd);
+    free(path);
+    test_remove_dir(dir);
+    free(dir);
+}
+
+static void test_small_or_unmapped_ranges_count_nothing(void **state) {
+    (void)state;
+    int local = 0;
+    assert_int_equal(syn_file_map_huge_bytes(&local, sizeof local), 0);
+    assert_int_equal(syn_file_map_huge_bytes((void *)4096, 4096), 0); /* nothing mapped there */
+    assert_int_equal(syn_model_huge_page_bytes(NULL), 0);
+}
+
+/* The model switch: the tiny Q8_0 file (16 MB) maps huge by default and in 4 KiB pages with
+ * huge_pages = false, with the same bytes either way. */
+static void test_model_huge_page_switch(void **state) {
+    (void)state;
+    if (!thp_possible()) skip();
+    uint8_t sums[2];
+    for (int huge = 0; huge <= 1; huge++) {
+        syn_model_params p = syn_model_default_params();
+        assert_true(p.huge_pages);
+        p.prefetch = false;
+        p.huge_pages = huge;
+        syn_model *m = NULL;
+        assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), &p, &m), SYN_OK);
+        sums[huge] = sum_pages(m->gguf->base, m->gguf->size);
+        if (huge) assert_true(syn_model_huge_page_bytes(m) >= SYN_HUGE_PAGE_BYTES);
+        else assert_int_equal(syn_model_huge_page_bytes(m), 0);
+        syn_model_free(m);
+    }
+    assert_int_equal(sums[0], sums[1]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mapping_is_aligned_and_holds_the_file),
+        cmocka_unit_test(test_map_error_names_the_file),
+        cmocka_unit_test(test_recache_gives_huge_pages),
+        cmocka_unit_test(test_small_or_unmapped_ranges_count_nothing),
+        cmocka_unit_test(test_model_huge_page_switch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
