@@ -146,10 +146,7 @@ SYN_K_INLINE void x86_tile_rows(const void *w, size_t w_row_bytes, int64_t r, in
 }
 
 /* ---- Matvec (decode) ------------------------------------------------------------------------ */
-enum {
-    X86_MV_SPAN = 256,      /* blocks per pass over a row (bounds the stack buffers) */
-    X86_MV_PREFETCH = 2048, /* software prefetch distance in the weight stream, bytes */
-};
+enum { X86_MV_SPAN = 256 }; /* blocks per pass over a row (bounds the stack buffers) */
 
 /* The activation as matvec reads it, prepared once per call (or span): qs copied to aligned
  * 32-byte slots (no cache-line-split loads), f32 scales, and each block's whole int32 correction
@@ -217,10 +214,11 @@ SYN_K_INLINE float x86_chain(float acc, const float *p, int64_t k0, int64_t k1) 
 
 /* Decode over rows [r0, r1). Memory is read as one sequential stream, row after row, front to
  * back: the hardware prefetcher streams that fastest (rows read side by side, i.e. several
- * streams, ran at a third to half the speed on Zen 4), helped by a software prefetch
- * X86_MV_PREFETCH bytes ahead. A row's block products go to a buffer 8 blocks at a time; its
- * kernels.h sum, a chain of dependent adds, runs while the next row's products are computed, so
- * neither the stream nor the vector units wait on add latency. */
+ * streams, ran at a third to half the speed on Zen 4). No software prefetch: with the weights in
+ * 2 MiB pages, prefetching 2 KiB ahead cost decode 6-10 % at one thread and up to 15 % at two
+ * (docs/BENCHMARKS.md), and with 4 KiB pages it bought nothing. A row's block products go to a
+ * buffer 8 blocks at a time; its kernels.h sum, a chain of dependent adds, runs while the next
+ * row's products are computed, so neither the stream nor the vector units wait on add latency. */
 SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                              const block_q8_0 *a, float *y, x86_act_prep_fn prep, x86_dot_block_fn dot) {
     x86_mv_act act;
@@ -248,9 +246,6 @@ SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes
         float prev_acc = 0.0f;
         int64_t b = 0;
         for (; b + 8 <= n_blocks; b += 8) {
-            /* 8 blocks are 272 bytes: 5 lines cover them whatever their alignment */
-            SYN_K_UNROLL(5)
-            for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(wr + b) + X86_MV_PREFETCH + 64 * l, _MM_HINT_T0);
             x86_row_products(8, wr + b, &act, b, pc + b, dot);
             if (r > r0) prev_acc = x86_chain(prev_acc, pp, b, b + 8);
         }
