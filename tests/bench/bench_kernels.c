@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
+#include "core/file_map.h"
 #include "kernels/kernels.h"
 #include "threads/threadpool.h"
 
@@ -61,7 +63,9 @@ int main(int argc, char **argv) {
     const int64_t big_rows = 151936;
     /* 600 MB of weights: larger than any cache, about one 0.5B model's worth per pass. */
     const size_t pool_bytes = (size_t)600 << 20;
-    unsigned char *wbuf = malloc(pool_bytes);
+    /* In 2 MiB pages, as syn_model_load maps the weights (core/file_map.h). */
+    unsigned char *wbuf = aligned_alloc(SYN_HUGE_PAGE_BYTES, pool_bytes);
+    if (wbuf) (void)madvise(wbuf, pool_bytes, MADV_HUGEPAGE);
     block_q8_0 *a = malloc(sizeof(block_q8_0) * (size_t)(max_blocks * max_tokens));
     float *y = malloc(sizeof(float) * (size_t)(big_rows > 4864 * max_tokens ? big_rows : 4864 * max_tokens));
     uint64_t sums[64];
