@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file_map.h"
 #include "gguf/gguf.h"
 
 typedef struct writer_kv {
@@ -332,6 +333,9 @@ syn_status gguf_writer_write(gguf_writer *w, const char *path) {
     FILE *fp = fopen(path, "wb");
     if (!fp)
         return syn_fail(SYN_ERR_IO, "gguf writer: cannot create '%s': %s", path, strerror(errno));
+    /* Whole 4 MiB writes leave the page cache in 2 MiB folios, so the file just written maps in
+     * huge pages without the loader's one-time re-read (core/file_map.h). */
+    (void)setvbuf(fp, NULL, _IOFBF, 2 * (size_t)SYN_HUGE_PAGE_BYTES);
     sink s = {fp, 0, false};
 
     put(&s, "GGUF", 4);
