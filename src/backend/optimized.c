@@ -40,6 +40,7 @@
 
 #include "backend/backend.h"
 #include "backend/optimized_simd.h"
+#include "core/block_arena.h"
 #include "core/error.h"
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
@@ -85,8 +86,10 @@ typedef struct opt_state {
     size_t kv_k_bytes;     /* one layer's K (or V) in a block */
     size_t kv_block_bytes; /* n_layer * 2 * kv_k_bytes */
 
-    /* The syn_context path's one sequence: blocks allocated on demand, zeroed. */
-    void **own_blocks; /* [n_own_blocks] */
+    /* The syn_context path's one sequence: blocks made usable on demand, zeroed, back to back
+     * in one arena (core/block_arena.h). */
+    syn_block_arena own_arena;
+    void **own_blocks; /* [n_own_blocks]: the arena's blocks, as the block table batches take */
     uint32_t n_own_blocks;
     uint32_t *ctx_pos;    /* [OPT_MAX_BATCH] batch arrays of that path */
     void *const **ctx_blocks;
@@ -145,7 +148,7 @@ static void opt_destroy(void *opaque) {
     opt_state *s = opaque;
     if (!s) return;
     syn_threadpool_free(s->pool);
-    for (uint32_t b = 0; b < s->n_own_blocks; b++) free(s->own_blocks[b]);
+    syn_block_arena_release(&s->own_arena);
     free(s->own_blocks);
     free(s->ctx_pos);
     free(s->ctx_blocks);
@@ -309,16 +312,17 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
 static syn_status grow_own_blocks(opt_state *s, uint32_t n_positions) {
     const uint32_t need = (n_positions + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK;
     if (need <= s->n_own_blocks) return SYN_OK;
+    static const char what[] = "optimized backend: KV cache";
+    syn_status st = SYN_OK;
+    if (!s->own_arena.base)
+        st = syn_block_arena_init(&s->own_arena, s->kv_block_bytes, (s->n_ctx + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK, what);
+    if (st == SYN_OK) st = syn_block_arena_grow(&s->own_arena, need, what);
+    if (st != SYN_OK) return st;
     void **table = realloc(s->own_blocks, sizeof *table * need);
     if (!table) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: KV block table of %u blocks", need);
     s->own_blocks = table;
-    for (; s->n_own_blocks < need; s->n_own_blocks++) {
-        void *b = calloc(1, s->kv_block_bytes);
-        if (!b)
-            return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: KV block %u (%zu bytes)", s->n_own_blocks,
-                            s->kv_block_bytes);
-        table[s->n_own_blocks] = b;
-    }
+    for (; s->n_own_blocks < need; s->n_own_blocks++)
+        table[s->n_own_blocks] = syn_block_arena_at(&s->own_arena, s->n_own_blocks);
     return SYN_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/block_arena.h"
 #include "core/error.h"
 
 typedef struct kv_block {
@@ -22,6 +23,7 @@ typedef struct kv_block {
 
 struct kv_pool {
     size_t block_bytes;
+    syn_block_arena arena; /* the blocks' memory, back to back (core/block_arena.h) */
     uint32_t n_blocks;
     kv_block *blocks;   /* [n_blocks] */
     uint32_t n_created; /* blocks [0, n_created) have memory */
@@ -51,13 +53,18 @@ syn_status kv_pool_new(size_t block_bytes, uint32_t n_blocks, kv_pool **out) {
         return syn_fail(SYN_ERR_NO_MEMORY, "KV pool: out of memory for %u block descriptors", n_blocks);
     }
     for (uint32_t i = 0; i < p->n_buckets; i++) p->buckets[i] = -1;
+    syn_status st = syn_block_arena_init(&p->arena, block_bytes, n_blocks, "KV pool");
+    if (st != SYN_OK) {
+        kv_pool_free(p);
+        return st;
+    }
     *out = p;
     return SYN_OK;
 }
 
 void kv_pool_free(kv_pool *p) {
     if (!p) return;
-    for (uint32_t i = 0; p->blocks && i < p->n_created; i++) free(p->blocks[i].data);
+    syn_block_arena_release(&p->arena);
     free(p->blocks);
     free(p->buckets);
     free(p);
@@ -135,10 +142,10 @@ syn_status kv_pool_alloc(kv_pool *p, int32_t *id) {
         p->free_head = p->blocks[got].next;
         p->n_free--;
     } else if (p->n_created < p->n_blocks) {
-        void *data = calloc(1, p->block_bytes);
-        if (!data) return syn_fail(SYN_ERR_NO_MEMORY, "KV pool: block of %zu bytes", p->block_bytes);
+        syn_status st = syn_block_arena_grow(&p->arena, p->n_created + 1, "KV pool");
+        if (st != SYN_OK) return st;
         got = (int32_t)p->n_created++;
-        p->blocks[got].data = data;
+        p->blocks[got].data = syn_block_arena_at(&p->arena, (uint32_t)got);
     } else {
         got = lru_victim(p);
         /* An evictable block always exists here: reservations never exceed available(), and the

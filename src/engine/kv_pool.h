@@ -3,8 +3,9 @@
  * budget (memory allocated on first use, never for the whole budget up front), with reference
  * counts, reservations, and a prefix cache.
  *
- * A block holds SYN_KV_BLOCK consecutive positions of one sequence (backend.h). A sequence holds
- * one reference on each block of its table. The prefix cache maps a chain of full blocks to their
+ * A block holds SYN_KV_BLOCK consecutive positions of one sequence (backend.h). The blocks' memory
+ * is one arena (core/block_arena.h): reserved up front as address space, made usable block by
+ * block. A sequence holds one reference on each block of its table. The prefix cache maps a chain of full blocks to their
  * tokens: an entry is (parent block, the block's SYN_KV_BLOCK tokens), so a lookup walks a prompt
  * block by block from position 0; the cache holds one reference on each of its blocks. A cached
  * block that no sequence holds is evictable; eviction takes the least recently used evictable
@@ -41,9 +42,9 @@ uint32_t kv_pool_cached(const kv_pool *p); /* blocks in the prefix cache */
 void kv_pool_reserve(kv_pool *p, uint32_t n);
 void kv_pool_unreserve(kv_pool *p, uint32_t n);
 
-/* Takes one reserved block with one reference: a free block, a new one (zeroed memory), or the
- * evicted least-recently-used cached block. Errors: SYN_ERR_INTERNAL (no reservation),
- * SYN_ERR_NO_MEMORY. */
+/* Takes one reserved block with one reference: a free block, a new one (zeroed memory, the next
+ * block of the pool's arena), or the evicted least-recently-used cached block. Errors:
+ * SYN_ERR_INTERNAL (no reservation), SYN_ERR_NO_MEMORY. */
 syn_status kv_pool_alloc(kv_pool *p, int32_t *id);
 
 /* The block's memory (block_bytes). */
