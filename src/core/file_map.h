@@ -3,8 +3,8 @@
  *
  * Why: decode streams every weight once per token, and on Zen 4 one thread streams a mapping
  * held in 2 MiB pages about a third faster than one in 4 KiB pages (measured 30.4 against
- * 22.2 GB/s on the 0.5B file, docs/BENCHMARKS.md), and the whole file maps in ~260 faults instead
- * of ~130,000. The kernel maps a file range with one 2 MiB page table entry only when (a) the
+ * 22.2 GB/s on the 0.5B file, docs/BENCHMARKS.md), and the whole file maps in ~260 page-table
+ * entries instead of ~130,000. The kernel maps a file range with one 2 MiB entry only when (a) the
  * virtual address and the file offset are both 2 MiB aligned, (b) the mapping allows huge pages
  * (MADV_HUGEPAGE, as the usual "madvise" THP setting requires) and (c) the page cache holds that
  * range as one 2 MiB folio, which a file system with large folios (ext4 since Linux 6.16, XFS)

@@ -45,6 +45,9 @@ expect_exit 2 "help on an unknown command" "$SYNAPSE" help frobnicate
 expect_exit 2 "unknown option" "$SYNAPSE" run -m "$M" -p x --bogus
 expect_error_mentions "--bogus" "unknown option is named"
 expect_exit 2 "stray argument" "$SYNAPSE" run -m "$M" -p x extra
+expect_exit 2 "--no-huge-pages takes no value" "$SYNAPSE" run -m "$M" -p x --no-huge-pages=1
+expect_error_mentions "--no-huge-pages=1" "the malformed flag is named"
+expect_exit 2 "--no-huge-pages on inspect (which always maps 4 KiB pages)" "$SYNAPSE" inspect -m "$M" --no-huge-pages
 expect_exit 2 "-n abc" "$SYNAPSE" run -m "$M" -p x -n abc
 expect_error_mentions "-n" "-n abc names the option"
 expect_exit 2 "-n 12x" "$SYNAPSE" run -m "$M" -p x -n 12x
