@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
     build-essential pkg-config clang
     libpcre2-dev libutf8proc-dev libjansson-dev libcmocka-dev
-    gcc-aarch64-linux-gnu qemu-user gnuplot-nox
+    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gnuplot-nox
     jq time
 )
 
