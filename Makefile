@@ -11,14 +11,18 @@ CC      ?= gcc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-PKGS    := libpcre2-8 libutf8proc jansson
+# What libsynapse itself links, and what the tool and the tests link besides.
+LIB_PKGS := libpcre2-8 libutf8proc
+PKGS     := $(LIB_PKGS) jansson
 NPROC   := $(shell nproc 2>/dev/null || echo 2)
 TARGET_ARCH_NAME := $(shell $(CC) -dumpmachine | cut -d- -f1)
 
 CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
-CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-format-truncation -fPIC $(SAN) \
+CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-format-truncation -fPIC \
+            -fvisibility=hidden $(SAN) \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+LIB_LDLIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread -lm
 LDFLAGS  += $(SAN)
 
 ALL_LIB_SRC := $(sort $(shell find src -name '*.c'))
@@ -39,9 +43,23 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT_SRC := $(sort $(wildcard tests/support/*.c))
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/%.o)
 
+# The shared library is versioned from include/synapse.h: soname libsynapse.so.MAJOR (the ABI
+# version), file libsynapse.so.MAJOR.MINOR.PATCH, and the usual two symlinks to it.
+version_part = $(shell sed -n 's/^\#define SYN_VERSION_$(1) \([0-9]*\)/\1/p' include/synapse.h)
+VERSION := $(call version_part,MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
+SONAME  := libsynapse.so.$(call version_part,MAJOR)
+
 LIB_A  := $(BUILD)/libsynapse.a
 LIB_SO := $(BUILD)/libsynapse.so
+LIB_SO_REAL := $(BUILD)/libsynapse.so.$(VERSION)
 TOOL   := $(BUILD)/synapse
+
+# `make install`: the GNU directory variables, DESTDIR for staged installs.
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 
 # Per-ISA flags, by file-name suffix.
 $(BUILD)/%_avx2.o:    ISA_FLAGS := -mavx2 -mfma -mf16c
@@ -54,7 +72,7 @@ $(BUILD)/%_i8mm.o:    ISA_FLAGS := -march=armv8.6-a+dotprod+i8mm
 # and rebuild them on every run).
 .SECONDARY:
 
-.PHONY: help all lib tool tests test run debug format deps clean fuzz
+.PHONY: help all lib tool tests test run debug format deps check-deps clean fuzz install uninstall
 
 help:
 	@echo "Synapse make targets:"
@@ -67,6 +85,9 @@ help:
 	@echo "  make bench-kernels  Q8_0 matvec/matmul speed per tier and thread count"
 	@echo "  make format   clang-format every C file"
 	@echo "  make deps     install missing Debian packages (scripts/install-deps.sh)"
+	@echo "  make check-deps  check every compiler, library and tool the tests use is present"
+	@echo "  make install  install the library, header, pkg-config file and tool (PREFIX=/usr/local DESTDIR=)"
+	@echo "  make uninstall  remove what make install installed (same PREFIX and DESTDIR)"
 	@echo "  make clean    remove build outputs"
 
 all: lib tool tests
@@ -83,8 +104,32 @@ $(LIB_A): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIB_SO): $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(LIB_SO_REAL): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) $(LDFLAGS) -o $@ $^ $(LIB_LDLIBS)
+
+$(LIB_SO): $(LIB_SO_REAL)
+	ln -sf $(notdir $(LIB_SO_REAL)) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+# The pkg-config file is written at install time, with the directories of that install; the
+# external libraries are private (needed only when linking statically).
+install: lib tool
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(LIB_SO_REAL) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(LIB_SO_REAL)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libsynapse.so
+	install -m 644 include/synapse.h $(DESTDIR)$(INCLUDEDIR)/
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	    'Name: synapse' 'Description: CPU inference engine for Qwen2-family GGUF language models' \
+	    'Version: $(VERSION)' 'Requires.private: $(LIB_PKGS)' 'Cflags: -I$${includedir}' \
+	    'Libs: -L$${libdir} -lsynapse' 'Libs.private: -lpthread -lm' >$(DESTDIR)$(PKGCONFIGDIR)/synapse.pc
+	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libsynapse.a $(DESTDIR)$(LIBDIR)/libsynapse.so \
+	    $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/$(notdir $(LIB_SO_REAL)) \
+	    $(DESTDIR)$(INCLUDEDIR)/synapse.h $(DESTDIR)$(PKGCONFIGDIR)/synapse.pc $(DESTDIR)$(BINDIR)/synapse
 
 $(TOOL): $(TOOL_OBJ) $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB_A) $(LDLIBS)
@@ -100,11 +145,16 @@ $(BUILD)/make_bad_gguf: $(BUILD)/tests/tools/make_bad_gguf.o $(BUILD)/tests/supp
 deps:
 	scripts/install-deps.sh
 
+check-deps:
+	scripts/check-deps.sh
+
 run: deps
+	scripts/check-deps.sh --build
 	$(MAKE) -j$(NPROC) all
 	scripts/run-default.sh
 
 test: deps
+	scripts/check-deps.sh
 	$(MAKE) -j$(NPROC) all
 	$(MAKE) -j$(NPROC) BUILD=build-debug OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
 	tests/run-all.sh

@@ -24,8 +24,18 @@
 extern "C" {
 #endif
 
+/* MAJOR is the ABI version: libsynapse.so.MAJOR is the shared library's soname. */
 #define SYN_VERSION_MAJOR 0
 #define SYN_VERSION_MINOR 1
+#define SYN_VERSION_PATCH 0
+
+/* The library is built with hidden visibility: only declarations marked SYN_API are exported from
+ * libsynapse.so. */
+#if defined(__GNUC__)
+#define SYN_API __attribute__((visibility("default")))
+#else
+#define SYN_API
+#endif
 
 /* ---------------------------------------------------------------------------------------------
  * Status codes and errors
@@ -45,10 +55,10 @@ typedef enum syn_status {
 } syn_status;
 
 /* A static English name for a status ("ok", "format error", ...). Never NULL. */
-const char *syn_status_str(syn_status status);
+SYN_API const char *syn_status_str(syn_status status);
 
 /* The message of the calling thread's most recent error ("" when none). Owned by the library. */
-const char *syn_last_error(void);
+SYN_API const char *syn_last_error(void);
 
 /* ---------------------------------------------------------------------------------------------
  * Logging
@@ -61,7 +71,7 @@ typedef void (*syn_log_fn)(syn_log_level level, const char *message, void *user_
 
 /* Installs the process-wide log callback (NULL: silence, the default). Not thread-safe: call it
  * before loading models. */
-void syn_log_set(syn_log_fn fn, void *user_data);
+SYN_API void syn_log_set(syn_log_fn fn, void *user_data);
 
 /* ---------------------------------------------------------------------------------------------
  * Model
@@ -78,16 +88,17 @@ typedef struct syn_model_params {
     bool huge_pages;
 } syn_model_params;
 
-syn_model_params syn_model_default_params(void);
+SYN_API syn_model_params syn_model_default_params(void);
 
 /* Memory-maps and validates a GGUF file. On success *out owns the mapping; free it with
  * syn_model_free(). Errors: SYN_ERR_IO, SYN_ERR_FORMAT, SYN_ERR_UNSUPPORTED, SYN_ERR_NO_MEMORY. */
-syn_status syn_model_load(const char *path, const syn_model_params *params, syn_model **out);
-void syn_model_free(syn_model *model);
+SYN_API syn_status syn_model_load(const char *path, const syn_model_params *params,
+                                  syn_model **out);
+SYN_API void syn_model_free(syn_model *model);
 
 /* Bytes of the model's file mapping held in 2 MiB pages right now (from /proc/self/smaps; 0 where
  * that cannot be read or for none). Pages map as the weights are first read (prefetch or use). */
-uint64_t syn_model_huge_page_bytes(const syn_model *model);
+SYN_API uint64_t syn_model_huge_page_bytes(const syn_model *model);
 
 typedef struct syn_model_info {
     const char *architecture; /* "qwen2"; owned by the model */
@@ -101,18 +112,18 @@ typedef struct syn_model_info {
     int32_t n_ff;
     float rope_freq_base;
     float rms_norm_eps;
-    bool tied_output;          /* the output projection is the token embedding */
-    uint64_t n_params;         /* number of weights */
-    uint64_t weight_bytes;     /* bytes of tensor data in the file */
+    bool tied_output;      /* the output projection is the token embedding */
+    uint64_t n_params;     /* number of weights */
+    uint64_t weight_bytes; /* bytes of tensor data in the file */
 } syn_model_info;
 
 /* Fills *info. The pointers inside live as long as the model. */
-void syn_model_get_info(const syn_model *model, syn_model_info *info);
+SYN_API void syn_model_get_info(const syn_model *model, syn_model_info *info);
 
 /* Writes the GGUF metadata value of key as text into buf (cap bytes, NUL-terminated, truncated
  * to fit; arrays are summarised as "[type x count]"). Returns the length of the full text, or -1
  * when the key is absent. */
-int64_t syn_model_meta_str(const syn_model *model, const char *key, char *buf, size_t cap);
+SYN_API int64_t syn_model_meta_str(const syn_model *model, const char *key, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------------------------------------
  * Tokenizer (owned by the model; immutable, thread-safe)
@@ -120,42 +131,44 @@ int64_t syn_model_meta_str(const syn_model *model, const char *key, char *buf, s
 
 typedef struct syn_tokenizer syn_tokenizer;
 
-const syn_tokenizer *syn_model_tokenizer(const syn_model *model);
+SYN_API const syn_tokenizer *syn_model_tokenizer(const syn_model *model);
 
-int32_t syn_token_eos(const syn_tokenizer *tok);    /* end-of-sequence id, -1 if none */
-int32_t syn_token_bos(const syn_tokenizer *tok);    /* beginning-of-sequence id, -1 if none */
-bool syn_token_is_eog(const syn_tokenizer *tok, int32_t id); /* ends generation (EOS, <|im_end|>, ...) */
-int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok);
+SYN_API int32_t syn_token_eos(const syn_tokenizer *tok); /* end-of-sequence id, -1 if none */
+SYN_API int32_t syn_token_bos(const syn_tokenizer *tok); /* beginning-of-sequence id, -1 if none */
+SYN_API bool syn_token_is_eog(const syn_tokenizer *tok,
+                              int32_t id); /* ends generation (EOS, <|im_end|>, ...) */
+SYN_API int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok);
 
 /* Encodes len bytes of UTF-8 text (NFC-normalised first). With parse_special, special-token text
  * such as "<|im_start|>" becomes its id; otherwise it is split as plain text. No BOS is added.
  * Writes at most cap ids; *n_ids receives the full count. Returns SYN_ERR_BUFFER_TOO_SMALL (with
  * *n_ids set) when cap is too small, SYN_ERR_INVALID_ARGUMENT for invalid UTF-8. */
-syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, bool parse_special,
-                        int32_t *ids, size_t cap, size_t *n_ids);
+SYN_API syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len,
+                                bool parse_special, int32_t *ids, size_t cap, size_t *n_ids);
 
 /* Writes the bytes of token id (byte-level BPE decoded; may be part of a UTF-8 character) into buf.
  * *n_bytes receives the full length. Errors: SYN_ERR_INVALID_ARGUMENT, SYN_ERR_BUFFER_TOO_SMALL. */
-syn_status syn_token_to_bytes(const syn_tokenizer *tok, int32_t id, char *buf, size_t cap,
-                              size_t *n_bytes);
+SYN_API syn_status syn_token_to_bytes(const syn_tokenizer *tok, int32_t id, char *buf, size_t cap,
+                                      size_t *n_bytes);
 
 /* Decodes n ids into buf (not NUL-terminated); *n_bytes receives the full length. */
-syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n, char *buf,
-                          size_t cap, size_t *n_bytes);
+SYN_API syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n, char *buf,
+                                  size_t cap, size_t *n_bytes);
 
 /* Streaming decoder: push token ids one at a time and receive only complete UTF-8 characters;
  * an incomplete sequence is held back until the next token completes it. */
 typedef struct syn_detok_stream syn_detok_stream;
 
-syn_status syn_detok_stream_new(const syn_tokenizer *tok, syn_detok_stream **out);
+SYN_API syn_status syn_detok_stream_new(const syn_tokenizer *tok, syn_detok_stream **out);
 /* Appends the text now complete to buf (NUL-terminated); *n_bytes receives its length.
  * Held-back invalid bytes come out as U+FFFD, so buf needs at most 3 * (longest token + 3) + 1
  * bytes: 1024 is always enough for Qwen2. SYN_ERR_BUFFER_TOO_SMALL changes nothing (retry). */
-syn_status syn_detok_stream_push(syn_detok_stream *s, int32_t id, char *buf, size_t cap,
-                                 size_t *n_bytes);
+SYN_API syn_status syn_detok_stream_push(syn_detok_stream *s, int32_t id, char *buf, size_t cap,
+                                         size_t *n_bytes);
 /* Emits whatever is held back (an invalid tail comes out as U+FFFD). */
-syn_status syn_detok_stream_flush(syn_detok_stream *s, char *buf, size_t cap, size_t *n_bytes);
-void syn_detok_stream_free(syn_detok_stream *s);
+SYN_API syn_status syn_detok_stream_flush(syn_detok_stream *s, char *buf, size_t cap,
+                                          size_t *n_bytes);
+SYN_API void syn_detok_stream_free(syn_detok_stream *s);
 
 /* ---------------------------------------------------------------------------------------------
  * Chat templates
@@ -171,9 +184,10 @@ typedef struct syn_chat_message {
  * (SYN_ERR_UNSUPPORTED when it is not recognised); "chatml": force ChatML. Output is UTF-8 in buf
  * (NUL-terminated); *n_bytes receives the full length without the NUL. Qwen2.5's template adds
  * the default system prompt when the first message is not a system message. */
-syn_status syn_chat_format(const syn_model *model, const char *template_name,
-                           const syn_chat_message *messages, size_t n_messages,
-                           bool add_assistant_prompt, char *buf, size_t cap, size_t *n_bytes);
+SYN_API syn_status syn_chat_format(const syn_model *model, const char *template_name,
+                                   const syn_chat_message *messages, size_t n_messages,
+                                   bool add_assistant_prompt, char *buf, size_t cap,
+                                   size_t *n_bytes);
 
 /* ---------------------------------------------------------------------------------------------
  * Contexts: one sequence's KV cache and the backend that computes it
@@ -200,11 +214,11 @@ typedef enum syn_isa_tier {
 } syn_isa_tier;
 
 /* "auto", "scalar", "avx2", "avx512-vnni", "avx-vnni", "neon-dot", "i8mm" ("?" when invalid). */
-const char *syn_isa_tier_name(syn_isa_tier tier);
+SYN_API const char *syn_isa_tier_name(syn_isa_tier tier);
 
 /* Parses one of the names above. SYN_ERR_INVALID_ARGUMENT (naming the text) when unknown. Does
  * not check that this CPU has the tier: syn_context_new does. */
-syn_status syn_isa_tier_parse(const char *name, syn_isa_tier *out);
+SYN_API syn_status syn_isa_tier_parse(const char *name, syn_isa_tier *out);
 
 /* Element type of the KV cache. */
 typedef enum syn_kv_type {
@@ -220,36 +234,36 @@ typedef struct syn_context_params {
     syn_kv_type kv_type; /* default SYN_KV_F32; the reference backend supports only that */
 } syn_context_params;
 
-syn_context_params syn_context_default_params(void);
+SYN_API syn_context_params syn_context_default_params(void);
 
 /* Creates a context whose KV cache (K and V for n_ctx positions of every layer) grows on demand
  * as tokens arrive. The model must outlive the context. Errors: SYN_ERR_INVALID_ARGUMENT (n_ctx
  * above the model's training context, an unknown backend, tier or kv_type), SYN_ERR_NO_MEMORY,
  * SYN_ERR_UNAVAILABLE (the isa tier is not available on this CPU or build),
  * SYN_ERR_UNSUPPORTED (the model or kv_type is not supported by the backend). */
-syn_status syn_context_new(const syn_model *model, const syn_context_params *params,
-                           syn_context **out);
-void syn_context_free(syn_context *ctx);
+SYN_API syn_status syn_context_new(const syn_model *model, const syn_context_params *params,
+                                   syn_context **out);
+SYN_API void syn_context_free(syn_context *ctx);
 
 /* Runs n_tokens through the model at positions n_past .. n_past + n_tokens - 1, appending them to
  * the KV cache. all_logits, if not NULL, receives [n_tokens][n_vocab] floats; the last token's
  * logits are always available afterwards from syn_context_logits(). Errors:
  * SYN_ERR_CONTEXT_FULL (nothing is appended), SYN_ERR_INVALID_ARGUMENT (token id out of range). */
-syn_status syn_context_decode(syn_context *ctx, const int32_t *tokens, size_t n_tokens,
-                              float *all_logits);
+SYN_API syn_status syn_context_decode(syn_context *ctx, const int32_t *tokens, size_t n_tokens,
+                                      float *all_logits);
 
 /* The logits ([n_vocab]) after the last decoded token, or NULL before any decode. Owned by ctx. */
-const float *syn_context_logits(const syn_context *ctx);
+SYN_API const float *syn_context_logits(const syn_context *ctx);
 
 /* The kernel tier ctx runs, resolved from SYN_TIER_AUTO ("avx512-vnni", ...; "none" for the
  * reference backend, which uses no kernels). A static string; never NULL. */
-const char *syn_context_isa_name(const syn_context *ctx);
+SYN_API const char *syn_context_isa_name(const syn_context *ctx);
 
-uint32_t syn_context_n_past(const syn_context *ctx);
-uint32_t syn_context_n_ctx(const syn_context *ctx);
+SYN_API uint32_t syn_context_n_past(const syn_context *ctx);
+SYN_API uint32_t syn_context_n_ctx(const syn_context *ctx);
 
 /* Forgets cached tokens from position n_keep on (0: clear). n_keep must be <= n_past. */
-syn_status syn_context_truncate(syn_context *ctx, uint32_t n_keep);
+SYN_API syn_status syn_context_truncate(syn_context *ctx, uint32_t n_keep);
 
 /* ---------------------------------------------------------------------------------------------
  * Sampling
@@ -258,25 +272,25 @@ syn_status syn_context_truncate(syn_context *ctx, uint32_t n_keep);
 typedef struct syn_sampler syn_sampler;
 
 typedef struct syn_sampler_params {
-    float temperature;    /* <= 0: greedy (first index of the maximum). Default 0.8 */
-    int32_t top_k;        /* keep the k most likely; <= 0: off. Default 40 */
-    float top_p;          /* nucleus mass in (0, 1]; 1: off. Default 0.95 */
-    float min_p;          /* drop tokens below min_p * p(max); 0: off. Default 0.05 */
-    float repeat_penalty; /* >1 discourages recent tokens; 1: off. Default 1.0 */
+    float temperature;     /* <= 0: greedy (first index of the maximum). Default 0.8 */
+    int32_t top_k;         /* keep the k most likely; <= 0: off. Default 40 */
+    float top_p;           /* nucleus mass in (0, 1]; 1: off. Default 0.95 */
+    float min_p;           /* drop tokens below min_p * p(max); 0: off. Default 0.05 */
+    float repeat_penalty;  /* >1 discourages recent tokens; 1: off. Default 1.0 */
     int32_t repeat_last_n; /* how many recent tokens the penalty looks at. Default 64 */
-    uint64_t seed;        /* the same seed gives the same choices. Default 0 */
+    uint64_t seed;         /* the same seed gives the same choices. Default 0 */
 } syn_sampler_params;
 
-syn_sampler_params syn_sampler_default_params(void);
+SYN_API syn_sampler_params syn_sampler_default_params(void);
 
 /* Errors: SYN_ERR_INVALID_ARGUMENT for an out-of-range parameter (named in the message). */
-syn_status syn_sampler_new(const syn_sampler_params *params, syn_sampler **out);
-void syn_sampler_free(syn_sampler *s);
+SYN_API syn_status syn_sampler_new(const syn_sampler_params *params, syn_sampler **out);
+SYN_API void syn_sampler_free(syn_sampler *s);
 
 /* Picks the next token from logits[n_vocab] (not modified). history: the tokens so far (for the
  * repetition penalty). */
-syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_vocab,
-                              const int32_t *history, size_t n_history, int32_t *token);
+SYN_API syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_vocab,
+                                      const int32_t *history, size_t n_history, int32_t *token);
 
 /* ---------------------------------------------------------------------------------------------
  * Engine: many concurrent requests over one model
@@ -310,32 +324,34 @@ syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_voc
 typedef struct syn_engine syn_engine;
 typedef struct syn_request syn_request;
 
-#define SYN_ENGINE_MAX_PARALLEL 256   /* most slots an engine may have */
+#define SYN_ENGINE_MAX_PARALLEL 256 /* most slots an engine may have */
 #define SYN_ENGINE_MAX_STEP_TOKENS 8192
 
 typedef struct syn_engine_params {
-    int32_t n_threads;       /* worker threads counting the scheduler; 0: one per CPU. Default 0 */
-    syn_isa_tier isa;        /* kernel tier (optimized backend); default SYN_TIER_AUTO */
-    syn_kv_type kv_type;     /* default SYN_KV_F32 */
-    int32_t n_parallel;      /* slots: requests active at once, 1..SYN_ENGINE_MAX_PARALLEL. Default 4 */
-    uint32_t n_ctx;          /* most positions one request may use (prompt + generated);
-                              * 0: the model's training context. Default 0 */
-    uint32_t kv_budget_mib;  /* KV memory of all slots and the prefix cache, >= 1. Default 1024 */
-    int32_t max_step_tokens; /* tokens per step, n_parallel..SYN_ENGINE_MAX_STEP_TOKENS. Default 512 */
-    bool prefix_cache;       /* reuse cached KV blocks of earlier prompts. Default true */
+    int32_t n_threads;   /* worker threads counting the scheduler; 0: one per CPU. Default 0 */
+    syn_isa_tier isa;    /* kernel tier (optimized backend); default SYN_TIER_AUTO */
+    syn_kv_type kv_type; /* default SYN_KV_F32 */
+    int32_t n_parallel;  /* slots: requests active at once, 1..SYN_ENGINE_MAX_PARALLEL. Default 4 */
+    uint32_t n_ctx;      /* most positions one request may use (prompt + generated);
+                          * 0: the model's training context. Default 0 */
+    uint32_t kv_budget_mib; /* KV memory of all slots and the prefix cache, >= 1. Default 1024 */
+    int32_t
+        max_step_tokens; /* tokens per step, n_parallel..SYN_ENGINE_MAX_STEP_TOKENS. Default 512 */
+    bool prefix_cache;   /* reuse cached KV blocks of earlier prompts. Default true */
 } syn_engine_params;
 
-syn_engine_params syn_engine_default_params(void);
+SYN_API syn_engine_params syn_engine_default_params(void);
 
 /* Creates an engine over model (which must outlive it) and starts its scheduler thread. Errors:
  * SYN_ERR_INVALID_ARGUMENT (n_parallel, n_ctx, kv_budget_mib, max_step_tokens, n_threads, isa or
  * kv_type out of range; the message names the field and its limits), SYN_ERR_UNAVAILABLE (isa),
  * SYN_ERR_UNSUPPORTED (model), SYN_ERR_NO_MEMORY, SYN_ERR_INTERNAL (thread creation). */
-syn_status syn_engine_new(const syn_model *model, const syn_engine_params *params, syn_engine **out);
+SYN_API syn_status syn_engine_new(const syn_model *model, const syn_engine_params *params,
+                                  syn_engine **out);
 
 /* Cancels queued and active requests (their finish reason becomes SYN_FINISH_CANCELLED), joins
  * the scheduler and frees the engine. Request handles remain valid until syn_request_free. */
-void syn_engine_free(syn_engine *engine);
+SYN_API void syn_engine_free(syn_engine *engine);
 
 typedef enum syn_finish_reason {
     SYN_FINISH_NONE = 0,      /* not finished yet */
@@ -347,16 +363,16 @@ typedef enum syn_finish_reason {
 } syn_finish_reason;
 
 /* "none", "eog", "stop", "length", "cancelled", "error" ("?" when invalid). */
-const char *syn_finish_reason_name(syn_finish_reason reason);
+SYN_API const char *syn_finish_reason_name(syn_finish_reason reason);
 
 /* One generated token, passed to on_token. Pointers are valid during the call only. */
 typedef struct syn_token_event {
-    int32_t token;        /* the token id; -1 for the final event that carries held-back text */
-    const char *piece;    /* UTF-8 text completed by this token (NUL-terminated, may be "") */
+    int32_t token;     /* the token id; -1 for the final event that carries held-back text */
+    const char *piece; /* UTF-8 text completed by this token (NUL-terminated, may be "") */
     size_t piece_len;
-    uint32_t index;       /* 0-based index of the token among the request's generated tokens */
-    uint64_t step;        /* the engine step (syn_engine_stats.n_steps count) that produced it */
-    const float *logits;  /* [n_vocab] the logits it was sampled from (NULL for token -1) */
+    uint32_t index;      /* 0-based index of the token among the request's generated tokens */
+    uint64_t step;       /* the engine step (syn_engine_stats.n_steps count) that produced it */
+    const float *logits; /* [n_vocab] the logits it was sampled from (NULL for token -1) */
     int32_t n_vocab;
 } syn_token_event;
 
@@ -370,20 +386,20 @@ typedef bool (*syn_token_fn)(const syn_token_event *event, void *user_data);
 typedef struct syn_request_params {
     const int32_t *prompt_tokens; /* [n_prompt_tokens] */
     size_t n_prompt_tokens;
-    const char *prompt_text;      /* NUL-terminated UTF-8 */
+    const char *prompt_text;          /* NUL-terminated UTF-8 */
     const syn_chat_message *messages; /* [n_messages] */
     size_t n_messages;
-    const char *chat_template;    /* for messages: NULL (the model's) or "chatml" */
-    syn_sampler_params sampling;  /* the request's own sampler and seed */
-    int32_t max_tokens;           /* tokens to generate, >= 1; prompt + max_tokens <= n_ctx. Default 128 */
-    bool ignore_eos;              /* never stop at end-of-generation (such tokens are masked out) */
-    const int32_t *stop_tokens;   /* [n_stop_tokens] extra ids that end generation */
+    const char *chat_template;   /* for messages: NULL (the model's) or "chatml" */
+    syn_sampler_params sampling; /* the request's own sampler and seed */
+    int32_t max_tokens; /* tokens to generate, >= 1; prompt + max_tokens <= n_ctx. Default 128 */
+    bool ignore_eos;    /* never stop at end-of-generation (such tokens are masked out) */
+    const int32_t *stop_tokens; /* [n_stop_tokens] extra ids that end generation */
     size_t n_stop_tokens;
-    syn_token_fn on_token;        /* NULL: no streaming */
+    syn_token_fn on_token; /* NULL: no streaming */
     void *user_data;
 } syn_request_params;
 
-syn_request_params syn_request_default_params(void);
+SYN_API syn_request_params syn_request_default_params(void);
 
 /* Validates params, tokenizes the prompt and queues the request; *out receives a handle to free
  * with syn_request_free. Thread-safe. Errors: SYN_ERR_INVALID_ARGUMENT (no or several prompts,
@@ -391,61 +407,62 @@ syn_request_params syn_request_default_params(void);
  * SYN_ERR_CONTEXT_FULL (prompt + max_tokens above the engine's n_ctx, or more KV blocks than
  * the whole budget holds: the message gives both figures), SYN_ERR_UNSUPPORTED (chat template),
  * SYN_ERR_NO_MEMORY, SYN_ERR_INVALID_ARGUMENT (the engine is shutting down). */
-syn_status syn_engine_submit(syn_engine *engine, const syn_request_params *params, syn_request **out);
+SYN_API syn_status syn_engine_submit(syn_engine *engine, const syn_request_params *params,
+                                     syn_request **out);
 
 /* Asks the request to stop: a queued request finishes at once, an active one before the next
  * step; its finish reason becomes SYN_FINISH_CANCELLED unless it finished first. Errors:
  * SYN_ERR_INVALID_ARGUMENT when the request has already finished (the message names how). */
-syn_status syn_request_cancel(syn_request *req);
+SYN_API syn_status syn_request_cancel(syn_request *req);
 
 typedef struct syn_request_result {
     syn_finish_reason finish;
-    syn_status status;       /* SYN_OK unless finish is SYN_FINISH_ERROR */
-    const char *error;       /* the failure's message, "" when none */
-    const int32_t *tokens;   /* [n_tokens] generated ids (the stopping EOG/stop token excluded) */
+    syn_status status;     /* SYN_OK unless finish is SYN_FINISH_ERROR */
+    const char *error;     /* the failure's message, "" when none */
+    const int32_t *tokens; /* [n_tokens] generated ids (the stopping EOG/stop token excluded) */
     size_t n_tokens;
     size_t n_prompt_tokens;
-    size_t n_cached_tokens;  /* prompt tokens whose KV came from the prefix cache */
-    double queue_ms;         /* submit -> a slot was assigned */
-    double ttft_ms;          /* submit -> first generated token (0 when none) */
-    double total_ms;         /* submit -> finished */
+    size_t n_cached_tokens; /* prompt tokens whose KV came from the prefix cache */
+    double queue_ms;        /* submit -> a slot was assigned */
+    double ttft_ms;         /* submit -> first generated token (0 when none) */
+    double total_ms;        /* submit -> finished */
 } syn_request_result;
 
 /* Blocks until the request has finished and fills *out; the pointers inside stay valid until
  * syn_request_free. Must not be called from a callback. */
-syn_status syn_request_wait(syn_request *req, syn_request_result *out);
+SYN_API syn_status syn_request_wait(syn_request *req, syn_request_result *out);
 
-bool syn_request_is_done(const syn_request *req);
+SYN_API bool syn_request_is_done(const syn_request *req);
 
 /* Releases the handle; an unfinished request is cancelled first. NULL is a no-op. */
-void syn_request_free(syn_request *req);
+SYN_API void syn_request_free(syn_request *req);
 
 typedef struct syn_engine_stats {
-    uint64_t n_steps;           /* forward passes run */
-    uint64_t n_prompt_tokens;   /* prompt tokens computed (reused ones excluded) */
-    uint64_t n_cached_tokens;   /* prompt tokens reused from the prefix cache */
-    uint64_t n_decode_tokens;   /* generated tokens fed back (one per decoding request per step) */
-    uint64_t n_generated;       /* tokens sampled */
-    uint64_t n_decode_steps;    /* steps that carried decode tokens and no prompt tokens */
-    double decode_steps_ms;     /* their wall time (forward + sampling + callbacks) */
+    uint64_t n_steps;         /* forward passes run */
+    uint64_t n_prompt_tokens; /* prompt tokens computed (reused ones excluded) */
+    uint64_t n_cached_tokens; /* prompt tokens reused from the prefix cache */
+    uint64_t n_decode_tokens; /* generated tokens fed back (one per decoding request per step) */
+    uint64_t n_generated;     /* tokens sampled */
+    uint64_t n_decode_steps;  /* steps that carried decode tokens and no prompt tokens */
+    double decode_steps_ms;   /* their wall time (forward + sampling + callbacks) */
     uint64_t decode_steps_tokens; /* their tokens */
-    uint32_t kv_blocks_total;   /* blocks the budget holds */
-    uint32_t kv_blocks_used;    /* blocks held by active requests or the prefix cache */
-    uint32_t kv_blocks_cached;  /* of those, blocks in the prefix cache */
+    uint32_t kv_blocks_total;     /* blocks the budget holds */
+    uint32_t kv_blocks_used;      /* blocks held by active requests or the prefix cache */
+    uint32_t kv_blocks_cached;    /* of those, blocks in the prefix cache */
     size_t kv_block_bytes;
-    uint32_t n_active;          /* requests in slots */
-    uint32_t n_queued;          /* requests waiting for a slot */
+    uint32_t n_active; /* requests in slots */
+    uint32_t n_queued; /* requests waiting for a slot */
 } syn_engine_stats;
 
-void syn_engine_get_stats(syn_engine *engine, syn_engine_stats *out);
+SYN_API void syn_engine_get_stats(syn_engine *engine, syn_engine_stats *out);
 
 /* Aggregate figures of syn_engine_run. */
 typedef struct syn_run_stats {
-    double wall_ms;            /* first submission -> last completion */
-    uint64_t n_prompt_tokens;  /* over every request */
-    uint64_t n_generated;      /* tokens generated, over every request */
-    double tok_per_s;          /* n_generated / wall time */
-    double decode_tok_per_s;   /* decode-only steps: tokens / their time (0 when there were none) */
+    double wall_ms;           /* first submission -> last completion */
+    uint64_t n_prompt_tokens; /* over every request */
+    uint64_t n_generated;     /* tokens generated, over every request */
+    double tok_per_s;         /* n_generated / wall time */
+    double decode_tok_per_s;  /* decode-only steps: tokens / their time (0 when there were none) */
     uint64_t n_steps;
 } syn_run_stats;
 
@@ -454,8 +471,8 @@ typedef struct syn_run_stats {
  * stats, if not NULL, the aggregate figures (meaningful when nothing else uses the engine
  * meanwhile). When a submission fails, the requests already submitted are cancelled and freed,
  * every requests[i] is NULL, and the error names the failing index. */
-syn_status syn_engine_run(syn_engine *engine, const syn_request_params *params, size_t n,
-                          syn_request **requests, syn_run_stats *stats);
+SYN_API syn_status syn_engine_run(syn_engine *engine, const syn_request_params *params, size_t n,
+                                  syn_request **requests, syn_run_stats *stats);
 
 #ifdef __cplusplus
 }
