@@ -91,7 +91,16 @@ typedef struct syn_model_params {
 SYN_API syn_model_params syn_model_default_params(void);
 
 /* Memory-maps and validates a GGUF file. On success *out owns the mapping; free it with
- * syn_model_free(). Errors: SYN_ERR_IO, SYN_ERR_FORMAT, SYN_ERR_UNSUPPORTED, SYN_ERR_NO_MEMORY. */
+ * syn_model_free(). path must name a regular file: a FIFO, a directory, a device or a socket is
+ * refused at once (SYN_ERR_IO, saying what it is), never opened to wait on. Errors: SYN_ERR_IO,
+ * SYN_ERR_FORMAT, SYN_ERR_UNSUPPORTED, SYN_ERR_NO_MEMORY.
+ *
+ * The weights are read from the mapping, not copied, for as long as the model lives. Truncating
+ * or overwriting the file in place meanwhile (cp over it, a write into it, a download resumed
+ * onto it) makes the process receive SIGBUS, or compute with the new bytes, when it next reads
+ * the changed pages; the library cannot catch that signal. To replace a model that may be
+ * loaded, write the new file beside it and rename it over the old one (mv on one file system):
+ * the loaded model keeps the old file's pages until syn_model_free. */
 SYN_API syn_status syn_model_load(const char *path, const syn_model_params *params,
                                   syn_model **out);
 SYN_API void syn_model_free(syn_model *model);
@@ -121,8 +130,9 @@ typedef struct syn_model_info {
 SYN_API void syn_model_get_info(const syn_model *model, syn_model_info *info);
 
 /* Writes the GGUF metadata value of key as text into buf (cap bytes, NUL-terminated, truncated
- * to fit; arrays are summarised as "[type x count]"). Returns the length of the full text, or -1
- * when the key is absent. */
+ * to fit; arrays are summarised as "[type x count]"). buf may be NULL (cap is then ignored) to
+ * ask for the length only. Returns the length of the full text, or -1 when the key is absent (or
+ * model or key is NULL). */
 SYN_API int64_t syn_model_meta_str(const syn_model *model, const char *key, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------------------------------------
@@ -288,7 +298,10 @@ SYN_API syn_status syn_sampler_new(const syn_sampler_params *params, syn_sampler
 SYN_API void syn_sampler_free(syn_sampler *s);
 
 /* Picks the next token from logits[n_vocab] (not modified). history: the tokens so far (for the
- * repetition penalty). */
+ * repetition penalty). A logit of -inf marks a token that cannot be drawn. Errors:
+ * SYN_ERR_INVALID_ARGUMENT for a NULL argument or n_vocab <= 0, and for a NaN anywhere in the
+ * logits, in every mode (a numerical fault upstream: the message names the first NaN's index);
+ * *token is then unchanged. */
 SYN_API syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_vocab,
                                       const int32_t *history, size_t n_history, int32_t *token);
 
@@ -334,7 +347,8 @@ typedef struct syn_engine_params {
     int32_t n_parallel;  /* slots: requests active at once, 1..SYN_ENGINE_MAX_PARALLEL. Default 4 */
     uint32_t n_ctx;      /* most positions one request may use (prompt + generated);
                           * 0: the model's training context. Default 0 */
-    uint32_t kv_budget_mib; /* KV memory of all slots and the prefix cache, >= 1. Default 1024 */
+    uint32_t kv_budget_mib; /* KV memory of all slots and the prefix cache, >= 1: a bound, only
+                             * the blocks in use take memory. Default 1024 */
     int32_t
         max_step_tokens; /* tokens per step, n_parallel..SYN_ENGINE_MAX_STEP_TOKENS. Default 512 */
     bool prefix_cache;   /* reuse cached KV blocks of earlier prompts. Default true */
@@ -359,7 +373,7 @@ typedef enum syn_finish_reason {
     SYN_FINISH_STOP = 2,      /* one of stop_tokens was sampled (not part of the output) */
     SYN_FINISH_LENGTH = 3,    /* max_tokens were generated */
     SYN_FINISH_CANCELLED = 4, /* syn_request_cancel, on_token returned false, or engine freed */
-    SYN_FINISH_ERROR = 5      /* a step failed: status and error say why */
+    SYN_FINISH_ERROR = 5      /* a step or the sampling failed: status and error say why */
 } syn_finish_reason;
 
 /* "none", "eog", "stop", "length", "cancelled", "error" ("?" when invalid). */
@@ -387,7 +401,7 @@ typedef struct syn_request_params {
     const int32_t *prompt_tokens; /* [n_prompt_tokens] */
     size_t n_prompt_tokens;
     const char *prompt_text;          /* NUL-terminated UTF-8 */
-    const syn_chat_message *messages; /* [n_messages] */
+    const syn_chat_message *messages; /* [n_messages], n_messages >= 1 */
     size_t n_messages;
     const char *chat_template;   /* for messages: NULL (the model's) or "chatml" */
     syn_sampler_params sampling; /* the request's own sampler and seed */
@@ -403,7 +417,8 @@ SYN_API syn_request_params syn_request_default_params(void);
 
 /* Validates params, tokenizes the prompt and queues the request; *out receives a handle to free
  * with syn_request_free. Thread-safe. Errors: SYN_ERR_INVALID_ARGUMENT (no or several prompts,
- * empty prompt, token out of the vocabulary, max_tokens < 1, bad sampling parameter),
+ * empty prompt, messages with n_messages 0 or n_messages without messages, token out of the
+ * vocabulary, max_tokens < 1, bad sampling parameter),
  * SYN_ERR_CONTEXT_FULL (prompt + max_tokens above the engine's n_ctx, or more KV blocks than
  * the whole budget holds: the message gives both figures), SYN_ERR_UNSUPPORTED (chat template),
  * SYN_ERR_NO_MEMORY, SYN_ERR_INVALID_ARGUMENT (the engine is shutting down). */
@@ -417,7 +432,8 @@ SYN_API syn_status syn_request_cancel(syn_request *req);
 
 typedef struct syn_request_result {
     syn_finish_reason finish;
-    syn_status status;     /* SYN_OK unless finish is SYN_FINISH_ERROR */
+    syn_status status;     /* SYN_OK unless finish is SYN_FINISH_ERROR (then e.g. the sampler's
+                            * SYN_ERR_INVALID_ARGUMENT for NaN logits) */
     const char *error;     /* the failure's message, "" when none */
     const int32_t *tokens; /* [n_tokens] generated ids (the stopping EOG/stop token excluded) */
     size_t n_tokens;
@@ -429,7 +445,14 @@ typedef struct syn_request_result {
 } syn_request_result;
 
 /* Blocks until the request has finished and fills *out; the pointers inside stay valid until
- * syn_request_free. Must not be called from a callback. */
+ * syn_request_free. Must not be called from a callback. Errors: SYN_ERR_INVALID_ARGUMENT (NULL).
+ *
+ * What a finished handle holds: the moment a request finishes (any reason: eog, stop, length,
+ * cancelled or error), the engine frees everything its generation used (its sampler with its
+ * [n_vocab] buffer, its detokenizer, its prompt ids, stop tokens and KV block tables; its KV
+ * blocks go back to the pool or the prefix cache). The handle then keeps only its result: the
+ * generated ids (4 bytes each) and under 1 KB of counts, timings and error message, so that
+ * thousands of finished handles cost little until syn_request_free. */
 SYN_API syn_status syn_request_wait(syn_request *req, syn_request_result *out);
 
 SYN_API bool syn_request_is_done(const syn_request *req);
@@ -454,6 +477,7 @@ typedef struct syn_engine_stats {
     uint32_t n_queued; /* requests waiting for a slot */
 } syn_engine_stats;
 
+/* Fills *out with the engine's counters (all zero for a NULL engine); a NULL out is a no-op. */
 SYN_API void syn_engine_get_stats(syn_engine *engine, syn_engine_stats *out);
 
 /* Aggregate figures of syn_engine_run. */

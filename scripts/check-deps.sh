@@ -46,6 +46,7 @@ lib_check libpcre2-dev libpcre2-8 '#define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>'
 lib_check libutf8proc-dev libutf8proc '#include <utf8proc.h>'
 lib_check libjansson-dev jansson '#include <jansson.h>'
+lib_check libmicrohttpd-dev libmicrohttpd '#include <microhttpd.h>'
 [ "$scope" = build ] && exit 0
 
 # cmocka, for every unit test.
@@ -76,4 +77,9 @@ need jq "jq" have jq
 need time "/usr/bin/time (peak-RSS test)" test -x /usr/bin/time
 need gnuplot-nox "gnuplot (benchmark plots)" have gnuplot
 need binutils "nm (exported-symbol test)" have nm
+need curl "curl (server tests)" have curl
+need strace "strace (pauses a model load in the file-truncation test)" have strace
+need nodejs "node (the openai client and browser tests)" have node
+need nodejs "npm (installs the pinned test packages)" have npm
+need chromium "chromium (the chat page test)" test -x /usr/bin/chromium
 exit 0

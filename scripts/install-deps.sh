@@ -5,9 +5,9 @@ set -euo pipefail
 
 packages=(
     build-essential pkg-config clang
-    libpcre2-dev libutf8proc-dev libjansson-dev libcmocka-dev
+    libpcre2-dev libutf8proc-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gnuplot-nox
-    jq time
+    jq time curl strace nodejs chromium
 )
 
 missing=()

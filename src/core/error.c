@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { ERROR_MESSAGE_CAP = 1024 };
@@ -33,10 +34,45 @@ const char *syn_last_error(void) { return last_error; }
 
 void syn_clear_error(void) { last_error[0] = '\0'; }
 
+/* Cuts s (len bytes) to fit cap bytes with its NUL by dropping its middle for "...": the start
+ * says what failed and the end why (the system's reason after a long path), so both stay. Cuts
+ * fall between UTF-8 characters. */
+static void elide_middle(const char *s, size_t len, char *out, size_t cap) {
+    static const char gap[] = "...";
+    const size_t keep = cap - sizeof gap; /* bytes kept from s, around the gap */
+    size_t head = keep / 3, tail = len - (keep - head);
+    while (head > 0 && ((unsigned char)s[head] & 0xC0) == 0x80) head--;
+    while (tail < len && ((unsigned char)s[tail] & 0xC0) == 0x80) tail++;
+    snprintf(out, cap, "%.*s%s%s", (int)head, s, gap, s + tail);
+}
+
+/* Formats the message into last_error, eliding its middle when it is too long to fit whole. */
+static void set_error(const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    const int len = vsnprintf(last_error, sizeof last_error, fmt, ap);
+    if (len >= (int)sizeof last_error) {
+        char *full = malloc((size_t)len + 1);
+        if (full) { /* otherwise the message stays cut at its end */
+            vsnprintf(full, (size_t)len + 1, fmt, again);
+            elide_middle(full, (size_t)len, last_error, sizeof last_error);
+            free(full);
+        }
+    }
+    va_end(again);
+}
+
+static void set_errorf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(fmt, ap);
+    va_end(ap);
+}
+
 syn_status syn_fail(syn_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    set_error(fmt, ap);
     va_end(ap);
     return status;
 }
@@ -49,7 +85,7 @@ syn_status syn_fail_context(syn_status status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    snprintf(last_error, sizeof last_error, "%s: %s", prefix, previous);
+    set_errorf("%s: %s", prefix, previous);
     return status;
 }
 

@@ -1,4 +1,5 @@
-/* file_map.c: 2 MiB aligned read-only file mappings and their page cache (file_map.h). */
+/* file_map.c: opening regular files only; 2 MiB aligned read-only file mappings and their page
+ * cache (file_map.h). */
 #include "core/file_map.h"
 
 #include <errno.h>
@@ -8,9 +9,48 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
+
+static const char *file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "a special file";
+}
+
+static syn_status not_regular(const char *path, mode_t mode) {
+    return syn_fail(SYN_ERR_IO, "cannot open '%s': it is %s, not a regular file", path,
+                    file_kind(mode));
+}
+
+syn_status syn_file_open_regular(const char *path, int *fd, uint64_t *size) {
+    *fd = -1;
+    /* Looked at before opening, so that a device is never opened (opening one may act on it), and
+     * again through the descriptor, in case the path was replaced in between. */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) return not_regular(path, sb.st_mode);
+    /* O_NONBLOCK: opening a FIFO put there since must not wait for a writer. A regular file's reads
+     * never block, so the flag changes nothing for it and stays set. */
+    const int f = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (f < 0) return syn_fail(SYN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (fstat(f, &sb) != 0) {
+        const int e = errno;
+        close(f);
+        return syn_fail(SYN_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(f);
+        return not_regular(path, sb.st_mode);
+    }
+    *fd = f;
+    *size = (uint64_t)sb.st_size;
+    return SYN_OK;
+}
 
 syn_status syn_file_map(int fd, size_t size, const char *path, bool huge, void **out) {
     *out = NULL;

@@ -18,10 +18,16 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "synapse.h"
 
 enum { SYN_HUGE_PAGE_BYTES = 2 << 20 };
+
+/* Opens path read-only as *fd and gives its size, refusing anything but a regular file: a FIFO
+ * (whose open() would wait for a writer), a directory, a device (which is never opened), a socket.
+ * Errors: SYN_ERR_IO naming path and the system's reason or what the path is ("it is a FIFO"). */
+syn_status syn_file_open_regular(const char *path, int *fd, uint64_t *size);
 
 /* Maps size bytes of fd read-only (MAP_PRIVATE) at a 2 MiB aligned address, asking for huge
  * pages when huge (a refusal, e.g. THP disabled, is not an error) and for 4 KiB pages otherwise.

@@ -34,8 +34,9 @@ typedef enum req_phase { PHASE_PREFILL, PHASE_DECODE, PHASE_FINISHED } req_phase
 struct syn_request {
     struct syn_engine *engine;
 
-    /* Set at submission, read-only afterwards. */
-    int32_t *ids;      /* [n_prompt + max_tokens]: the prompt, then the generated tokens */
+    /* Set at submission, read-only afterwards (until finish_locked releases them). */
+    int32_t *ids;      /* [n_prompt + max_tokens]: the prompt, then the generated tokens; once
+                        * finished, [n_out]: the generated tokens only (release_work_state) */
     size_t n_prompt;
     int32_t max_tokens;
     uint32_t max_blocks; /* blocks for positions [0, n_prompt + max_tokens - 1) */
@@ -192,9 +193,32 @@ static bool request_unref_locked(syn_request *r) {
     return --e->refs == 0;
 }
 
-/* Records r's outcome and wakes its waiters (mutex held); drops the engine's reference. */
+/* Frees what only the work on r needed, the moment it finishes, keeping what its result needs:
+ * the sampler (whose candidate buffer alone is 12 bytes per vocabulary entry, 1.8 MB for Qwen2),
+ * the detokenizer, the stop tokens and block tables go; the generated ids move to the front of
+ * ids, which shrinks to them. The engine no longer touches r: it is out of the queue and of the
+ * active list. */
+static void release_work_state(syn_request *r) {
+    syn_sampler_free(r->sampler);
+    syn_detok_stream_free(r->detok);
+    free(r->stop);
+    free(r->block_ids);
+    free(r->block_data);
+    r->sampler = NULL;
+    r->detok = NULL;
+    r->stop = NULL;
+    r->block_ids = NULL;
+    r->block_data = NULL;
+    memmove(r->ids, r->ids + r->n_prompt, sizeof *r->ids * r->n_out);
+    int32_t *generated = realloc(r->ids, sizeof *r->ids * (r->n_out ? r->n_out : 1));
+    if (generated) r->ids = generated; /* a failed shrink keeps the larger array */
+}
+
+/* Records r's outcome, releases its work state and wakes its waiters (mutex held); drops the
+ * engine's reference. */
 static void finish_locked(syn_request *r, syn_finish_reason why, syn_status status, const char *msg) {
     syn_engine *e = r->engine;
+    release_work_state(r);
     r->done = true;
     r->finish = why;
     r->status = status;
@@ -338,6 +362,7 @@ void syn_engine_fail_next_step(syn_engine *e) {
 }
 
 void syn_engine_get_stats(syn_engine *e, syn_engine_stats *out) {
+    if (!out) return;
     memset(out, 0, sizeof *out);
     if (!e) return;
     pthread_mutex_lock(&e->mutex);
@@ -384,6 +409,9 @@ static syn_status build_prompt(const syn_engine *e, const syn_request_params *p,
     }
     if (has_text) return tokenize_text(tok, p->prompt_text, strlen(p->prompt_text), ids, n);
     if (!p->messages) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "messages is NULL with n_messages %zu", p->n_messages);
+    if (p->n_messages == 0)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "messages is given with n_messages 0: a chat prompt needs a message");
     size_t len = 0;
     syn_status st = syn_chat_format(e->model, p->chat_template, p->messages, p->n_messages, true, NULL, 0, &len);
     if (st != SYN_OK && st != SYN_ERR_BUFFER_TOO_SMALL) return st;
@@ -526,7 +554,7 @@ static void fill_result(const syn_request *r, syn_request_result *out) {
         .finish = r->finish,
         .status = r->status,
         .error = r->error,
-        .tokens = r->ids + r->n_prompt,
+        .tokens = r->ids, /* the generated tokens only, once finished */
         .n_tokens = r->n_out,
         .n_prompt_tokens = r->n_prompt,
         .n_cached_tokens = r->n_cached,

@@ -21,11 +21,17 @@ typedef struct kv_block {
     int32_t tokens[SYN_KV_BLOCK];
 } kv_block;
 
+enum { MIN_DESCRIPTORS = 64, MIN_BUCKETS = 64 };
+
+/* The budget only bounds the pool: memory and bookkeeping grow with the blocks in use, so that a
+ * budget far beyond what is used costs nothing (a 1 TiB budget holds 134 million blocks of the
+ * tiny model, whose descriptors and hash buckets took 0.5 GB when sized up front). */
 struct kv_pool {
     size_t block_bytes;
     syn_block_arena arena; /* the blocks' memory, back to back (core/block_arena.h) */
-    uint32_t n_blocks;
-    kv_block *blocks;   /* [n_blocks] */
+    uint32_t n_blocks;  /* the budget's capacity */
+    kv_block *blocks;   /* [n_described] the descriptors of blocks [0, n_described) */
+    uint32_t n_described; /* >= n_created */
     uint32_t n_created; /* blocks [0, n_created) have memory */
     int32_t free_head;
     uint32_t n_free;
@@ -33,7 +39,7 @@ struct kv_pool {
     uint32_t n_evictable; /* cached blocks whose only reference is the cache's */
     uint32_t reserved;
     int32_t *buckets;     /* [n_buckets] hash chain heads */
-    uint32_t n_buckets;   /* a power of two */
+    uint32_t n_buckets;   /* a power of two, doubled when the cache holds more entries */
     uint64_t tick;        /* LRU clock */
 };
 
@@ -44,13 +50,11 @@ syn_status kv_pool_new(size_t block_bytes, uint32_t n_blocks, kv_pool **out) {
     p->block_bytes = block_bytes;
     p->n_blocks = n_blocks;
     p->free_head = -1;
-    p->n_buckets = 16;
-    while (p->n_buckets < n_blocks && p->n_buckets < (1u << 30)) p->n_buckets *= 2;
-    p->blocks = calloc(n_blocks, sizeof *p->blocks);
+    p->n_buckets = MIN_BUCKETS;
     p->buckets = malloc(sizeof *p->buckets * p->n_buckets);
-    if (!p->blocks || !p->buckets) {
+    if (!p->buckets) {
         kv_pool_free(p);
-        return syn_fail(SYN_ERR_NO_MEMORY, "KV pool: out of memory for %u block descriptors", n_blocks);
+        return syn_fail(SYN_ERR_NO_MEMORY, "KV pool: out of memory");
     }
     for (uint32_t i = 0; i < p->n_buckets; i++) p->buckets[i] = -1;
     syn_status st = syn_block_arena_init(&p->arena, block_bytes, n_blocks, "KV pool");
@@ -134,6 +138,21 @@ static int32_t lru_victim(const kv_pool *p) {
     return best;
 }
 
+/* Makes descriptors [0, n) exist (n <= n_blocks), zeroed, growing the array geometrically. */
+static syn_status describe_blocks(kv_pool *p, uint32_t n) {
+    if (n <= p->n_described) return SYN_OK;
+    uint64_t cap = p->n_described ? (uint64_t)p->n_described * 2 : MIN_DESCRIPTORS;
+    if (cap > p->n_blocks) cap = p->n_blocks;
+    kv_block *b = realloc(p->blocks, sizeof *b * (size_t)cap);
+    if (!b)
+        return syn_fail(SYN_ERR_NO_MEMORY, "KV pool: out of memory for %llu block descriptors",
+                        (unsigned long long)cap);
+    memset(b + p->n_described, 0, sizeof *b * (size_t)(cap - p->n_described));
+    p->blocks = b;
+    p->n_described = (uint32_t)cap;
+    return SYN_OK;
+}
+
 syn_status kv_pool_alloc(kv_pool *p, int32_t *id) {
     if (p->reserved == 0) return syn_fail(SYN_ERR_INTERNAL, "KV pool: block allocated without a reservation");
     int32_t got = -1;
@@ -142,7 +161,8 @@ syn_status kv_pool_alloc(kv_pool *p, int32_t *id) {
         p->free_head = p->blocks[got].next;
         p->n_free--;
     } else if (p->n_created < p->n_blocks) {
-        syn_status st = syn_block_arena_grow(&p->arena, p->n_created + 1, "KV pool");
+        syn_status st = describe_blocks(p, p->n_created + 1);
+        if (st == SYN_OK) st = syn_block_arena_grow(&p->arena, p->n_created + 1, "KV pool");
         if (st != SYN_OK) return st;
         got = (int32_t)p->n_created++;
         p->blocks[got].data = syn_block_arena_at(&p->arena, (uint32_t)got);
@@ -194,11 +214,32 @@ uint32_t kv_pool_lookup(kv_pool *p, const int32_t *tokens, uint32_t max_blocks, 
     return n;
 }
 
+/* Doubles the hash buckets once the cache holds as many entries, rehashing every entry; a failed
+ * allocation keeps the current ones (chains grow longer, lookups stay correct). */
+static void grow_buckets(kv_pool *p) {
+    if (p->n_cached < p->n_buckets || p->n_buckets >= (1u << 30)) return;
+    const uint32_t n = p->n_buckets * 2;
+    int32_t *buckets = malloc(sizeof *buckets * n);
+    if (!buckets) return;
+    for (uint32_t i = 0; i < n; i++) buckets[i] = -1;
+    for (uint32_t id = 0; id < p->n_created; id++) {
+        kv_block *b = &p->blocks[id];
+        if (!b->cached) continue;
+        int32_t *head = &buckets[b->hash & (n - 1)];
+        b->next = *head;
+        *head = (int32_t)id;
+    }
+    free(p->buckets);
+    p->buckets = buckets;
+    p->n_buckets = n;
+}
+
 bool kv_pool_publish(kv_pool *p, int32_t parent, const int32_t *tokens, int32_t id) {
     kv_block *b = &p->blocks[id];
     if (b->cached || (parent >= 0 && !p->blocks[parent].cached)) return false;
     const uint64_t hash = entry_hash(parent, tokens);
     if (find_entry(p, parent, tokens, hash) >= 0) return false;
+    grow_buckets(p);
     b->cached = true;
     b->refs++; /* the cache's reference; the publisher holds one, so it is not evictable yet */
     b->parent = parent;

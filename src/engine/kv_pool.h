@@ -1,7 +1,7 @@
 /*
  * kv_pool.h: the engine's KV-cache blocks: a pool of fixed-size blocks bounded by the memory
- * budget (memory allocated on first use, never for the whole budget up front), with reference
- * counts, reservations, and a prefix cache.
+ * budget (memory and bookkeeping allocated as blocks come into use, never for the whole budget up
+ * front), with reference counts, reservations, and a prefix cache.
  *
  * A block holds SYN_KV_BLOCK consecutive positions of one sequence (backend.h). The blocks' memory
  * is one arena (core/block_arena.h): reserved up front as address space, made usable block by

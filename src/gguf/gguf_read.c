@@ -1,6 +1,4 @@
 /* gguf_read.c: the GGUF parser: maps a file, validates every field and indexes keys and tensors. */
-#include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
@@ -8,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -494,23 +491,15 @@ syn_status gguf_open_ex(const char *path, unsigned flags, gguf_file **out) {
     if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf_open: out is NULL");
     *out = NULL;
     if (!path) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "gguf_open: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return syn_fail(SYN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return syn_fail(SYN_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return syn_fail(SYN_ERR_IO, "'%s' is not a regular file", path);
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
+    int fd;
+    uint64_t file_size;
+    syn_status st = syn_file_open_regular(path, &fd, &file_size);
+    if (st != SYN_OK) return st;
+    if (file_size > SIZE_MAX) {
         close(fd);
         return syn_fail(SYN_ERR_IO, "'%s' is too large to map", path);
     }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)file_size;
     if (size < HEADER_BYTES) {
         /* mmap of an empty file fails; parse a copy of the few bytes for the usual messages. */
         uint8_t head[HEADER_BYTES];
@@ -523,7 +512,7 @@ syn_status gguf_open_ex(const char *path, unsigned flags, gguf_file **out) {
     }
     void *map;
     const bool huge = (flags & GGUF_OPEN_HUGE_PAGES) != 0;
-    syn_status st = syn_file_map(fd, size, path, huge, &map);
+    st = syn_file_map(fd, size, path, huge, &map);
     if (st == SYN_OK) st = open_buffer(map, size, true, out); /* unmaps on failure */
     if (st == SYN_OK && huge) syn_file_map_recache_huge(fd, map, size);
     close(fd); /* the mapping keeps the file alive */

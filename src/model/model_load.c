@@ -398,6 +398,7 @@ static int format_float(char *buf, size_t cap, float v) {
 }
 
 int64_t syn_model_meta_str(const syn_model *model, const char *key, char *buf, size_t cap) {
+    if (!buf) cap = 0; /* only the length is asked for */
     const gguf_kv *kv = model ? gguf_find_kv(model->gguf, key) : NULL;
     if (!kv) {
         if (cap > 0) buf[0] = '\0';

@@ -5,7 +5,8 @@
  * llama.cpp's order: repetition penalty -> top-k -> softmax -> top-p -> min-p -> temperature ->
  * a draw from the seeded generator. Top-p and min-p look at the untempered distribution, as
  * llama.cpp's do. The generator is xoshiro256** seeded through splitmix64, so a seed fixes the
- * whole sequence of draws on every platform.
+ * whole sequence of draws on every platform. Logits holding a NaN, a numerical fault upstream,
+ * are refused in every mode.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -137,12 +138,43 @@ static void softmax(candidate *c, int32_t n, float inv_temp) {
     for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
 }
 
+/* The error for logits holding a NaN, naming the first. */
+static syn_status nan_logit(const float *logits) {
+    int32_t i = 0;
+    while (!isnan(logits[i])) i++;
+    return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                    "syn_sampler_sample: logits[%d] is NaN (a numerical fault upstream)", i);
+}
+
+/* Greedy without a repetition penalty: the first index of the maximum, read in place. The scan
+ * is the NaN check too. */
+static syn_status greedy_in_place(const float *logits, int32_t n_vocab, int32_t *token) {
+    int32_t best = 0;
+    float max = logits[0];
+    bool has_nan = false;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        const float v = logits[i];
+        has_nan |= isnan(v);
+        if (v > max) {
+            max = v;
+            best = i;
+        }
+    }
+    if (has_nan) return nan_logit(logits);
+    *token = best;
+    return SYN_OK;
+}
+
 syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_vocab,
                               const int32_t *history, size_t n_history, int32_t *token) {
     syn_clear_error();
     if (!s || !logits || !token || n_vocab <= 0 || (!history && n_history))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_sampler_sample: invalid argument");
     const syn_sampler_params *p = &s->params;
+    const bool penalize = p->repeat_penalty != 1.0f && p->repeat_last_n > 0 && n_history > 0;
+    /* Plain greedy needs no candidate list (12 bytes per vocabulary entry), and building one took
+     * 5 times as long as the scan itself (1.0 against 0.2 ms for Qwen2's 151,936 logits). */
+    if (p->temperature <= 0.0f && !penalize) return greedy_in_place(logits, n_vocab, token);
 
     if (s->cap < n_vocab) {
         candidate *c = realloc(s->cands, sizeof *c * (size_t)n_vocab);
@@ -151,10 +183,15 @@ syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_voc
         s->cap = n_vocab;
     }
     candidate *c = s->cands;
-    for (int32_t i = 0; i < n_vocab; i++) c[i] = (candidate){.id = i, .logit = logits[i]};
+    bool has_nan = false; /* checked in the copy every mode makes: NaN defeats every comparison */
+    for (int32_t i = 0; i < n_vocab; i++) {
+        c[i] = (candidate){.id = i, .logit = logits[i]};
+        has_nan |= isnan(logits[i]);
+    }
+    if (has_nan) return nan_logit(logits);
 
     /* Repetition penalty over the distinct tokens among the last repeat_last_n. */
-    if (p->repeat_penalty != 1.0f && p->repeat_last_n > 0) {
+    if (penalize) {
         size_t first = n_history > (size_t)p->repeat_last_n ? n_history - (size_t)p->repeat_last_n : 0;
         for (size_t i = first; i < n_history; i++) {
             int32_t id = history[i];

@@ -40,6 +40,21 @@ printf 'hi\n\nwhat is up\n' | "$SYNAPSE" chat -m "$M" --system "$sys" -n 6 --tem
 { cat "$tmp/r1"; echo; } >"$tmp/want"
 check "an empty line ends the chat" cmp -s "$tmp/out" "$tmp/want"
 
+# A line that is not valid UTF-8 is refused alone, naming the byte within the line itself (not
+# within the formatted conversation); the conversation goes on as if the line had not been typed,
+# and the exit status says a line was refused.
+printf '\xff\nhi\n' | "$SYNAPSE" chat -m "$M" --system "$sys" -n 6 --temp 0 "${be[@]}" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "an invalid UTF-8 line: exit 1 at the end" test "$rc" -eq 1
+check "... one error line naming line 1, byte 0 of the line" \
+    test "$(cat "$tmp/err")" = "synapse: error: line 1: invalid UTF-8 at byte 0 of the line"
+{ cat "$tmp/r1"; echo; } >"$tmp/want"
+check "... and the next line still gets its reply" cmp -s "$tmp/out" "$tmp/want"
+printf 'hi\nok \xe2\x82\n' | "$SYNAPSE" chat -m "$M" --system "$sys" -n 6 --temp 0 "${be[@]}" >"$tmp/out" 2>"$tmp/err"
+check "a truncated character in line 2 is at byte 3 of that line" \
+    test "$(cat "$tmp/err")" = "synapse: error: line 2: invalid UTF-8 at byte 3 of the line"
+check "... after line 1's reply" cmp -s "$tmp/out" "$tmp/want"
+
 # No input at all: nothing to do, success.
 capture "$SYNAPSE" chat -m "$M" </dev/null
 check "chat with empty input exits 0 and prints nothing" test "$rc" -eq 0 -a ! -s "$tmp/out"

@@ -15,7 +15,7 @@ check "gen-model tiny q8_0 (seed 2)" gen 2 q8_0 "$tmp/c.gguf"
 check "gen-model tiny f32 (seed 1)" gen 1 f32 "$tmp/f.gguf"
 check "the same seed gives the same file" cmp -s "$tmp/a.gguf" "$tmp/b.gguf"
 check "another seed gives another file" bash -c '! cmp -s "$0" "$1"' "$tmp/a.gguf" "$tmp/c.gguf"
-check "no .partial file is left behind" test ! -e "$tmp/a.gguf.partial"
+check "no temporary file is left behind" test -z "$(find "$tmp" -name '.*')"
 # The type defaults to q8_0.
 "$SYNAPSE" gen-model --preset tiny --seed 1 --tokenizer-from "$TINY_Q8" -o "$tmp/d.gguf" >/dev/null
 check "--type defaults to q8_0" cmp -s "$tmp/a.gguf" "$tmp/d.gguf"
@@ -134,5 +134,42 @@ expect_error_mentions "$tmp/no/such/dir/m.gguf" "the unwritable path is named"
 # A tokenizer whose vocabulary does not match the preset is refused.
 expect_exit 1 "gen-model with a model that has no tokenizer vocabulary" \
     "$SYNAPSE" gen-model --preset tiny --seed 1 --tokenizer-from tests/data/llamacpp-greedy-tiny.json -o "$tmp/x.gguf"
+
+# The output is written to a fresh temporary file beside -o, then renamed over it.
+mkdir "$tmp/dest"
+echo "victim" >"$tmp/victim"
+ln -s "$tmp/victim" "$tmp/dest/m.gguf.partial" # the temporary name of old: never written through
+check "gen-model with a link planted at the old temporary name" gen 1 q8_0 "$tmp/dest/m.gguf"
+check "... leaves the link's target untouched" test "$(cat "$tmp/victim")" = victim
+check "... and writes the model" cmp -s "$tmp/dest/m.gguf" "$tmp/a.gguf"
+check "... leaving no temporary file behind" test -z "$(find "$tmp/dest" -name '.*')"
+# An -o that exists and is not a regular file is refused and left as it is.
+ln -s "$tmp/victim" "$tmp/dest/link.gguf"
+expect_exit 1 "-o a symbolic link" gen 1 q8_0 "$tmp/dest/link.gguf"
+expect_error_mentions "'$tmp/dest/link.gguf' is a symbolic link" "the link is named"
+check "... which is still a link to the untouched target" \
+    test -L "$tmp/dest/link.gguf" -a "$(cat "$tmp/victim")" = victim
+mkfifo "$tmp/dest/fifo"
+expect_exit 1 "-o a FIFO" gen 1 q8_0 "$tmp/dest/fifo"
+expect_error_mentions "is a FIFO" "the FIFO is named as one"
+check "... which is still a FIFO" test -p "$tmp/dest/fifo"
+if mknod "$tmp/dest/null" c 1 3 2>/dev/null; then
+    expect_exit 1 "-o a character device" gen 1 q8_0 "$tmp/dest/null"
+    check "... which is still the device" test -c "$tmp/dest/null"
+else
+    echo "skip: mknod is not permitted here (the character-device check needs it)"
+fi
+expect_exit 1 "-o a directory" gen 1 q8_0 "$tmp/dest"
+# Two runs to one -o at once each write their own temporary file: the result is one whole model,
+# byte for byte one of the two.
+gen 1 q8_0 "$tmp/dest/both.gguf" &
+gen 2 q8_0 "$tmp/dest/both.gguf" &
+rc1=0 rc2=0
+wait %1 || rc1=$?
+wait %2 || rc2=$?
+check "two concurrent runs to one -o both succeed" test "$rc1" -eq 0 -a "$rc2" -eq 0
+check "... and leave exactly one of the two models" \
+    bash -c 'cmp -s "$0" "$1" || cmp -s "$0" "$2"' "$tmp/dest/both.gguf" "$tmp/a.gguf" "$tmp/c.gguf"
+check "... and no temporary file" test -z "$(find "$tmp/dest" -name '.*')"
 
 finish

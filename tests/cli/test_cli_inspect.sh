@@ -44,4 +44,29 @@ capture "$SYNAPSE" inspect -m "$TINY_F32" --json
 check "f32: every tensor F32, general.file_type 0" \
     test "$(jq -c '[([.tensors[].type] | unique), .metadata["general.file_type"]]' "$tmp/out")" = '[["f32"],0]'
 
+# general.name as the file gives it: invalid UTF-8 or a terminal escape sequence. The copies are
+# patched in place over the name's first bytes (the string's length and the layout are kept): the
+# value follows the key "general.name" (12 bytes after its start), its type (4) and length (8).
+name_at=$(($(grep -obUa 'general.name' "$TINY_Q8" | head -n1 | cut -d: -f1) + 24))
+with_name() { # bytes (printf format) file
+    cp "$TINY_Q8" "$2"
+    # shellcheck disable=SC2059
+    printf "$1" | dd of="$2" bs=1 seek="$name_at" conv=notrunc status=none
+}
+with_name '\xff' "$tmp/invalid.gguf"
+with_name '\x1b[31m' "$tmp/escape.gguf"
+capture "$SYNAPSE" inspect -m "$tmp/invalid.gguf" --json
+check "invalid UTF-8 in general.name: inspect --json exits 0" test "$rc" -eq 0
+check "... the byte becomes U+FFFD in hparams.name and the metadata" \
+    test "$(jq '[.hparams.name, .metadata["general.name"]] | all(startswith("\ufffdwen2.5 "))' "$tmp/out" 2>/dev/null)" = true
+capture "$SYNAPSE" inspect -m "$tmp/invalid.gguf"
+check "... and shows as \\xff in the text form" grep -q "^model: qwen2 '\\\\xffwen2.5 " "$tmp/out"
+capture "$SYNAPSE" inspect -m "$tmp/escape.gguf"
+check "an escape sequence in general.name reaches no terminal: no ESC byte in the text form" \
+    bash -c '[ "$1" -eq 0 ] && ! grep -q $'"'"'\x1b'"'"' "$2"' _ "$rc" "$tmp/out"
+check "... it shows as \\x1b[31m on the model: line and in the metadata" \
+    test "$(grep -c '\\x1b\[31m\.5 0\.5B' "$tmp/out")" -eq 2
+capture "$SYNAPSE" inspect -m "$tmp/escape.gguf" --json
+check "... and as the JSON escape \\u001b" test "$(jq -r '.hparams.name[0:5]' "$tmp/out" 2>/dev/null)" = $'\x1b[31m'
+
 finish

@@ -108,6 +108,24 @@ expect_exit 2 "gen-model unknown preset" "$SYNAPSE" gen-model --preset huge --se
 expect_exit 2 "gen-model unknown type" "$SYNAPSE" gen-model --preset tiny --seed 1 --type q4_0 --tokenizer-from "$M" -o "$tmp/x.gguf"
 expect_exit 2 "gen-model without -o" "$SYNAPSE" gen-model --preset tiny --seed 1 --tokenizer-from "$M"
 expect_exit 2 "gen-model without --seed" "$SYNAPSE" gen-model --preset tiny --tokenizer-from "$M" -o "$tmp/x.gguf"
+# Values the parser once took and the library then refused (exit 1): usage errors naming the value
+# as typed and what is accepted.
+for t in 257 1024; do
+    expect_exit 2 "-t $t (the thread pool takes at most 256)" "$SYNAPSE" run -m "$M" -p x -n 1 -t "$t"
+    expect_error_mentions "$t is out of range [0, 256]" "-t $t: the value and the range are named"
+done
+expect_exit 2 "eval -t 300" "$SYNAPSE" eval -m "$M" --tokens 1 -t 300
+expect_exit 2 "bench -t 1,257" "$SYNAPSE" bench -m "$M" -t 1,257
+expect_error_mentions "[1, 256]" "bench -t: the range is named"
+expect_exit 0 "-t 256 is accepted" "$SYNAPSE" run -m "$M" -p x -n 1 -t 256
+expect_exit 2 "--chat-template llama3" "$SYNAPSE" run -m "$M" --chat -p x -n 1 --chat-template llama3
+expect_error_mentions "unknown template 'llama3' (expected chatml)" "the template and the accepted one are named"
+expect_exit 2 "--chat-template llama3 without --chat" "$SYNAPSE" run -m "$M" -p x -n 1 --chat-template llama3
+expect_exit 2 "chat --chat-template llama3" "$SYNAPSE" chat -m "$M" --chat-template llama3 </dev/null
+expect_exit 2 "--top-p 1e-50 (0 as a float)" "$SYNAPSE" run -m "$M" -p x -n 1 --top-p 1e-50
+expect_error_mentions "--top-p: 1e-50 is out of range (0, 1]" "--top-p 1e-50: the value as typed and the range"
+expect_exit 2 "--repeat-penalty 1e-50 (0 as a float)" "$SYNAPSE" run -m "$M" -p x -n 1 --repeat-penalty 1e-50
+expect_exit 0 "--top-p 1e-30 (a float above 0) is accepted" "$SYNAPSE" run -m "$M" -p x -n 1 --top-p 1e-30
 
 # --- runtime errors (exit 1) -------------------------------------------------------------------
 expect_exit 1 "missing model file" "$SYNAPSE" run -m "$tmp/missing.gguf" -p x

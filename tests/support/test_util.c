@@ -1,9 +1,12 @@
-/* test_util.c: file and path helpers for the unit tests. */
+/* test_util.c: file, path and child-process helpers for the unit tests. */
 #include "test_util.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 const char *test_data_path(const char *name) {
     static char path[4096];
@@ -62,4 +65,58 @@ void test_fill_tokens(int32_t *tokens, size_t n, uint32_t seed) {
         x = x * 1103515245u + 12345u;
         tokens[i] = (int32_t)((x >> 8) % 150000u);
     }
+}
+
+/* The value of a "Name:   N kB" line of /proc/self/status; -1 when absent. */
+static long status_kib(const char *name) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    const size_t len = strlen(name);
+    while (kib < 0 && fgets(line, sizeof line, f))
+        if (strncmp(line, name, len) == 0 && line[len] == ':')
+            kib = strtol(line + len + 1, NULL, 10);
+    fclose(f);
+    return kib;
+}
+
+/* Makes the child's peak RSS start from what it holds now: the heap memory the parent had freed
+ * goes back to the system (reused unseen, it would hide the child's first allocations), then the
+ * peak is reset to the current RSS (Linux 4.0+). */
+static void reset_peak_rss(void) {
+    malloc_trim(0);
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+}
+
+int test_run_in_child(int (*fn)(void *arg), void *arg, long *peak_kib) {
+    *peak_kib = -1;
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(NULL); /* the child must not write the parent's buffered output again */
+    const pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        close(fds[0]);
+        reset_peak_rss();
+        const long start = status_kib("VmRSS");
+        long report[2] = {fn(arg), 0};
+        report[1] = status_kib("VmHWM") - start;
+        const ssize_t n = write(fds[1], report, sizeof report);
+        _exit(n == (ssize_t)sizeof report ? 0 : 1);
+    }
+    close(fds[1]);
+    long report[2];
+    const ssize_t n = read(fds[0], report, sizeof report);
+    close(fds[0]);
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        n != (ssize_t)sizeof report)
+        return -1;
+    *peak_kib = report[1];
+    return (int)report[0];
 }

@@ -19,14 +19,6 @@
 #include "model/model.h"
 #include "synapse.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-
 /* Loading a ~180 KB file must never need anything near this. */
 enum { LOAD_MEMORY_CAP = 1 << 30 };
 

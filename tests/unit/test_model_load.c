@@ -1,6 +1,8 @@
 /* test_model_load.c: loading the tiny Qwen2 models: hyperparameters against the test data's
  * README, tensor binding, dequantization against raw bytes and against the F32 twin, fp16/bf16
- * conversions on hand-worked values, metadata text. */
+ * conversions on hand-worked values, metadata text; paths that are not model files (a FIFO, a
+ * directory, a device, a name too long). */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -250,6 +254,9 @@ static void test_meta_str(void **state) {
     assert_int_equal(syn_model_meta_str(m, "general.architecture", buf, 3), 5);
     assert_string_equal(buf, "qw");
     assert_int_equal(syn_model_meta_str(m, "general.architecture", NULL, 0), 5);
+    assert_int_equal(syn_model_meta_str(m, "general.architecture", NULL, sizeof buf), 5); /* measures */
+    assert_int_equal(syn_model_meta_str(NULL, "general.architecture", NULL, sizeof buf), -1);
+    assert_int_equal(syn_model_meta_str(m, NULL, buf, sizeof buf), -1);
     assert_int_equal(syn_model_meta_str(m, "no.such.key", buf, sizeof buf), -1);
     assert_string_equal(buf, "");
     syn_model_free(m);
@@ -298,6 +305,61 @@ static void test_load_argument_errors(void **state) {
     assert_true(syn_model_default_params().prefetch);
 }
 
+/* In a child (an open() that blocks would hang the suite): loading a FIFO fails at once with
+ * SYN_ERR_IO, naming the path and what it is. Returns 0 when it does. */
+static int load_fifo(void *path) {
+    alarm(10);
+    syn_model *m = NULL;
+    const syn_status st = syn_model_load(path, NULL, &m);
+    const char *msg = syn_last_error();
+    if (st == SYN_ERR_IO && !m && strstr(msg, path) && strstr(msg, "FIFO")) return 0;
+    fprintf(stderr, "loading a FIFO: status %d, message '%s'\n", st, msg);
+    syn_model_free(m);
+    return 1;
+}
+
+static void expect_not_regular(const char *path, const char *kind) {
+    syn_model *m = (syn_model *)1;
+    assert_int_equal(syn_model_load(path, NULL, &m), SYN_ERR_IO);
+    assert_null(m);
+    if (!strstr(syn_last_error(), path) || !strstr(syn_last_error(), kind))
+        fail_msg("loading %s: '%s' does not name the path and '%s'", path, syn_last_error(), kind);
+}
+
+/* Only regular files are model files; anything else is refused without blocking or reading. */
+static void test_load_refuses_non_regular_files(void **state) {
+    (void)state;
+    char *dir = test_make_temp_dir();
+    assert_non_null(dir);
+    char fifo[4200];
+    snprintf(fifo, sizeof fifo, "%s/model.gguf", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    long peak_kib;
+    assert_int_equal(test_run_in_child(load_fifo, fifo, &peak_kib), 0);
+    expect_not_regular(dir, "directory");
+    expect_not_regular("/dev/null", "character device");
+    test_remove_dir(dir);
+    free(dir);
+}
+
+/* A path too long for the system: the message keeps its cause and still names the file by its
+ * start and its end, however much of the middle has to go. */
+static void test_load_long_path_keeps_cause(void **state) {
+    (void)state;
+    enum { PATH_CHARS = 5000 };
+    static const char tail[] = "/tail-model.gguf";
+    char path[PATH_CHARS + 1];
+    const size_t head = PATH_CHARS - strlen(tail);
+    for (size_t i = 0; i < head; i++) path[i] = "/long-dir-"[i % 10];
+    memcpy(path + head, tail, sizeof tail);
+    syn_model *m = NULL;
+    assert_int_equal(syn_model_load(path, NULL, &m), SYN_ERR_IO);
+    const char *msg = syn_last_error();
+    if (!strstr(msg, strerror(ENAMETOOLONG)) || !strstr(msg, "cannot open '/long-dir-/long-dir-") ||
+        !strstr(msg, "/tail-model.gguf'"))
+        fail_msg("the message lacks the cause or the file: '%s'", msg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q8_0_model_loads),
@@ -309,6 +371,8 @@ int main(void) {
         cmocka_unit_test(test_seed_model_mixed_types),
         cmocka_unit_test(test_prefetch_then_free),
         cmocka_unit_test(test_load_argument_errors),
+        cmocka_unit_test(test_load_refuses_non_regular_files),
+        cmocka_unit_test(test_load_long_path_keeps_cause),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

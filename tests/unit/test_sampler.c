@@ -141,6 +141,36 @@ static void test_seed_reproducible(void **state) {
     syn_sampler_free(s3);
 }
 
+/* A NaN logit is a numerical fault: refused in every mode, with the first NaN's index named,
+ * wherever it lies (first, after the maximum, everywhere), and the token left unset. -inf (a
+ * masked token) stays valid. */
+static void test_nan_logits_refused(void **state) {
+    (void)state;
+    syn_sampler_params modes[4] = {plain(0.0f), plain(1.0f), syn_sampler_default_params(), plain(0.7f)};
+    modes[3].repeat_penalty = 1.3f;
+    const int32_t history[] = {1, 2};
+    const float nan_first[] = {NAN, 1.0f, 2.0f, NAN};
+    const float nan_last[] = {0.5f, 1.0f, 2.0f, NAN};
+    const float all_nan[] = {NAN, NAN, NAN, NAN};
+    const struct {
+        const float *logits;
+        const char *names;
+    } cases[] = {{nan_first, "logits[0] is NaN"}, {nan_last, "logits[3] is NaN"}, {all_nan, "logits[0] is NaN"}};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        syn_sampler *s = NULL;
+        assert_int_equal(syn_sampler_new(&modes[m], &s), SYN_OK);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            int32_t tok = -7;
+            const syn_status st = syn_sampler_sample(s, cases[c].logits, 4, history, 2, &tok);
+            if (st != SYN_ERR_INVALID_ARGUMENT || tok != -7 || !strstr(syn_last_error(), cases[c].names))
+                fail_msg("mode %zu, case %zu: status %d, token %d, message '%s'", m, c, st, tok, syn_last_error());
+        }
+        const float masked[] = {-INFINITY, 1.0f, -INFINITY, 0.5f};
+        assert_int_equal(sample_once(s, masked, 2), 1);
+        syn_sampler_free(s);
+    }
+}
+
 static void test_invalid_parameters(void **state) {
     (void)state;
     syn_sampler *s = NULL;
@@ -169,6 +199,7 @@ int main(void) {
         cmocka_unit_test(test_min_p_drops_unlikely),
         cmocka_unit_test(test_repeat_penalty),
         cmocka_unit_test(test_seed_reproducible),
+        cmocka_unit_test(test_nan_logits_refused),
         cmocka_unit_test(test_invalid_parameters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

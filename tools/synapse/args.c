@@ -96,9 +96,15 @@ int parse_float(const char *opt, const char *s, double min, bool min_open, doubl
     double v = strtod(s, &end);
     if (s[0] == '\0' || *end != '\0' || s[0] == ' ' || s[0] == '\t')
         return fail_usage("%s: '%s' is not a number", opt, s);
+    const char open = min_open ? '(' : '[';
     if (errno == ERANGE || !isfinite(v) || v < min || (min_open && v == min) || v > max)
-        return fail_usage("%s: %s is out of range %c%g, %g]", opt, s, min_open ? '(' : '[', min, max);
-    *out = (float)v;
+        return fail_usage("%s: %s is out of range %c%g, %g]", opt, s, open, min, max);
+    /* The value is used as a float: one that rounds onto an open bound is out of range too. */
+    const float f = (float)v;
+    if (min_open && f == min)
+        return fail_usage("%s: %s is out of range %c%g, %g]: it rounds to %g in single precision", opt, s, open,
+                          min, max, (double)f);
+    *out = f;
     return EXIT_OK;
 }
 

@@ -132,8 +132,8 @@ static int print_json_results(const bench_model *m, const bench_opts *o, const c
     for (size_t i = 0; arr && i < n; i++) {
         const conc_case *c = &cases[i];
         json_t *obj = json_pack(
-            "{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:o, s:o}",
-            "model_file", m->path, "model_type", m->type, "isa", isa, "kv_type",
+            "{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:o, s:o}",
+            "model_file", json_text(m->path), "model_type", m->type, "isa", isa, "kv_type",
             o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads", n_threads, "n_requests", c->n, "n_prompt",
             PROMPT_LEN, "n_gen", n_gen, "reps", o->reps, "samples_ts", json_doubles(c->ts, (size_t)o->reps),
             "median_ts", c->st.median, "stddev_ts", c->st.stddev, "min_ts", c->st.min, "max_ts", c->st.max,
@@ -152,10 +152,9 @@ static int print_json_results(const bench_model *m, const bench_opts *o, const c
 int bench_concurrent(const bench_opts *o) {
     const int32_t n_threads = o->threads[0], n_gen = o->gens[0];
     syn_model *model = NULL;
-    syn_model_params mp = syn_model_default_params();
-    mp.prefetch = false; /* no background thread may compete with the measurements */
-    mp.huge_pages = o->g.huge_pages;
-    if (syn_model_load(o->g.model_path, &mp, &model) != SYN_OK) return fail_lib("cannot load '%s'", o->g.model_path);
+    /* No background prefetch: no thread may compete with the measurements. */
+    int rc = load_model(o->g.model_path, false, o->g.huge_pages, &model);
+    if (rc != EXIT_OK) return rc;
     bench_model m;
     bench_describe_model(model, o->g.model_path, &m);
     int32_t max_n = 0;
@@ -164,7 +163,6 @@ int bench_concurrent(const bench_opts *o) {
     int32_t *ids = malloc((size_t)max_n * PROMPT_LEN * sizeof *ids);
     conc_case *cases = calloc(o->n_concurrent, sizeof *cases);
     const char *isa = "?";
-    int rc = EXIT_OK;
     if (!ids || !cases) {
         rc = fail_runtime("out of memory for %d requests", max_n);
         goto done;
@@ -193,7 +191,7 @@ int bench_concurrent(const bench_opts *o) {
         rc = print_json_results(&m, o, isa, n_threads, n_gen, cases, o->n_concurrent);
     } else {
         print_table(&m, isa, n_threads, n_gen, o->reps, cases, o->n_concurrent);
-        if (fflush(stdout) != 0) rc = fail_runtime("cannot write to stdout");
+        rc = check_stdout();
     }
 done:
     free_cases(cases, o->n_concurrent);

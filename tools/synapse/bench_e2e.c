@@ -144,16 +144,16 @@ static const char *file_name(const char *path) {
     return slash ? slash + 1 : path;
 }
 
-static void print_header(void) {
+static int print_header(void) {
     printf("| %-30s | %-9s | %-11s | %7s | %5s | %-8s | %8s | %8s | %8s | %10s | %8s |\n", "model",
            "backend", "isa", "threads", "n_ctx", "test", "wall s", "ttft ms", "load ms",
            "decode t/s", "peak RSS");
     printf("| ------------------------------ | --------- | ----------- | ------: | ----: | -------- "
            "| -------: | -------: | -------: | ---------: | -------: |\n");
-    fflush(stdout);
+    return check_stdout();
 }
 
-static void print_row(const bench_opts *o, int32_t n_threads, int32_t n_gen, const e2e_series *s) {
+static int print_row(const bench_opts *o, int32_t n_threads, int32_t n_gen, const e2e_series *s) {
     size_t n = (size_t)o->reps;
     char test[32], rss[32];
     snprintf(test, sizeof test, "p%d+tg%d", BENCH_E2E_PROMPT_LEN, n_gen);
@@ -162,14 +162,14 @@ static void print_row(const bench_opts *o, int32_t n_threads, int32_t n_gen, con
            file_name(o->g.model_path), backend_name(o->g.backend), s->isa, n_threads, o->g.n_ctx,
            test, bench_stats_of(s->wall_ms, n).median / 1e3, bench_stats_of(s->ttft_ms, n).median,
            bench_stats_of(s->load_ms, n).median, bench_stats_of(s->decode_ts, n).median, rss);
-    fflush(stdout);
+    return check_stdout();
 }
 
 static json_t *series_json(const bench_opts *o, int32_t n_threads, int32_t n_gen, const e2e_series *s) {
     size_t n = (size_t)o->reps;
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
+    return json_pack("{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
                      "s:o, s:o, s:o}",
-                     "model_file", o->g.model_path, "backend", backend_name(o->g.backend), "isa",
+                     "model_file", json_text(o->g.model_path), "backend", backend_name(o->g.backend), "isa",
                      s->isa, "kv_type", o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads",
                      n_threads, "n_ctx", (int)o->g.n_ctx, "n_prompt", BENCH_E2E_PROMPT_LEN, "n_gen",
                      n_gen, "reps", o->reps, "median_wall_ms", bench_stats_of(s->wall_ms, n).median,
@@ -192,13 +192,12 @@ int bench_e2e(const bench_opts *o) {
         return fail_runtime("out of memory");
     }
     e2e_series s = {mem, mem + n, mem + 2 * n, mem + 3 * n, mem + 4 * n, ""};
-    int rc = EXIT_OK;
-    if (!o->json) print_header();
+    int rc = o->json ? EXIT_OK : print_header();
     for (size_t t = 0; rc == EXIT_OK && t < o->n_threads; t++) {
         for (size_t g = 0; rc == EXIT_OK && g < o->n_gens; g++) {
             if (o->gens[g] == 0) continue;
             if ((rc = run_series(o, o->threads[t], o->gens[g], &s)) != EXIT_OK) break;
-            if (!o->json) print_row(o, o->threads[t], o->gens[g], &s);
+            if (!o->json) rc = print_row(o, o->threads[t], o->gens[g], &s);
             else if (json_array_append_new(arr, series_json(o, o->threads[t], o->gens[g], &s)) != 0)
                 rc = fail_runtime("out of memory building the JSON output");
         }

@@ -30,7 +30,7 @@ const char usage_bench[] =
     "  the output projection); an untied file's token embedding is left out (one row is read).\n"
     "  -m, --model FILE        the GGUF model (loaded without background prefetch: the warm-up\n"
     "                          runs map the pages)\n"
-    "  -t, --threads LIST      thread counts, e.g. 1,2 (default: one per online CPU)\n"
+    "  -t, --threads LIST      thread counts, each 1..256, e.g. 1,2 (default: one per online CPU)\n"
     "  -p, --n-prompt LIST     prompt lengths (default 5,64,512; 0: none)\n"
     "  -n, --n-gen LIST        decode lengths (default 64; 0: none)\n"
     "  -d, --n-depth LIST      cached tokens before each test (default 0)\n"
@@ -81,14 +81,14 @@ static const uint64_t TOKEN_SEED = 0x5eed5eed5eedULL;
 
 /* ---- options ---------------------------------------------------------------------------- */
 
-static int parse_list(arg_iter *it, const char *arg, int32_t min, const char *what, int32_t **vals,
+static int parse_list(arg_iter *it, const char *arg, int32_t min, int32_t max, const char *what, int32_t **vals,
                       size_t *n) {
     const char *v;
     int rc = args_value(it, arg, &v);
     if (rc != EXIT_OK) return rc;
     free(*vals); /* the last occurrence wins */
     *vals = NULL;
-    return parse_int_list(arg, v, min, MAX_LIST_VALUE, what, vals, n);
+    return parse_int_list(arg, v, min, max, what, vals, n);
 }
 
 /* Copies a default list into malloc'd memory, so that every list is freed the same way. */
@@ -121,14 +121,18 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         if (rc != OPT_NOMATCH) {
             if (rc != EXIT_OK) return rc;
         } else if (strcmp(arg, "-t") == 0 || strcmp(arg, "--threads") == 0) {
-            if ((rc = parse_list(&it, arg, 1, "thread count", &o->threads, &o->n_threads)) != EXIT_OK) return rc;
+            if ((rc = parse_list(&it, arg, 1, MAX_THREADS, "thread count", &o->threads, &o->n_threads)) != EXIT_OK)
+                return rc;
         } else if (strcmp(arg, "-p") == 0 || strcmp(arg, "--n-prompt") == 0) {
-            if ((rc = parse_list(&it, arg, 0, "prompt length", &o->prompts, &o->n_prompts)) != EXIT_OK) return rc;
+            if ((rc = parse_list(&it, arg, 0, MAX_LIST_VALUE, "prompt length", &o->prompts, &o->n_prompts)) != EXIT_OK)
+                return rc;
             prompts_given = true;
         } else if (strcmp(arg, "-n") == 0 || strcmp(arg, "--n-gen") == 0) {
-            if ((rc = parse_list(&it, arg, 0, "token count", &o->gens, &o->n_gens)) != EXIT_OK) return rc;
+            if ((rc = parse_list(&it, arg, 0, MAX_LIST_VALUE, "token count", &o->gens, &o->n_gens)) != EXIT_OK)
+                return rc;
         } else if (strcmp(arg, "-d") == 0 || strcmp(arg, "--n-depth") == 0) {
-            if ((rc = parse_list(&it, arg, 0, "depth", &o->depths, &o->n_depths)) != EXIT_OK) return rc;
+            if ((rc = parse_list(&it, arg, 0, MAX_LIST_VALUE, "depth", &o->depths, &o->n_depths)) != EXIT_OK)
+                return rc;
             depths_given = true;
         } else if (strcmp(arg, "-r") == 0 || strcmp(arg, "--repetitions") == 0) {
             const char *v;
@@ -165,7 +169,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     if (!o->e2e && o->g.n_ctx) return fail_usage("-c applies to --e2e only (the tests size their own context)");
     if (!o->threads) {
         long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
-        int32_t t = n_cpu >= 1 && n_cpu <= 1024 ? (int32_t)n_cpu : 1;
+        int32_t t = n_cpu < 1 ? 1 : n_cpu > MAX_THREADS ? MAX_THREADS : (int32_t)n_cpu;
         if ((rc = default_list(&t, 1, &o->threads, &o->n_threads)) != EXIT_OK) return rc;
     }
     if (!o->prompts && (rc = default_list(DEFAULT_PROMPTS, 3, &o->prompts, &o->n_prompts)) != EXIT_OK) return rc;
@@ -257,15 +261,15 @@ static double efficiency(const bench_model *m, const bench_result *r) {
     return r->bw_gbs > 0 ? r->st.median * (double)m->bytes_per_token / (r->bw_gbs * 1e9) : 0.0;
 }
 
-static void print_header(void) {
+static int print_header(void) {
     printf("| %-20s | %10s | %-9s | %-11s | %7s | %-15s | %20s | %5s |\n", "model", "size", "backend",
            "isa", "threads", "test", "t/s", "eff");
     printf("| -------------------- | ---------: | --------- | ----------- | ------: | --------------- "
            "| -------------------: | ----: |\n");
-    fflush(stdout);
+    return check_stdout();
 }
 
-static void print_row(const bench_model *m, const bench_opts *o, const bench_result *r) {
+static int print_row(const bench_model *m, const bench_opts *o, const bench_result *r) {
     char name[48], ts[48], eff[16] = "";
     test_name(r, name, sizeof name);
     snprintf(ts, sizeof ts, "%.2f ± %.2f", r->st.median, r->st.stddev);
@@ -274,7 +278,7 @@ static void print_row(const bench_model *m, const bench_opts *o, const bench_res
     printf("| %-20s | %6.2f MiB | %-9s | %-11s | %7d | %-15s | %21s | %5s |\n", m->type,
            (double)m->info.weight_bytes / (1024.0 * 1024.0), backend_name(o->g.backend), r->isa,
            r->n_threads, name, ts, eff);
-    fflush(stdout);
+    return check_stdout();
 }
 
 static void print_bandwidth(const bench_model *m, const bench_opts *o, const double *bw, const membw_buffer *buf,
@@ -298,9 +302,9 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
     test_name(r, name, sizeof name);
     json_t *samples = json_doubles(r->ts, (size_t)o->reps);
     json_t *eff = r->tg ? json_real(efficiency(m, r)) : json_null();
-    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:f, "
+    return json_pack("{s:o, s:s, s:I, s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:f, "
                      "s:f, s:f, s:f, s:f, s:f, s:I, s:o}",
-                     "model_file", m->path, "model_type", m->type, "model_size",
+                     "model_file", json_text(m->path), "model_type", m->type, "model_size",
                      (json_int_t)m->info.weight_bytes, "model_n_params", (json_int_t)m->info.n_params,
                      "backend", backend_name(o->g.backend), "isa", r->isa, "kv_type",
                      o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads", r->n_threads, "test",
@@ -392,11 +396,9 @@ static int bench_threads(const syn_model *model, const bench_opts *o, int32_t n_
 
 static int bench_speed(const bench_opts *o) {
     syn_model *model = NULL;
-    syn_model_params mp = syn_model_default_params();
-    mp.prefetch = false; /* no background thread may compete with the measurements */
-    mp.huge_pages = o->g.huge_pages;
-    if (syn_model_load(o->g.model_path, &mp, &model) != SYN_OK)
-        return fail_lib("cannot load '%s'", o->g.model_path);
+    /* No background prefetch: no thread may compete with the measurements. */
+    int rc = load_model(o->g.model_path, false, o->g.huge_pages, &model);
+    if (rc != EXIT_OK) return rc;
     bench_model m;
     bench_describe_model(model, o->g.model_path, &m);
 
@@ -412,7 +414,6 @@ static int bench_speed(const bench_opts *o) {
     double *samples = NULL, *bw = NULL;
     membw_buffer *buf = NULL;
     size_t n_results = 0;
-    int rc = EXIT_OK;
     if (m.info.n_ctx_train <= 0 || n_ctx > (uint64_t)m.info.n_ctx_train) {
         rc = fail_runtime("the tests need a context of %" PRIu64 " tokens (depth %d + the longest test, "
                           "%d) but the training context of '%s' is %d", n_ctx, max_d, longest, o->g.model_path,
@@ -431,7 +432,7 @@ static int bench_speed(const bench_opts *o) {
     bench_random_tokens(ids, n_ids, m.info.n_vocab);
     if ((rc = membw_new(BW_BYTES, &buf)) != EXIT_OK) goto done;
 
-    if (!o->json) print_header();
+    if (!o->json && (rc = print_header()) != EXIT_OK) goto done;
     for (size_t t = 0; rc == EXIT_OK && t < o->n_threads; t++) {
         /* The host's bandwidth moves within seconds: the ceiling is the better of a probe
          * before and one after this thread count's tests, so that efficiency is not inflated by
@@ -444,12 +445,13 @@ static int bench_speed(const bench_opts *o) {
         bw[t] = before > after ? before : after;
         for (size_t i = first; i < n_results; i++) {
             results[i].bw_gbs = bw[t];
-            if (rc == EXIT_OK && !o->json) print_row(&m, o, &results[i]);
+            if (rc == EXIT_OK && !o->json) rc = print_row(&m, o, &results[i]);
         }
     }
     if (rc != EXIT_OK) goto done;
     if (!o->json) {
         print_bandwidth(&m, o, bw, buf, model);
+        rc = check_stdout();
     } else {
         json_t *arr = json_array();
         for (size_t i = 0; arr && i < n_results; i++) {

@@ -16,7 +16,9 @@ const char usage_chat[] =
     "synapse chat -m MODEL [--system TEXT] [options]\n"
     "  An interactive conversation: each line read from stdin is a user turn; the reply streams to\n"
     "  stdout followed by a newline. An empty line or end of input ends the conversation. The KV\n"
-    "  cache persists across turns (only the new turn's tokens are processed).\n"
+    "  cache persists across turns (only the new turn's tokens are processed). A line that is not\n"
+    "  valid UTF-8 text (or holds a NUL byte) is refused with 'line L: ... at byte B of the line'\n"
+    "  (L from 1, B from 0) and skipped; the conversation goes on, and the exit status is then 1.\n"
     "  --system TEXT           the system turn (default: the chat template's own, if any)\n"
     "  --chat-template NAME    force a format (chatml) instead of recognising the GGUF's template\n"
     "  -n N                    at most N tokens per reply (default 256)\n"
@@ -107,6 +109,17 @@ static int sync_cache(syn_context *ctx, token_vec *history, const int32_t *ids, 
     return EXIT_OK;
 }
 
+/* Refuses line L (len bytes) when it cannot be a turn's text: the message names the offending
+ * byte within the line itself. */
+static int check_line(size_t line_no, const char *line, size_t len) {
+    size_t valid = utf8_valid_prefix(line, len);
+    if (valid < len) return fail_runtime("line %zu: invalid UTF-8 at byte %zu of the line", line_no, valid);
+    /* The chat format takes NUL-terminated text: the turn would be cut short without a word. */
+    const char *nul = memchr(line, '\0', len);
+    if (nul) return fail_runtime("line %zu: NUL byte at byte %zu of the line", line_no, (size_t)(nul - line));
+    return EXIT_OK;
+}
+
 /* One turn: the user's line in, the reply streamed out and added to the conversation. */
 static int turn(const chat_opts *o, const syn_model *model, syn_context *ctx, syn_sampler *sampler,
                 conversation *conv, token_vec *history, const char *line, size_t len) {
@@ -129,7 +142,9 @@ static int turn(const chat_opts *o, const syn_model *model, syn_context *ctx, sy
     }
     if (rc == EXIT_OK) {
         fputc('\n', stdout);
-        fflush(stdout);
+        rc = check_stdout();
+    }
+    if (rc == EXIT_OK) {
         rc = conv_add(conv, "assistant", res.text.data ? res.text.data : "", res.text.len);
     }
     if (rc == EXIT_OK && o->verbose)
@@ -162,16 +177,22 @@ static int chat(const chat_opts *o) {
         goto done;
     }
     if (o->system && (rc = conv_add(&conv, "system", o->system, strlen(o->system))) != EXIT_OK) goto done;
-    bool interactive = isatty(fileno(stdin));
-    for (;;) {
+    bool interactive = isatty(fileno(stdin)), refused = false;
+    for (size_t line_no = 1;; line_no++) {
         if (interactive) fputs("> ", stderr);
         ssize_t n = getline(&line, &line_cap, stdin);
         if (n <= 0) break;
         if (line[n - 1] == '\n') line[--n] = '\0';
         if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
         if (n == 0) break;
+        /* A line that cannot be a turn is skipped alone, as a mistyped line should be. */
+        if (check_line(line_no, line, (size_t)n) != EXIT_OK) {
+            refused = true;
+            continue;
+        }
         if ((rc = turn(o, model, ctx, sampler, &conv, &history, line, (size_t)n)) != EXIT_OK) break;
     }
+    if (rc == EXIT_OK && refused) rc = EXIT_RUNTIME;
 done:
     free(line);
     free(history.ids);

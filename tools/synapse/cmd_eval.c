@@ -14,7 +14,7 @@ const char usage_eval[] =
     "  is capped at the vocabulary size. With --json:\n"
     "  {\"tokens\": [...], \"positions\": [{\"pos\": 0, \"top\": [[id, logit], ...]}, ...]}\n"
     "  otherwise one line per position: \"pos P: id logit, id logit, ...\".\n"
-    "  -t, --threads N         worker threads (default 0: one per core)\n"
+    "  -t, --threads N         worker threads, 0..256 (default 0: one per core)\n"
     USAGE_BACKEND_OPTS;
 
 /* Logits are computed this many positions at a time, so memory stays bounded for long inputs. */
@@ -100,7 +100,7 @@ static int emit_position(const eval_opts *o, size_t pos, const scored *top, int3
         printf("pos %zu:", pos);
         for (int32_t j = 0; j < k; j++) printf("%s %d %.6f", j ? "," : "", top[j].id, top[j].logit);
         putchar('\n');
-        return EXIT_OK;
+        return check_stdout();
     }
     json_t *list = json_array();
     for (int32_t j = 0; list && j < k; j++) {

@@ -5,10 +5,13 @@
  * streamed tensor by tensor through the GGUF writer, so the model never sits in memory at once.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -24,7 +27,10 @@ const char usage_gen_model[] =
     "  context 32768); tiny has 2 blocks, width 64, 4 heads, 2 KV heads, FFN 128. With q8_0\n"
     "  (default) matrices are Q8_0 and norms and biases F32, as in the real file; f32 makes every\n"
     "  tensor F32. Every tokenizer.* key (vocabulary, merges, chat template) is copied from the\n"
-    "  --tokenizer-from GGUF. The same seed gives the same file.\n";
+    "  --tokenizer-from GGUF. The same seed gives the same file. OUT appears whole or not at all:\n"
+    "  the model is written to a new hidden file beside it (.OUT.XXXXXXXX), synced, then renamed\n"
+    "  over it; an OUT that exists as anything but a regular file (a symbolic link, FIFO, device\n"
+    "  or directory) is refused (exit 1) and left as it is.\n";
 
 typedef struct preset {
     const char *name;
@@ -227,18 +233,84 @@ static int check_tokenizer(const gen_model_opts *o, const gguf_file *f) {
     return EXIT_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The output file
+ * ------------------------------------------------------------------------------------------- */
+
+static const char *file_kind(mode_t mode) {
+    if (S_ISLNK(mode)) return "symbolic link";
+    if (S_ISDIR(mode)) return "directory";
+    if (S_ISFIFO(mode)) return "FIFO";
+    if (S_ISCHR(mode)) return "character device";
+    if (S_ISBLK(mode)) return "block device";
+    if (S_ISSOCK(mode)) return "socket";
+    return "special file";
+}
+
+/* -o may name a new file or a regular one to replace; anything else (a link, whose target would
+ * be replaced by a file; a FIFO or a device, which would stop being one) is refused as it is. */
+static int check_output(const char *out) {
+    struct stat st;
+    if (lstat(out, &st) != 0 || S_ISREG(st.st_mode)) return EXIT_OK; /* a missing folder fails later */
+    return fail_runtime("-o '%s' is a %s, not a regular file: refusing to replace it", out, file_kind(st.st_mode));
+}
+
+/* Creates the temporary file the model is written to, beside out (the final rename must stay on
+ * one file system), as ".NAME.XXXXXXXX" with a fresh hex suffix. Exclusive creation neither
+ * follows nor reuses anything already there: a link planted under a guessed name, or another
+ * run's temporary file. */
+static int create_temporary(const char *out, char *tmp, size_t cap, int *fd) {
+    const char *slash = strrchr(out, '/');
+    const int dir_len = slash ? (int)(slash + 1 - out) : 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t state = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 42);
+    for (int attempt = 0; attempt < 64; attempt++) {
+        snprintf(tmp, cap, "%.*s.%s.%08x", dir_len, out, out + dir_len, (unsigned)splitmix64(&state));
+        *fd = open(tmp, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0644);
+        if (*fd >= 0) return EXIT_OK;
+        if (errno != EEXIST) break;
+    }
+    return fail_runtime("cannot create a temporary file beside '%s': %s", out, strerror(errno));
+}
+
+/* Writes the model into a fresh temporary file, makes it durable, then renames it over out: out
+ * is the old file or the whole new one, never a partial model (`make run` reuses the file when it
+ * exists), and concurrent runs each write their own file (the last rename wins). */
+static int write_output(gguf_writer *w, const char *out) {
+    char *tmp = malloc(strlen(out) + 16);
+    if (!tmp) return fail_runtime("out of memory");
+    int fd = -1;
+    int rc = create_temporary(out, tmp, strlen(out) + 16, &fd);
+    if (rc != EXIT_OK) {
+        free(tmp);
+        return rc;
+    }
+    /* The writer opens the file by name: it is the one just created, as no one else may remove
+     * or replace it where the folder is shared (sticky, as /tmp is). */
+    if (gguf_writer_write(w, tmp) != SYN_OK) rc = fail_lib("cannot write '%s'", out);
+    else if (fsync(fd) != 0) rc = fail_runtime("cannot write '%s': %s", tmp, strerror(errno));
+    else if (rename(tmp, out) != 0) rc = fail_runtime("cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
+    close(fd);
+    if (rc != EXIT_OK) unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
 static int gen_model(const gen_model_opts *o) {
     const preset *p = o->preset;
+    int rc = check_output(o->out);
+    if (rc != EXIT_OK) return rc;
     gguf_file *tok_file = NULL;
+    guard_mapped_file(o->tokenizer_from);
     if (gguf_open(o->tokenizer_from, &tok_file) != SYN_OK) return fail_lib("cannot read '%s'", o->tokenizer_from);
-    int rc = check_tokenizer(o, tok_file);
+    rc = check_tokenizer(o, tok_file);
     size_t n_specs_max = 2 + 12 * (size_t)p->n_layer;
     tensor_spec *specs = calloc(n_specs_max, sizeof *specs);
     uint64_t max_row = p->n_ff > p->n_embd ? p->n_ff : p->n_embd;
     float *row = malloc(max_row * sizeof *row);
     gguf_writer *w = gguf_writer_new();
-    char *tmp = malloc(strlen(o->out) + 16);
-    if (rc == EXIT_OK && (!specs || !row || !w || !tmp)) rc = fail_runtime("out of memory");
+    if (rc == EXIT_OK && (!specs || !row || !w)) rc = fail_runtime("out of memory");
     if (rc == EXIT_OK && write_metadata(w, o, tok_file) != SYN_OK) rc = fail_lib("cannot build the metadata");
     size_t n_specs = rc == EXIT_OK ? build_specs(p, o->type, specs) : 0;
     for (size_t i = 0; rc == EXIT_OK && i < n_specs; i++) {
@@ -248,22 +320,12 @@ static int gen_model(const gen_model_opts *o) {
         if (gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, fill_tensor, t) != SYN_OK)
             rc = fail_lib("cannot declare tensor '%s'", t->name);
     }
-    if (rc == EXIT_OK) {
-        /* Write beside the target and rename, so that an interrupted run leaves no partial model
-         * under the final name (`make run` reuses the file when it exists). */
-        sprintf(tmp, "%s.partial", o->out);
-        double t0 = now_ms();
-        if (gguf_writer_write(w, tmp) != SYN_OK) rc = fail_lib("cannot write '%s'", tmp);
-        else if (rename(tmp, o->out) != 0) {
-            rc = fail_runtime("cannot rename '%s' to '%s': %s", tmp, o->out, strerror(errno));
-            unlink(tmp);
-        } else {
-            printf("wrote %s: preset %s, %s, seed %llu, %zu tensors, in %.1f s\n", o->out, p->name,
-                   o->type == GGML_TYPE_Q8_0 ? "q8_0" : "f32", (unsigned long long)o->seed, n_specs,
-                   (now_ms() - t0) / 1000.0);
-        }
-    }
-    free(tmp);
+    double t0 = now_ms();
+    if (rc == EXIT_OK) rc = write_output(w, o->out);
+    if (rc == EXIT_OK)
+        printf("wrote %s: preset %s, %s, seed %llu, %zu tensors, in %.1f s\n", o->out, p->name,
+               o->type == GGML_TYPE_Q8_0 ? "q8_0" : "f32", (unsigned long long)o->seed, n_specs,
+               (now_ms() - t0) / 1000.0);
     gguf_writer_free(w);
     free(row);
     free(specs);

@@ -69,8 +69,8 @@ static json_t *kv_to_json(const gguf_kv *kv) {
 }
 
 static json_t *hparams_json(const syn_model_info *in) {
-    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:I, s:I}",
-                     "architecture", in->architecture, "name", in->name, "n_vocab", in->n_vocab,
+    return json_pack("{s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:I, s:I}",
+                     "architecture", in->architecture, "name", json_text(in->name), "n_vocab", in->n_vocab,
                      "n_ctx_train", in->n_ctx_train, "n_embd", in->n_embd, "n_layer", in->n_layer,
                      "n_head", in->n_head, "n_head_kv", in->n_head_kv, "n_ff", in->n_ff,
                      "rope_freq_base", (double)in->rope_freq_base, "rms_norm_eps",
@@ -82,7 +82,7 @@ static json_t *tensor_json(const gguf_tensor *t) {
     json_t *shape = json_array();
     for (uint32_t d = 0; shape && d < t->n_dims; d++)
         json_array_append_new(shape, json_integer((json_int_t)t->ne[d]));
-    return json_pack("{s:s%, s:s, s:o, s:I, s:I}", "name", t->name.data, (size_t)t->name.len,
+    return json_pack("{s:o, s:s, s:o, s:I, s:I}", "name", json_utf8(t->name.data, t->name.len),
                      "type", ggml_type_name(t->type), "shape", shape, "bytes", (json_int_t)t->nbytes,
                      "offset", (json_int_t)t->offset);
 }
@@ -106,29 +106,45 @@ static int print_inspect_json(const char *path, const syn_model *model, const sy
         json_decref(tensors);
         return fail_runtime("out of memory building the JSON output");
     }
-    return print_json(json_pack("{s:s, s:I, s:i, s:i, s:o, s:o, s:o}", "file", path, "file_bytes",
+    return print_json(json_pack("{s:o, s:I, s:i, s:i, s:o, s:o, s:o}", "file", json_text(path), "file_bytes",
                                 (json_int_t)f->size, "gguf_version", (int)f->version, "alignment",
                                 (int)f->alignment, "hparams", hparams_json(info), "metadata", meta,
                                 "tensors", tensors));
 }
 
-/* Writes s[len] with control characters escaped, at most max bytes of it, then "..." if cut. */
-static void print_escaped(const char *s, size_t len, size_t max) {
-    size_t n = len < max ? len : max;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n') fputs("\\n", stdout);
-        else if (c == '\t') fputs("\\t", stdout);
-        else if (c < 0x20 || c == 0x7F) printf("\\x%02x", c);
-        else putchar(c);
+/* Writes at most max bytes of the file's text s[len] (then "..." if cut) so that none of it can
+ * act on a terminal: control characters escaped (\n, \t, \x1b; C1 ones as \u009b) and each byte
+ * that is not valid UTF-8 as \xNN. Returns the bytes written, for padding. */
+static size_t print_escaped(const char *s, size_t len, size_t max) {
+    size_t written = 0;
+    for (size_t i = 0; i < len;) {
+        const unsigned char *c = (const unsigned char *)s + i;
+        size_t n = utf8_seq_len(c, len - i);
+        if (i + (n ? n : 1) > max) {
+            fputs("...", stdout);
+            return written + 3;
+        }
+        if (n == 1 && *c == '\n') written += (size_t)printf("\\n");
+        else if (n == 1 && *c == '\t') written += (size_t)printf("\\t");
+        else if (n == 0 || (n == 1 && (*c < 0x20 || *c == 0x7F))) written += (size_t)printf("\\x%02x", *c);
+        else if (n == 2 && c[0] == 0xC2 && c[1] < 0xA0) written += (size_t)printf("\\u%04x", c[1]);
+        else written += fwrite(c, 1, n, stdout);
+        i += n ? n : 1;
     }
-    if (n < len) fputs("...", stdout);
+    return written;
+}
+
+/* Spaces after written bytes up to width, as printf's "%-*s" would pad. */
+static void pad(size_t written, size_t width) {
+    for (; written < width; written++) putchar(' ');
 }
 
 static int print_inspect_text(const char *path, const syn_model *model, const syn_model_info *in) {
     const gguf_file *f = model->gguf;
     printf("file: %s (%zu bytes, GGUF v%u, alignment %u)\n", path, f->size, f->version, f->alignment);
-    printf("model: %s '%s'\n", in->architecture, in->name);
+    printf("model: %s '", in->architecture);
+    print_escaped(in->name, strlen(in->name), SIZE_MAX);
+    fputs("'\n", stdout);
     printf("  n_vocab %d, n_ctx_train %d, n_embd %d, n_layer %d, n_head %d, n_head_kv %d, n_ff %d\n",
            in->n_vocab, in->n_ctx_train, in->n_embd, in->n_layer, in->n_head, in->n_head_kv, in->n_ff);
     printf("  rope_freq_base %g, rms_norm_eps %g, tied_output %s\n", (double)in->rope_freq_base,
@@ -142,7 +158,9 @@ static int print_inspect_text(const char *path, const syn_model *model, const sy
         memcpy(key, kv->key.data, klen);
         key[klen] = '\0';
         int64_t vlen = syn_model_meta_str(model, key, value, sizeof value);
-        printf("  %-42s %-8s ", key, gguf_type_name(kv->type));
+        fputs("  ", stdout);
+        pad(print_escaped(kv->key.data, kv->key.len, sizeof key - 1), 42);
+        printf(" %-8s ", gguf_type_name(kv->type));
         if (vlen >= 0) print_escaped(value, strlen(value), 96);
         putchar('\n');
     }
@@ -154,10 +172,11 @@ static int print_inspect_text(const char *path, const syn_model *model, const sy
         int len = 0;
         for (uint32_t d = 0; d < t->n_dims && len < (int)sizeof shape; d++)
             len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%" PRIu64, d ? " x " : "", t->ne[d]);
-        printf("  %-32.*s %-6s %-22s %12" PRIu64 "\n", (int)t->name.len, t->name.data,
-               ggml_type_name(t->type), shape, t->nbytes);
+        fputs("  ", stdout);
+        pad(print_escaped(t->name.data, t->name.len, SIZE_MAX), 32);
+        printf(" %-6s %-22s %12" PRIu64 "\n", ggml_type_name(t->type), shape, t->nbytes);
     }
-    return fflush(stdout) == 0 ? EXIT_OK : fail_runtime("cannot write to stdout");
+    return check_stdout();
 }
 
 int cmd_inspect(int argc, char **argv) {

@@ -59,7 +59,7 @@ static int print_ids(const int32_t *ids, size_t n, bool json) {
     if (json) return print_json(json_pack("{s:o}", "ids", json_ids(ids, n)));
     for (size_t i = 0; i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
     putchar('\n');
-    return fflush(stdout) == 0 ? EXIT_OK : fail_runtime("cannot write to stdout");
+    return check_stdout();
 }
 
 static int tokenize(const tokenize_opts *o) {
@@ -138,8 +138,8 @@ static int detokenize(const detokenize_opts *o) {
         size_t need = 0;
         syn_status st = syn_detokenize(tok, o->tokens, o->n_tokens, buf, cap, &need);
         if (st == SYN_OK) {
-            if (fwrite(buf, 1, need, stdout) != need || fflush(stdout) != 0)
-                rc = fail_runtime("cannot write to stdout");
+            fwrite(buf, 1, need, stdout);
+            rc = check_stdout();
             break;
         }
         if (st != SYN_ERR_BUFFER_TOO_SMALL || need <= cap) rc = fail_lib("cannot decode the tokens");

@@ -2,11 +2,14 @@
 #include "common.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
 void gen_opts_init(gen_opts *o, int32_t n_predict) {
     memset(o, 0, sizeof *o);
@@ -54,7 +57,7 @@ int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o) {
     }
     if ((groups & GEN_THREADS) && (strcmp(arg, "-t") == 0 || strcmp(arg, "--threads") == 0)) {
         TAKE_VALUE();
-        if ((rc = parse_long(arg, v, 0, 1024, &l)) != EXIT_OK) return rc;
+        if ((rc = parse_long(arg, v, 0, MAX_THREADS, &l)) != EXIT_OK) return rc;
         o->n_threads = (int32_t)l;
         return EXIT_OK;
     }
@@ -84,6 +87,8 @@ int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o) {
     }
     if ((groups & GEN_TEMPLATE) && strcmp(arg, "--chat-template") == 0) {
         TAKE_VALUE();
+        /* syn_chat_format knows this one name; any other is refused, also without --chat. */
+        if (strcmp(v, "chatml") != 0) return fail_usage("%s: unknown template '%s' (expected chatml)", arg, v);
         o->chat_template = v;
         return EXIT_OK;
     }
@@ -150,7 +155,49 @@ bool prefetch_pays(int32_t n_threads) {
     return n_threads > 0 && n_cpus > 0 && n_threads < n_cpus;
 }
 
+/* The line a SIGBUS on a mapped model file prints, formatted before the mapping exists: a signal
+ * handler may only make async-signal-safe calls (write, _exit), so no stdio and no formatting. */
+static char sigbus_line[PATH_MAX + 256];
+static size_t sigbus_line_len;
+static atomic_flag sigbus_reported = ATOMIC_FLAG_INIT;
+
+static void on_sigbus(int sig, siginfo_t *info, void *ucontext) {
+    (void)sig;
+    (void)ucontext;
+    /* A read of a page past the end of a file that shrank under its mapping is BUS_ADRERR. Any
+     * other bus error gets its default action: returning re-runs the access, which faults again. */
+    if (info->si_code != BUS_ADRERR) {
+        signal(SIGBUS, SIG_DFL);
+        return;
+    }
+    /* Several threads may fault at once (compute workers, the prefetch thread): one line only,
+     * and the others wait for its _exit. */
+    if (atomic_flag_test_and_set(&sigbus_reported))
+        for (;;) pause();
+    for (size_t done = 0; done < sigbus_line_len;) {
+        ssize_t n = write(STDERR_FILENO, sigbus_line + done, sigbus_line_len - done);
+        if (n <= 0) break;
+        done += (size_t)n;
+    }
+    _exit(EXIT_RUNTIME);
+}
+
+void guard_mapped_file(const char *path) {
+    int n = snprintf(sigbus_line, sizeof sigbus_line,
+                     "synapse: error: model file '%s' changed while mapped (truncated or overwritten in "
+                     "place); replace a model by renaming a new file over it\n", path);
+    /* Only a path longer than PATH_MAX is cut, and no such path can be opened and mapped. */
+    sigbus_line_len = n < 0 ? 0 : (size_t)n < sizeof sigbus_line ? (size_t)n : sizeof sigbus_line - 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 int load_model(const char *path, bool prefetch, bool huge_pages, syn_model **out) {
+    guard_mapped_file(path);
     syn_model_params params = syn_model_default_params();
     params.prefetch = prefetch;
     params.huge_pages = huge_pages;
@@ -262,8 +309,7 @@ int check_token_ids(const syn_model *model, const int32_t *ids, size_t n) {
     return EXIT_OK;
 }
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 when it is not one. */
-static size_t utf8_seq_len(const unsigned char *s, size_t avail) {
+size_t utf8_seq_len(const unsigned char *s, size_t avail) {
     unsigned c = s[0];
     size_t n;
     unsigned min;
@@ -280,6 +326,12 @@ static size_t utf8_seq_len(const unsigned char *s, size_t avail) {
     }
     if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
     return n;
+}
+
+size_t utf8_valid_prefix(const char *s, size_t len) {
+    size_t i = 0;
+    for (size_t n; i < len && (n = utf8_seq_len((const unsigned char *)s + i, len - i)) != 0;) i += n;
+    return i;
 }
 
 json_t *json_utf8(const char *s, size_t len) {
@@ -304,6 +356,10 @@ json_t *json_utf8(const char *s, size_t len) {
     return j;
 }
 
+json_t *json_text(const char *s) {
+    return json_utf8(s, strlen(s));
+}
+
 json_t *json_ids(const int32_t *ids, size_t n) {
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++) {
@@ -317,12 +373,45 @@ json_t *json_ids(const int32_t *ids, size_t n) {
 
 int print_json(json_t *obj) {
     if (!obj) return fail_runtime("out of memory building the JSON output");
-    /* Nine significant digits round-trip a float32 exactly. */
-    int rc = json_dumpf(obj, stdout, JSON_REAL_PRECISION(9));
+    int rc = json_dumpf(obj, stdout, JSON_DUMP_FLAGS);
     json_decref(obj);
     if (rc != 0) return fail_runtime("cannot write the JSON output");
     fputc('\n', stdout);
-    return fflush(stdout) == 0 ? EXIT_OK : fail_runtime("cannot write to stdout");
+    return check_stdout();
+}
+
+/* Whether output written to stdout was lost; *err is the failing call's errno, or 0 when an
+ * earlier write failed (the stream's error flag). */
+static bool stdout_lost(int *err) {
+    *err = 0;
+    errno = 0;
+    if (fflush(stdout) != 0) {
+        *err = errno;
+        return true;
+    }
+    return ferror(stdout) != 0;
+}
+
+static int fail_stdout(int err) {
+    if (err) return fail_runtime("cannot write to stdout: %s", strerror(err));
+    return fail_runtime("cannot write to stdout");
+}
+
+int check_stdout(void) {
+    int err;
+    return stdout_lost(&err) ? fail_stdout(err) : EXIT_OK;
+}
+
+int close_stdout(int rc) {
+    int err;
+    bool lost = stdout_lost(&err);
+    /* close(2) can report what the flush could not (a deferred write error); EBADF only says that
+     * stdout was closed from the start, which loses nothing when nothing was written. */
+    if (fclose(stdout) != 0 && !lost && errno != EBADF) {
+        lost = true;
+        err = errno;
+    }
+    return lost && rc == EXIT_OK ? fail_stdout(err) : rc;
 }
 
 int text_append(text_buf *b, const char *s, size_t n) {

@@ -17,6 +17,10 @@
 /* Defaults documented in the usage texts. */
 enum { RUN_DEFAULT_N_PREDICT = 128, CHAT_DEFAULT_N_PREDICT = 256, CHAT_DEFAULT_N_CTX = 4096 };
 
+/* The most threads -t may ask for: the library's thread pool refuses more (syn_context_new and
+ * syn_engine_new fail), and a usage mistake must be caught as one (exit 2). */
+enum { MAX_THREADS = 256 };
+
 /* Options shared by run, chat and eval. */
 typedef struct gen_opts {
     const char *model_path;
@@ -70,12 +74,16 @@ int require_model(const gen_opts *o);
 /* Milliseconds on a monotonic clock. */
 double now_ms(void);
 
-/* syn_model_load with the error "cannot load 'PATH': <cause>" (exit 1). */
 /* Whether a background weight prefetch helps a run with n_threads compute threads (0: one per
  * core): only when a core is left for it. */
 bool prefetch_pays(int32_t n_threads);
-/* Loads path (prefetching weights in the background when prefetch; syn_model_params.huge_pages
- * as huge_pages); exit status. */
+/* Makes a SIGBUS from the mapping of the file at path (the file truncated or overwritten in
+ * place while mapped) print one error line naming it and exit 1, instead of killing the process
+ * without a word. Call before mapping the file; the last call's path is the one named. */
+void guard_mapped_file(const char *path);
+
+/* Loads path under guard_mapped_file (prefetching weights in the background when prefetch;
+ * syn_model_params.huge_pages as huge_pages); the error "cannot load 'PATH': <cause>" (exit 1). */
 int load_model(const char *path, bool prefetch, bool huge_pages, syn_model **out);
 
 /* The context for o's backend, tier, KV type and threads, holding n_ctx tokens. */
@@ -103,14 +111,36 @@ int format_chat(const syn_model *model, const char *template_name, const syn_cha
  * not a usage error: only the loaded model knows its vocabulary size. */
 int check_token_ids(const syn_model *model, const int32_t *ids, size_t n);
 
-/* A JSON string of len bytes; bytes that are not valid UTF-8 become U+FFFD. NULL: no memory. */
+/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0 when s[0] does not start one
+ * (overlong forms, surrogates and code points above U+10FFFF are invalid). avail >= 1. */
+size_t utf8_seq_len(const unsigned char *s, size_t avail);
+
+/* The offset of the first byte of s[len] that is not valid UTF-8; len when all of it is. */
+size_t utf8_valid_prefix(const char *s, size_t len);
+
+/* A JSON string of len bytes; bytes that are not valid UTF-8 become U+FFFD. NULL: no memory.
+ * Text from a file or the command line goes through it: jansson refuses invalid UTF-8. */
 json_t *json_utf8(const char *s, size_t len);
+
+/* json_utf8 of a NUL-terminated string. */
+json_t *json_text(const char *s);
 
 /* A JSON array of token ids; NULL: no memory. */
 json_t *json_ids(const int32_t *ids, size_t n);
 
+/* How every JSON output is written. Nine significant digits round-trip a float32 exactly. */
+#define JSON_DUMP_FLAGS JSON_REAL_PRECISION(9)
+
 /* Prints the object on stdout, compact, with a newline, and releases it. NULL: out of memory. */
 int print_json(json_t *obj);
+
+/* Flushes stdout: EXIT_OK, or "cannot write to stdout" (exit 1) when any output was lost. Long
+ * outputs call it as they go, so that a full disk or a closed pipe stops the work early. */
+int check_stdout(void);
+
+/* Flushes and closes stdout once the command is done: rc, or 1 with "cannot write to stdout"
+ * when rc was 0 but output was lost (an error already reported keeps its own status). */
+int close_stdout(int rc);
 
 /* Growable byte buffer for decoded text. */
 typedef struct text_buf {

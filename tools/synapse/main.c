@@ -1,10 +1,12 @@
-/* main.c: the synapse command-line tool: dispatches to a subcommand and prints the overall usage. */
+/* main.c: the synapse command-line tool: dispatches to a subcommand, prints the overall usage, and
+ * turns output lost on the way to stdout into an error. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "args.h"
 #include "commands.h"
+#include "common.h"
 
 typedef struct command {
     const char *name;
@@ -40,7 +42,7 @@ static void print_usage(void) {
           stdout);
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
     if (argc < 2)
         return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, gen-model, bench)");
     const char *name = argv[1];
@@ -57,4 +59,8 @@ int main(int argc, char **argv) {
         return EXIT_OK;
     }
     return fail_usage("unknown command '%s' (try 'synapse --help')", name);
+}
+
+int main(int argc, char **argv) {
+    return close_stdout(dispatch(argc, argv));
 }

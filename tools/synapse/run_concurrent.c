@@ -1,49 +1,61 @@
 /* run_concurrent.c: `synapse run --concurrent-requests N`: one request per line of a file, all
- * served by one syn_engine; prints each request's output in file order and the aggregate speed. */
+ * served by one syn_engine. Lines are read and submitted as the engine gets through them (at most
+ * WINDOW_PER_SLOT x N in flight) and reported in file order as they finish, the JSON streamed out
+ * too: memory stays the same whatever the file's length. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "run.h"
 
+/* Requests in flight per engine slot: submitted (or failed before submission) but not reported
+ * yet. Two per slot keep every slot busy while the oldest request is awaited. */
+enum { WINDOW_PER_SLOT = 2 };
+
 /* One non-empty line of the file and what became of it. */
 typedef struct line_req {
     size_t line;       /* 1-based line number in the file */
-    const char *text;  /* the line's bytes, inside the file buffer (not NUL-terminated) */
-    size_t len;
     int32_t *prompt;   /* [n_prompt] its token ids (BOS first when the model asks for one) */
     size_t n_prompt;
     syn_request *req;  /* NULL when it failed before it could be submitted */
     char error[512];   /* why it failed before submission ("" otherwise) */
 } line_req;
 
-static void free_lines(line_req *lines, size_t n) {
-    for (size_t i = 0; lines && i < n; i++) {
-        syn_request_free(lines[i].req);
-        free(lines[i].prompt);
-    }
-    free(lines);
+/* Releases r (cancelling its request when unfinished) and clears it for the next line. */
+static void line_req_clear(line_req *r) {
+    syn_request_free(r->req);
+    free(r->prompt);
+    memset(r, 0, sizeof *r);
 }
 
-/* The non-empty lines of data[len]: '\n' ends a line and a '\r' just before it is dropped, so
- * the final newline adds no line. *out is malloc'd (free_lines). */
-static int split_lines(const char *data, size_t len, line_req **out, size_t *n_out) {
-    size_t cap = 1;
-    for (size_t i = 0; i < len; i++) cap += data[i] == '\n';
-    line_req *lines = calloc(cap, sizeof *lines);
-    if (!lines) return fail_runtime("out of memory for %zu lines", cap);
-    size_t n = 0, line = 0;
-    for (size_t start = 0; start < len;) {
-        const char *nl = memchr(data + start, '\n', len - start);
-        size_t end = nl ? (size_t)(nl - data) : len, text_end = end;
-        if (text_end > start && data[text_end - 1] == '\r') text_end--;
-        line++;
-        if (text_end > start) lines[n++] = (line_req){.line = line, .text = data + start, .len = text_end - start};
-        start = end + 1;
+/* The prompt file, read one line at a time. */
+typedef struct line_reader {
+    const char *path;
+    FILE *file;
+    char *buf; /* the current line (getline's buffer) */
+    size_t cap;
+    size_t line; /* lines read so far, empty ones included */
+} line_reader;
+
+/* The next non-empty line into *text (valid until the next call) and *len; *len == 0 at the end.
+ * '\n' ends a line and a '\r' just before it is dropped, so the final newline adds no line. */
+static int next_line(line_reader *rd, const char **text, size_t *len) {
+    for (;;) {
+        ssize_t n = getline(&rd->buf, &rd->cap, rd->file);
+        if (n < 0) {
+            *len = 0;
+            return feof(rd->file) ? EXIT_OK : fail_runtime("cannot read '%s': %s", rd->path, strerror(errno));
+        }
+        rd->line++;
+        if (n > 0 && rd->buf[n - 1] == '\n') n--;
+        if (n > 0 && rd->buf[n - 1] == '\r') n--;
+        if (n > 0) {
+            *text = rd->buf;
+            *len = (size_t)n;
+            return EXIT_OK;
+        }
     }
-    *out = lines;
-    *n_out = n;
-    return EXIT_OK;
 }
 
 /* syn_chat_format of one user turn (after --system, if any) into a malloc'd string. */
@@ -69,22 +81,24 @@ static syn_status chat_text(const syn_model *model, const run_opts *o, const cha
     }
 }
 
-/* Builds r's prompt as `synapse run -p LINE` would (chat wrapping, the model's BOS). A failure is
- * the line's own: false with r->error naming the cause, and the other lines still run. */
-static bool build_line_prompt(const syn_model *model, const run_opts *o, line_req *r) {
+/* Builds r's prompt from the line's bytes as `synapse run -p LINE` would (chat wrapping, the
+ * model's BOS). A failure is the line's own: false with r->error naming the cause, and the other
+ * lines still run. */
+static bool build_line_prompt(const syn_model *model, const run_opts *o, const char *line_text, size_t line_len,
+                              line_req *r) {
     char *line = NULL, *chat = NULL;
-    const char *text = r->text;
-    size_t len = r->len;
+    const char *text = line_text;
+    size_t len = line_len;
     bool ok = false;
     if (o->chat) {
-        if (memchr(r->text, '\0', r->len)) {
+        if (memchr(line_text, '\0', line_len)) {
             snprintf(r->error, sizeof r->error, "the line contains a NUL byte, which --chat cannot pass on");
             return false;
         }
-        line = malloc(r->len + 1);
+        line = malloc(line_len + 1);
         if (!line) goto oom;
-        memcpy(line, r->text, r->len);
-        line[r->len] = '\0';
+        memcpy(line, line_text, line_len);
+        line[line_len] = '\0';
         syn_status st = chat_text(model, o, line, &chat, &len);
         if (st == SYN_ERR_NO_MEMORY) goto oom;
         if (st != SYN_OK) {
@@ -116,7 +130,7 @@ static bool build_line_prompt(const syn_model *model, const run_opts *o, line_re
     ok = true;
     goto done;
 oom:
-    snprintf(r->error, sizeof r->error, "out of memory for the prompt of %zu bytes", r->len);
+    snprintf(r->error, sizeof r->error, "out of memory for the prompt of %zu bytes", line_len);
 done:
     free(line);
     free(chat);
@@ -144,16 +158,15 @@ static int detokenize_all(const syn_tokenizer *tok, const int32_t *ids, size_t n
 
 /* Prints request i in plain mode: the header line, then the text and a newline (a request that
  * failed before generating anything has only its header). */
-static int print_plain(size_t i, const line_req *r, const syn_request_result *res, const char *text, size_t len) {
+static void print_plain(size_t i, const line_req *r, const syn_request_result *res, const char *text, size_t len) {
     if (res->finish == SYN_FINISH_ERROR)
         printf("--- request %zu (line %zu, error: %s)\n", i, r->line, res->error);
     else
         printf("--- request %zu (line %zu, %s, %zu tokens)\n", i, r->line, syn_finish_reason_name(res->finish),
                res->n_tokens);
-    if (res->finish == SYN_FINISH_ERROR && len == 0) return EXIT_OK; /* nothing was generated */
-    if ((len && fwrite(text, 1, len, stdout) != len) || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
-        return fail_runtime("cannot write the generated text");
-    return EXIT_OK;
+    if (res->finish == SYN_FINISH_ERROR && len == 0) return; /* nothing was generated */
+    fwrite(text, 1, len, stdout);
+    putchar('\n');
 }
 
 static json_t *request_json(size_t i, const line_req *r, const syn_request_result *res, const char *text, size_t len) {
@@ -163,109 +176,135 @@ static json_t *request_json(size_t i, const line_req *r, const syn_request_resul
                      json_ids(res->tokens, res->n_tokens), "text", json_utf8(text, len), "finish",
                      syn_finish_reason_name(res->finish), "cached_tokens", (json_int_t)res->n_cached_tokens,
                      "queue_ms", res->queue_ms, "ttft_ms", res->ttft_ms, "total_ms", res->total_ms, "error",
-                     failed ? json_string(res->error) : json_null());
+                     failed ? json_text(res->error) : json_null());
 }
 
-/* Waits for every request in file order and reports each; *n_failed counts the failures. */
-static int report_requests(const syn_model *model, const run_opts *o, line_req *lines, size_t n, json_t *arr,
-                           size_t *n_failed, uint64_t *n_generated, double *t_end) {
-    const syn_tokenizer *tok = syn_model_tokenizer(model);
-    int rc = EXIT_OK;
-    for (size_t i = 0; rc == EXIT_OK && i < n; i++) {
-        line_req *r = &lines[i];
-        syn_request_result res = {.finish = SYN_FINISH_ERROR, .status = SYN_ERR_INVALID_ARGUMENT, .error = r->error};
-        if (r->req) syn_request_wait(r->req, &res);
-        *t_end = now_ms();
-        *n_generated += res.n_tokens;
-        char *text = NULL;
-        size_t len = 0;
-        if ((rc = detokenize_all(tok, res.tokens, res.n_tokens, &text, &len)) != EXIT_OK) break;
-        if (res.finish == SYN_FINISH_ERROR) {
-            ++*n_failed;
-            fail_runtime("request %zu (line %zu): %s", i, r->line, res.error);
-        }
-        if (!o->json) {
-            rc = print_plain(i, r, &res, text, len);
-        } else if (json_array_append_new(arr, request_json(i, r, &res, text, len)) != 0) {
-            rc = fail_runtime("out of memory building the JSON output");
-        }
-        free(text);
-        syn_request_free(r->req); /* its result is no longer needed */
-        r->req = NULL;
+/* The totals the aggregate line reports. */
+typedef struct run_totals {
+    size_t n_requests, n_failed;
+    uint64_t n_generated;
+    double t_first_submit, t_last_done;
+} run_totals;
+
+/* Builds r's prompt from the line and submits it. A failure is the line's own (r->error). */
+static void submit_line(const syn_model *model, const run_opts *o, syn_engine *engine, const char *text, size_t len,
+                        line_req *r) {
+    if (!build_line_prompt(model, o, text, len, r)) return;
+    syn_request_params params = syn_request_default_params();
+    params.prompt_tokens = r->prompt;
+    params.n_prompt_tokens = r->n_prompt;
+    params.max_tokens = o->g.n_predict;
+    params.sampling = o->g.sampling;
+    params.ignore_eos = o->ignore_eos;
+    /* One by one rather than with syn_engine_run, so that a request the engine refuses (too long
+     * for the context or the budget) fails alone. */
+    if (syn_engine_submit(engine, &params, &r->req) != SYN_OK)
+        snprintf(r->error, sizeof r->error, "%s", syn_last_error());
+}
+
+/* Waits for request i (r) and prints it, plain or as the next element of the JSON array; the
+ * caller checks that the output went out. */
+static int report_request(const syn_model *model, const run_opts *o, size_t i, const line_req *r, run_totals *t) {
+    syn_request_result res = {.finish = SYN_FINISH_ERROR, .status = SYN_ERR_INVALID_ARGUMENT, .error = r->error};
+    if (r->req) syn_request_wait(r->req, &res);
+    t->t_last_done = now_ms();
+    t->n_generated += res.n_tokens;
+    char *text = NULL;
+    size_t len = 0;
+    int rc = detokenize_all(syn_model_tokenizer(model), res.tokens, res.n_tokens, &text, &len);
+    if (rc != EXIT_OK) return rc;
+    if (res.finish == SYN_FINISH_ERROR) {
+        t->n_failed++;
+        fail_runtime("request %zu (line %zu): %s", i, r->line, res.error);
     }
+    if (!o->json) {
+        print_plain(i, r, &res, text, len);
+    } else {
+        json_t *obj = request_json(i, r, &res, text, len);
+        if (!obj) rc = fail_runtime("out of memory building the JSON output");
+        else if (json_dumpf(obj, stdout, JSON_DUMP_FLAGS) != 0) rc = fail_runtime("cannot write the JSON output");
+        json_decref(obj);
+    }
+    free(text);
     return rc;
 }
 
-static int run_lines(const syn_model *model, const run_opts *o, syn_engine *engine, line_req *lines, size_t n) {
-    syn_request_params *params = malloc(n * sizeof *params);
-    json_t *arr = o->json ? json_array() : NULL;
-    if (!params || (o->json && !arr)) {
-        free(params);
-        json_decref(arr);
-        return fail_runtime("out of memory for %zu requests", n);
+/* Runs every line of rd, the first one (text, len) already read: at most window requests in
+ * flight, each reported as soon as it and every one before it have finished. */
+static int run_lines(const syn_model *model, const run_opts *o, syn_engine *engine, line_reader *rd,
+                     const char *text, size_t len, run_totals *t) {
+    const size_t window = (size_t)WINDOW_PER_SLOT * (size_t)o->concurrent;
+    line_req *ring = calloc(window, sizeof *ring);
+    if (!ring) return fail_runtime("out of memory for %zu requests", window);
+    size_t head = 0, n_in_flight = 0;
+    int rc = EXIT_OK;
+    t->t_first_submit = t->t_last_done = now_ms();
+    if (o->json) fputs("{\"requests\": [", stdout);
+    while (rc == EXIT_OK && (len > 0 || n_in_flight > 0)) {
+        for (; rc == EXIT_OK && len > 0 && n_in_flight < window; n_in_flight++) {
+            line_req *r = &ring[(head + n_in_flight) % window];
+            r->line = rd->line;
+            submit_line(model, o, engine, text, len, r);
+            rc = next_line(rd, &text, &len);
+        }
+        if (rc != EXIT_OK) break;
+        line_req *r = &ring[head];
+        if (o->json && t->n_requests > 0) fputs(", ", stdout); /* as jansson separates array elements */
+        rc = report_request(model, o, t->n_requests, r, t);
+        if (rc == EXIT_OK) rc = check_stdout(); /* per request: the output streams, and lost output stops the run */
+        line_req_clear(r); /* its result is no longer needed */
+        head = (head + 1) % window;
+        n_in_flight--;
+        t->n_requests++;
     }
-    /* Submitted one by one rather than with syn_engine_run, so that a request the engine refuses
-     * (too long for the context or the budget) fails alone. */
-    syn_engine_stats before, after;
-    syn_engine_get_stats(engine, &before);
-    const double t0 = now_ms();
-    for (size_t i = 0; i < n; i++) {
-        line_req *r = &lines[i];
-        if (!build_line_prompt(model, o, r)) continue;
-        params[i] = syn_request_default_params();
-        params[i].prompt_tokens = r->prompt;
-        params[i].n_prompt_tokens = r->n_prompt;
-        params[i].max_tokens = o->g.n_predict;
-        params[i].sampling = o->g.sampling;
-        params[i].ignore_eos = o->ignore_eos;
-        if (syn_engine_submit(engine, &params[i], &r->req) != SYN_OK)
-            snprintf(r->error, sizeof r->error, "%s", syn_last_error());
-    }
-    size_t n_failed = 0;
-    uint64_t n_generated = 0;
-    double t_end = t0;
-    int rc = report_requests(model, o, lines, n, arr, &n_failed, &n_generated, &t_end);
-    free(params);
-    if (rc != EXIT_OK) {
-        json_decref(arr);
-        return rc;
-    }
+    for (size_t k = 0; k < n_in_flight; k++) line_req_clear(&ring[(head + k) % window]); /* cancels them */
+    free(ring);
+    return rc;
+}
+
+/* Prints the aggregate figures: on stderr, or as the JSON object's "aggregate" member (closing it). */
+static int print_aggregate(const run_opts *o, const syn_engine_stats *before, const syn_engine_stats *after,
+                           const run_totals *t) {
     /* The same figures as syn_engine_run's syn_run_stats, from the engine's counters. */
-    syn_engine_get_stats(engine, &after);
-    const double wall_ms = t_end - t0;
-    const double tok_s = wall_ms > 0 ? (double)n_generated * 1e3 / wall_ms : 0.0;
-    const double decode_ms = after.decode_steps_ms - before.decode_steps_ms;
-    const uint64_t decode_tokens = after.decode_steps_tokens - before.decode_steps_tokens;
+    const double wall_ms = t->t_last_done - t->t_first_submit;
+    const double tok_s = wall_ms > 0 ? (double)t->n_generated * 1e3 / wall_ms : 0.0;
+    const double decode_ms = after->decode_steps_ms - before->decode_steps_ms;
+    const uint64_t decode_tokens = after->decode_steps_tokens - before->decode_steps_tokens;
     const double decode_tok_s = decode_ms > 0 ? (double)decode_tokens * 1e3 / decode_ms : 0.0;
-    const uint64_t steps = after.n_steps - before.n_steps;
+    const uint64_t steps = after->n_steps - before->n_steps;
     if (!o->json) {
         fprintf(stderr,
                 "synapse: %zu requests (%d at a time): %llu tokens generated in %.1f ms, %.2f tok/s aggregate, "
                 "decode steps %.2f tok/s, %llu steps, %zu failed\n",
-                n, o->concurrent, (unsigned long long)n_generated, wall_ms, tok_s, decode_tok_s,
-                (unsigned long long)steps, n_failed);
-    } else {
-        json_t *agg = json_pack("{s:I, s:i, s:I, s:f, s:f, s:f, s:I, s:I}", "requests", (json_int_t)n, "n_parallel",
-                                o->concurrent, "generated_tokens", (json_int_t)n_generated, "wall_ms", wall_ms,
-                                "tok_s", tok_s, "decode_tok_s", decode_tok_s, "steps", (json_int_t)steps,
-                                "failed", (json_int_t)n_failed);
-        if ((rc = print_json(json_pack("{s:o, s:o}", "requests", arr, "aggregate", agg))) != EXIT_OK) return rc;
-        arr = NULL;
+                t->n_requests, o->concurrent, (unsigned long long)t->n_generated, wall_ms, tok_s, decode_tok_s,
+                (unsigned long long)steps, t->n_failed);
+        return EXIT_OK;
     }
-    json_decref(arr);
-    return n_failed ? EXIT_RUNTIME : EXIT_OK;
+    json_t *agg = json_pack("{s:I, s:i, s:I, s:f, s:f, s:f, s:I, s:I}", "requests", (json_int_t)t->n_requests,
+                            "n_parallel", o->concurrent, "generated_tokens", (json_int_t)t->n_generated, "wall_ms",
+                            wall_ms, "tok_s", tok_s, "decode_tok_s", decode_tok_s, "steps", (json_int_t)steps,
+                            "failed", (json_int_t)t->n_failed);
+    if (!agg) return fail_runtime("out of memory building the JSON output");
+    fputs("], \"aggregate\": ", stdout);
+    int rc = json_dumpf(agg, stdout, JSON_DUMP_FLAGS);
+    json_decref(agg);
+    if (rc != 0) return fail_runtime("cannot write the JSON output");
+    fputs("}\n", stdout);
+    return check_stdout();
 }
 
 int run_concurrent(const run_opts *o) {
+    line_reader rd = {.path = o->file};
+    const char *text = NULL;
+    size_t len = 0;
     syn_model *model = NULL;
     syn_engine *engine = NULL;
-    line_req *lines = NULL;
-    size_t n = 0;
-    char *data = NULL;
-    size_t len = 0;
-    int rc = read_file(o->file, &data, &len);
-    if (rc == EXIT_OK) rc = split_lines(data, len, &lines, &n);
-    if (rc == EXIT_OK && n == 0) rc = fail_runtime("'%s' has no non-empty line: there is nothing to run", o->file);
+    int rc = EXIT_OK;
+    rd.file = fopen(o->file, "rb");
+    if (!rd.file) return fail_runtime("cannot open '%s': %s", o->file, strerror(errno));
+    /* The first line is read before the model is loaded: a file with nothing to run fails early. */
+    rc = next_line(&rd, &text, &len);
+    if (rc == EXIT_OK && len == 0) rc = fail_runtime("'%s' has no non-empty line: there is nothing to run", o->file);
     if (rc == EXIT_OK) rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
     if (rc == EXIT_OK) {
         syn_engine_params ep = syn_engine_default_params();
@@ -279,10 +318,18 @@ int run_concurrent(const run_opts *o) {
             rc = fail_lib("cannot start an engine with %d slots (isa %s, kv %s)", ep.n_parallel,
                           syn_isa_tier_name(ep.isa), ep.kv_type == SYN_KV_F16 ? "f16" : "f32");
     }
-    if (rc == EXIT_OK) rc = run_lines(model, o, engine, lines, n);
-    free_lines(lines, n); /* cancels what an error left unfinished */
+    if (rc == EXIT_OK) {
+        syn_engine_stats before, after;
+        run_totals totals = {0};
+        syn_engine_get_stats(engine, &before);
+        rc = run_lines(model, o, engine, &rd, text, len, &totals);
+        syn_engine_get_stats(engine, &after);
+        if (rc == EXIT_OK) rc = print_aggregate(o, &before, &after, &totals);
+        if (rc == EXIT_OK && totals.n_failed) rc = EXIT_RUNTIME;
+    }
     syn_engine_free(engine);
     syn_model_free(model);
-    free(data);
+    free(rd.buf);
+    fclose(rd.file);
     return rc;
 }
