@@ -318,6 +318,14 @@ SYN_API syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32
  * the same tokens (a chat's previous turn, a shared system prompt) reuses them instead of
  * recomputing them; least-recently-used cached blocks are evicted when the budget needs room.
  *
+ * KV memory on demand: a request is admitted once blocks for its prompt and first generated token
+ * can be set aside; later blocks are taken as it grows. When the pool runs dry, the most recently
+ * submitted active request is preempted: its blocks are released (its full blocks stay in the
+ * prefix cache while they last), it goes back to the front of the queue, and when readmitted its
+ * prompt and the tokens it had generated are recomputed. Its sampler and streamed text continue
+ * where they were, so its tokens are bitwise the same as without preemption. A request alone in an
+ * engine whose whole budget it fills finishes with SYN_FINISH_LENGTH.
+ *
  * Determinism: a request's tokens and logits are bitwise the same whether it runs alone (or
  * through a syn_context with the same isa and kv_type) or among any other requests, in any
  * arrival order, with any thread count, step capacity, or prefix reuse.
@@ -338,6 +346,8 @@ typedef struct syn_engine syn_engine;
 typedef struct syn_request syn_request;
 
 #define SYN_ENGINE_MAX_PARALLEL 256 /* most slots an engine may have */
+#define SYN_MAX_STOP_STRINGS 16
+#define SYN_MAX_STOP_BYTES 1024
 #define SYN_ENGINE_MAX_STEP_TOKENS 8192
 
 typedef struct syn_engine_params {
@@ -370,8 +380,9 @@ SYN_API void syn_engine_free(syn_engine *engine);
 typedef enum syn_finish_reason {
     SYN_FINISH_NONE = 0,      /* not finished yet */
     SYN_FINISH_EOG = 1,       /* an end-of-generation token was sampled (not part of the output) */
-    SYN_FINISH_STOP = 2,      /* one of stop_tokens was sampled (not part of the output) */
-    SYN_FINISH_LENGTH = 3,    /* max_tokens were generated */
+    SYN_FINISH_STOP = 2,      /* a stop token was sampled (not part of the output), or the text
+                               * reached a stop string (the token that completed it is) */
+    SYN_FINISH_LENGTH = 3,    /* max_tokens were generated, or the context or the KV budget is full */
     SYN_FINISH_CANCELLED = 4, /* syn_request_cancel, on_token returned false, or engine freed */
     SYN_FINISH_ERROR = 5      /* a step or the sampling failed: status and error say why */
 } syn_finish_reason;
@@ -381,17 +392,21 @@ SYN_API const char *syn_finish_reason_name(syn_finish_reason reason);
 
 /* One generated token, passed to on_token. Pointers are valid during the call only. */
 typedef struct syn_token_event {
-    int32_t token;     /* the token id; -1 for the final event that carries held-back text */
-    const char *piece; /* UTF-8 text completed by this token (NUL-terminated, may be "") */
+    int32_t token;     /* the token id; -1 for the final event */
+    const char *piece; /* UTF-8 text completed by this token (NUL-terminated, may be ""): text
+                        * that could still turn out to be a stop string is held back */
     size_t piece_len;
     uint32_t index;      /* 0-based index of the token among the request's generated tokens */
     uint64_t step;       /* the engine step (syn_engine_stats.n_steps count) that produced it */
     const float *logits; /* [n_vocab] the logits it was sampled from (NULL for token -1) */
     int32_t n_vocab;
+    syn_finish_reason finish; /* SYN_FINISH_NONE, except in the final event: how it finished */
 } syn_token_event;
 
-/* Called on the scheduler thread for every generated token, in order. Return false to stop the
- * request (it finishes as SYN_FINISH_CANCELLED). */
+/* Called on the scheduler thread for every generated token, in order, then once more with the
+ * final event (token -1, the text held back until then, and the finish reason) when the request
+ * finishes: every request that reached a slot gets it, however it finished; one cancelled while
+ * queued does not. Return false to stop the request (it finishes as SYN_FINISH_CANCELLED). */
 typedef bool (*syn_token_fn)(const syn_token_event *event, void *user_data);
 
 /* The prompt is exactly one of: prompt_tokens, prompt_text (tokenized with special tokens
@@ -405,10 +420,17 @@ typedef struct syn_request_params {
     size_t n_messages;
     const char *chat_template;   /* for messages: NULL (the model's) or "chatml" */
     syn_sampler_params sampling; /* the request's own sampler and seed */
-    int32_t max_tokens; /* tokens to generate, >= 1; prompt + max_tokens <= n_ctx. Default 128 */
+    int32_t max_tokens; /* tokens to generate, >= 1; prompt + max_tokens <= n_ctx. 0: until the
+                         * context is full (or, alone, the KV budget). Default 128 */
     bool ignore_eos;    /* never stop at end-of-generation (such tokens are masked out) */
     const int32_t *stop_tokens; /* [n_stop_tokens] extra ids that end generation */
     size_t n_stop_tokens;
+    /* [n_stop_strings] non-empty UTF-8 texts that end generation when the output contains one,
+     * also across token boundaries (at most SYN_MAX_STOP_STRINGS of at most SYN_MAX_STOP_BYTES
+     * bytes). The streamed text ends right before the match and never carries any part of it:
+     * text that could be the start of a match is held back until it cannot. */
+    const char *const *stop_strings;
+    size_t n_stop_strings;
     syn_token_fn on_token; /* NULL: no streaming */
     void *user_data;
 } syn_request_params;
@@ -418,7 +440,7 @@ SYN_API syn_request_params syn_request_default_params(void);
 /* Validates params, tokenizes the prompt and queues the request; *out receives a handle to free
  * with syn_request_free. Thread-safe. Errors: SYN_ERR_INVALID_ARGUMENT (no or several prompts,
  * empty prompt, messages with n_messages 0 or n_messages without messages, token out of the
- * vocabulary, max_tokens < 1, bad sampling parameter),
+ * vocabulary, max_tokens < 0, a bad stop string or sampling parameter),
  * SYN_ERR_CONTEXT_FULL (prompt + max_tokens above the engine's n_ctx, or more KV blocks than
  * the whole budget holds: the message gives both figures), SYN_ERR_UNSUPPORTED (chat template),
  * SYN_ERR_NO_MEMORY, SYN_ERR_INVALID_ARGUMENT (the engine is shutting down). */
@@ -475,6 +497,7 @@ typedef struct syn_engine_stats {
     size_t kv_block_bytes;
     uint32_t n_active; /* requests in slots */
     uint32_t n_queued; /* requests waiting for a slot */
+    uint64_t n_preempted; /* times a request gave up its KV blocks to let older ones grow */
 } syn_engine_stats;
 
 /* Fills *out with the engine's counters (all zero for a NULL engine); a NULL out is a no-op. */

@@ -8,12 +8,18 @@
  * engine struct lives while its owner or any request struct holds it (refs), so that handles stay
  * usable after syn_engine_free.
  *
- * A step: every decoding request contributes its last sampled token, then prefilling requests
- * contribute prompt tokens in admission order up to max_step_tokens; only the last prompt token
- * and decode tokens want logits. After the pass, each request with logits samples with its own
- * sampler, streams, and finishes on EOG / stop token / length / callback refusal; the full
- * blocks of every request are entered into the prefix cache; finished requests release their
- * blocks and slots.
+ * A step: every decoding request first gets a KV block for its next position (preempting the
+ * most recently submitted requests when the pool is dry), then contributes its last sampled
+ * token; prefilling requests contribute prompt tokens in submission order up to max_step_tokens;
+ * only the last prompt token and decode tokens want logits. After the pass, each request with
+ * logits samples with its own sampler, streams (holding back text that may be a stop string), and
+ * finishes on EOG / stop token / stop string / length / callback refusal; the full blocks of
+ * every request are entered into the prefix cache; finished requests get their final event and
+ * release their blocks and slots.
+ *
+ * A preempted request keeps its tokens, sampler and text state and goes back to the queue's
+ * front; readmitted, it "prefills" its prompt plus all but the last generated token (n_fill)
+ * without wanting logits, then decodes on from that last token.
  */
 #include <math.h>
 #include <pthread.h>
@@ -38,11 +44,14 @@ struct syn_request {
     int32_t *ids;      /* [n_prompt + max_tokens]: the prompt, then the generated tokens; once
                         * finished, [n_out]: the generated tokens only (release_work_state) */
     size_t n_prompt;
-    int32_t max_tokens;
+    int32_t max_tokens;  /* > 0: what the caller's 0 meant resolved against the context */
     uint32_t max_blocks; /* blocks for positions [0, n_prompt + max_tokens - 1) */
     bool ignore_eos;
     int32_t *stop;       /* [n_stop] */
     size_t n_stop;
+    char **stop_strs;    /* [n_stop_strs] NUL-terminated copies */
+    size_t n_stop_strs;
+    uint64_t seq;        /* submission order: preemption takes the largest */
     syn_token_fn on_token;
     void *user_data;
     double t_submit;
@@ -57,7 +66,11 @@ struct syn_request {
     uint32_t n_published; /* leading blocks entered into the prefix cache */
     bool publish_blocked; /* an equal chain was cached by another sequence first */
     uint32_t n_past;     /* positions whose keys and values are stored */
+    uint32_t n_fill;     /* positions to compute before decoding (re)starts: n_prompt, or after a
+                          * preemption the prompt and all but the last generated token */
     size_t n_out;        /* generated tokens, in ids after the prompt */
+    char *held;          /* [held_len] text not yet streamed: it may be the start of a stop string */
+    size_t held_len, held_cap;
     size_t n_cached;     /* prompt positions reused from the prefix cache */
     req_phase phase;
     uint32_t step_tokens; /* tokens in the current step */
@@ -108,6 +121,7 @@ struct syn_engine {
     pthread_cond_t done;  /* a request finished */
     syn_request *q_head, *q_tail;
     uint32_t n_queued;
+    uint64_t next_seq;
     bool stopping;
     bool fail_next_step;
     int refs;
@@ -170,6 +184,9 @@ static void request_destroy(syn_request *r) {
     syn_detok_stream_free(r->detok);
     free(r->ids);
     free(r->stop);
+    for (size_t i = 0; r->stop_strs && i < r->n_stop_strs; i++) free(r->stop_strs[i]);
+    free(r->stop_strs);
+    free(r->held);
     free(r->block_ids);
     free(r->block_data);
     free(r);
@@ -195,18 +212,25 @@ static bool request_unref_locked(syn_request *r) {
 
 /* Frees what only the work on r needed, the moment it finishes, keeping what its result needs:
  * the sampler (whose candidate buffer alone is 12 bytes per vocabulary entry, 1.8 MB for Qwen2),
- * the detokenizer, the stop tokens and block tables go; the generated ids move to the front of
+ * the detokenizer, the stop tokens and strings, the held-back text and block tables go; the generated ids move to the front of
  * ids, which shrinks to them. The engine no longer touches r: it is out of the queue and of the
  * active list. */
 static void release_work_state(syn_request *r) {
     syn_sampler_free(r->sampler);
     syn_detok_stream_free(r->detok);
     free(r->stop);
+    for (size_t i = 0; r->stop_strs && i < r->n_stop_strs; i++) free(r->stop_strs[i]);
+    free(r->stop_strs);
+    free(r->held);
     free(r->block_ids);
     free(r->block_data);
     r->sampler = NULL;
     r->detok = NULL;
     r->stop = NULL;
+    r->stop_strs = NULL;
+    r->n_stop_strs = 0;
+    r->held = NULL;
+    r->held_len = r->held_cap = 0;
     r->block_ids = NULL;
     r->block_data = NULL;
     memmove(r->ids, r->ids + r->n_prompt, sizeof *r->ids * r->n_out);
@@ -430,7 +454,29 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
         if (ids[i] < 0 || ids[i] >= e->n_vocab)
             return syn_fail(SYN_ERR_INVALID_ARGUMENT, "prompt token %d at index %zu is outside the vocabulary [0, %d)",
                             ids[i], i, e->n_vocab);
-    if (p->max_tokens < 1) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "max_tokens %d must be at least 1", p->max_tokens);
+    if (p->max_tokens < 0)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "max_tokens %d is negative (0: until the context is full)", p->max_tokens);
+    if (p->n_stop_strings > SYN_MAX_STOP_STRINGS)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "%zu stop strings: at most %d", p->n_stop_strings, SYN_MAX_STOP_STRINGS);
+    if (p->n_stop_strings && !p->stop_strings)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "stop_strings is NULL with n_stop_strings %zu", p->n_stop_strings);
+    for (size_t i = 0; i < p->n_stop_strings; i++) {
+        const size_t len = p->stop_strings[i] ? strlen(p->stop_strings[i]) : 0;
+        if (len == 0 || len > SYN_MAX_STOP_BYTES)
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "stop string %zu is %s: it must hold 1..%d bytes", i,
+                            p->stop_strings[i] ? "too long" : "NULL", SYN_MAX_STOP_BYTES);
+    }
+    if (n >= e->n_ctx)
+        return syn_fail(SYN_ERR_CONTEXT_FULL, "the prompt's %zu tokens leave no room in the engine's context of %u positions",
+                        n, e->n_ctx);
+    if (p->max_tokens == 0) { /* as long as the context allows: the prompt and one token must fit the budget */
+        const uint32_t need = blocks_for((uint64_t)n + 1);
+        if (need > e->stats.kv_blocks_total)
+            return syn_fail(SYN_ERR_CONTEXT_FULL,
+                            "the prompt's %zu tokens need %u KV blocks of %d positions but kv_budget_mib %u holds %u", n,
+                            need, SYN_KV_BLOCK, e->params.kv_budget_mib, e->stats.kv_blocks_total);
+        return SYN_OK;
+    }
     if (p->n_stop_tokens && !p->stop_tokens)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "stop_tokens is NULL with n_stop_tokens %zu", p->n_stop_tokens);
     for (size_t i = 0; i < p->n_stop_tokens; i++)
@@ -470,19 +516,23 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
     }
     r->engine = e;
     r->n_prompt = n;
-    r->max_tokens = p->max_tokens;
-    r->max_blocks = blocks_for((uint64_t)n + (uint64_t)p->max_tokens - 1);
+    r->n_fill = (uint32_t)n;
+    r->max_tokens = p->max_tokens ? p->max_tokens : (int32_t)(e->n_ctx - n);
+    r->max_blocks = blocks_for((uint64_t)n + (uint64_t)r->max_tokens - 1);
     r->ignore_eos = p->ignore_eos;
     r->n_stop = p->n_stop_tokens;
     r->on_token = p->on_token;
     r->user_data = p->user_data;
-    r->ids = realloc(prompt, sizeof *r->ids * (n + (size_t)p->max_tokens));
+    r->ids = realloc(prompt, sizeof *r->ids * (n + (size_t)r->max_tokens));
     r->stop = malloc(sizeof *r->stop * (r->n_stop ? r->n_stop : 1));
     r->block_ids = malloc(sizeof *r->block_ids * r->max_blocks);
     r->block_data = malloc(sizeof *r->block_data * r->max_blocks);
+    r->stop_strs = calloc(p->n_stop_strings ? p->n_stop_strings : 1, sizeof *r->stop_strs);
     if (!r->ids) free(prompt);
-    if (!r->ids || !r->stop || !r->block_ids || !r->block_data)
-        st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_submit: out of memory for %zu + %d tokens", n, p->max_tokens);
+    bool ok = r->ids && r->stop && r->block_ids && r->block_data && r->stop_strs;
+    for (size_t i = 0; ok && i < p->n_stop_strings; i++, r->n_stop_strs++)
+        ok = (r->stop_strs[i] = strdup(p->stop_strings[i])) != NULL;
+    if (!ok) st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_submit: out of memory for %zu + %d tokens", n, r->max_tokens);
     if (st == SYN_OK) {
         if (r->n_stop) memcpy(r->stop, p->stop_tokens, sizeof *r->stop * r->n_stop);
         st = syn_sampler_new(&p->sampling, &r->sampler);
@@ -502,6 +552,7 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_engine_submit: the engine is shutting down");
     }
     e->refs++;
+    r->seq = e->next_seq++;
     r->queued = true;
     if (e->q_tail)
         e->q_tail->next = r;
@@ -643,6 +694,14 @@ syn_status syn_engine_run(syn_engine *e, const syn_request_params *params, size_
  * Scheduler
  * ------------------------------------------------------------------------------------------- */
 
+/* Decides r's outcome during a step; retire_finished applies it after the step. */
+static void mark_finished(syn_request *r, syn_finish_reason why, syn_status st, const char *msg) {
+    r->phase = PHASE_FINISHED;
+    r->finish_now = why;
+    r->finish_status = st;
+    snprintf(r->finish_msg, sizeof r->finish_msg, "%s", msg ? msg : "");
+}
+
 /* Returns r's blocks and unused reservation to the pool. */
 static void release_blocks(syn_engine *e, syn_request *r) {
     for (uint32_t b = 0; b < r->n_blocks; b++) kv_pool_unref(e->pool, r->block_ids[b]);
@@ -651,16 +710,27 @@ static void release_blocks(syn_engine *e, syn_request *r) {
     r->reserved = 0;
 }
 
-/* Admits queued requests in FIFO order while a slot and their worst-case blocks are free (mutex
- * held). A request first looks up its prompt's full blocks in the prefix cache; at least its
- * last prompt token is always computed, since its logits are needed. */
+/* Puts r into the active list, which is kept in submission order (mutex held). */
+static void activate(syn_engine *e, syn_request *r) {
+    uint32_t i = e->n_active++;
+    for (; i > 0 && e->active[i - 1]->seq > r->seq; i--) e->active[i] = e->active[i - 1];
+    e->active[i] = r;
+}
+
+/* Admits queued requests in FIFO order while a slot and the blocks for their n_fill positions and
+ * the first generated token are free (mutex held). A request first looks up its leading full
+ * blocks in the prefix cache; when it still needs logits (nothing generated yet), at least its
+ * last prompt token is computed. */
 static void admit_locked(syn_engine *e) {
     while (e->q_head && e->n_active < (uint32_t)e->params.n_parallel) {
         syn_request *r = e->q_head;
+        const bool wants_logits = r->n_out == 0;
         uint32_t matched = 0;
         if (e->params.prefix_cache)
-            matched = kv_pool_lookup(e->pool, r->ids, (uint32_t)((r->n_prompt - 1) / SYN_KV_BLOCK), r->block_ids);
-        const uint32_t need = r->max_blocks - matched;
+            matched = kv_pool_lookup(e->pool, r->ids, (r->n_fill - wants_logits) / SYN_KV_BLOCK, r->block_ids);
+        uint32_t first = blocks_for((uint64_t)r->n_fill + 1);
+        if (first > r->max_blocks) first = r->max_blocks;
+        const uint32_t need = first > matched ? first - matched : 0;
         if (kv_pool_available(e->pool) < need) {
             for (uint32_t b = 0; b < matched; b++) kv_pool_unref(e->pool, r->block_ids[b]);
             return; /* the head waits for blocks; FIFO order is kept */
@@ -671,12 +741,15 @@ static void admit_locked(syn_engine *e) {
         r->n_blocks = matched;
         r->reserved = need;
         r->n_published = matched;
+        r->publish_blocked = false;
         r->n_past = matched * SYN_KV_BLOCK;
-        r->n_cached = r->n_past;
-        r->phase = PHASE_PREFILL;
-        r->t_admit = now_ms();
-        e->active[e->n_active++] = r;
-        e->stats.n_cached_tokens += r->n_cached;
+        r->phase = r->n_past == r->n_fill ? PHASE_DECODE : PHASE_PREFILL;
+        if (r->t_admit == 0) { /* the first admission: what the prefix cache saved of the prompt */
+            r->t_admit = now_ms();
+            r->n_cached = r->n_past;
+            e->stats.n_cached_tokens += r->n_cached;
+        }
+        activate(e, r);
     }
     /* With no request active every block is free or evictable, and submission checked that each
      * request fits the budget, so the head can always start; anything else is a bug, failed
@@ -688,46 +761,135 @@ static void admit_locked(syn_engine *e) {
     }
 }
 
-/* Removes finished requests from the active list (keeping admission order), releasing their
- * blocks and recording their outcome. Returns with the mutex held. */
-static void retire_finished(syn_engine *e) {
-    syn_request *finished[SYN_ENGINE_MAX_PARALLEL];
-    uint32_t kept = 0, n_finished = 0;
+/* Takes r out of the active list and back to the queue's front, its blocks released: readmitted,
+ * it recomputes its prompt and all but its last generated token (bitwise as before). */
+static void preempt(syn_engine *e, syn_request *r) {
+    release_blocks(e, r);
+    r->n_past = 0;
+    r->n_fill = (uint32_t)(r->n_prompt + (r->n_out ? r->n_out - 1 : 0));
+    r->phase = PHASE_PREFILL;
+    uint32_t i = 0;
+    while (e->active[i] != r) i++;
+    memmove(&e->active[i], &e->active[i + 1], sizeof *e->active * (e->n_active - i - 1));
+    e->n_active--;
+    pthread_mutex_lock(&e->mutex);
+    r->queued = true;
+    r->next = e->q_head;
+    e->q_head = r;
+    if (!e->q_tail) e->q_tail = r;
+    e->n_queued++;
+    e->stats.n_preempted++;
+    pthread_mutex_unlock(&e->mutex);
+}
+
+/* Takes one more block for r: from its reservation, else from what the pool has free. */
+static syn_status take_block(syn_engine *e, syn_request *r) {
+    if (r->reserved == 0) {
+        if (kv_pool_available(e->pool) == 0) return SYN_ERR_CONTEXT_FULL;
+        kv_pool_reserve(e->pool, 1);
+        r->reserved = 1;
+    }
+    int32_t id;
+    syn_status st = kv_pool_alloc(e->pool, &id);
+    if (st != SYN_OK) return st;
+    r->reserved--;
+    r->block_ids[r->n_blocks] = id;
+    r->block_data[r->n_blocks++] = kv_pool_data(e->pool, id);
+    return SYN_OK;
+}
+
+/* Gives every decoding request a block for its next position, in submission order. When the pool
+ * is dry the most recently submitted active request is preempted (possibly the one asking); a
+ * request alone that fills the whole budget finishes with SYN_FINISH_LENGTH. */
+static void grow_decoders(syn_engine *e) {
     for (uint32_t i = 0; i < e->n_active; i++) {
         syn_request *r = e->active[i];
-        if (r->phase == PHASE_FINISHED) {
-            release_blocks(e, r);
-            finished[n_finished++] = r;
-        } else {
-            e->active[kept++] = r;
+        while (r->phase == PHASE_DECODE && r->n_blocks <= r->n_past / SYN_KV_BLOCK) {
+            syn_status st = take_block(e, r);
+            if (st == SYN_OK) continue;
+            if (st != SYN_ERR_CONTEXT_FULL) {
+                mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
+            } else if (e->n_active == 1) {
+                mark_finished(r, SYN_FINISH_LENGTH, SYN_OK, NULL);
+            } else {
+                syn_request *youngest = e->active[e->n_active - 1];
+                preempt(e, youngest);
+                if (youngest == r) return; /* r was the last in the list */
+            }
         }
     }
-    e->n_active = kept;
-    pthread_mutex_lock(&e->mutex);
-    for (uint32_t i = 0; i < n_finished; i++) {
-        syn_request *r = finished[i];
-        finish_locked(r, r->finish_now, r->finish_status, r->finish_msg); /* may free r */
+}
+
+/* Appends text to r's held-back text, keeping it NUL-terminated (on failure the text is lost,
+ * which only a failed allocation of a few bytes can cause). */
+static void hold_text(syn_request *r, const char *text, size_t len) {
+    if (r->held_len + len + 1 > r->held_cap) {
+        const size_t cap = (r->held_len + len + 1) * 2;
+        char *grown = realloc(r->held, cap);
+        if (!grown) return;
+        r->held = grown;
+        r->held_cap = cap;
     }
-    e->stats.n_active = kept;
-    e->stats.kv_blocks_used = kv_pool_used(e->pool);
-    e->stats.kv_blocks_cached = kv_pool_cached(e->pool);
+    memcpy(r->held + r->held_len, text, len);
+    r->held_len += len;
+    r->held[r->held_len] = '\0';
 }
 
-static void mark_finished(syn_request *r, syn_finish_reason why, syn_status st, const char *msg) {
-    r->phase = PHASE_FINISHED;
-    r->finish_now = why;
-    r->finish_status = st;
-    snprintf(r->finish_msg, sizeof r->finish_msg, "%s", msg ? msg : "");
+/* Where the earliest stop string starts in r->held, or held_len when none is complete. */
+static size_t find_stop_string(const syn_request *r) {
+    size_t at = r->held_len;
+    for (size_t i = 0; i < r->n_stop_strs; i++) {
+        const char *hit = memmem(r->held, r->held_len, r->stop_strs[i], strlen(r->stop_strs[i]));
+        if (hit && (size_t)(hit - r->held) < at) at = (size_t)(hit - r->held);
+    }
+    return at;
 }
 
-/* Emits text the detokenizer still holds, as the final event. */
-static void flush_text(const syn_engine *e, syn_request *r, uint64_t step) {
+/* How many bytes at the end of r->held could begin a stop string: they wait for the next token. */
+static size_t stop_prefix_at_end(const syn_request *r) {
+    size_t keep = 0;
+    for (size_t i = 0; i < r->n_stop_strs; i++) {
+        const size_t len = strlen(r->stop_strs[i]);
+        for (size_t k = len - 1 < r->held_len ? len - 1 : r->held_len; k > keep; k--)
+            if (memcmp(r->held + r->held_len - k, r->stop_strs[i], k) == 0) {
+                keep = k;
+                break;
+            }
+    }
+    return keep;
+}
+
+/* Streams token id (just appended to r's output): its text goes through the held-back buffer, so
+ * no part of a stop string is ever delivered. Returns false when r finished (stop string or the
+ * callback's refusal). */
+static bool stream_token(const syn_engine *e, syn_request *r, int32_t id, const float *logits, uint64_t step) {
     char piece[DETOK_PIECE];
     size_t len = 0;
-    if (!r->on_token || syn_detok_stream_flush(r->detok, piece, sizeof piece, &len) != SYN_OK || len == 0) return;
-    const syn_token_event ev = {.token = -1, .piece = piece, .piece_len = len, .index = (uint32_t)r->n_out,
-                                .step = step, .logits = NULL, .n_vocab = e->n_vocab};
-    (void)r->on_token(&ev, r->user_data);
+    if (syn_detok_stream_push(r->detok, id, piece, sizeof piece, &len) != SYN_OK) len = 0;
+    hold_text(r, piece, len < sizeof piece ? len : sizeof piece);
+    const size_t stop_at = find_stop_string(r);
+    const bool stopped = stop_at < r->held_len;
+    const size_t send = stopped ? stop_at : r->held_len - stop_prefix_at_end(r);
+    bool go_on = true;
+    if (r->on_token) {
+        const char saved = r->held[send];
+        r->held[send] = '\0';
+        const syn_token_event ev = {.token = id, .piece = r->held, .piece_len = send, .index = (uint32_t)(r->n_out - 1),
+                                    .step = step, .logits = logits, .n_vocab = e->n_vocab};
+        go_on = r->on_token(&ev, r->user_data);
+        r->held[send] = saved;
+    }
+    memmove(r->held, r->held + send, r->held_len - send + 1);
+    r->held_len -= send;
+    if (stopped) {
+        mark_finished(r, SYN_FINISH_STOP, SYN_OK, NULL);
+        return false;
+    }
+    if (!go_on) {
+        mark_finished(r, SYN_FINISH_CANCELLED, SYN_OK, NULL);
+        return false;
+    }
+    return true;
 }
 
 /* Samples r's next token from logits and applies the stop conditions. */
@@ -748,46 +910,70 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
     if (r->n_out == 0) r->t_first = now_ms();
     if (!r->ignore_eos && syn_token_is_eog(tok, id)) {
         mark_finished(r, SYN_FINISH_EOG, SYN_OK, NULL);
-        flush_text(e, r, step);
         return;
     }
     for (size_t i = 0; i < r->n_stop; i++) {
         if (r->stop[i] == id) {
             mark_finished(r, SYN_FINISH_STOP, SYN_OK, NULL);
-            flush_text(e, r, step);
             return;
         }
     }
     r->ids[r->n_prompt + r->n_out++] = id;
-    if (r->on_token) {
-        char piece[DETOK_PIECE];
-        size_t len = 0;
-        if (syn_detok_stream_push(r->detok, id, piece, sizeof piece, &len) != SYN_OK) len = 0;
-        piece[len < sizeof piece ? len : sizeof piece - 1] = '\0';
-        const syn_token_event ev = {.token = id, .piece = piece, .piece_len = len, .index = (uint32_t)(r->n_out - 1),
-                                    .step = step, .logits = logits, .n_vocab = e->n_vocab};
-        if (!r->on_token(&ev, r->user_data)) {
-            mark_finished(r, SYN_FINISH_CANCELLED, SYN_OK, NULL);
-            return;
-        }
-    }
+    if ((r->on_token || r->n_stop_strs) && !stream_token(e, r, id, logits, step)) return;
     if (r->n_out == (size_t)r->max_tokens) {
         mark_finished(r, SYN_FINISH_LENGTH, SYN_OK, NULL);
-        flush_text(e, r, step);
         return;
     }
     r->phase = PHASE_DECODE;
 }
 
+/* The final event: the text still held back (unless a stop string ended it) and how r finished. */
+static void final_event(const syn_engine *e, syn_request *r) {
+    if (!r->on_token) return;
+    char tail[DETOK_PIECE];
+    size_t len = 0;
+    if (r->finish_now != SYN_FINISH_STOP && syn_detok_stream_flush(r->detok, tail, sizeof tail, &len) == SYN_OK)
+        hold_text(r, tail, len);
+    if (r->finish_now == SYN_FINISH_STOP) r->held_len = 0;
+    hold_text(r, "", 0); /* NUL-terminates */
+    const syn_token_event ev = {.token = -1, .piece = r->held ? r->held : "", .piece_len = r->held_len,
+                                .index = (uint32_t)r->n_out, .step = e->stats.n_steps, .n_vocab = e->n_vocab,
+                                .finish = r->finish_now};
+    (void)r->on_token(&ev, r->user_data);
+    r->held_len = 0;
+}
+
+/* Removes finished requests from the active list (keeping admission order), releasing their
+ * blocks and recording their outcome. Returns with the mutex held. */
+static void retire_finished(syn_engine *e) {
+    syn_request *finished[SYN_ENGINE_MAX_PARALLEL];
+    uint32_t kept = 0, n_finished = 0;
+    for (uint32_t i = 0; i < e->n_active; i++) {
+        syn_request *r = e->active[i];
+        if (r->phase == PHASE_FINISHED) {
+            final_event(e, r);
+            release_blocks(e, r);
+            finished[n_finished++] = r;
+        } else {
+            e->active[kept++] = r;
+        }
+    }
+    e->n_active = kept;
+    pthread_mutex_lock(&e->mutex);
+    for (uint32_t i = 0; i < n_finished; i++) {
+        syn_request *r = finished[i];
+        finish_locked(r, r->finish_now, r->finish_status, r->finish_msg); /* may free r */
+    }
+    e->stats.n_active = kept;
+    e->stats.kv_blocks_used = kv_pool_used(e->pool);
+    e->stats.kv_blocks_cached = kv_pool_cached(e->pool);
+}
+
 /* Allocates r's blocks up to position last (from its reservation). */
 static syn_status ensure_blocks(syn_engine *e, syn_request *r, uint32_t last) {
     while (r->n_blocks <= last / SYN_KV_BLOCK) {
-        int32_t id;
-        syn_status st = kv_pool_alloc(e->pool, &id);
-        if (st != SYN_OK) return st;
-        r->reserved--;
-        r->block_ids[r->n_blocks] = id;
-        r->block_data[r->n_blocks++] = kv_pool_data(e->pool, id);
+        syn_status st = take_block(e, r);
+        if (st != SYN_OK) return syn_fail(st, "engine: no KV block for position %u", last);
     }
     return SYN_OK;
 }
@@ -840,6 +1026,7 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
     const double t0 = now_ms();
     size_t n = 0;
     uint32_t n_decode = 0, n_logits = 0;
+    grow_decoders(e);
     for (uint32_t i = 0; i < e->n_active; i++) {
         syn_request *r = e->active[i];
         r->step_tokens = 0;
@@ -849,9 +1036,9 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
     for (uint32_t i = 0; i < e->n_active && n < (size_t)e->params.max_step_tokens; i++) {
         syn_request *r = e->active[i];
         if (r->phase != PHASE_PREFILL) continue;
-        const size_t left = r->n_prompt - r->n_past, room = (size_t)e->params.max_step_tokens - n;
+        const size_t left = r->n_fill - r->n_past, room = (size_t)e->params.max_step_tokens - n;
         const uint32_t k = (uint32_t)(left < room ? left : room);
-        add_tokens(e, r, &n, &n_logits, k, k == left);
+        add_tokens(e, r, &n, &n_logits, k, k == left && r->n_out == 0); /* resumed: no logits */
     }
 
     syn_status st = grow_logits(e, n_logits);
@@ -872,7 +1059,10 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
             syn_request *r = e->active[i];
             if (!r->step_tokens) continue;
             r->n_past += r->step_tokens;
-            if (r->step_logits) sample_next(e, r, e->logits + (size_t)r->logits_row * (size_t)e->n_vocab, step_index);
+            if (r->step_logits)
+                sample_next(e, r, e->logits + (size_t)r->logits_row * (size_t)e->n_vocab, step_index);
+            else if (r->phase == PHASE_PREFILL && r->n_past == r->n_fill && r->n_out > 0)
+                r->phase = PHASE_DECODE; /* a preempted request caught up */
             if (e->params.prefix_cache) publish_blocks(e, r);
         }
     }

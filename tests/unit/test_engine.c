@@ -49,6 +49,9 @@ typedef struct trace {
     void *hook_ctx;
     int max_active;                     /* most active requests seen while it ran */
     syn_engine *engine;                 /* for max_active */
+    int n_final;                        /* final events seen (token -1) */
+    syn_finish_reason final_finish;     /* the finish reason the final event carried */
+    bool piece_after_final;             /* an event came after the final one */
 } trace;
 
 /* FNV-1a over the raw bytes: any change of any logit changes it (with overwhelming odds). */
@@ -65,7 +68,13 @@ static bool record_token(const syn_token_event *ev, void *user_data) {
         memcpy(t->text + t->text_len, ev->piece, ev->piece_len);
         t->text_len += ev->piece_len;
     }
-    if (ev->token < 0) return true; /* the final held-back text */
+    if (t->n_final) t->piece_after_final = true;
+    if (ev->token < 0) { /* the final event: the held-back text and the finish reason */
+        t->n_final++;
+        t->final_finish = ev->finish;
+        return true;
+    }
+    if (ev->finish != SYN_FINISH_NONE) fail_msg("token event %u carries a finish reason", ev->index);
     if (t->n >= MAX_GEN || ev->index != t->n) fail_msg("token event %u out of order (have %zu)", ev->index, t->n);
     t->tokens[t->n] = ev->token;
     t->hashes[t->n] = hash_logits(ev->logits, ev->n_vocab);
@@ -225,6 +234,9 @@ static void run_and_compare(const fixture *f, const syn_engine_params *ep, const
         assert_int_equal(res.n_tokens, got[k].n);
         assert_memory_equal(res.tokens, got[k].tokens, sizeof(int32_t) * got[k].n);
         assert_same_run(&want[k], &got[k], what, k);
+        assert_int_equal(got[k].n_final, 1);
+        assert_int_equal(got[k].final_finish, res.finish);
+        assert_false(got[k].piece_after_final);
         syn_request_free(reqs[k]);
     }
     syn_engine_free(e);
@@ -553,6 +565,161 @@ static void test_budget_admission(void **state) {
     syn_engine_free(e);
 }
 
+/* ---- KV blocks on demand, preemption, stop strings ------------------------------------------ */
+
+/* Four requests whose prompts fit the KV budget together but whose generations do not: the pool
+ * runs dry mid-generation, the most recently submitted requests are preempted and recomputed, and
+ * every request still produces bitwise the tokens and logits it produces alone. */
+static void test_preemption_parity(void **state) {
+    const fixture *f = *state;
+    enum { N = 4, GEN = 64 };
+    syn_engine_params ep = engine_params(N, 2, 512);
+    ep.kv_budget_mib = 1;
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_engine_stats st;
+    syn_engine_get_stats(e, &st);
+    /* Each prompt takes a quarter of the pool less a block; its generation adds four more. */
+    const uint32_t admit_blocks = st.kv_blocks_total / N - 1;
+    const size_t n_prompt = (size_t)(admit_blocks - 1) * 16 + 8;
+    job jobs[N];
+    trace want[N], got[N];
+    syn_request *reqs[N];
+    for (size_t k = 0; k < N; k++) {
+        jobs[k] = (job){.prompt = f->tokens + 700 * k, .n_prompt = n_prompt, .max_tokens = GEN,
+                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k].sampling.seed = 77 + k;
+        if (k % 2) jobs[k].sampling.temperature = 0.0f;
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    }
+    memset(got, 0, sizeof got);
+    for (size_t k = 0; k < N; k++) {
+        syn_request_params p = request_of(&jobs[k], &got[k]);
+        assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
+    }
+    for (size_t k = 0; k < N; k++) {
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+        assert_int_equal(res.finish, SYN_FINISH_LENGTH);
+        assert_same_run(&want[k], &got[k], "preemption", k);
+        assert_int_equal(got[k].n_final, 1);
+        syn_request_free(reqs[k]);
+    }
+    syn_engine_get_stats(e, &st);
+    if (st.n_preempted == 0) fail_msg("the pool never ran dry: the test does not exercise preemption");
+    syn_engine_free(e);
+}
+
+/* max_tokens 0 generates until the context is full; alone with a budget smaller than the
+ * context, until the budget is. */
+static void test_generate_to_the_end(void **state) {
+    const fixture *f = *state;
+    syn_engine_params ep = engine_params(2, 2, 64);
+    ep.n_ctx = 100;
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_request_params p = syn_request_default_params();
+    p.prompt_tokens = f->tokens;
+    p.n_prompt_tokens = 30;
+    p.max_tokens = 0;
+    p.ignore_eos = true;
+    syn_request *r = NULL;
+    syn_request_result res;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    assert_int_equal(res.finish, SYN_FINISH_LENGTH);
+    assert_int_equal(res.n_tokens, 70);
+    syn_request_free(r);
+    p.n_prompt_tokens = 100; /* no room left for a token */
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_CONTEXT_FULL);
+    syn_engine_free(e);
+
+    ep = engine_params(1, 2, 64);
+    ep.kv_budget_mib = 1;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_engine_stats st;
+    syn_engine_get_stats(e, &st);
+    p.n_prompt_tokens = 30;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    assert_int_equal(res.finish, SYN_FINISH_LENGTH);
+    /* The last generated token is never decoded: the budget's positions + 1 tokens in all. */
+    assert_int_equal(res.n_prompt_tokens + res.n_tokens, (size_t)st.kv_blocks_total * 16 + 1);
+    syn_request_free(r);
+    syn_engine_free(e);
+}
+
+/* Stop strings end generation where the text first contains one, also when it spans tokens; the
+ * streamed text ends right before it and never carried any part of it. */
+static void test_stop_strings(void **state) {
+    const fixture *f = *state;
+    job j = {.prompt = f->tokens + 40, .n_prompt = 12, .max_tokens = 40, .sampling = syn_sampler_default_params(),
+             .ignore_eos = true};
+    j.sampling.temperature = 0.0f;
+    syn_engine_params ep = engine_params(2, 2, 64);
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    trace full;
+    memset(&full, 0, sizeof full);
+    syn_request_params p = request_of(&j, &full);
+    syn_request *r = NULL;
+    syn_request_result res;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    syn_request_free(r);
+    /* The text of each token, to find a stop string that spans a boundary. */
+    size_t ends[MAX_GEN], end = 0;
+    for (size_t i = 0; i < full.n; i++) {
+        char piece[256];
+        size_t len = 0;
+        assert_int_equal(syn_token_to_bytes(f->tok, full.tokens[i], piece, sizeof piece, &len), SYN_OK);
+        ends[i] = end += len;
+    }
+    assert_int_equal(end, full.text_len);
+    size_t b = 0; /* a token boundary with at least 3 bytes on each side */
+    for (size_t i = 0; i < full.n && !b; i++)
+        if (ends[i] >= 3 && ends[i] + 3 <= end && (i == 0 || ends[i] - ends[i - 1] >= 1)) b = ends[i];
+    assert_true(b > 0);
+    char stop[8];
+    memcpy(stop, full.text + b - 3, 6);
+    stop[6] = '\0';
+    const char *first = memmem(full.text, full.text_len, stop, 6);
+    assert_non_null(first);
+    const size_t want_len = (size_t)(first - full.text);
+    const char *stops[2] = {"\x01never-in-the-text", stop};
+
+    for (int with_stream = 0; with_stream < 2; with_stream++) {
+        trace got;
+        memset(&got, 0, sizeof got);
+        p = request_of(&j, with_stream ? &got : NULL);
+        p.stop_strings = stops;
+        p.n_stop_strings = 2;
+        assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+        assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+        assert_int_equal(res.finish, SYN_FINISH_STOP);
+        /* Generation went on exactly until the token that completed the match. */
+        size_t last = 0;
+        while (ends[last] < want_len + 6) last++;
+        assert_int_equal(res.n_tokens, last + 1);
+        if (with_stream) {
+            assert_int_equal(got.text_len, want_len);
+            assert_memory_equal(got.text, full.text, want_len);
+            assert_int_equal(got.n_final, 1);
+            assert_int_equal(got.final_finish, SYN_FINISH_STOP);
+        }
+        syn_request_free(r);
+    }
+    /* Bad stop strings are refused. */
+    const char *empty[1] = {""};
+    p = request_of(&j, NULL);
+    p.stop_strings = empty;
+    p.n_stop_strings = 1;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    p.stop_strings = NULL;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    syn_engine_free(e);
+}
+
 /* ---- prompts, streaming, stop tokens, helper -------------------------------------------------- */
 
 /* Text and chat prompts are tokenized as syn_tokenize / syn_chat_format would; the streamed
@@ -660,7 +827,7 @@ static void test_run_helper(void **state) {
     /* A bad request: nothing stays submitted, and the error names its index. The requests before
      * it may produce tokens before they are cancelled: no callbacks this time. */
     for (size_t k = 0; k < N; k++) params[k].on_token = NULL;
-    params[4].max_tokens = 0;
+    params[4].max_tokens = -1;
     assert_int_equal(syn_engine_run(e, params, N, reqs, &rs), SYN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(syn_last_error(), "request 4"));
     for (size_t k = 0; k < N; k++) assert_null(reqs[k]);
@@ -741,7 +908,7 @@ static void test_request_limits(void **state) {
     assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(syn_last_error(), "index 1"));
     p.prompt_tokens = f->tokens;
-    p.max_tokens = 0;
+    p.max_tokens = -1;
     assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(syn_last_error(), "max_tokens"));
     p.max_tokens = 3;
@@ -1007,6 +1174,9 @@ int main(void) {
         cmocka_unit_test(test_prefix_lru_eviction),
         cmocka_unit_test(test_fairness_long_prompt),
         cmocka_unit_test(test_budget_admission),
+        cmocka_unit_test(test_preemption_parity),
+        cmocka_unit_test(test_generate_to_the_end),
+        cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_text_chat_stream_stop),
         cmocka_unit_test(test_run_helper),
         cmocka_unit_test(test_invalid_engine_params),
