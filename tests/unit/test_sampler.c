@@ -79,6 +79,45 @@ static void test_top_k_keeps_k_best(void **state) {
     assert_true(fabs(f[1] - 4.0 / 7) < 0.02 && fabs(f[3] - 3.0 / 7) < 0.02);
 }
 
+/* Top-k without a penalty is found in place (a heap over the logits); with a penalty, through the
+ * full candidate list. On Qwen2-sized logits with many ties, a penalty that only touches ids far
+ * below the top-k must leave every draw of the same seed unchanged: the two paths pick the same
+ * candidates in the same order (ties by ascending id). */
+static void test_top_k_paths_agree(void **state) {
+    (void)state;
+    enum { N = 151936, DRAWS = 300 };
+    static float logits[N];
+    uint32_t x = 12345u;
+    for (int32_t i = 0; i < N; i++) {
+        x = x * 1664525u + 1013904223u;
+        logits[i] = (float)(x >> 24) / 16.0f; /* 256 distinct values: ties everywhere */
+    }
+    int32_t history[4] = {0};
+    int32_t n_hist = 0;
+    for (int32_t i = 0; i < N && n_hist < 4; i++)
+        if (logits[i] == 0.0f) history[n_hist++] = i; /* the lowest logit: never in a top-k */
+    assert_int_equal(n_hist, 4);
+    const int32_t ks[] = {1, 40, 257, 1024};
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        syn_sampler_params in_place = syn_sampler_default_params(), full = in_place;
+        in_place.top_k = full.top_k = ks[t];
+        in_place.temperature = full.temperature = 1.5f;
+        in_place.seed = full.seed = 99;
+        full.repeat_penalty = 1.3f;
+        syn_sampler *a = NULL, *b = NULL;
+        assert_int_equal(syn_sampler_new(&in_place, &a), SYN_OK);
+        assert_int_equal(syn_sampler_new(&full, &b), SYN_OK);
+        for (int d = 0; d < DRAWS; d++) {
+            int32_t ta = -1, tb = -2;
+            assert_int_equal(syn_sampler_sample(a, logits, N, history, (size_t)n_hist, &ta), SYN_OK);
+            assert_int_equal(syn_sampler_sample(b, logits, N, history, (size_t)n_hist, &tb), SYN_OK);
+            if (ta != tb) fail_msg("top_k %d, draw %d: %d in place, %d through the full list", ks[t], d, ta, tb);
+        }
+        syn_sampler_free(a);
+        syn_sampler_free(b);
+    }
+}
+
 static void test_top_p_keeps_nucleus(void **state) {
     (void)state;
     const float logits[] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
@@ -195,6 +234,7 @@ int main(void) {
         cmocka_unit_test(test_temperature_one_matches_softmax),
         cmocka_unit_test(test_temperature_sharpens),
         cmocka_unit_test(test_top_k_keeps_k_best),
+        cmocka_unit_test(test_top_k_paths_agree),
         cmocka_unit_test(test_top_p_keeps_nucleus),
         cmocka_unit_test(test_min_p_drops_unlikely),
         cmocka_unit_test(test_repeat_penalty),
