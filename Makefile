@@ -13,7 +13,7 @@ OPT     ?= -O2
 SAN     ?=
 # What libsynapse itself links, and what the tool and the tests link besides.
 LIB_PKGS := libpcre2-8 libutf8proc
-PKGS     := $(LIB_PKGS) jansson
+PKGS     := $(LIB_PKGS) jansson libmicrohttpd
 NPROC   := $(shell nproc 2>/dev/null || echo 2)
 TARGET_ARCH_NAME := $(shell $(CC) -dumpmachine | cut -d- -f1)
 
@@ -36,7 +36,7 @@ else
 LIB_SRC := $(filter-out $(X86_SRC) $(ARM_SRC),$(ALL_LIB_SRC))
 endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-TOOL_SRC := $(sort $(wildcard tools/synapse/*.c))
+TOOL_SRC := $(sort $(wildcard tools/synapse/*.c tools/synapse/serve/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -80,7 +80,7 @@ help:
 	@echo "  make test     build and run every test (unit, CLI, ASan+UBSan, fuzz); ends with a summary"
 	@echo "  make all      build libsynapse.a/.so, the synapse tool and the tests into $(BUILD)/"
 	@echo "  make debug    the same with ASan + UBSan into build-debug/"
-	@echo "  make fuzz     build the libFuzzer GGUF target (clang) into build-fuzz/"
+	@echo "  make fuzz     build the libFuzzer targets (GGUF reader, HTTP request parser) into build-fuzz/"
 	@echo "  make test-arm cross-build the aarch64 kernels and test them under qemu-user"
 	@echo "  make bench-kernels  Q8_0 matvec/matmul speed per tier and thread count"
 	@echo "  make format   clang-format every C file"
@@ -131,6 +131,9 @@ uninstall:
 	    $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/$(notdir $(LIB_SO_REAL)) \
 	    $(DESTDIR)$(INCLUDEDIR)/synapse.h $(DESTDIR)$(PKGCONFIGDIR)/synapse.pc $(DESTDIR)$(BINDIR)/synapse
 
+# The chat page is assembled into the binary (.incbin), which -MMD does not see.
+$(BUILD)/tools/synapse/serve/endpoints.o: tools/synapse/serve/chat.html
+
 $(TOOL): $(TOOL_OBJ) $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB_A) $(LDLIBS)
 
@@ -167,6 +170,9 @@ fuzz:
 	@mkdir -p build-fuzz
 	clang -std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_gguf.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_gguf
+	clang -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=address,undefined,fuzzer \
+	    tests/fuzz/fuzz_openai_request.c tools/synapse/serve/openai_request.c \
+	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_openai_request
 
 format:
 	clang-format -i $$(find include src tools tests -name '*.[ch]')

@@ -3,7 +3,7 @@
 #   1. unit tests (cmocka), release build          build/tests/test_*
 #   2. the same unit tests under ASan + UBSan       build-debug/tests/test_*
 #   3. command-line tests                           tests/cli/test_*.sh (against build/synapse)
-#   4. the GGUF reader fuzzed for a bounded time     (libFuzzer, when clang is available)
+#   4. the GGUF reader and the server's request parser fuzzed for a bounded time (libFuzzer)
 # Counts are per test case for cmocka suites and per script for the rest.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,24 +53,37 @@ for t in tests/cli/test_*.sh; do
     [ $rc -eq 0 ] || cat "$log"
 done
 
-if [ -f tests/fuzz/fuzz_gguf.c ] && command -v clang >/dev/null; then
-    start=$SECONDS
-    log="$log_dir/fuzz.log"
-    if make -s fuzz >"$log" 2>&1; then
-        # Seeded with a ~20 KB valid qwen2 model (tests/tools/make_bad_gguf --seed writes it):
-        # small enough for -max_len, complete enough to reach the model binding and tokenizer.
-        corpus=$(mktemp -d)
-        cp tests/data/fuzz-seed.gguf "$corpus/"
-        build-fuzz/fuzz_gguf -max_total_time="${SYNAPSE_FUZZ_SECONDS:-60}" -max_len=65536 \
-            -rss_limit_mb=2048 "$corpus" >>"$log" 2>&1
-        rc=$?
-        rm -rf "$corpus"
+# run_fuzzer NAME SEED_DIR SECONDS MAX_LEN: one libFuzzer target for a bounded time, on a copy of
+# its seed corpus.
+run_fuzzer() {
+    local name=$1 seeds=$2 seconds=$3 max_len=$4 start=$SECONDS corpus rc
+    corpus=$(mktemp -d)
+    cp -r "$seeds"/. "$corpus/"
+    build-fuzz/"$name" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 "$corpus" \
+        >>"$log_dir/$name.log" 2>&1
+    rc=$?
+    rm -rf "$corpus"
+    record "fuzz/$name" $rc
+    printf '%-6s %-40s %s  (%ds)\n' fuzz "$name" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" $((SECONDS - start))
+    [ $rc -eq 0 ] || tail -n 40 "$log_dir/$name.log"
+}
+
+if command -v clang >/dev/null; then
+    if make -s fuzz >"$log_dir/fuzz-build.log" 2>&1; then
+        # The GGUF reader, seeded with a ~20 KB valid qwen2 model (tests/tools/make_bad_gguf --seed
+        # writes it): small enough for -max_len, complete enough to reach the model binding and
+        # tokenizer.
+        gguf_seeds=$(mktemp -d)
+        cp tests/data/fuzz-seed.gguf "$gguf_seeds/"
+        run_fuzzer fuzz_gguf "$gguf_seeds" "${SYNAPSE_FUZZ_SECONDS:-60}" 65536
+        rm -rf "$gguf_seeds"
+        # The server's request parser (JSON body -> engine request), seeded with valid bodies.
+        run_fuzzer fuzz_openai_request tests/fuzz/openai-seeds "${SYNAPSE_FUZZ_SECONDS:-30}" 8192
     else
-        rc=1
+        record fuzz/build 1
+        printf '%-6s %-40s %s\n' fuzz "make fuzz" FAILED
+        tail -n 40 "$log_dir/fuzz-build.log"
     fi
-    record fuzz/gguf $rc
-    printf '%-6s %-40s %s  (%ds)\n' fuzz fuzz_gguf "$([ $rc -eq 0 ] && echo ok || echo FAILED)" $((SECONDS - start))
-    [ $rc -eq 0 ] || tail -n 40 "$log"
 fi
 
 if [ ${#failures[@]} -gt 0 ]; then echo "failed: ${failures[*]}"; fi

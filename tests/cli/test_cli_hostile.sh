@@ -63,7 +63,7 @@ if strace -o /dev/null -e inject=mmap:delay_exit=1 true 2>/dev/null; then
     check "truncated during the load: exit 1" test "$rc" -eq 1
     check "... with one error line naming the file" test "$(cat "$tmp/load.err")" = "$(changed "$tmp/load.gguf")"
 else
-    echo "skip: the load-time truncation check needs strace (with ptrace permitted)"
+    fail "the load-time truncation check needs strace with ptrace permitted (scripts/install-deps.sh installs strace)"
 fi
 
 # --- output that cannot be written -------------------------------------------------------------

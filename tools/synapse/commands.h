@@ -14,6 +14,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Each command's usage text, printed by "synapse CMD --help" and by "synapse help". */
 extern const char usage_run[];
@@ -24,5 +25,6 @@ extern const char usage_inspect[];
 extern const char usage_chat[];
 extern const char usage_gen_model[];
 extern const char usage_bench[];
+extern const char usage_serve[];
 
 #endif

@@ -23,6 +23,7 @@ static const command commands[] = {
     {"chat", cmd_chat, usage_chat},
     {"gen-model", cmd_gen_model, usage_gen_model},
     {"bench", cmd_bench, usage_bench},
+    {"serve", cmd_serve, usage_serve},
 };
 
 static void print_usage(void) {
@@ -44,7 +45,7 @@ static void print_usage(void) {
 
 static int dispatch(int argc, char **argv) {
     if (argc < 2)
-        return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, gen-model, bench)");
+        return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, gen-model, bench, serve)");
     const char *name = argv[1];
     bool help = strcmp(name, "help") == 0;
     if (args_is_help(name) || (help && argc == 2)) {

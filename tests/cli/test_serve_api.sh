@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# `synapse serve` through curl: every endpoint, streaming and not, stop strings, logprobs, and every
+# error status with its OpenAI-shaped body. Greedy texts are checked against `synapse run`.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/cli/lib.sh
+. tests/cli/serve_lib.sh
+
+# While the model loads (strace holds its mmap for 2 s), /health and completions answer 503.
+cp "$TINY_Q8" "$tmp/slow.gguf"
+: >"$tmp/loading.log"
+strace -f -o /dev/null -P "$tmp/slow.gguf" -e trace=mmap -e inject=mmap:delay_exit=2000000 \
+    "$SYNAPSE" serve -m "$tmp/slow.gguf" --port 0 2>"$tmp/loading.log" &
+loading=$!
+servers+=("$loading")
+for _ in $(seq 100); do
+    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$tmp/loading.log")
+    [ -n "$port" ] && break
+    sleep 0.05
+done
+api GET /health
+check "GET /health while the model loads is 503, saying loading" test "$status" = 503
+check "... with the body {\"status\": \"loading\"}" jqe '.status == "loading"' "$tmp/body"
+api POST /v1/completions '{"prompt": "hi"}' && expect_status 503 "a completion while loading is 503"
+for _ in $(seq 100); do api GET /health; [ "$status" = 200 ] && break; sleep 0.1; done
+check "/health turns 200 once the model is loaded" test "$status" = 200
+pkill -TERM -P "$loading" # the server, strace's child
+wait "$loading"
+
+start_server api -m "$TINY_Q8" --alias tiny --parallel 2 -t 2 -c 512 --max-body 1
+
+# Health, models, the chat page, metrics.
+api GET /health && expect_status 200 "GET /health"
+check "/health says ok" jqe '.status == "ok"' "$tmp/body"
+api GET /v1/models && expect_status 200 "GET /v1/models"
+check "/v1/models lists the alias" jqe '.object == "list" and .data[0].id == "tiny" and .data[0].object == "model"' "$tmp/body"
+api GET / && expect_status 200 "GET / (chat page)"
+check "the chat page is the built-in HTML" grep -q '<title>Synapse chat</title>' "$tmp/body"
+api GET /metrics && expect_status 200 "GET /metrics"
+for m in synapse_requests_total synapse_requests_running synapse_requests_queued synapse_prompt_tokens_total \
+    synapse_generated_tokens_total synapse_decode_tokens_per_second synapse_kv_blocks_used synapse_kv_blocks_free \
+    synapse_prefix_cache_hit_tokens_total; do
+    check "/metrics has $m" grep -q "^# TYPE $m " "$tmp/body"
+done
+
+# Chat, greedy: the same text as `synapse run --chat --temp 0`.
+question="Name three rivers."
+want=$("$SYNAPSE" run -m "$TINY_Q8" --chat -p "$question" --temp 0 -n 24 --json | jq -r .text)
+body=$(jq -cn --arg q "$question" '{model: "tiny", messages: [{role: "user", content: $q}], temperature: 0, max_tokens: 24}')
+api POST /v1/chat/completions "$body" && expect_status 200 "chat completion"
+check "chat: object, role, finish, usage" jqe '.object == "chat.completion" and (.id | startswith("chatcmpl-"))
+    and .choices[0].message.role == "assistant" and .choices[0].finish_reason == "length"
+    and .usage.completion_tokens == 24 and .usage.total_tokens == .usage.prompt_tokens + 24' "$tmp/body"
+check "chat text equals synapse run --chat --temp 0" test "$(jq -r '.choices[0].message.content' "$tmp/body")" = "$want"
+parts=$(jq -cn --arg q "$question" '{messages: [{role: "user", content: [{type: "text", text: "Name three "}, {type: "text", text: "rivers."}]}], temperature: 0, max_tokens: 24}')
+api POST /v1/chat/completions "$parts" && expect_status 200 "content as text parts"
+check "text parts are joined" test "$(jq -r '.choices[0].message.content' "$tmp/body")" = "$want"
+
+# The same, streamed.
+sbody=$(jq -c '. + {stream: true, stream_options: {include_usage: true}}' <<<"$body")
+curl -sN -H 'Content-Type: application/json' -d "$sbody" "http://127.0.0.1:$port/v1/chat/completions" >"$tmp/stream"
+check "stream: the deltas make the same text" test "$(stream_text "$tmp/stream")" = "$want"
+check "stream: the first chunk carries the role" sh -c "sed -n 's/^data: //p' '$tmp/stream' | head -n1 | jq -e '.object == \"chat.completion.chunk\" and .choices[0].delta.role == \"assistant\"' >/dev/null"
+check "stream: ends with finish_reason, usage, [DONE]" sh -c "sed -n 's/^data: //p' '$tmp/stream' | tail -n 3 | head -n 2 | jq -se '.[0].choices[0].finish_reason == \"length\" and .[1].choices == [] and .[1].usage.completion_tokens == 24' >/dev/null && tail -n 2 '$tmp/stream' | grep -qx 'data: \[DONE\]'"
+
+# Completions: a string prompt and a token-array prompt, against `synapse run`.
+want_c=$("$SYNAPSE" run -m "$TINY_Q8" -p "The capital of France is" --temp 0 -n 16 --json)
+api POST /v1/completions '{"prompt": "The capital of France is", "temperature": 0, "max_tokens": 16}'
+expect_status 200 "completion (string prompt)"
+check "completion text equals synapse run --temp 0" test "$(jq -r '.choices[0].text' "$tmp/body")" = "$(jq -r .text <<<"$want_c")"
+check "completion object" jqe '.object == "text_completion" and (.id | startswith("cmpl-"))' "$tmp/body"
+ids=$(jq -c .prompt_ids <<<"$want_c")
+api POST /v1/completions "{\"prompt\": $ids, \"temperature\": 0, \"max_tokens\": 16, \"stream\": true}"
+expect_status 200 "completion (token prompt, streamed)"
+check "token prompt streams the same text" test "$(stream_text "$tmp/body")" = "$(jq -r .text <<<"$want_c")"
+
+# Stop strings: the text ends before the stop string, which is never sent, even in part.
+full=$(jq -r .text <<<"$want_c")
+stop=${full:6:5}
+prefix=${full%%"$stop"*}
+sreq=$(jq -cn --arg s "$stop" '{prompt: "The capital of France is", temperature: 0, max_tokens: 16, stop: ["zzzz", $s]}')
+api POST /v1/completions "$sreq" && expect_status 200 "completion with stop strings"
+check "stop: text ends before the stop string ('$stop')" test "$(jq -r '.choices[0].text' "$tmp/body")" = "$prefix"
+check "stop: finish_reason stop" jqe '.choices[0].finish_reason == "stop"' "$tmp/body"
+curl -sN -H 'Content-Type: application/json' -d "$(jq -c '. + {stream: true}' <<<"$sreq")" \
+    "http://127.0.0.1:$port/v1/completions" >"$tmp/stream"
+check "stop, streamed: the same text, no part of the stop string" test "$(stream_text "$tmp/stream")" = "$prefix"
+
+# Logprobs: one entry per token, top alternatives sorted, greedy picks the first.
+api POST /v1/chat/completions "$(jq -c '. + {logprobs: true, top_logprobs: 3, max_tokens: 5}' <<<"$body")"
+expect_status 200 "chat with logprobs"
+check "logprobs: 5 entries of 3 alternatives, greedy = the top one" jqe '.choices[0].logprobs.content as $c
+    | ($c | length) == 5 and all($c[]; (.top_logprobs | length) == 3 and .logprob <= 0
+    and .top_logprobs[0].logprob >= .top_logprobs[1].logprob and .top_logprobs[0].token == .token)' "$tmp/body"
+api POST /v1/completions '{"prompt": "Hello", "temperature": 0, "max_tokens": 3, "logprobs": 2}'
+check "legacy completions logprobs shape" jqe '.choices[0].logprobs | (.tokens | length) == 3 and (.token_logprobs | length) == 3 and (.top_logprobs[0] | length) == 2' "$tmp/body"
+
+# A seed makes sampling reproducible.
+seeded='{"prompt": "Once upon a time", "temperature": 1.0, "max_tokens": 12, "seed": 42}'
+api POST /v1/completions "$seeded" && a=$(jq -r '.choices[0].text' "$tmp/body")
+api POST /v1/completions "$seeded" && b=$(jq -r '.choices[0].text' "$tmp/body")
+check "the same seed gives the same text" test "$a" = "$b"
+
+# Tokenize / detokenize against the tool.
+api POST /tokenize '{"content": "Hello world"}' && expect_status 200 "POST /tokenize"
+check "tokenize equals synapse tokenize" test "$(jq -c .tokens "$tmp/body")" = \
+    "$("$SYNAPSE" tokenize -m "$TINY_Q8" --text "Hello world" --json | jq -c .ids)"
+api POST /detokenize '{"tokens": [9707, 1879]}' && expect_status 200 "POST /detokenize"
+check "detokenize gives the text" jqe '.content == "Hello world"' "$tmp/body"
+api POST /detokenize '{"tokens": [-1]}' && expect_status 400 "detokenize of a bad id is 400"
+
+# Errors, each with its status and the OpenAI error shape.
+api POST /v1/chat/completions '{"messages": [' && expect_status 400 "malformed JSON is 400"
+api POST /v1/chat/completions '[1, 2]' && expect_status 400 "a body that is not an object is 400"
+api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}'
+expect_status 400 "a wrong type is 400" && check "... naming the field" jqe '.error.param == "temperature"' "$tmp/body"
+api POST /v1/chat/completions '{"model": "tiny"}' && expect_status 400 "missing messages is 400"
+api POST /v1/chat/completions '{"messages": []}' && expect_status 400 "empty messages is 400"
+api POST /v1/chat/completions '{"messages": [{"role": "wizard", "content": "hi"}]}' && expect_status 400 "an unknown role is 400"
+api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "n": 2}'
+expect_status 400 "n = 2 is 400" && check "... naming n" jqe '.error.param == "n"' "$tmp/body"
+api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "frequency_penalty": 0.5}'
+expect_status 400 "a non-zero frequency_penalty is a clear 400"
+api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 21, "logprobs": true}'
+expect_status 400 "top_logprobs over 20 is 400"
+api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "stop": ["a", "b", "c", "d", "e"]}'
+expect_status 400 "five stop strings is 400"
+api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100000}'
+expect_status 400 "prompt + max_tokens beyond the context is 400"
+check "... as context_length_exceeded" jqe '.error.code == "context_length_exceeded"' "$tmp/body"
+api POST /v1/chat/completions '{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}'
+expect_status 404 "an unknown model is 404"
+api POST /v1/completions '{"prompt": [999999999]}' && expect_status 400 "a token id outside the vocabulary is 400"
+api GET /v1/nothing && expect_status 404 "an unknown route is 404"
+api GET /v1/chat/completions && expect_status 405 "GET on a POST route is 405"
+check "405 carries Allow" sh -c "curl -sI -X GET 'http://127.0.0.1:$port/v1/chat/completions' | grep -qi '^Allow: POST'"
+printf '{"messages": [{"role": "user", "content": "\xff\xfe"}]}' >"$tmp/bad_utf8.json"
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$tmp/bad_utf8.json" \
+    "http://127.0.0.1:$port/v1/chat/completions")
+expect_status 400 "invalid UTF-8 in content is 400"
+{ printf '{"messages": '; head -c 10000 /dev/zero | tr '\0' '['; head -c 10000 /dev/zero | tr '\0' ']'; printf '}'; } >"$tmp/deep.json"
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$tmp/deep.json" \
+    "http://127.0.0.1:$port/v1/chat/completions")
+expect_status 400 "JSON nested 10,000 deep is 400"
+head -c 2000000 /dev/zero | tr '\0' ' ' >"$tmp/big.json"
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$tmp/big.json" \
+    "http://127.0.0.1:$port/v1/chat/completions")
+expect_status 413 "a body over --max-body 1 MiB is 413"
+head -c 100000000 /dev/zero >"$tmp/huge.bin"
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$tmp/huge.bin" \
+    "http://127.0.0.1:$port/v1/chat/completions")
+expect_status 413 "a 100 MB body is 413"
+rm -f "$tmp/huge.bin"
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' \
+    --data-binary @"$tmp/big.json" "http://127.0.0.1:$port/v1/chat/completions")
+expect_status 413 "a chunked body over the limit is 413"
+
+# Still serving after all that, and the log has one line per request.
+api GET /health && expect_status 200 "still healthy after the bad requests"
+check "one log line per request (method, path, status, tokens, time)" \
+    grep -qE '^synapse serve: POST /v1/chat/completions 200 prompt=[0-9]+ completion=24 [0-9.]+ ms$' "$tmp/api.log"
+
+stop_server "$pid"
+check "SIGTERM: exit 0" test "$rc" -eq 0
+
+# API key: 401 without it or with a wrong one; health and the page stay open.
+start_server key -m "$TINY_Q8" --api-key s3cret
+api GET /v1/models && expect_status 401 "no API key is 401"
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Authorization: Bearer wrong' "http://127.0.0.1:$port/v1/models")
+expect_status 401 "a wrong API key is 401"
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$port/v1/models")
+expect_status 200 "the right API key is 200"
+api GET /health && expect_status 200 "/health needs no key"
+stop_server "$pid"
+
+# Usage errors.
+expect_exit 2 "serve without -m" "$SYNAPSE" serve
+expect_exit 2 "serve --port 70000" "$SYNAPSE" serve -m "$TINY_Q8" --port 70000
+expect_exit 2 "serve --parallel 0" "$SYNAPSE" serve -m "$TINY_Q8" --parallel 0
+expect_exit 2 "serve --bogus" "$SYNAPSE" serve -m "$TINY_Q8" --bogus
+capture "$SYNAPSE" serve -m /nonexistent.gguf --port 0
+check "serve a missing model: exit 1" test "$rc" -eq 1
+expect_error_mentions "/nonexistent.gguf" "... naming the file"
+finish

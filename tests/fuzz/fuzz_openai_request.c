@@ -1,0 +1,47 @@
+/* fuzz_openai_request.c: libFuzzer target: any bytes as the body of a chat completion and of a
+ * completion request (tools/synapse/serve/openai_request.c). A body is either refused with a
+ * complete error or accepted with every field in range; both are checked here. Built by
+ * `make fuzz`. */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../../tools/synapse/serve/openai_request.h"
+
+/* Traps (a crash libFuzzer reports) when a promise of oa_request_parse is broken. */
+#define REQUIRE(cond)                                                                              \
+    do {                                                                                           \
+        if (!(cond)) __builtin_trap();                                                             \
+    } while (0)
+
+static void check_accepted(const oa_request *r) {
+    if (r->kind == OA_CHAT) {
+        REQUIRE(r->n_messages > 0 && r->messages);
+        for (size_t i = 0; i < r->n_messages; i++)
+            REQUIRE(r->messages[i].role && r->messages[i].content && strlen(r->messages[i].role) > 0);
+    } else {
+        REQUIRE((r->prompt_text != NULL) != (r->prompt_tokens != NULL));
+        for (size_t i = 0; i < r->n_prompt_tokens; i++) REQUIRE(r->prompt_tokens[i] >= 0);
+    }
+    REQUIRE(r->max_tokens == -1 || r->max_tokens >= 1);
+    REQUIRE(r->n_stop <= OA_MAX_STOP);
+    for (size_t i = 0; i < r->n_stop; i++) REQUIRE(strlen(r->stop[i]) >= 1 && strlen(r->stop[i]) <= OA_MAX_STOP_BYTES);
+    REQUIRE(r->top_logprobs >= -1 && r->top_logprobs <= OA_MAX_TOP_LOGPROBS);
+    REQUIRE(r->sampling.temperature >= 0 && r->sampling.temperature <= 2);
+    REQUIRE(r->sampling.top_p > 0 && r->sampling.top_p <= 1);
+    REQUIRE(!r->include_usage || r->stream);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    for (int kind = OA_CHAT; kind <= OA_COMPLETION; kind++) {
+        oa_request r;
+        oa_error err;
+        if (oa_request_parse((oa_kind)kind, (const char *)data, size, &r, &err) == 0) {
+            check_accepted(&r);
+            oa_request_free(&r);
+        } else {
+            REQUIRE(err.http_status >= 400 && err.http_status < 600 && err.type && err.message[0]);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,338 @@
+/* openai_request.c: the JSON body of a completion request -> oa_request, every field checked. */
+#include "openai_request.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void oa_error_set(oa_error *err, int http_status, const char *type, const char *param,
+                  const char *code, const char *fmt, ...) {
+    err->http_status = http_status;
+    err->type = type;
+    err->code = code;
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+json_t *oa_error_body(const oa_error *err) {
+    return json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", err->message, "type", err->type,
+                     "param", err->param[0] ? json_string(err->param) : json_null(), "code",
+                     err->code ? json_string(err->code) : json_null());
+}
+
+/* A 400 invalid_request_error about param. */
+#define BAD(param, ...)                                                                            \
+    (oa_error_set(err, 400, "invalid_request_error", param, NULL, __VA_ARGS__), -1)
+
+static const char *json_type_name(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "a value";
+}
+
+/* The member key of obj, or NULL when absent or null (OpenAI treats null as absent). */
+static json_t *member(json_t *obj, const char *key) {
+    json_t *v = json_object_get(obj, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+static int get_number(json_t *obj, const char *key, double min, double max, double *out,
+                      oa_error *err) {
+    json_t *v = member(obj, key);
+    if (!v) return 0;
+    if (!json_is_number(v)) return BAD(key, "'%s' must be a number, not %s", key, json_type_name(v));
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < min || x > max)
+        return BAD(key, "'%s' must be between %g and %g (got %.17g)", key, min, max, x);
+    *out = x;
+    return 0;
+}
+
+static int get_int(json_t *obj, const char *key, long long min, long long max, long long *out,
+                   oa_error *err) {
+    json_t *v = member(obj, key);
+    if (!v) return 0;
+    if (!json_is_integer(v)) return BAD(key, "'%s' must be an integer, not %s", key, json_type_name(v));
+    long long x = json_integer_value(v);
+    if (x < min || x > max) return BAD(key, "'%s' must be between %lld and %lld (got %lld)", key, min, max, x);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(json_t *obj, const char *key, bool *out, oa_error *err) {
+    json_t *v = member(obj, key);
+    if (!v) return 0;
+    if (!json_is_boolean(v)) return BAD(key, "'%s' must be a boolean, not %s", key, json_type_name(v));
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int get_string(json_t *obj, const char *key, const char **out, oa_error *err) {
+    json_t *v = member(obj, key);
+    if (!v) return 0;
+    if (!json_is_string(v)) return BAD(key, "'%s' must be a string, not %s", key, json_type_name(v));
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return BAD(key, "'%s' contains a NUL character", key);
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* Keeps s (malloc'd) alive as long as r. */
+static int own(oa_request *r, char *s) {
+    char **grown = realloc(r->owned, (r->n_owned + 1) * sizeof *grown);
+    if (!grown) {
+        free(s);
+        return -1;
+    }
+    r->owned = grown;
+    r->owned[r->n_owned++] = s;
+    return 0;
+}
+
+/* A message's content: a string, or an array of {"type": "text", "text": ...} parts joined. */
+static int message_content(oa_request *r, json_t *content, const char *param, const char **out,
+                           oa_error *err) {
+    if (json_is_string(content)) {
+        if (strlen(json_string_value(content)) != json_string_length(content))
+            return BAD(param, "'%s' contains a NUL character", param);
+        *out = json_string_value(content);
+        return 0;
+    }
+    if (!json_is_array(content))
+        return BAD(param, "'%s' must be a string or an array of text parts, not %s", param,
+                   json_type_name(content));
+    size_t total = 0, i;
+    json_t *part;
+    json_array_foreach(content, i, part) {
+        json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
+        if (!json_is_object(part) || !json_is_string(type))
+            return BAD(param, "'%s[%zu]' must be an object with a string 'type'", param, i);
+        if (strcmp(json_string_value(type), "text") != 0)
+            return BAD(param, "'%s[%zu]' has type '%s'; only 'text' parts are supported", param, i,
+                       json_string_value(type));
+        if (!json_is_string(text)) return BAD(param, "'%s[%zu].text' must be a string", param, i);
+        if (strlen(json_string_value(text)) != json_string_length(text))
+            return BAD(param, "'%s[%zu].text' contains a NUL character", param, i);
+        total += json_string_length(text);
+    }
+    char *joined = malloc(total + 1), *p = joined;
+    if (!joined || own(r, joined) != 0)
+        return oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    json_array_foreach(content, i, part) {
+        json_t *text = json_object_get(part, "text");
+        memcpy(p, json_string_value(text), json_string_length(text));
+        p += json_string_length(text);
+    }
+    *p = '\0';
+    *out = joined;
+    return 0;
+}
+
+static int parse_messages(oa_request *r, oa_error *err) {
+    json_t *msgs = member(r->root, "messages");
+    if (!msgs) return BAD("messages", "'messages' is required");
+    if (!json_is_array(msgs)) return BAD("messages", "'messages' must be an array, not %s", json_type_name(msgs));
+    if (json_array_size(msgs) == 0) return BAD("messages", "'messages' must not be empty");
+    r->messages = calloc(json_array_size(msgs), sizeof *r->messages);
+    if (!r->messages) return oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        char param[48];
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(m)) return BAD(param, "'%s' must be an object, not %s", param, json_type_name(m));
+        json_t *role = json_object_get(m, "role"), *content = member(m, "content");
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!json_is_string(role)) return BAD(param, "'%s' must be a string", param);
+        const char *name = json_string_value(role);
+        /* "developer" is OpenAI's newer name for the system role. */
+        if (strcmp(name, "developer") == 0) name = "system";
+        if (strcmp(name, "system") != 0 && strcmp(name, "user") != 0 && strcmp(name, "assistant") != 0)
+            return BAD(param, "'%s' is '%s'; expected system, user or assistant", param, name);
+        snprintf(param, sizeof param, "messages[%zu].content", i);
+        if (!content) return BAD(param, "'%s' is required", param);
+        if (message_content(r, content, param, &r->messages[i].content, err) != 0) return -1;
+        r->messages[i].role = name;
+    }
+    r->n_messages = json_array_size(msgs);
+    return 0;
+}
+
+static int parse_prompt(oa_request *r, oa_error *err) {
+    json_t *prompt = member(r->root, "prompt");
+    if (!prompt) return BAD("prompt", "'prompt' is required");
+    if (json_is_string(prompt)) return get_string(r->root, "prompt", &r->prompt_text, err);
+    if (json_is_array(prompt) && json_array_size(prompt) == 1 && json_is_string(json_array_get(prompt, 0))) {
+        /* A batch of one prompt, as clients often send. */
+        json_t *only = json_array_get(prompt, 0);
+        if (strlen(json_string_value(only)) != json_string_length(only))
+            return BAD("prompt", "'prompt' contains a NUL character");
+        r->prompt_text = json_string_value(only);
+        return 0;
+    }
+    if (!json_is_array(prompt))
+        return BAD("prompt", "'prompt' must be a string or an array of token ids, not %s", json_type_name(prompt));
+    size_t n = json_array_size(prompt), i;
+    if (n == 0) return BAD("prompt", "'prompt' must not be empty");
+    r->prompt_tokens = malloc(n * sizeof *r->prompt_tokens);
+    if (!r->prompt_tokens) return oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    json_t *id;
+    json_array_foreach(prompt, i, id) {
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > INT32_MAX)
+            return BAD("prompt", "'prompt[%zu]' must be a token id (a non-negative integer); only one "
+                                 "prompt per request is supported", i);
+        r->prompt_tokens[i] = (int32_t)json_integer_value(id);
+    }
+    r->n_prompt_tokens = n;
+    return 0;
+}
+
+static int parse_stop(oa_request *r, oa_error *err) {
+    json_t *stop = member(r->root, "stop");
+    if (!stop) return 0;
+    if (json_is_string(stop)) {
+        if (get_string(r->root, "stop", &r->stop[0], err) != 0) return -1;
+        r->n_stop = 1;
+    } else if (json_is_array(stop)) {
+        if (json_array_size(stop) > OA_MAX_STOP) return BAD("stop", "'stop' holds at most %d strings", OA_MAX_STOP);
+        size_t i;
+        json_t *s;
+        json_array_foreach(stop, i, s) {
+            if (!json_is_string(s) || strlen(json_string_value(s)) != json_string_length(s))
+                return BAD("stop", "'stop[%zu]' must be a string without NUL characters", i);
+            r->stop[r->n_stop++] = json_string_value(s);
+        }
+    } else {
+        return BAD("stop", "'stop' must be a string or an array of strings, not %s", json_type_name(stop));
+    }
+    for (size_t i = 0; i < r->n_stop; i++) {
+        if (r->stop[i][0] == '\0') return BAD("stop", "a stop string must not be empty");
+        if (strlen(r->stop[i]) > OA_MAX_STOP_BYTES)
+            return BAD("stop", "a stop string is at most %d bytes long", OA_MAX_STOP_BYTES);
+    }
+    return 0;
+}
+
+/* logprobs: chat takes "logprobs": true with "top_logprobs": N; the legacy completions endpoint
+ * takes "logprobs": N. Either way r->top_logprobs ends up N, or -1 for none. */
+static int parse_logprobs(oa_request *r, oa_error *err) {
+    json_t *lp = member(r->root, "logprobs");
+    long long top = -1;
+    if (r->kind == OA_CHAT || json_is_boolean(lp)) {
+        bool on = false;
+        if (get_bool(r->root, "logprobs", &on, err) != 0) return -1;
+        long long n = 0;
+        if (get_int(r->root, "top_logprobs", 0, OA_MAX_TOP_LOGPROBS, &n, err) != 0) return -1;
+        if (member(r->root, "top_logprobs") && !on)
+            return BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        if (on) top = n;
+    } else if (get_int(r->root, "logprobs", 0, OA_MAX_TOP_LOGPROBS, &top, err) != 0) {
+        return -1;
+    }
+    r->top_logprobs = (int32_t)top;
+    return 0;
+}
+
+/* get_number into a float that keeps its value when the key is absent. */
+static int get_float(json_t *obj, const char *key, double min, double max, float *inout,
+                     oa_error *err) {
+    double x = *inout;
+    if (get_number(obj, key, min, max, &x, err) != 0) return -1;
+    *inout = (float)x;
+    return 0;
+}
+
+static int parse_sampling(oa_request *r, oa_error *err) {
+    syn_sampler_params *s = &r->sampling;
+    long long top_k = s->top_k;
+    if (get_float(r->root, "temperature", 0, 2, &s->temperature, err) != 0 ||
+        get_float(r->root, "top_p", 0, 1, &s->top_p, err) != 0 ||
+        get_float(r->root, "min_p", 0, 1, &s->min_p, err) != 0 ||
+        get_int(r->root, "top_k", 0, INT32_MAX, &top_k, err) != 0 ||
+        get_float(r->root, "repeat_penalty", 0, 10, &s->repeat_penalty, err) != 0)
+        return -1;
+    s->top_k = (int32_t)top_k;
+    if (s->top_p == 0) return BAD("top_p", "'top_p' must be above 0");
+    if (s->repeat_penalty == 0) return BAD("repeat_penalty", "'repeat_penalty' must be above 0");
+    for (int i = 0; i < 2; i++) {
+        const char *key = i ? "presence_penalty" : "frequency_penalty";
+        double pen = 0;
+        if (get_number(r->root, key, -2, 2, &pen, err) != 0) return -1;
+        if (pen != 0)
+            return BAD(key, "'%s' is not supported (only 0); use 'repeat_penalty' (a factor > 1, as "
+                            "llama.cpp's) to discourage repetition", key);
+    }
+    json_t *seed = member(r->root, "seed");
+    if (seed) {
+        if (!json_is_integer(seed)) return BAD("seed", "'seed' must be an integer, not %s", json_type_name(seed));
+        s->seed = (uint64_t)json_integer_value(seed);
+        r->has_seed = true;
+    }
+    return 0;
+}
+
+static int parse_fields(oa_request *r, oa_error *err) {
+    if (!json_is_object(r->root)) return BAD(NULL, "the body must be a JSON object, not %s", json_type_name(r->root));
+    long long n = 1, max_tokens = -1;
+    if (get_string(r->root, "model", &r->model, err) != 0 ||
+        (r->kind == OA_CHAT ? parse_messages(r, err) : parse_prompt(r, err)) != 0 ||
+        get_int(r->root, "max_tokens", 1, INT32_MAX, &max_tokens, err) != 0 ||
+        get_int(r->root, "max_completion_tokens", 1, INT32_MAX, &max_tokens, err) != 0 ||
+        parse_sampling(r, err) != 0 || parse_stop(r, err) != 0 || parse_logprobs(r, err) != 0 ||
+        get_bool(r->root, "stream", &r->stream, err) != 0 || get_string(r->root, "user", &r->user, err) != 0 ||
+        get_int(r->root, "n", INT32_MIN, INT32_MAX, &n, err) != 0)
+        return -1;
+    if (n != 1) return BAD("n", "'n' is %lld; only one choice per request (n = 1) is supported", n);
+    r->max_tokens = (int32_t)max_tokens;
+    json_t *opts = member(r->root, "stream_options");
+    if (!opts) return 0;
+    if (!json_is_object(opts)) return BAD("stream_options", "'stream_options' must be an object");
+    if (!r->stream) return BAD("stream_options", "'stream_options' is only allowed with 'stream': true");
+    json_t *usage = member(opts, "include_usage");
+    if (usage && !json_is_boolean(usage))
+        return BAD("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+    r->include_usage = json_is_true(usage);
+    return 0;
+}
+
+int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out, oa_error *err) {
+    oa_request r = {.kind = kind, .max_tokens = -1, .top_logprobs = -1};
+    r.sampling = syn_sampler_default_params();
+    json_error_t jerr;
+    r.root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!r.root) {
+        oa_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                     "the body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+                     jerr.column);
+        return -1;
+    }
+    if (parse_fields(&r, err) != 0) {
+        oa_request_free(&r);
+        return -1;
+    }
+    *out = r;
+    return 0;
+}
+
+void oa_request_free(oa_request *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n_owned; i++) free(r->owned[i]);
+    free(r->owned);
+    free(r->messages);
+    free(r->prompt_tokens);
+    json_decref(r->root);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,78 @@
+/*
+ * openai_request.h: the body of an OpenAI-style POST /v1/chat/completions or /v1/completions
+ * request, parsed and checked into what the engine needs. No HTTP and no engine here: the parser
+ * is a pure function of the bytes, so the fuzz target (tests/fuzz/fuzz_openai_request.c) drives it
+ * directly.
+ *
+ * Follows the OpenAI API: unknown fields are ignored; every known field has its type and range
+ * checked, and the first violation becomes a 400 naming the field in `param`.
+ */
+#ifndef SYNAPSE_SERVE_OPENAI_REQUEST_H
+#define SYNAPSE_SERVE_OPENAI_REQUEST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "synapse.h"
+
+enum {
+    OA_MAX_STOP = 4,          /* OpenAI's limit on stop strings */
+    OA_MAX_TOP_LOGPROBS = 20, /* alternatives per token */
+    OA_MAX_STOP_BYTES = 256   /* one stop string's length */
+};
+
+typedef enum oa_kind { OA_CHAT, OA_COMPLETION } oa_kind;
+
+/* An error in the OpenAI shape: {"error": {"message", "type", "param", "code"}}. */
+typedef struct oa_error {
+    int http_status;   /* 400, 404, ... */
+    const char *type;  /* "invalid_request_error", ... */
+    char param[64];    /* the offending field ("" when none) */
+    const char *code;  /* a machine-readable code, or NULL */
+    char message[512];
+} oa_error;
+
+typedef struct oa_request {
+    oa_kind kind;
+    const char *model; /* as asked, or NULL (the server's only model) */
+
+    /* OA_CHAT: [n_messages]; role and content strings live as long as the request. */
+    syn_chat_message *messages;
+    size_t n_messages;
+    /* OA_COMPLETION: exactly one of prompt_text (NUL-terminated UTF-8) or prompt_tokens. */
+    const char *prompt_text;
+    int32_t *prompt_tokens; /* [n_prompt_tokens] */
+    size_t n_prompt_tokens;
+
+    int32_t max_tokens;          /* -1: not given (generate to the end of the context) */
+    syn_sampler_params sampling; /* the library's defaults where a field is absent */
+    bool has_seed;               /* "seed" was given (else the server draws one) */
+    const char *stop[OA_MAX_STOP];
+    size_t n_stop;
+    int32_t top_logprobs; /* -1: no logprobs; 0..OA_MAX_TOP_LOGPROBS alternatives per token */
+    bool stream;
+    bool include_usage; /* stream_options.include_usage */
+    const char *user;   /* NULL when absent */
+
+    json_t *root;        /* the parsed body, owning the strings above */
+    char **owned;        /* [n_owned] strings built by the parser (joined content parts) */
+    size_t n_owned;
+} oa_request;
+
+/* Parses and checks body[len] for an endpoint of kind. On success *out owns what it points to
+ * (oa_request_free) and 0 is returned; on failure -1 with *err filled (a 400 for any problem with
+ * the body) and nothing to free. */
+int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out, oa_error *err);
+
+void oa_request_free(oa_request *r);
+
+/* Fills *err (printf-style message). */
+void oa_error_set(oa_error *err, int http_status, const char *type, const char *param,
+                  const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* The error's JSON body (NULL: no memory). */
+json_t *oa_error_body(const oa_error *err);
+
+#endif
