@@ -345,6 +345,20 @@ SYN_API syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32
 typedef struct syn_engine syn_engine;
 typedef struct syn_request syn_request;
 
+/* Compute threads that several engines share (a server with several models): their steps take
+ * turns, job by job, on the same threads, instead of each engine's own threads competing for the
+ * cores. An engine's scheduler thread joins its own jobs as one of the n_threads. */
+typedef struct syn_compute_pool syn_compute_pool;
+
+#define SYN_MAX_THREADS 256 /* most compute threads of a context, an engine or a pool */
+
+/* n_threads: 1..SYN_MAX_THREADS, or 0 for one per online CPU. Errors: SYN_ERR_INVALID_ARGUMENT,
+ * SYN_ERR_NO_MEMORY, SYN_ERR_INTERNAL (thread creation). */
+SYN_API syn_status syn_compute_pool_new(int32_t n_threads, syn_compute_pool **out);
+/* Free it after every engine using it. NULL is a no-op. */
+SYN_API void syn_compute_pool_free(syn_compute_pool *pool);
+SYN_API int32_t syn_compute_pool_n_threads(const syn_compute_pool *pool); /* 0 for NULL */
+
 #define SYN_ENGINE_MAX_PARALLEL 256 /* most slots an engine may have */
 #define SYN_MAX_STOP_STRINGS 16
 #define SYN_MAX_STOP_BYTES 1024
@@ -362,6 +376,8 @@ typedef struct syn_engine_params {
     int32_t
         max_step_tokens; /* tokens per step, n_parallel..SYN_ENGINE_MAX_STEP_TOKENS. Default 512 */
     bool prefix_cache;   /* reuse cached KV blocks of earlier prompts. Default true */
+    syn_compute_pool *pool; /* NULL (default): the engine's own n_threads threads; else these
+                             * shared threads (n_threads must then be 0 or the pool's count) */
 } syn_engine_params;
 
 SYN_API syn_engine_params syn_engine_default_params(void);

@@ -52,7 +52,6 @@ enum {
     OPT_OUT_ROWS_PER_CHUNK = 256,
     OPT_FFN_DECODE_SHARE = 4,      /* ffn chunks per thread when decoding one token */
     OPT_FFN_DECODE_MIN_ROWS = 256, /* and at least this many rows per chunk (kernels.h) */
-    OPT_MAX_THREADS = 256,
 };
 
 /* Norm weights and biases as float32: views of F32 tensors, copies of others. */
@@ -67,6 +66,7 @@ typedef struct opt_state {
     syn_kernels k;
     opt_simd simd;
     syn_threadpool *pool;
+    bool owns_pool; /* false: a syn_compute_pool's threads, shared with other engines */
     int n_threads;
     syn_kv_type kv_type;
     uint32_t n_ctx;
@@ -147,7 +147,7 @@ static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 static void opt_destroy(void *opaque) {
     opt_state *s = opaque;
     if (!s) return;
-    syn_threadpool_free(s->pool);
+    if (s->owns_pool) syn_threadpool_free(s->pool);
     syn_block_arena_release(&s->own_arena);
     free(s->own_blocks);
     free(s->ctx_pos);
@@ -265,21 +265,26 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     s->kv_k_bytes = elem * SYN_KV_BLOCK * (size_t)s->kv_dim;
     s->kv_block_bytes = 2 * s->kv_k_bytes * (size_t)hp->n_layer;
 
-    int n_threads = cfg->n_threads;
+    int n_threads = cfg->shared_pool ? syn_threadpool_n_threads(cfg->shared_pool) : cfg->n_threads;
     if (n_threads == 0) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = online < 1 ? 1 : online > OPT_MAX_THREADS ? OPT_MAX_THREADS : (int)online;
+        n_threads = online < 1 ? 1 : online > SYN_MAX_THREADS ? SYN_MAX_THREADS : (int)online;
     }
-    if (n_threads < 1 || n_threads > OPT_MAX_THREADS) {
+    if (n_threads < 1 || n_threads > SYN_MAX_THREADS) {
         free(s);
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "thread count %d is outside the optimized backend's 1..%d",
-                        n_threads, OPT_MAX_THREADS);
+                        n_threads, SYN_MAX_THREADS);
     }
 
     st = syn_kernels_get(cfg->isa, &s->k);
     if (st == SYN_OK) opt_simd_get(cfg->isa, &s->simd);
     if (st == SYN_OK) st = bind_vectors(s);
-    if (st == SYN_OK) st = syn_threadpool_new(n_threads, &s->pool);
+    if (st == SYN_OK && cfg->shared_pool) {
+        s->pool = cfg->shared_pool;
+    } else if (st == SYN_OK) {
+        st = syn_threadpool_new(n_threads, &s->pool);
+        s->owns_pool = st == SYN_OK;
+    }
     if (st == SYN_OK) {
         s->n_threads = n_threads;
         s->ctx_pos = malloc(sizeof *s->ctx_pos * OPT_MAX_BATCH);

@@ -32,6 +32,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/kv_pool.h"
+#include "threads/compute_pool.h"
 
 enum { DETOK_PIECE = 1024 }; /* enough for any Qwen2 token (syn_detok_stream_push) */
 
@@ -269,6 +270,9 @@ static syn_status check_params(const struct syn_model *model, const syn_engine_p
                         "needs one token per step",
                         p->max_step_tokens, SYN_ENGINE_MAX_STEP_TOKENS, p->n_parallel, SYN_ENGINE_MAX_STEP_TOKENS);
     if (p->n_threads < 0) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "n_threads %d is negative", p->n_threads);
+    if (p->pool && p->n_threads != 0 && p->n_threads != syn_compute_pool_n_threads(p->pool))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "n_threads %d differs from the shared pool's %d threads (give 0)",
+                        p->n_threads, syn_compute_pool_n_threads(p->pool));
     if (p->kv_budget_mib < 1) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "kv_budget_mib is 0: it must be at least 1");
     if (p->kv_type != SYN_KV_F32 && p->kv_type != SYN_KV_F16)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "unknown kv_type %d", (int)p->kv_type);
@@ -303,7 +307,8 @@ syn_status syn_engine_new(const syn_model *model, const syn_engine_params *param
     if (!model || !params) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_engine_new: model or params is NULL");
     uint32_t n_ctx = 0;
     syn_status st = check_params(model, params, &n_ctx);
-    syn_backend_config cfg = {.n_ctx = n_ctx, .n_threads = params->n_threads, .kv_type = params->kv_type};
+    syn_backend_config cfg = {.n_ctx = n_ctx, .n_threads = params->n_threads, .kv_type = params->kv_type,
+                              .shared_pool = params->pool ? syn_compute_pool_threads(params->pool) : NULL};
     if (st == SYN_OK) st = syn_resolve_tier(params->isa, &cfg.isa);
     if (st != SYN_OK) return st;
 

@@ -70,6 +70,7 @@ struct syn_threadpool {
     range_slot *slots; /* [n_threads] */
 
     pthread_mutex_t mutex;
+    pthread_mutex_t run_lock; /* one job at a time when several owners share the pool */
     pthread_cond_t wake; /* a new generation or stop */
     pthread_cond_t done; /* pending reached 0 */
 
@@ -206,6 +207,7 @@ syn_status syn_threadpool_new(int n_threads, syn_threadpool **out) {
     pool->slots = slots;
     for (int i = 0; i < n_threads; i++) atomic_init(&slots[i].range, 0);
     pthread_mutex_init(&pool->mutex, NULL);
+    pthread_mutex_init(&pool->run_lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->done, NULL);
     atomic_init(&pool->generation, 0);
@@ -232,6 +234,7 @@ void syn_threadpool_free(syn_threadpool *pool) {
     pthread_cond_destroy(&pool->done);
     pthread_cond_destroy(&pool->wake);
     pthread_mutex_destroy(&pool->mutex);
+    pthread_mutex_destroy(&pool->run_lock);
     free(pool->workers);
     free(pool->slots);
     free(pool);
@@ -273,6 +276,7 @@ static int run_part(syn_threadpool *pool, int64_t base, int64_t n) {
 
 int syn_threadpool_run(syn_threadpool *pool, int64_t n_chunks, syn_chunk_fn fn, void *ctx) {
     if (n_chunks <= 0) return 0;
+    pthread_mutex_lock(&pool->run_lock);
     pool->fn = fn;
     pool->ctx = ctx;
     atomic_store_explicit(&pool->error, 0, memory_order_relaxed);
@@ -280,5 +284,6 @@ int syn_threadpool_run(syn_threadpool *pool, int64_t n_chunks, syn_chunk_fn fn, 
     for (int64_t base = 0; rc == 0 && base < n_chunks; base += PART_CHUNKS) {
         rc = run_part(pool, base, n_chunks - base < PART_CHUNKS ? n_chunks - base : PART_CHUNKS);
     }
+    pthread_mutex_unlock(&pool->run_lock);
     return rc;
 }

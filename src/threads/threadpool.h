@@ -37,7 +37,8 @@ int syn_threadpool_n_threads(const syn_threadpool *pool);
 /* Runs chunks 0..n_chunks-1 of fn and returns when all claimed chunks are done. Returns 0 when
  * every chunk returned 0; otherwise the first nonzero value recorded (chunks not yet claimed at
  * that point are skipped). n_chunks <= 0 returns 0 at once. The pool stays usable after a failure.
- * One job at a time: call from one thread only (the pool's owner), never from inside a chunk. */
+ * Jobs run one at a time: callers on several threads (engines sharing a syn_compute_pool) take
+ * turns, each joining its own job as thread 0. Never call it from inside a chunk. */
 int syn_threadpool_run(syn_threadpool *pool, int64_t n_chunks, syn_chunk_fn fn, void *ctx);
 
 /* Rows [*begin, *end) of chunk `chunk` when n_rows rows are cut into chunks of `rows_per_chunk`

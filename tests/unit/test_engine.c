@@ -720,6 +720,43 @@ static void test_stop_strings(void **state) {
     syn_engine_free(e);
 }
 
+/* Two engines sharing one syn_compute_pool run their steps in turns on the same threads: every
+ * request of either is still bitwise its syn_context run. A pool/n_threads mismatch is refused. */
+static void test_shared_compute_pool(void **state) {
+    const fixture *f = *state;
+    enum { N = 8 };
+    job jobs[N];
+    trace want[N], got[N];
+    make_jobs(f, jobs, N, 300);
+    for (size_t k = 0; k < N; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    syn_compute_pool *pool = NULL;
+    assert_int_equal(syn_compute_pool_new(2, &pool), SYN_OK);
+    assert_int_equal(syn_compute_pool_n_threads(pool), 2);
+    syn_engine_params ep = engine_params(3, 0, 64);
+    ep.pool = pool;
+    syn_engine *engines[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) assert_int_equal(syn_engine_new(f->model, &ep, &engines[i]), SYN_OK);
+    memset(got, 0, sizeof got);
+    syn_request *reqs[N];
+    for (size_t k = 0; k < N; k++) {
+        syn_request_params p = request_of(&jobs[k], &got[k]);
+        assert_int_equal(syn_engine_submit(engines[k % 2], &p, &reqs[k]), SYN_OK);
+    }
+    for (size_t k = 0; k < N; k++) {
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+        assert_same_run(&want[k], &got[k], "shared pool", k);
+        syn_request_free(reqs[k]);
+    }
+    for (int i = 0; i < 2; i++) syn_engine_free(engines[i]);
+    ep.n_threads = 3;
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "pool"));
+    syn_compute_pool_free(pool);
+    assert_int_equal(syn_compute_pool_new(-1, &pool), SYN_ERR_INVALID_ARGUMENT);
+}
+
 /* ---- prompts, streaming, stop tokens, helper -------------------------------------------------- */
 
 /* Text and chat prompts are tokenized as syn_tokenize / syn_chat_format would; the streamed
@@ -1177,6 +1214,7 @@ int main(void) {
         cmocka_unit_test(test_preemption_parity),
         cmocka_unit_test(test_generate_to_the_end),
         cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_shared_compute_pool),
         cmocka_unit_test(test_text_chat_stream_stop),
         cmocka_unit_test(test_run_helper),
         cmocka_unit_test(test_invalid_engine_params),

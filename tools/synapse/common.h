@@ -19,7 +19,7 @@ enum { RUN_DEFAULT_N_PREDICT = 128, CHAT_DEFAULT_N_PREDICT = 256, CHAT_DEFAULT_N
 
 /* The most threads -t may ask for: the library's thread pool refuses more (syn_context_new and
  * syn_engine_new fail), and a usage mistake must be caught as one (exit 2). */
-enum { MAX_THREADS = 256 };
+enum { MAX_THREADS = SYN_MAX_THREADS };
 
 /* Options shared by run, chat and eval. */
 typedef struct gen_opts {
