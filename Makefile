@@ -36,7 +36,7 @@ else
 LIB_SRC := $(filter-out $(X86_SRC) $(ARM_SRC),$(ALL_LIB_SRC))
 endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-TOOL_SRC := $(sort $(wildcard tools/synapse/*.c tools/synapse/serve/*.c))
+TOOL_SRC := $(sort $(wildcard tools/synapse/*.c tools/synapse/serve/*.c tools/synapse/cluster/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)

@@ -12,28 +12,33 @@
 #include "server.h"
 
 const char usage_serve[] =
-    "synapse serve -m MODEL [options]\n"
+    "synapse serve -m MODEL [--alias NAME] [-m MODEL [--alias NAME] ...] [options]\n"
     "  An OpenAI-compatible HTTP server: POST /v1/chat/completions and /v1/completions\n"
     "  (streaming or not), GET /v1/models, /health, /metrics, POST /tokenize, /detokenize,\n"
     "  and a chat page at /. One line per request on stderr.\n"
-    "  -m, --model PATH        GGUF file to serve (required)\n"
-    "  --alias NAME            the model's id in the API (default: the file name without .gguf)\n"
+    "  -m, --model PATH        a GGUF file to serve (at least one; several -m serve several\n"
+    "                          models, on the same compute threads)\n"
+    "  --alias NAME            the id in the API of the -m before it: letters, digits, -_.:\n"
+    "                          (default: the file name without .gguf)\n"
     "  --host HOST             address to listen on (default 127.0.0.1)\n"
     "  --port N                TCP port, 0..65535 (default 8080; 0: any free port, printed)\n"
-    "  --parallel N            requests decoding at once, 1..256 (default 4)\n"
+    "  --parallel N            requests decoding at once per model, 1..256 (default 4)\n"
     "  -t, --threads N         compute threads (default: one per core)\n"
-    "  --api-key KEY           require 'Authorization: Bearer KEY' on the API (not on /,\n"
-    "                          /health and /metrics)\n"
+    "  --api-key KEY           require 'Authorization: Bearer KEY' on the API and /admin (not\n"
+    "                          on /, /health and /metrics)\n"
     "  -c, --ctx-size N        most tokens of one request, prompt + generated (default: the\n"
     "                          model's training context)\n"
-    "  --kv-budget MiB         KV-cache memory of all requests and the prefix cache (default 1024)\n"
+    "  --kv-budget MiB         KV-cache memory of a model's requests and its prefix cache\n"
+    "                          (default 1024)\n"
     "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
     "  --timeout SEC           close a connection idle this long, e.g. a stalled upload\n"
     "                          (default 600)\n"
     "  --grace SEC             on SIGINT/SIGTERM, how long running requests may finish (default 10)\n"
     "  --max-body MiB          largest request body, else 413 (default 8)\n"
     "  --max-connections N     open connections at most (default 256)\n"
-    "  --isa TIER, --kv-type TYPE, --no-huge-pages   as for run\n";
+    "  --isa TIER, --kv-type TYPE, --no-huge-pages   as for run\n"
+    "  Models can also be loaded and removed while serving: POST /admin/models {\"path\",\n"
+    "  \"alias\"} and DELETE /admin/models/ALIAS (README \"Serving over HTTP\").\n";
 
 /* The numeric serve options: EXIT_OK, EXIT_USAGE (printed) or OPT_NOMATCH. */
 static int parse_serve_number(arg_iter *it, const char *arg, server_opts *o) {
@@ -65,6 +70,28 @@ static int parse_serve_number(arg_iter *it, const char *arg, server_opts *o) {
     return EXIT_OK;
 }
 
+/* -m PATH and --alias NAME (naming the -m before it): EXIT_OK, EXIT_USAGE or OPT_NOMATCH. */
+static int parse_model_arg(arg_iter *it, const char *arg, server_opts *o) {
+    const bool is_model = strcmp(arg, "-m") == 0 || strcmp(arg, "--model") == 0;
+    if (!is_model && strcmp(arg, "--alias") != 0) return OPT_NOMATCH;
+    const char *v;
+    int rc = args_value(it, arg, &v);
+    if (rc != EXIT_OK) return rc;
+    if (is_model) {
+        model_arg *grown = realloc(o->models, (o->n_models + 1) * sizeof *grown);
+        if (!grown) return fail_runtime("out of memory");
+        o->models = grown;
+        o->models[o->n_models++] = (model_arg){.path = v};
+        return EXIT_OK;
+    }
+    if (o->n_models == 0) return fail_usage("--alias '%s' comes before any -m: it names the -m before it", v);
+    model_arg *m = &o->models[o->n_models - 1];
+    if (m->alias) return fail_usage("-m %s has two aliases ('%s' and '%s')", m->path, m->alias, v);
+    if (!model_alias_valid(v)) return fail_usage("--alias '%s': use 1..64 letters, digits or -_.:", v);
+    m->alias = v;
+    return EXIT_OK;
+}
+
 static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) {
     gen_opts_init(g, 0);
     *o = (server_opts){.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .kv_budget_mib = 1024,
@@ -78,8 +105,8 @@ static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) 
             fputs(usage_serve, stdout);
             return ARGS_HELP;
         }
-        rc = parse_gen_opt(&it, arg, GEN_MODEL | GEN_COMPUTE | GEN_CTX, g);
-        if (rc != OPT_NOMATCH) {
+        if ((rc = parse_model_arg(&it, arg, o)) != OPT_NOMATCH ||
+            (rc = parse_gen_opt(&it, arg, GEN_COMPUTE | GEN_CTX, g)) != OPT_NOMATCH) {
             if (rc != EXIT_OK) return rc;
             continue;
         }
@@ -87,17 +114,15 @@ static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) 
             if (rc != EXIT_OK) return rc;
             continue;
         }
-        const char **text = strcmp(arg, "--alias") == 0     ? &o->alias
-                            : strcmp(arg, "--host") == 0    ? &o->host
+        const char **text = strcmp(arg, "--host") == 0      ? &o->host
                             : strcmp(arg, "--api-key") == 0 ? &o->api_key
                                                             : NULL;
         if (!text) return args_unknown(arg);
         if ((rc = args_value(&it, arg, text)) != EXIT_OK) return rc;
         if (**text == '\0') return fail_usage("%s must not be empty", arg);
     }
-    if (require_model(g) != EXIT_OK) return EXIT_USAGE;
+    if (o->n_models == 0) return fail_usage("missing -m MODEL (a GGUF file to serve)");
     if (g->backend != SYN_BACKEND_OPTIMIZED) return fail_usage("serve runs on the optimized backend only");
-    o->model_path = g->model_path;
     o->n_threads = g->n_threads;
     o->n_ctx = g->n_ctx;
     o->isa = g->isa;
@@ -115,22 +140,25 @@ static char *default_alias(const char *path) {
     return strndup(base, len);
 }
 
-/* Loads the model and starts the engine; the daemon already answers. */
-static int start_model(server *srv) {
-    const server_opts *o = &srv->opts;
-    int rc = load_model(o->model_path, prefetch_pays(o->n_threads), o->huge_pages, &srv->model);
-    if (rc != EXIT_OK) return rc;
-    srv->tok = syn_model_tokenizer(srv->model);
-    syn_engine_params ep = syn_engine_default_params();
-    ep.n_parallel = o->n_parallel;
-    ep.n_threads = o->n_threads;
-    ep.isa = o->isa;
-    ep.kv_type = o->kv_type;
-    ep.n_ctx = o->n_ctx;
-    ep.kv_budget_mib = o->kv_budget_mib;
-    if (syn_engine_new(srv->model, &ep, &srv->engine) != SYN_OK)
-        return fail_lib("cannot start an engine with %d slots", ep.n_parallel);
-    srv->created = (long long)time(NULL);
+/* Starts the shared compute threads and loads the command line's models; the daemon already
+ * answers (503 until ready). */
+static int start_models(server *srv) {
+    if (syn_compute_pool_new(srv->opts.n_threads, &srv->pool) != SYN_OK)
+        return fail_lib("cannot start %d compute threads", srv->opts.n_threads);
+    for (size_t i = 0; i < srv->opts.n_models; i++) {
+        const model_arg *a = &srv->opts.models[i];
+        char *alias = a->alias ? strdup(a->alias) : default_alias(a->path), err[1024];
+        if (!alias) return fail_runtime("out of memory");
+        if (!model_alias_valid(alias)) {
+            int rc = fail_usage("the file name of -m %s is no valid alias: give --alias", a->path);
+            free(alias);
+            return rc;
+        }
+        const int rc = models_load(srv, a->path, alias, err, sizeof err);
+        if (rc == 0) fprintf(stderr, "synapse serve: model '%s' ready (%d slots)\n", alias, srv->opts.n_parallel);
+        free(alias);
+        if (rc != 0) return fail_runtime("%s", err);
+    }
     atomic_store(&srv->ready, true);
     return EXIT_OK;
 }
@@ -144,8 +172,7 @@ static void stop_gracefully(server *srv, int sig) {
     MHD_socket listener = MHD_quiesce_daemon(srv->daemon);
     const double deadline = now_ms() + 1000.0 * srv->opts.grace_s;
     while (atomic_load(&srv->active_completions) > 0 && now_ms() < deadline) usleep(10 * 1000);
-    syn_engine_free(srv->engine); /* cancels what is left; handles stay valid */
-    srv->engine = NULL;
+    models_cancel_all(srv); /* what is left; request handles stay valid */
     http_stop(srv);
     if (listener != MHD_INVALID_SOCKET) close(listener);
 }
@@ -154,9 +181,12 @@ int cmd_serve(int argc, char **argv) {
     server srv = {0};
     gen_opts g;
     int rc = parse_serve_args(argc, argv, &srv.opts, &g);
-    if (rc != EXIT_OK) return rc == ARGS_HELP ? EXIT_OK : rc;
-    srv.alias = srv.opts.alias ? strdup(srv.opts.alias) : default_alias(srv.opts.model_path);
-    if (!srv.alias) return fail_runtime("out of memory");
+    if (rc != EXIT_OK) {
+        free(srv.opts.models);
+        return rc == ARGS_HELP ? EXIT_OK : rc;
+    }
+    pthread_mutex_init(&srv.models_lock, NULL);
+    pthread_cond_init(&srv.models_idle, NULL);
 
     /* Every thread started from here on inherits the blocked signals; only sigwait sees them. */
     sigset_t stop_signals;
@@ -169,18 +199,19 @@ int cmd_serve(int argc, char **argv) {
     rc = http_start(&srv);
     if (rc == EXIT_OK) {
         fprintf(stderr, "synapse serve: listening on http://%s:%u/ (model loading)\n", srv.opts.host, http_port(&srv));
-        rc = start_model(&srv);
+        rc = start_models(&srv);
     }
     if (rc == EXIT_OK) {
-        fprintf(stderr, "synapse serve: model '%s' ready (%d slots)\n", srv.alias, srv.opts.n_parallel);
         int sig = 0;
         sigwait(&stop_signals, &sig);
         stop_gracefully(&srv, sig);
         fprintf(stderr, "synapse serve: stopped\n");
     }
     http_stop(&srv);
-    syn_engine_free(srv.engine);
-    syn_model_free(srv.model);
-    free(srv.alias);
+    models_free_all(&srv);
+    syn_compute_pool_free(srv.pool);
+    pthread_cond_destroy(&srv.models_idle);
+    pthread_mutex_destroy(&srv.models_lock);
+    free(srv.opts.models);
     return rc;
 }

@@ -18,6 +18,7 @@ enum { CLIENT_CHECK_MS = 20 };
 
 typedef struct completion {
     server *srv;
+    served_model *model; /* held until the completion is freed */
     http_request *hr;
     oa_request req;
     syn_request *handle;
@@ -79,7 +80,7 @@ static json_t *logprob_entry(const syn_tokenizer *tok, const syn_token_event *ev
 static bool on_token(const syn_token_event *ev, void *user) {
     completion *c = user;
     json_t *lp = NULL;
-    if (ev->token >= 0 && c->req.top_logprobs >= 0) lp = logprob_entry(c->srv->tok, ev, c->req.top_logprobs);
+    if (ev->token >= 0 && c->req.top_logprobs >= 0) lp = logprob_entry(c->model->tok, ev, c->req.top_logprobs);
     pthread_mutex_lock(&c->mu);
     text_append(&c->text, ev->piece, ev->piece_len);
     if (lp) json_array_append_new(c->logprobs, lp);
@@ -129,7 +130,7 @@ static json_t *choice_logprobs(const completion *c, json_t *entries, size_t text
 /* A response object's common head: id, object, created, model. */
 static json_t *response_head(const completion *c, const char *object) {
     return json_pack("{s:s, s:s, s:I, s:s}", "id", c->id, "object", object, "created",
-                     (json_int_t)c->created, "model", c->srv->alias);
+                     (json_int_t)c->created, "model", c->model->alias);
 }
 
 /* A choice: chat carries the text in message (whole) or delta (stream); completions in text. */
@@ -227,6 +228,7 @@ static void completion_free(completion *c) {
     free(c->sse.data);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
+    models_release(c->srv, c->model);
     atomic_fetch_sub(&c->srv->active_completions, 1);
     free(c);
 }
@@ -349,16 +351,22 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
     oa_request req;
     if (oa_request_parse(chat ? OA_CHAT : OA_COMPLETION, hr->body ? hr->body : "", hr->body_len, &req, &err) != 0)
         return http_send_error(hr, (unsigned)err.http_status, err.type, err.param, err.code, "%s", err.message);
-    if (req.model && strcmp(req.model, srv->alias) != 0) {
-        enum MHD_Result r = http_send_error(hr, 404, "invalid_request_error", "model", "model_not_found",
-                                            "the model '%s' is not served here (this server has '%s')",
-                                            req.model, srv->alias);
+    served_model *m = models_acquire(srv, req.model);
+    if (!m) {
+        char names[1024];
+        const size_t n = models_names(srv, names, sizeof names);
+        enum MHD_Result r =
+            req.model ? http_send_error(hr, 404, "invalid_request_error", "model", "model_not_found",
+                                        "the model '%s' is not served here (this node has %s)", req.model, names)
+                      : http_send_error(hr, 400, "invalid_request_error", "model", NULL,
+                                        "'model' is required: this node serves %zu models (%s)", n, names);
         oa_request_free(&req);
         return r;
     }
     syn_engine_stats stats;
-    syn_engine_get_stats(srv->engine, &stats);
-    if (stats.n_active + stats.n_queued >= (uint32_t)srv->opts.n_parallel + srv->opts.max_queue) {
+    syn_engine_get_stats(m->engine, &stats);
+    if (stats.n_active + stats.n_queued >= (uint32_t)m->n_parallel + srv->opts.max_queue) {
+        models_release(srv, m);
         oa_request_free(&req);
         return http_send_error(hr, 503, "server_error", NULL, "queue_full",
                                "%u requests are already waiting (--max-queue); retry later", stats.n_queued);
@@ -366,11 +374,13 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
 
     completion *c = calloc(1, sizeof *c);
     if (!c) {
+        models_release(srv, m);
         oa_request_free(&req);
         return http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory");
     }
     atomic_fetch_add(&srv->active_completions, 1);
     c->srv = srv;
+    c->model = m;
     c->hr = hr;
     c->req = req;
     c->created = (long long)time(NULL);
@@ -395,7 +405,7 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
     p.n_stop_strings = req.n_stop;
     p.on_token = on_token;
     p.user_data = c;
-    syn_status st = syn_engine_submit(srv->engine, &p, &c->handle);
+    syn_status st = syn_engine_submit(m->engine, &p, &c->handle);
     if (st != SYN_OK) {
         enum MHD_Result r = submit_error(hr, st);
         completion_free(c);

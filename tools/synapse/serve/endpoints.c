@@ -22,75 +22,126 @@ enum MHD_Result handle_chat_page(http_request *hr) {
                           (size_t)(synapse_chat_page_end - synapse_chat_page));
 }
 
-enum MHD_Result handle_models(http_request *hr) {
-    const server *srv = hr->srv;
+/* One entry of /v1/models (models_lock held). */
+static json_t *model_entry(const served_model *m) {
     syn_model_info info;
-    syn_model_get_info(srv->model, &info);
-    json_t *model = json_pack("{s:s, s:s, s:I, s:s, s:{s:s, s:I, s:I, s:I, s:i}}", "id", srv->alias, "object",
-                              "model", "created", (json_int_t)srv->created, "owned_by", "synapse", "meta",
-                              "architecture", info.architecture, "n_params", (json_int_t)info.n_params,
-                              "size", (json_int_t)info.weight_bytes, "n_ctx_train", (json_int_t)info.n_ctx_train,
-                              "n_parallel", srv->opts.n_parallel);
-    return http_send_json(hr, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", model));
+    syn_model_get_info(m->model, &info);
+    return json_pack("{s:s, s:s, s:I, s:s, s:{s:s, s:I, s:I, s:I, s:i}}", "id", m->alias, "object", "model",
+                     "created", (json_int_t)m->created, "owned_by", "synapse", "meta", "architecture",
+                     info.architecture, "n_params", (json_int_t)info.n_params, "size",
+                     (json_int_t)info.weight_bytes, "n_ctx_train", (json_int_t)info.n_ctx_train, "n_parallel",
+                     m->n_parallel);
+}
+
+enum MHD_Result handle_models(http_request *hr) {
+    server *srv = hr->srv;
+    json_t *data = json_array();
+    pthread_mutex_lock(&srv->models_lock);
+    for (const served_model *m = srv->models; data && m; m = m->next)
+        if (!m->draining) json_array_append_new(data, model_entry(m));
+    pthread_mutex_unlock(&srv->models_lock);
+    return http_send_json(hr, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
 }
 
 enum MHD_Result handle_health(http_request *hr) {
     server *srv = hr->srv;
     if (!atomic_load(&srv->ready))
         return http_send_json(hr, 503, json_pack("{s:s}", "status", "loading"));
-    syn_engine_stats st;
-    syn_engine_get_stats(srv->engine, &st);
-    return http_send_json(hr, 200, json_pack("{s:s, s:i, s:i, s:i}", "status", "ok", "slots_idle",
-                                             srv->opts.n_parallel - (int)st.n_active, "slots_processing",
-                                             (int)st.n_active, "queued", (int)st.n_queued));
+    json_t *models = json_object();
+    int idle = 0, busy = 0, queued = 0;
+    pthread_mutex_lock(&srv->models_lock);
+    for (const served_model *m = srv->models; models && m; m = m->next) {
+        if (m->draining) continue;
+        syn_engine_stats st;
+        syn_engine_get_stats(m->engine, &st);
+        json_object_set_new(models, m->alias,
+                            json_pack("{s:i, s:i, s:i}", "slots_idle", m->n_parallel - (int)st.n_active,
+                                      "slots_processing", (int)st.n_active, "queued", (int)st.n_queued));
+        idle += m->n_parallel - (int)st.n_active;
+        busy += (int)st.n_active;
+        queued += (int)st.n_queued;
+    }
+    pthread_mutex_unlock(&srv->models_lock);
+    return http_send_json(hr, 200, json_pack("{s:s, s:i, s:i, s:i, s:o}", "status", "ok", "slots_idle", idle,
+                                             "slots_processing", busy, "queued", queued, "models", models));
 }
 
-/* Appends one Prometheus metric (HELP, TYPE and the sample) to b. */
-static void metric(text_buf *b, const char *name, const char *type, const char *help, const char *labels,
-                   double value) {
+/* The HELP and TYPE lines of a metric. */
+static void metric_head(text_buf *b, const char *name, const char *type, const char *help) {
     char line[512];
-    int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %.17g\n", name, help, name, type,
-                     name, labels, value);
+    int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
     if (n > 0) text_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* One sample: NAME{LABELS} VALUE. */
+static void metric_sample(text_buf *b, const char *name, const char *labels, double value) {
+    char line[512];
+    int n = snprintf(line, sizeof line, "%s{%s} %.17g\n", name, labels, value);
+    if (n > 0) text_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* The per-model metrics: each one's samples for every model (models_lock held). */
+static void model_metrics(text_buf *b, server *srv) {
+    enum { N_MODELS_MAX = 64 };
+    syn_engine_stats st[N_MODELS_MAX];
+    const served_model *ms[N_MODELS_MAX];
+    size_t n = 0;
+    for (const served_model *m = srv->models; m && n < N_MODELS_MAX; m = m->next) {
+        if (m->draining) continue;
+        syn_engine_get_stats(m->engine, &st[n]);
+        ms[n++] = m;
+    }
+    static const struct {
+        const char *name, *type, *help;
+    } metrics[] = {
+        {"synapse_requests_running", "gauge", "Requests decoding in a slot."},
+        {"synapse_requests_queued", "gauge", "Requests waiting for a slot."},
+        {"synapse_slots_total", "gauge", "Slots (requests decoding at once)."},
+        {"synapse_slots_free", "gauge", "Slots not in use."},
+        {"synapse_prompt_tokens_total", "counter", "Prompt tokens computed."},
+        {"synapse_prefix_cache_hit_tokens_total", "counter", "Prompt tokens reused from the prefix cache instead of computed."},
+        {"synapse_generated_tokens_total", "counter", "Tokens generated."},
+        {"synapse_decode_tokens_per_second", "gauge", "Tokens per second over the decode-only steps so far."},
+        {"synapse_kv_blocks_used", "gauge", "KV-cache blocks held by requests or the prefix cache."},
+        {"synapse_kv_blocks_free", "gauge", "KV-cache blocks free."},
+        {"synapse_kv_blocks_cached", "gauge", "KV-cache blocks held by the prefix cache."},
+        {"synapse_preemptions_total", "counter", "Times a request gave up its KV blocks to older ones."},
+    };
+    for (size_t k = 0; k < sizeof metrics / sizeof metrics[0]; k++) {
+        metric_head(b, metrics[k].name, metrics[k].type, metrics[k].help);
+        for (size_t i = 0; i < n; i++) {
+            const syn_engine_stats *e = &st[i];
+            const double values[] = {
+                e->n_active, e->n_queued, ms[i]->n_parallel, ms[i]->n_parallel - (double)e->n_active,
+                (double)e->n_prompt_tokens, (double)e->n_cached_tokens, (double)e->n_generated,
+                e->decode_steps_ms > 0 ? e->decode_steps_tokens / e->decode_steps_ms * 1e3 : 0,
+                e->kv_blocks_used, (double)e->kv_blocks_total - e->kv_blocks_used, e->kv_blocks_cached,
+                (double)e->n_preempted,
+            };
+            char labels[96];
+            snprintf(labels, sizeof labels, "model=\"%s\"", ms[i]->alias); /* aliases need no escaping */
+            metric_sample(b, metrics[k].name, labels, values[k]);
+        }
+    }
 }
 
 enum MHD_Result handle_metrics(http_request *hr) {
     server *srv = hr->srv;
     text_buf b = {0};
-    char model[160];
-    snprintf(model, sizeof model, "model=\"%s\"", srv->alias);
-    text_append(&b, "# HELP synapse_requests_total HTTP responses by status code.\n"
-                    "# TYPE synapse_requests_total counter\n", 97);
-    for (unsigned s = 100; s < 600; s++) {
-        const uint64_t n = atomic_load(&srv->counters.by_status[s]);
-        if (n == 0) continue;
-        char line[96];
-        int len = snprintf(line, sizeof line, "synapse_requests_total{status=\"%u\"} %llu\n", s, (unsigned long long)n);
-        text_append(&b, line, (size_t)len);
+    metric_head(&b, "synapse_requests_total", "counter", "HTTP responses by status code.");
+    for (unsigned code = 100; code < 600; code++) {
+        const uint64_t n = atomic_load(&srv->counters.by_status[code]);
+        char labels[32];
+        snprintf(labels, sizeof labels, "status=\"%u\"", code);
+        if (n > 0) metric_sample(&b, "synapse_requests_total", labels, (double)n);
     }
-    metric(&b, "synapse_client_disconnects_total", "counter",
-           "Requests cancelled because their client went away.", "", (double)atomic_load(&srv->counters.cancelled));
+    metric_head(&b, "synapse_client_disconnects_total", "counter",
+                "Requests cancelled because their client went away.");
+    metric_sample(&b, "synapse_client_disconnects_total", "", (double)atomic_load(&srv->counters.cancelled));
     if (atomic_load(&srv->ready)) {
-        syn_engine_stats st;
-        syn_engine_get_stats(srv->engine, &st);
-        const double tok_s = st.decode_steps_ms > 0 ? st.decode_steps_tokens / st.decode_steps_ms * 1e3 : 0;
-        metric(&b, "synapse_requests_running", "gauge", "Requests decoding in a slot.", model, st.n_active);
-        metric(&b, "synapse_requests_queued", "gauge", "Requests waiting for a slot.", model, st.n_queued);
-        metric(&b, "synapse_slots_total", "gauge", "Slots (requests decoding at once).", model, srv->opts.n_parallel);
-        metric(&b, "synapse_slots_free", "gauge", "Slots not in use.", model,
-               srv->opts.n_parallel - (double)st.n_active);
-        metric(&b, "synapse_prompt_tokens_total", "counter", "Prompt tokens computed.", model, (double)st.n_prompt_tokens);
-        metric(&b, "synapse_prefix_cache_hit_tokens_total", "counter",
-               "Prompt tokens reused from the prefix cache instead of computed.", model, (double)st.n_cached_tokens);
-        metric(&b, "synapse_generated_tokens_total", "counter", "Tokens generated.", model, (double)st.n_generated);
-        metric(&b, "synapse_decode_tokens_per_second", "gauge",
-               "Tokens per second over the decode-only steps so far.", model, tok_s);
-        metric(&b, "synapse_kv_blocks_used", "gauge", "KV-cache blocks held by requests or the prefix cache.",
-               model, st.kv_blocks_used);
-        metric(&b, "synapse_kv_blocks_free", "gauge", "KV-cache blocks free.", model,
-               (double)st.kv_blocks_total - st.kv_blocks_used);
-        metric(&b, "synapse_kv_blocks_cached", "gauge", "KV-cache blocks held by the prefix cache.", model,
-               st.kv_blocks_cached);
+        pthread_mutex_lock(&srv->models_lock);
+        model_metrics(&b, srv);
+        pthread_mutex_unlock(&srv->models_lock);
     }
     enum MHD_Result r = http_send_text(hr, 200, "text/plain; version=0.0.4", b.data ? b.data : "", b.len);
     free(b.data);
@@ -110,11 +161,38 @@ static json_t *json_body(http_request *hr) {
     return body;
 }
 
-/* POST /tokenize {"content": TEXT, "parse_special": true} -> {"tokens": [ids]} (llama-server's
- * shape; special tokens are parsed unless "parse_special" is false). */
+/* The model a tokenizer request names ("model", or the node's only one), held; NULL: an error
+ * was sent. */
+static served_model *body_model(http_request *hr, json_t *body) {
+    json_t *name = json_object_get(body, "model");
+    if (name && !json_is_string(name)) {
+        http_send_error(hr, 400, "invalid_request_error", "model", NULL, "'model' must be a string");
+        return NULL;
+    }
+    served_model *m = models_acquire(hr->srv, json_string_value(name));
+    if (!m) {
+        char names[1024];
+        models_names(hr->srv, names, sizeof names);
+        if (name)
+            http_send_error(hr, 404, "invalid_request_error", "model", "model_not_found",
+                            "the model '%s' is not served here (this node has %s)", json_string_value(name), names);
+        else
+            http_send_error(hr, 400, "invalid_request_error", "model", NULL,
+                            "'model' is required: this node serves %s", names);
+    }
+    return m;
+}
+
+/* POST /tokenize {"content": TEXT, "parse_special": true, "model"} -> {"tokens": [ids]}
+ * (llama-server's shape; special tokens are parsed unless "parse_special" is false). */
 enum MHD_Result handle_tokenize(http_request *hr) {
     json_t *body = json_body(hr);
     if (!body) return MHD_YES;
+    served_model *m = body_model(hr, body);
+    if (!m) {
+        json_decref(body);
+        return MHD_YES;
+    }
     json_t *content = json_object_get(body, "content"), *special = json_object_get(body, "parse_special");
     enum MHD_Result r;
     if (!json_is_string(content)) {
@@ -124,22 +202,23 @@ enum MHD_Result handle_tokenize(http_request *hr) {
     } else {
         int32_t *ids = NULL;
         size_t n = 0;
-        if (tokenize_text(hr->srv->tok, json_string_value(content), json_string_length(content),
+        if (tokenize_text(m->tok, json_string_value(content), json_string_length(content),
                           !json_is_false(special), &ids, &n) != EXIT_OK)
             r = http_send_error(hr, 400, "invalid_request_error", "content", NULL, "cannot tokenize: %s", syn_last_error());
         else
             r = http_send_json(hr, 200, json_pack("{s:o}", "tokens", json_ids(ids, n)));
         free(ids);
     }
+    models_release(hr->srv, m);
     json_decref(body);
     return r;
 }
 
 /* The text of tokens (a JSON array of ids), invalid UTF-8 as U+FFFD. */
-static enum MHD_Result detokenize_ids(http_request *hr, json_t *tokens) {
+static enum MHD_Result detokenize_ids(http_request *hr, const syn_tokenizer *tok, json_t *tokens) {
     if (!json_is_array(tokens))
         return http_send_error(hr, 400, "invalid_request_error", "tokens", NULL, "'tokens' must be an array of token ids");
-    const int32_t n_vocab = syn_tokenizer_n_vocab(hr->srv->tok);
+    const int32_t n_vocab = syn_tokenizer_n_vocab(tok);
     const size_t n = json_array_size(tokens);
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids) return http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory");
@@ -163,7 +242,7 @@ static enum MHD_Result detokenize_ids(http_request *hr, json_t *tokens) {
             break;
         }
         text = grown;
-        st = syn_detokenize(hr->srv->tok, ids, n, text, cap, &len);
+        st = syn_detokenize(tok, ids, n, text, cap, &len);
     }
     enum MHD_Result r = st == SYN_OK
                             ? http_send_json(hr, 200, json_pack("{s:o}", "content", json_utf8(text, len)))
@@ -174,11 +253,13 @@ static enum MHD_Result detokenize_ids(http_request *hr, json_t *tokens) {
     return r;
 }
 
-/* POST /detokenize {"tokens": [ids]} -> {"content": TEXT}. */
+/* POST /detokenize {"tokens": [ids], "model"} -> {"content": TEXT}. */
 enum MHD_Result handle_detokenize(http_request *hr) {
     json_t *body = json_body(hr);
     if (!body) return MHD_YES;
-    enum MHD_Result r = detokenize_ids(hr, json_object_get(body, "tokens"));
+    served_model *m = body_model(hr, body);
+    enum MHD_Result r = m ? detokenize_ids(hr, m->tok, json_object_get(body, "tokens")) : MHD_YES;
+    models_release(hr->srv, m);
     json_decref(body);
     return r;
 }

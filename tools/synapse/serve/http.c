@@ -116,7 +116,8 @@ static bool authorized(http_request *hr) {
 }
 
 typedef struct route {
-    const char *path;
+    const char *path; /* the whole path, or with prefix its start */
+    bool prefix;
     const char *method;
     bool needs_key;
     enum MHD_Result (*handle)(http_request *hr);
@@ -127,23 +128,31 @@ static enum MHD_Result completions(http_request *hr) { return handle_completions
 
 /* The OpenAI paths, and the same without /v1 as llama-server accepts them. */
 static const route routes[] = {
-    {"/v1/chat/completions", "POST", true, chat_completions},
-    {"/chat/completions", "POST", true, chat_completions},
-    {"/v1/completions", "POST", true, completions},
-    {"/completions", "POST", true, completions},
-    {"/v1/models", "GET", true, handle_models},
-    {"/models", "GET", true, handle_models},
-    {"/tokenize", "POST", true, handle_tokenize},
-    {"/detokenize", "POST", true, handle_detokenize},
-    {"/health", "GET", false, handle_health},
-    {"/metrics", "GET", false, handle_metrics},
-    {"/", "GET", false, handle_chat_page},
+    {"/v1/chat/completions", false, "POST", true, chat_completions},
+    {"/chat/completions", false, "POST", true, chat_completions},
+    {"/v1/completions", false, "POST", true, completions},
+    {"/completions", false, "POST", true, completions},
+    {"/v1/models", false, "GET", true, handle_models},
+    {"/models", false, "GET", true, handle_models},
+    {"/tokenize", false, "POST", true, handle_tokenize},
+    {"/detokenize", false, "POST", true, handle_detokenize},
+    {"/health", false, "GET", false, handle_health},
+    {"/metrics", false, "GET", false, handle_metrics},
+    {"/", false, "GET", false, handle_chat_page},
+    {"/admin/models", false, "POST", true, handle_admin_load},
+    {"/admin/models/", true, "DELETE", true, handle_admin_unload},
 };
+
+static bool route_matches(const route *r, const char *path) {
+    if (!r->prefix) return strcmp(r->path, path) == 0;
+    const size_t n = strlen(r->path);
+    return strncmp(r->path, path, n) == 0 && path[n] != '\0';
+}
 
 static enum MHD_Result dispatch(http_request *hr) {
     const route *found = NULL;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (strcmp(routes[i].path, hr->path) != 0) continue;
+        if (!route_matches(&routes[i], hr->path)) continue;
         found = &routes[i];
         if (strcmp(routes[i].method, hr->method) == 0) break;
         found = NULL;

@@ -8,6 +8,8 @@
  *   completions.c   /v1/chat/completions and /v1/completions: engine requests, SSE streaming,
  *                   logprobs, the response objects
  *   endpoints.c     /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page
+ *   admin.c         POST /admin/models and DELETE /admin/models/ALIAS: residency at run time
+ *   models.c        the models a node serves, each with its engine, on shared compute threads
  *   openai_request.c  the request body -> oa_request (pure; fuzzed)
  *
  * Threading: libmicrohttpd runs each connection on its own thread, and a handler may block there
@@ -26,9 +28,15 @@
 
 #include "synapse.h"
 
+/* A model given on the command line: -m PATH [--alias NAME]. */
+typedef struct model_arg {
+    const char *path;
+    const char *alias; /* NULL: the file name without ".gguf" */
+} model_arg;
+
 typedef struct server_opts {
-    const char *model_path;
-    const char *alias; /* the model's id in the API; default: the file name without ".gguf" */
+    model_arg *models; /* [n_models] (malloc'd) */
+    size_t n_models;
     const char *host;
     uint16_t port;
     int32_t n_parallel;
@@ -52,14 +60,27 @@ typedef struct server_counters {
     atomic_uint_fast64_t cancelled;      /* clients gone before their request finished */
 } server_counters;
 
-typedef struct server {
-    server_opts opts;
-    char *alias;       /* owned */
-    long long created; /* when the model was loaded (Unix time), for /v1/models */
+/* One served model. Fields other than users and draining are fixed once it is listed. */
+typedef struct served_model {
+    char *alias;
+    char *path;
     syn_model *model;
     syn_engine *engine;
     const syn_tokenizer *tok;
-    atomic_bool ready;    /* model loaded and engine running: /health 200 */
+    int32_t n_parallel;
+    long long created; /* when it was loaded (Unix time), for /v1/models */
+    int users;         /* requests holding it (models_lock) */
+    bool draining;     /* being removed: found by no lookup (models_lock) */
+    struct served_model *next;
+} served_model;
+
+typedef struct server {
+    server_opts opts;
+    syn_compute_pool *pool; /* the compute threads every model's engine shares */
+    pthread_mutex_t models_lock;
+    pthread_cond_t models_idle; /* a draining model's last request finished */
+    served_model *models;       /* in load order */
+    atomic_bool ready;    /* the command line's models are loaded: /health 200 */
     atomic_bool stopping; /* SIGINT/SIGTERM seen: new completions get 503 */
     atomic_uint active_completions;
     struct MHD_Daemon *daemon;
@@ -80,6 +101,21 @@ typedef struct http_request {
     unsigned status;
     uint64_t prompt_tokens, completion_tokens;
 } http_request;
+
+bool model_alias_valid(const char *alias);
+/* Loads path as alias and starts its engine; 0, or -1 with err filled. */
+int models_load(server *srv, const char *path, const char *alias, char *err, size_t cap);
+/* The model named alias (NULL: the only one, when there is exactly one), held until
+ * models_release; NULL when there is none or it is being removed. */
+served_model *models_acquire(server *srv, const char *alias);
+void models_release(server *srv, served_model *m);
+/* Stops lookups of alias, waits for its requests to finish, then frees it; -1: no such model. */
+int models_unload(server *srv, const char *alias);
+/* The served aliases as "'a', 'b'" into buf; returns how many. */
+size_t models_names(server *srv, char *buf, size_t cap);
+/* Frees every engine (cancelling what runs), then, after the connections are gone, the rest. */
+void models_cancel_all(server *srv);
+void models_free_all(server *srv);
 
 /* Starts the HTTP daemon on opts.host:opts.port; 0 or an exit status (error printed). */
 int http_start(server *srv);
@@ -106,5 +142,7 @@ enum MHD_Result handle_metrics(http_request *hr);
 enum MHD_Result handle_tokenize(http_request *hr);
 enum MHD_Result handle_detokenize(http_request *hr);
 enum MHD_Result handle_chat_page(http_request *hr);
+enum MHD_Result handle_admin_load(http_request *hr);
+enum MHD_Result handle_admin_unload(http_request *hr); /* path /admin/models/ALIAS */
 
 #endif
