@@ -180,19 +180,6 @@ syn_request_params syn_request_default_params(void) {
  * Lifetimes
  * ------------------------------------------------------------------------------------------- */
 
-static void request_destroy(syn_request *r) {
-    syn_sampler_free(r->sampler);
-    syn_detok_stream_free(r->detok);
-    free(r->ids);
-    free(r->stop);
-    for (size_t i = 0; r->stop_strs && i < r->n_stop_strs; i++) free(r->stop_strs[i]);
-    free(r->stop_strs);
-    free(r->held);
-    free(r->block_ids);
-    free(r->block_data);
-    free(r);
-}
-
 /* The engine struct itself, once nothing refers to it. */
 static void engine_destroy(syn_engine *e) {
     pthread_cond_destroy(&e->work);
@@ -201,22 +188,10 @@ static void engine_destroy(syn_engine *e) {
     free(e);
 }
 
-/* Drops one reference to r (mutex held), freeing it on the last one, which also drops r's
- * reference to the engine. Returns true when that was the engine's last reference: the caller
- * then destroys the engine after unlocking its mutex. */
-static bool request_unref_locked(syn_request *r) {
-    if (--r->refs > 0) return false;
-    syn_engine *e = r->engine;
-    request_destroy(r);
-    return --e->refs == 0;
-}
-
-/* Frees what only the work on r needed, the moment it finishes, keeping what its result needs:
- * the sampler (whose candidate buffer alone is 12 bytes per vocabulary entry, 1.8 MB for Qwen2),
- * the detokenizer, the stop tokens and strings, the held-back text and block tables go; the generated ids move to the front of
- * ids, which shrinks to them. The engine no longer touches r: it is out of the queue and of the
- * active list. */
-static void release_work_state(syn_request *r) {
+/* Frees (and forgets) what only the work on r needs: the sampler (whose candidate buffer can be
+ * 12 bytes per vocabulary entry, 1.8 MB for Qwen2), the detokenizer, the stop tokens and strings,
+ * the held-back text and the block tables. */
+static void free_work_buffers(syn_request *r) {
     syn_sampler_free(r->sampler);
     syn_detok_stream_free(r->detok);
     free(r->stop);
@@ -234,6 +209,29 @@ static void release_work_state(syn_request *r) {
     r->held_len = r->held_cap = 0;
     r->block_ids = NULL;
     r->block_data = NULL;
+}
+
+static void request_destroy(syn_request *r) {
+    free_work_buffers(r);
+    free(r->ids);
+    free(r);
+}
+
+/* Drops one reference to r (mutex held), freeing it on the last one, which also drops r's
+ * reference to the engine. Returns true when that was the engine's last reference: the caller
+ * then destroys the engine after unlocking its mutex. */
+static bool request_unref_locked(syn_request *r) {
+    if (--r->refs > 0) return false;
+    syn_engine *e = r->engine;
+    request_destroy(r);
+    return --e->refs == 0;
+}
+
+/* The moment r finishes, keeps only what its result needs: the work buffers go, and the generated
+ * ids move to the front of ids, which shrinks to them. The engine no longer touches r: it is out
+ * of the queue and of the active list. */
+static void release_work_state(syn_request *r) {
+    free_work_buffers(r);
     memmove(r->ids, r->ids + r->n_prompt, sizeof *r->ids * r->n_out);
     int32_t *generated = realloc(r->ids, sizeof *r->ids * (r->n_out ? r->n_out : 1));
     if (generated) r->ids = generated; /* a failed shrink keeps the larger array */

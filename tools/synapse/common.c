@@ -419,7 +419,7 @@ int text_append(text_buf *b, const char *s, size_t n) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n + 1) cap *= 2;
         char *grown = realloc(b->data, cap);
-        if (!grown) return fail_runtime("out of memory collecting the generated text");
+        if (!grown) return fail_runtime("out of memory for %zu bytes of text", b->len + n);
         b->data = grown;
         b->cap = cap;
     }

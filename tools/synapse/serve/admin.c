@@ -9,7 +9,7 @@
 
 enum MHD_Result handle_admin_load(http_request *hr) {
     json_error_t jerr;
-    json_t *body = json_loadb(hr->body ? hr->body : "", hr->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *body = json_loadb(http_body(hr), hr->body.len, JSON_REJECT_DUPLICATES, &jerr);
     json_t *path = json_object_get(body, "path"), *alias = json_object_get(body, "alias");
     enum MHD_Result r;
     char err[1024];

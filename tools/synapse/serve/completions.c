@@ -349,7 +349,7 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
                                atomic_load(&srv->stopping) ? "the server is shutting down" : "the model is loading");
     oa_error err;
     oa_request req;
-    if (oa_request_parse(chat ? OA_CHAT : OA_COMPLETION, hr->body ? hr->body : "", hr->body_len, &req, &err) != 0)
+    if (oa_request_parse(chat ? OA_CHAT : OA_COMPLETION, http_body(hr), hr->body.len, &req, &err) != 0)
         return http_send_error(hr, (unsigned)err.http_status, err.type, err.param, err.code, "%s", err.message);
     served_model *m = models_acquire(srv, req.model);
     if (!m) {

@@ -151,7 +151,7 @@ enum MHD_Result handle_metrics(http_request *hr) {
 /* The body as a JSON object, or a 400 sent (NULL returned). */
 static json_t *json_body(http_request *hr) {
     json_error_t jerr;
-    json_t *body = json_loadb(hr->body ? hr->body : "", hr->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *body = json_loadb(http_body(hr), hr->body.len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(body)) {
         json_decref(body);
         http_send_error(hr, 400, "invalid_request_error", NULL, NULL, "the body must be a JSON object%s%s",

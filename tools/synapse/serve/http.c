@@ -203,25 +203,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         size_t n = *upload_size;
         *upload_size = 0;
         if (hr->responded) return MHD_YES; /* a 413 is on its way; discard the rest */
-        if (hr->body_len + n > srv->opts.max_body_bytes) {
+        if (hr->body.len + n > srv->opts.max_body_bytes) { /* drop it; the 413 goes out at the end */
             hr->body_too_large = true;
-            free(hr->body);
-            hr->body = NULL;
-            hr->body_len = hr->body_cap = 0;
+            free(hr->body.data);
+            hr->body = (text_buf){0};
             return MHD_YES;
         }
-        if (hr->body_len + n + 1 > hr->body_cap) {
-            size_t cap = hr->body_cap ? hr->body_cap : 4096;
-            while (cap < hr->body_len + n + 1) cap *= 2;
-            char *grown = realloc(hr->body, cap);
-            if (!grown) return MHD_NO;
-            hr->body = grown;
-            hr->body_cap = cap;
-        }
-        memcpy(hr->body + hr->body_len, upload, n);
-        hr->body_len += n;
-        hr->body[hr->body_len] = '\0';
-        return MHD_YES;
+        return text_append(&hr->body, upload, n) == EXIT_OK ? MHD_YES : MHD_NO;
     }
     if (hr->responded) return MHD_YES;
     if (hr->body_too_large)
@@ -244,7 +232,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
             hr->path, status, (unsigned long long)hr->prompt_tokens,
             (unsigned long long)hr->completion_tokens, now_ms() - hr->start_ms,
             why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
-    free(hr->body);
+    free(hr->body.data);
     free(hr);
     *req_cls = NULL;
 }

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../common.h"
 #include "synapse.h"
 
 /* A model given on the command line: -m PATH [--alias NAME]. */
@@ -94,8 +95,7 @@ typedef struct http_request {
     char method[8];
     char path[128];
     double start_ms;
-    char *body; /* [body_len] accumulated upload, NUL-terminated */
-    size_t body_len, body_cap;
+    text_buf body; /* the upload so far, NUL-terminated once anything came */
     bool body_too_large;
     bool responded;
     unsigned status;
@@ -116,6 +116,9 @@ size_t models_names(server *srv, char *buf, size_t cap);
 /* Frees every engine (cancelling what runs), then, after the connections are gone, the rest. */
 void models_cancel_all(server *srv);
 void models_free_all(server *srv);
+
+/* The request body ("" when none came). */
+static inline const char *http_body(const http_request *hr) { return hr->body.data ? hr->body.data : ""; }
 
 /* Starts the HTTP daemon on opts.host:opts.port; 0 or an exit status (error printed). */
 int http_start(server *srv);
