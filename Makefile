@@ -37,6 +37,9 @@ LIB_SRC := $(filter-out $(X86_SRC) $(ARM_SRC),$(ALL_LIB_SRC))
 endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(sort $(wildcard tools/synapse/*.c tools/synapse/serve/*.c tools/synapse/cluster/*.c))
+ifneq ($(TARGET_ARCH_NAME),x86_64)
+TOOL_SRC := $(filter-out %_avx2.c %_avx512.c %_avxvnni.c,$(TOOL_SRC))
+endif
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# synapse bench on the tiny model: the JSON results' shape and arithmetic (tok/s, in-run bandwidth,
-# efficiency against the weight bytes of the file's tensor table), depths, the text table, --e2e's
+# synapse bench on the tiny model: the JSON results' shape and arithmetic (tok/s, in-run bandwidth
+# and int8 peak, decode efficiency against the weight bytes of the file's tensor table plus the KV
+# bytes at the test's depth, prefill efficiency against the block matrices' multiply-adds), depths, the text table, --e2e's
 # wall/ttft/RSS figures, and its usage (exit 2) and runtime (exit 1) errors.
 set -u
 cd "$(dirname "$0")/../.."
@@ -32,14 +33,32 @@ check "backend optimized, a real isa tier, f32 KV" \
 want_bytes=$(jq '[.tensors[].bytes] | add' "$tmp/inspect.json")
 check "weight bytes per token = the tied model's tensor bytes ($want_bytes)" \
     test "$(jq -c '[.[].weight_bytes_per_token] | unique' "$tmp/bench.json")" = "[$want_bytes]"
-check "efficiency is null for pp" test "$(jq '.[0].efficiency' "$tmp/bench.json")" = null
-check "efficiency for tg = median tok/s x bytes per token / bandwidth" \
-    test "$(jq '.[1] | .efficiency > 0 and ((.efficiency - .median_ts * .weight_bytes_per_token / (.bandwidth_gbs * 1e9)) | fabs) < 1e-6 * .efficiency' "$tmp/bench.json")" = true
+# The block matrices' weights (from the tensor table), and one position's keys and values (from
+# the hyperparameters), computed here independently of bench.
+want_macs=$(jq '[.tensors[] | select(.name | test("^blk\\.[0-9]+\\.(attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down)\\.weight$")) | .shape[0] * .shape[1]] | add' "$tmp/inspect.json")
+kv_values=$(jq '.hparams | 2 * .n_layer * .n_head_kv * (.n_embd / .n_head)' "$tmp/inspect.json")
+check "multiply-adds per token = the block matrices' weights ($want_macs)" \
+    test "$(jq -c '[.[].macs_per_token] | unique' "$tmp/bench.json")" = "[$want_macs]"
+check "tg4's KV bytes: (0 + 2 + 3/2) positions x $kv_values values x 4 bytes" \
+    test "$(jq --argjson kv "$kv_values" '.[1].kv_bytes_per_token == 3.5 * $kv * 4' "$tmp/bench.json")" = true
+check "efficiency for tg = median tok/s x (weight + KV bytes) / bandwidth" \
+    test "$(jq '.[1] | .efficiency > 0 and ((.efficiency - .median_ts * (.weight_bytes_per_token + .kv_bytes_per_token) / (.bandwidth_gbs * 1e9)) | fabs) < 1e-6 * .efficiency' "$tmp/bench.json")" = true
+# The int8 peak is measured for the x86 tiers' dot instructions; elsewhere pp has no efficiency.
+if jq -e '.[0] | .isa == "avx512-vnni" or .isa == "avx-vnni" or .isa == "avx2"' "$tmp/bench.json" >/dev/null; then
+    check "an in-run int8 peak, plausible (1-100000 G MAC/s)" \
+        test "$(jq '[.[] | .int8_peak_gmacs > 1 and .int8_peak_gmacs < 100000] | all' "$tmp/bench.json")" = true
+    check "efficiency for pp = median tok/s x multiply-adds per token / int8 peak" \
+        test "$(jq '.[0] | .efficiency > 0 and ((.efficiency - .median_ts * .macs_per_token / (.int8_peak_gmacs * 1e9)) | fabs) < 1e-6 * .efficiency' "$tmp/bench.json")" = true
+else
+    check "no int8 peak on this tier: pp efficiency is null" test "$(jq '.[0].efficiency' "$tmp/bench.json")" = null
+fi
 
 # --- depths, thread lists, backends ------------------------------------------------------------
 capture "$SYNAPSE" bench -m "$M" -t 1,2 -p 0 -n 2 -d 0,8 -r 1 --json
 check "-t 1,2 -p 0 -d 0,8: tg2 at both depths for both thread counts" \
     test "$(jq -c '[.[] | [.n_threads, .test, .n_depth]]' "$tmp/out" 2>/dev/null)" = '[[1,"tg2",0],[1,"tg2 @ d8",8],[2,"tg2",0],[2,"tg2 @ d8",8]]'
+check "the KV bytes grow with the depth: tg2 @ d8 reads (8 + 2 + 1/2) positions" \
+    test "$(jq --argjson kv "$kv_values" '.[1].kv_bytes_per_token == 10.5 * $kv * 4' "$tmp/out")" = true
 check "each thread count has its own bandwidth figure" \
     test "$(jq '[.[].bandwidth_gbs > 0] | all' "$tmp/out")" = true
 capture "$SYNAPSE" bench -m "$M" -t 1 -p 3 -n 0 -r 1 --backend reference --json
@@ -48,6 +67,8 @@ check "--backend reference: pp3 only, isa none" \
 capture "$SYNAPSE" bench -m "$M" -t 1 -p 3 -n 2 -r 1 --isa scalar --kv-type f16 --json
 check "--isa scalar --kv-type f16 are applied" \
     test "$(jq -r '[.[] | .isa + " " + .kv_type] | unique | .[]' "$tmp/out" 2>/dev/null)" = "scalar f16"
+check "an f16 cache counts 2 bytes a value; the scalar tier has no int8 peak" \
+    test "$(jq --argjson kv "$kv_values" '.[1].kv_bytes_per_token == 2.5 * $kv * 2 and .[0].efficiency == null' "$tmp/out")" = true
 
 # --- the text table ----------------------------------------------------------------------------
 capture "$SYNAPSE" bench -m "$M" -t 1 -p 5 -n 4 -r 1

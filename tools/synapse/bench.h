@@ -50,6 +50,8 @@ typedef struct bench_model {
     syn_model_info info;
     char type[64];             /* "qwen2 494M q8_0" */
     uint64_t bytes_per_token;  /* weight bytes one decode step reads */
+    uint64_t kv_values_per_position; /* keys + values one cached position holds, all layers */
+    uint64_t macs_per_token;   /* multiply-adds of the block matrices for one token */
 } bench_model;
 
 void bench_describe_model(const syn_model *model, const char *path, bench_model *m);

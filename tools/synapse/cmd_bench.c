@@ -8,6 +8,8 @@
 
 #include "bench.h"
 #include "commands.h"
+#include "backend/backend.h"
+#include "int8peak.h"
 #include "membw.h"
 #include "model/model.h"
 
@@ -25,9 +27,15 @@ const char usage_bench[] =
     "  thread count's tests the memory read bandwidth is measured in the same run (that many\n"
     "  threads, each reading its own slice of a resident 1 GiB buffer in 2 MiB pages where the\n"
     "  kernel allows; best of 5 passes, the better of the two probes), and tg rows get\n"
-    "  eff = t/s x weight bytes read per token / bandwidth: the share of the memory-bound ceiling\n"
-    "  reached. Weight bytes per token: the weights of the file (a tied embedding counted once, as\n"
-    "  the output projection); an untied file's token embedding is left out (one row is read).\n"
+    "  eff = t/s x bytes read per token / bandwidth: the share of the memory-bound ceiling\n"
+    "  reached. Bytes per token: the weights of the file (a tied embedding counted once, as the\n"
+    "  output projection; an untied file's token embedding is left out: one row is read), plus\n"
+    "  the KV cache one step reads, at the test's mean depth (tgN @ dD: D + 2 + (N - 1) / 2\n"
+    "  positions of every layer's keys and values, in the --kv-type's element size). Likewise\n"
+    "  the int8 multiply-add peak of the kernel tier's dot instruction is measured before and\n"
+    "  after (every thread running independent chains of it; avx512-vnni, avx-vnni and avx2),\n"
+    "  and pp rows get eff = t/s x multiply-adds per token / peak: the block matrices' weights\n"
+    "  (the output projection and attention left out), the share of the compute ceiling.\n"
     "  -m, --model FILE        the GGUF model (loaded without background prefetch: the warm-up\n"
     "                          runs map the pages)\n"
     "  -t, --threads LIST      thread counts, each 1..256, e.g. 1,2 (default: one per online CPU)\n"
@@ -40,8 +48,9 @@ const char usage_bench[] =
     "                          \"model_size\", \"model_n_params\", \"backend\", \"isa\", \"kv_type\",\n"
     "                          \"n_threads\", \"test\", \"n_prompt\", \"n_gen\", \"n_depth\", \"reps\",\n"
     "                          \"samples_ts\", \"median_ts\", \"avg_ts\", \"stddev_ts\", \"min_ts\", \"max_ts\",\n"
-    "                          \"bandwidth_gbs\", \"weight_bytes_per_token\", \"efficiency\" (tg; null\n"
-    "                          for pp)}\n"
+    "                          \"bandwidth_gbs\", \"weight_bytes_per_token\", \"kv_bytes_per_token\",\n"
+    "                          \"int8_peak_gmacs\", \"macs_per_token\", \"efficiency\" (tg: of the\n"
+    "                          bandwidth ceiling, pp: of the int8 peak; null where not measured)}\n"
     "  --e2e                   whole processes instead: for every -t and -n, runs `synapse run -m\n"
     "                          MODEL --tokens " BENCH_E2E_PROMPT " -n N --temp 0 --ignore-eos -t T\n"
     "                          -c C --json` (plus the backend options) once as a warm-up, then -r\n"
@@ -234,6 +243,8 @@ typedef struct bench_result {
     int32_t depth;
     const char *isa;   /* static, from syn_context_isa_name */
     double bw_gbs;     /* this thread count's in-run bandwidth */
+    double peak_gmacs; /* this thread count's in-run int8 peak (0: not measured for the tier) */
+    syn_kv_type kv_type;
     double *ts;        /* [reps] tokens per second */
     bench_stats st;
 } bench_result;
@@ -250,6 +261,21 @@ void bench_describe_model(const syn_model *model, const char *path, bench_model 
     uint64_t embd_bytes = model->tok_embd.row_bytes * (uint64_t)model->tok_embd.ne[1];
     m->bytes_per_token = m->info.weight_bytes;
     if (!m->info.tied_output && embd_bytes <= m->bytes_per_token) m->bytes_per_token -= embd_bytes;
+    const qwen2_hparams *hp = &model->hp;
+    m->kv_values_per_position = 2ull * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+    m->macs_per_token = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const qwen2_layer *L = &model->layers[l];
+        const syn_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            m->macs_per_token += (uint64_t)mats[i]->ne[0] * (uint64_t)mats[i]->ne[1];
+    }
+}
+
+/* KV bytes one step of r (a tg test) reads: its mean depth's positions of every layer. */
+static double kv_bytes_per_token(const bench_model *m, const bench_result *r) {
+    const double mean_positions = r->depth + 2 + (r->n_tokens - 1) / 2.0;
+    return mean_positions * (double)m->kv_values_per_position * (r->kv_type == SYN_KV_F16 ? 2 : 4);
 }
 
 static void test_name(const bench_result *r, char *buf, size_t cap) {
@@ -257,8 +283,12 @@ static void test_name(const bench_result *r, char *buf, size_t cap) {
     if (r->depth > 0 && n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " @ d%d", r->depth);
 }
 
+/* tg: the share of the bandwidth ceiling (weights + KV); pp: of the int8 peak; < 0: unknown. */
 static double efficiency(const bench_model *m, const bench_result *r) {
-    return r->bw_gbs > 0 ? r->st.median * (double)m->bytes_per_token / (r->bw_gbs * 1e9) : 0.0;
+    if (r->tg)
+        return r->bw_gbs > 0 ? r->st.median * ((double)m->bytes_per_token + kv_bytes_per_token(m, r)) / (r->bw_gbs * 1e9)
+                             : -1;
+    return r->peak_gmacs > 0 ? r->st.median * (double)m->macs_per_token / (r->peak_gmacs * 1e9) : -1;
 }
 
 static int print_header(void) {
@@ -273,7 +303,7 @@ static int print_row(const bench_model *m, const bench_opts *o, const bench_resu
     char name[48], ts[48], eff[16] = "";
     test_name(r, name, sizeof name);
     snprintf(ts, sizeof ts, "%.2f ± %.2f", r->st.median, r->st.stddev);
-    if (r->tg) snprintf(eff, sizeof eff, "%.0f%%", 100.0 * efficiency(m, r));
+    if (efficiency(m, r) >= 0) snprintf(eff, sizeof eff, "%.0f%%", 100.0 * efficiency(m, r));
     /* "±" is two bytes but one column: pad by one more. */
     printf("| %-20s | %6.2f MiB | %-9s | %-11s | %7d | %-15s | %21s | %5s |\n", m->type,
            (double)m->info.weight_bytes / (1024.0 * 1024.0), backend_name(o->g.backend), r->isa,
@@ -281,16 +311,22 @@ static int print_row(const bench_model *m, const bench_opts *o, const bench_resu
     return check_stdout();
 }
 
-static void print_bandwidth(const bench_model *m, const bench_opts *o, const double *bw, const membw_buffer *buf,
-                            const syn_model *model) {
-    double mb = (double)m->bytes_per_token / 1e6;
-    printf("\nmemory read bandwidth, measured before and after each thread count's tests (the better "
-           "of two probes, each the best of %d passes over %zu MiB):\n", BW_PASSES, BW_BYTES >> 20);
-    for (size_t i = 0; i < o->n_threads; i++)
-        printf("  %3d thread%s %6.1f GB/s  -> decode ceiling %.1f tok/s at %.1f MB of weights per token\n",
+static void print_bandwidth(const bench_model *m, const bench_opts *o, const double *bw, const double *peak,
+                            const membw_buffer *buf, const syn_model *model) {
+    double mb = (double)m->bytes_per_token / 1e6, gmacs = (double)m->macs_per_token / 1e9;
+    printf("\nmemory read bandwidth and int8 peak, measured before and after each thread count's tests (the "
+           "better of two probes, each the best of %d passes):\n", BW_PASSES);
+    for (size_t i = 0; i < o->n_threads; i++) {
+        printf("  %3d thread%s %6.1f GB/s  -> decode ceiling %.1f tok/s at %.1f MB of weights per token",
                o->threads[i], o->threads[i] == 1 ? ": " : "s:", bw[i], bw[i] * 1e3 / mb, mb);
-    printf("t/s: median ± sample standard deviation of %d runs after one warm-up. eff: tg t/s x %.1f MB "
-           "/ bandwidth.\n", o->reps, mb);
+        if (peak[i] > 0)
+            printf("; %.0f G int8 MAC/s -> prefill ceiling %.0f tok/s at %.3f G per token", peak[i],
+                   peak[i] / gmacs, gmacs);
+        printf("\n");
+    }
+    printf("t/s: median ± sample standard deviation of %d runs after one warm-up. eff: tg t/s x (%.1f MB + "
+           "the KV bytes at its depth) / bandwidth; pp t/s x %.3f G multiply-adds / int8 peak.\n", o->reps, mb,
+           gmacs);
     printf("in 2 MiB pages: %.0f MiB of the model's mapping (weights: %.0f MiB), %.0f of %zu MiB of the "
            "bandwidth buffer\n", (double)syn_model_huge_page_bytes(model) / 1048576.0,
            (double)m->info.weight_bytes / 1048576.0,
@@ -301,9 +337,10 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
     char name[48];
     test_name(r, name, sizeof name);
     json_t *samples = json_doubles(r->ts, (size_t)o->reps);
-    json_t *eff = r->tg ? json_real(efficiency(m, r)) : json_null();
+    const double e = efficiency(m, r);
+    json_t *eff = e >= 0 ? json_real(e) : json_null();
     return json_pack("{s:o, s:s, s:I, s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:f, "
-                     "s:f, s:f, s:f, s:f, s:f, s:I, s:o}",
+                     "s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:I, s:o}",
                      "model_file", json_text(m->path), "model_type", m->type, "model_size",
                      (json_int_t)m->info.weight_bytes, "model_n_params", (json_int_t)m->info.n_params,
                      "backend", backend_name(o->g.backend), "isa", r->isa, "kv_type",
@@ -312,7 +349,9 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
                      "n_depth", r->depth, "reps", o->reps, "samples_ts", samples, "median_ts",
                      r->st.median, "avg_ts", r->st.mean, "stddev_ts", r->st.stddev, "min_ts",
                      r->st.min, "max_ts", r->st.max, "bandwidth_gbs", r->bw_gbs,
-                     "weight_bytes_per_token", (json_int_t)m->bytes_per_token, "efficiency", eff);
+                     "weight_bytes_per_token", (json_int_t)m->bytes_per_token, "kv_bytes_per_token",
+                     r->tg ? kv_bytes_per_token(m, r) : 0.0, "int8_peak_gmacs", r->peak_gmacs, "macs_per_token",
+                     (json_int_t)m->macs_per_token, "efficiency", eff);
 }
 
 void bench_random_tokens(int32_t *ids, size_t n, int32_t n_vocab) {
@@ -385,6 +424,7 @@ static int bench_threads(const syn_model *model, const bench_opts *o, int32_t n_
                 r->n_tokens = lens[i];
                 r->depth = depth;
                 r->isa = syn_context_isa_name(ctx);
+                r->kv_type = g.kv_type;
                 if ((rc = time_test(ctx, ids, o->reps, r)) != EXIT_OK) break;
                 ++*n_results;
             }
@@ -411,7 +451,7 @@ static int bench_speed(const bench_opts *o) {
     size_t n_tests = o->n_depths * (o->n_prompts + o->n_gens) * o->n_threads;
     int32_t *ids = NULL;
     bench_result *results = NULL;
-    double *samples = NULL, *bw = NULL;
+    double *samples = NULL, *bw = NULL, *peak = NULL;
     membw_buffer *buf = NULL;
     size_t n_results = 0;
     if (m.info.n_ctx_train <= 0 || n_ctx > (uint64_t)m.info.n_ctx_train) {
@@ -424,33 +464,44 @@ static int bench_speed(const bench_opts *o) {
     results = calloc(n_tests, sizeof *results);
     samples = calloc(n_tests * (size_t)o->reps, sizeof *samples);
     bw = calloc(o->n_threads, sizeof *bw);
-    if (!ids || !results || !samples || !bw) {
+    peak = calloc(o->n_threads, sizeof *peak);
+    if (!ids || !results || !samples || !bw || !peak) {
         rc = fail_runtime("out of memory for %zu tests", n_tests);
         goto done;
     }
     for (size_t i = 0; i < n_tests; i++) results[i].ts = samples + i * (size_t)o->reps;
     bench_random_tokens(ids, n_ids, m.info.n_vocab);
     if ((rc = membw_new(BW_BYTES, &buf)) != EXIT_OK) goto done;
+    /* The int8 peak of the tier the contexts will run (NULL for a tier it is not measured on). */
+    syn_isa isa;
+    int8peak_chain_fn chain = NULL;
+    if (o->g.backend == SYN_BACKEND_OPTIMIZED && syn_resolve_tier(o->g.isa, &isa) == SYN_OK)
+        chain = int8peak_chain(syn_isa_name(isa));
 
     if (!o->json && (rc = print_header()) != EXIT_OK) goto done;
     for (size_t t = 0; rc == EXIT_OK && t < o->n_threads; t++) {
         /* The host's bandwidth moves within seconds: the ceiling is the better of a probe
          * before and one after this thread count's tests, so that efficiency is not inflated by
          * one probe landing in a slow moment. */
-        double before = 0, after = 0;
+        double before = 0, after = 0, peak_before = 0, peak_after = 0;
         const size_t first = n_results;
-        if ((rc = membw_measure(buf, o->threads[t], BW_PASSES, &before)) != EXIT_OK) break;
+        if ((rc = membw_measure(buf, o->threads[t], BW_PASSES, &before)) != EXIT_OK ||
+            (chain && (rc = int8peak_measure(chain, o->threads[t], BW_PASSES, &peak_before)) != EXIT_OK))
+            break;
         rc = bench_threads(model, o, o->threads[t], (uint32_t)n_ctx, ids, results, &n_results);
         if (rc == EXIT_OK) rc = membw_measure(buf, o->threads[t], BW_PASSES, &after);
+        if (rc == EXIT_OK && chain) rc = int8peak_measure(chain, o->threads[t], BW_PASSES, &peak_after);
         bw[t] = before > after ? before : after;
+        peak[t] = peak_before > peak_after ? peak_before : peak_after;
         for (size_t i = first; i < n_results; i++) {
             results[i].bw_gbs = bw[t];
+            results[i].peak_gmacs = peak[t];
             if (rc == EXIT_OK && !o->json) rc = print_row(&m, o, &results[i]);
         }
     }
     if (rc != EXIT_OK) goto done;
     if (!o->json) {
-        print_bandwidth(&m, o, bw, buf, model);
+        print_bandwidth(&m, o, bw, peak, buf, model);
         rc = check_stdout();
     } else {
         json_t *arr = json_array();
@@ -464,6 +515,7 @@ static int bench_speed(const bench_opts *o) {
     }
 done:
     membw_free(buf);
+    free(peak);
     free(bw);
     free(samples);
     free(results);
