@@ -15,6 +15,10 @@
 #include "backend/optimized_simd.h"
 #include "kernels/fp16.h"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 /* 8-lane vectors passed between always-inline helpers only; without AVX GCC and clang warn that
  * such a value would change the calling convention, which never happens once inlined. */
 #if defined(__GNUC__)
@@ -101,6 +105,16 @@ static float dot(const float *a, const float *b, int64_t n) {
     return v8_fold_sum(v8_load(lanes));
 }
 
+/* src[n] binary16 -> dst[n] float32. Every binary16 value is a float32 value, so F16C's vcvtph2ps
+ * (where the flavour has it) and the portable conversion give the same bits. */
+V8_INLINE void f16_to_f32(const uint16_t *src, float *dst, size_t n) {
+    size_t i = 0;
+#if defined(__F16C__)
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+#endif
+    for (; i < n; i++) dst[i] = syn_k_fp16_to_f32(src[i]);
+}
+
 /* Key group b (positions 8b .. 8b + 7, [head_dim][8]) of the attended head, as float32 (f16
  * groups converted into buf). */
 V8_INLINE const char *k_addr(const opt_attn_args *a, size_t b) {
@@ -113,7 +127,7 @@ V8_INLINE const char *k_addr(const opt_attn_args *a, size_t b) {
 V8_INLINE const float *k_block(const opt_attn_args *a, size_t b, float *buf) {
     const char *src = k_addr(a, b);
     if (!a->f16) return (const float *)src;
-    for (size_t i = 0; i < (size_t)a->head_dim * OPT_KV_BLOCK; i++) buf[i] = syn_k_fp16_to_f32(((const uint16_t *)src)[i]);
+    f16_to_f32((const uint16_t *)src, buf, (size_t)a->head_dim * OPT_KV_BLOCK);
     return buf;
 }
 
@@ -288,7 +302,7 @@ static void attention(const opt_attn_args *a) {
                 continue;
             }
             float *dst = kbuf + (size_t)t * (size_t)hd;
-            for (int32_t i = 0; i < hd; i++) dst[i] = syn_k_fp16_to_f32(((const uint16_t *)src)[i]);
+            f16_to_f32((const uint16_t *)src, dst, (size_t)hd);
             rows[t] = dst;
         }
         for (int32_t g = 0; g < n_group; g += 4) {

@@ -208,25 +208,30 @@ static bool tier_available(syn_isa_tier t) {
     return syn_isa_parse(syn_isa_tier_name(t), &isa) == SYN_OK && syn_isa_available(isa);
 }
 
-/* Every tier available here gives the same logits, bitwise, at every position. */
+/* Every tier available here gives the same logits, bitwise, at every position, with either KV
+ * element type (an f16 cache is converted with F16C on x86, portably elsewhere). */
 static void test_tiers_agree(void **state) {
     const fixture *f = *state;
     const size_t n = 24;
-    syn_context_params p = optimized_params();
-    p.isa = SYN_TIER_SCALAR;
-    float *want = run_chunks(f, p, n, 9, true);
-    int tested = 0;
-    for (size_t i = 0; i < sizeof all_tiers / sizeof all_tiers[0]; i++) {
-        if (!tier_available(all_tiers[i])) continue;
-        p.isa = all_tiers[i];
-        float *got = run_chunks(f, p, n, 9, true);
-        assert_bitwise_equal(want, got, n * (size_t)f->n_vocab, syn_isa_tier_name(all_tiers[i]));
-        free(got);
-        tested++;
-        printf("tier %s: same logits as scalar\n", syn_isa_tier_name(all_tiers[i]));
+    const syn_kv_type kv_types[] = {SYN_KV_F32, SYN_KV_F16};
+    for (size_t k = 0; k < 2; k++) {
+        syn_context_params p = optimized_params();
+        p.kv_type = kv_types[k];
+        p.isa = SYN_TIER_SCALAR;
+        float *want = run_chunks(f, p, n, 9, true);
+        int tested = 0;
+        for (size_t i = 0; i < sizeof all_tiers / sizeof all_tiers[0]; i++) {
+            if (!tier_available(all_tiers[i])) continue;
+            p.isa = all_tiers[i];
+            float *got = run_chunks(f, p, n, 9, true);
+            assert_bitwise_equal(want, got, n * (size_t)f->n_vocab, syn_isa_tier_name(all_tiers[i]));
+            free(got);
+            tested++;
+            printf("tier %s, %s KV: same logits as scalar\n", syn_isa_tier_name(all_tiers[i]), k ? "f16" : "f32");
+        }
+        assert_true(tested >= 1);
+        free(want);
     }
-    assert_true(tested >= 1);
-    free(want);
 }
 
 /* A tier this CPU lacks is an error, never a fallback; auto resolves to a real tier. */
