@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/blocks.h"
 #include "model/model.h"
 
 /* ---------------------------------------------------------------------------------------------
