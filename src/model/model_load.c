@@ -114,7 +114,6 @@ static syn_status read_head_dim(const gguf_file *f, const syn_arch *arch, syn_hp
         return syn_fail(SYN_ERR_FORMAT, "model: %d heads of %d values exceed the supported width %d", hp->n_head,
                         hp->head_dim, INT32_MAX);
     hp->q_dim = (int32_t)q_dim;
-    hp->kv_dim = hp->n_head_kv * hp->head_dim; /* n_head_kv <= n_head */
     return SYN_OK;
 }
 
@@ -145,15 +144,16 @@ static syn_status read_hparams(const gguf_file *f, const syn_arch **arch_out, sy
         (st = read_count(f, arch_key(k[3], KEY_CAP, arch, "feed_forward_length"), -1, &hp->n_ff)) != SYN_OK ||
         (st = read_count(f, arch_key(k[4], KEY_CAP, arch, "attention.head_count"), -1, &hp->n_head)) != SYN_OK ||
         (st = read_count(f, arch_key(k[5], KEY_CAP, arch, "attention.head_count_kv"), hp->n_head,
-                         &hp->n_head_kv)) != SYN_OK)
+                         &hp->n_head_kv)) != SYN_OK ||
+        (st = refuse_unsupported_features(f, arch)) != SYN_OK || (st = read_head_dim(f, arch, hp)) != SYN_OK)
         return st;
     if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)
         return syn_fail(SYN_ERR_FORMAT, "model: %s %d must divide %s %d", k[5], hp->n_head_kv, k[4], hp->n_head);
+    hp->kv_dim = hp->n_head_kv * hp->head_dim; /* at most q_dim */
     if ((st = read_positive_float(f, arch_key(k[0], KEY_CAP, arch, "rope.freq_base"), true, 10000.0f,
                                   &hp->rope_freq_base)) != SYN_OK ||
         (st = read_positive_float(f, arch_key(k[1], KEY_CAP, arch, "attention.layer_norm_rms_epsilon"), false,
-                                  0.0f, &hp->rms_norm_eps)) != SYN_OK ||
-        (st = refuse_unsupported_features(f, arch)) != SYN_OK || (st = read_head_dim(f, arch, hp)) != SYN_OK)
+                                  0.0f, &hp->rms_norm_eps)) != SYN_OK)
         return st;
     /* Every block has the architecture's required tensors: this bounds the layer allocation by
      * the file size, while leaving a missing tensor to be reported by name. */
