@@ -262,7 +262,7 @@ static syn_status check_model(const struct syn_model *m, const syn_kernels *k) {
     if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
         return syn_fail(SYN_ERR_UNSUPPORTED, "optimized backend: %d query heads do not group over %d kv heads",
                         hp->n_head, hp->n_head_kv);
-    /* Block by block in the order of the file's tensors, the output projection last. */
+    /* In the order the forward pass reads them, so the tensor named is the first it cannot run. */
     syn_status st = SYN_OK;
     for (int32_t l = 0; st == SYN_OK && l < hp->n_layer; l++) {
         const syn_layer *L = &m->layers[l];
