@@ -8,8 +8,9 @@
  * stream [n][n_embd]):
  *   norm   h = rmsnorm(x) * attn_norm, quantized to Q8_0 when a consumer is Q8_0  (job: tokens)
  *   qkv    one job over the heads of wq, wk and wv together: a chunk computes its heads' rows for
- *          every token, adds the bias, rotates Q/K (RoPE table) and stores K/V into each token's
- *          own sequence blocks
+ *          every token, adds the bias (if any), RMS-norms each Q/K head (qwen3), rotates Q/K (RoPE
+ *          table, NeoX or adjacent pairs, frequency factors) and stores K/V into each token's own
+ *          sequence blocks
  *   attn   one job over (token, kv head): the kv head's group of query heads over the token's
  *          sequence, positions 0..pos, quantized in place
  *   wo     row chunks of wo; x += for those rows
@@ -22,9 +23,11 @@
  * The syn_context path (forward) is a batch of one sequence whose blocks the state owns; the
  * engine (src/engine/) owns the blocks of its sequences and calls forward_batch.
  *
- * Weights are used where they are mapped. Q8_0 matrices go through the kernels; F32/F16/BF16
- * matrices take a float path (rows converted one at a time, float activations, fixed-order dot),
- * as llama.cpp quantizes activations only for quantized weights.
+ * Weights are used where they are mapped. Quantized matrices go through the kernel tier's entry for
+ * their type (kernels.h: syn_kernels.mat) with activations quantized to Q8_0; a type without
+ * kernels there is refused at creation, naming the tensor (the reference backend runs every type).
+ * F32/F16/BF16 matrices take a float path (rows converted one at a time, float activations,
+ * fixed-order dot), as llama.cpp quantizes activations only for quantized weights.
  *
  * Determinism: every value is computed per token, by one chunk, in an order that depends neither
  * on the slice's size or content nor on the thread count: the kernels fix each row's reduction
@@ -44,6 +47,7 @@
 #include "core/error.h"
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
+#include "model/wtype.h"
 #include "threads/threadpool.h"
 
 enum {
@@ -54,11 +58,13 @@ enum {
     OPT_FFN_DECODE_MIN_ROWS = 256, /* and at least this many rows per chunk (kernels.h) */
 };
 
-/* Norm weights and biases as float32: views of F32 tensors, copies of others. */
+/* Norm weights and biases as float32: views of F32 tensors, copies of others; NULL when the model
+ * lacks them. */
 typedef struct opt_layer_vecs {
     const float *attn_norm, *ffn_norm; /* [n_embd] */
-    const float *bq;                   /* [n_embd] */
+    const float *bq;                   /* [q_dim] */
     const float *bk, *bv;              /* [kv_dim] */
+    const float *q_norm, *k_norm;      /* [head_dim] per-head norms of Q and K (qwen3) */
 } opt_layer_vecs;
 
 typedef struct opt_state {
@@ -71,14 +77,16 @@ typedef struct opt_state {
     syn_kv_type kv_type;
     uint32_t n_ctx;
 
+    int32_t q_dim;   /* n_head * head_dim */
     int32_t kv_dim;  /* n_head_kv * head_dim */
-    int32_t qkv_dim; /* n_embd + 2 * kv_dim: one token's row of the qkv buffer */
+    int32_t qkv_dim; /* q_dim + 2 * kv_dim: one token's row of the qkv buffer */
     int32_t group;   /* query heads per kv head */
     int32_t heads_per_chunk;
     bool attn_quant_fused; /* the attention chunk quantizes its output (block aligned) */
 
     opt_layer_vecs *vecs; /* [n_layer] */
     const float *output_norm;
+    const float *rope_factor; /* [head_dim / 2] rope_freqs, NULL: all 1 */
     float *vec_copies;    /* backing store of the vectors that are not F32 views */
 
     /* KV block geometry (backend.h, optimized_simd.h): a block is [n_layer] of K
@@ -97,7 +105,8 @@ typedef struct opt_state {
 
     uint32_t attn_cap; /* keys the per-thread attention scratch can hold */
 
-    /* RoPE table for positions [0, rope_cap): angle pos * base^(-2i/head_dim), i < head_dim/2. */
+    /* RoPE table for positions [0, rope_cap): angle pos * base^(-2i/head_dim) / rope_factor[i],
+     * i < head_dim/2. */
     uint32_t rope_cap;
     float *rope_cos, *rope_sin; /* [rope_cap][head_dim / 2] */
 
@@ -105,18 +114,18 @@ typedef struct opt_state {
     size_t batch_cap;
     float *x;        /* [batch][n_embd] residual stream */
     float *h;        /* [batch][n_embd] normalised input of a sub-layer */
-    float *qkv;      /* [batch][qkv_dim] q | k | v after bias and RoPE */
-    float *attn;     /* [batch][n_embd] attention output, all heads */
+    float *qkv;      /* [batch][qkv_dim] q | k | v after bias, head norms and RoPE */
+    float *attn;     /* [batch][q_dim] attention output, all heads */
     float *proj;     /* [batch][n_embd] wo / w_down output before the residual add */
     float *gate;     /* [batch][n_ff] gate, then silu(gate) * up */
     float *up;       /* [batch][n_ff] */
-    block_q8_0 *hq;  /* [batch][n_embd / 32] quantized normed input or attention output */
+    block_q8_0 *hq;  /* [batch][max(n_embd, q_dim) / 32] quantized normed input or attention output */
     block_q8_0 *hq_ff; /* [batch][n_ff / 32] quantized silu(gate) * up (written while the ffn job
                         * still reads hq, hence its own buffer) */
     size_t *out_rows;  /* [batch] slice rows whose logits are wanted */
 
     /* Per-thread scratch. */
-    float **row_tmp;     /* [n_threads] -> [max(n_embd, n_ff)] one float weight row */
+    float **row_tmp;     /* [n_threads] -> [max(n_embd, n_ff, q_dim)] one float weight row */
     float **attn_tmp;    /* [n_threads] -> [opt_attn_scratch_floats(group, head_dim, attn_cap)] */
 
     /* The step being run (read by the job chunks). */
@@ -136,7 +145,9 @@ typedef struct opt_state {
     float *logits;               /* output step: [n_act][n_vocab] */
 } opt_state;
 
-static bool is_q8(const syn_tensor *t) { return t->type == GGML_TYPE_Q8_0; }
+/* The matrix goes through the kernels with Q8_0 activations (opt_create admits no other
+ * quantized activation format), rather than the float path. */
+static bool is_q8(const syn_tensor *t) { return syn_wtype_get(t->type)->act_type == GGML_TYPE_Q8_0; }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
@@ -179,8 +190,9 @@ static bool needs_copy(const syn_tensor *t) {
 }
 
 /* A float32 view of vector tensor t ([ne0]) when it is F32 and aligned, else a converted copy
- * taken from *store (advanced past it). */
+ * taken from *store (advanced past it); NULL when the model lacks t. */
 static const float *vec_view(const syn_tensor *t, float **store) {
+    if (!t->data) return NULL;
     if (!needs_copy(t)) return t->data;
     float *dst = *store;
     syn_tensor_row(t, 0, dst);
@@ -191,13 +203,14 @@ static const float *vec_view(const syn_tensor *t, float **store) {
 /* Binds the norm weights and biases (views where possible). */
 static syn_status bind_vectors(opt_state *s) {
     const struct syn_model *m = s->model;
-    const qwen2_hparams *hp = &m->hp;
+    const syn_hparams *hp = &m->hp;
     size_t copies = needs_copy(&m->output_norm) ? (size_t)hp->n_embd : 0;
+    if (m->rope_freqs.data && needs_copy(&m->rope_freqs)) copies += (size_t)m->rope_freqs.ne[0];
     for (int32_t l = 0; l < hp->n_layer; l++) {
-        const qwen2_layer *L = &m->layers[l];
-        const syn_tensor *v[5] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv};
-        for (int i = 0; i < 5; i++)
-            if (needs_copy(v[i])) copies += (size_t)v[i]->ne[0];
+        const syn_layer *L = &m->layers[l];
+        const syn_tensor *v[7] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
+        for (int i = 0; i < 7; i++)
+            if (v[i]->data && needs_copy(v[i])) copies += (size_t)v[i]->ne[0];
     }
     s->vecs = calloc((size_t)(uint32_t)hp->n_layer, sizeof *s->vecs); /* n_layer >= 1 (loader) */
     s->vec_copies = copies ? malloc(sizeof(float) * copies) : NULL;
@@ -205,59 +218,75 @@ static syn_status bind_vectors(opt_state *s) {
         return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory for norm weights");
     float *store = s->vec_copies;
     for (int32_t l = 0; l < hp->n_layer; l++) {
-        const qwen2_layer *L = &m->layers[l];
+        const syn_layer *L = &m->layers[l];
         s->vecs[l] = (opt_layer_vecs){
             .attn_norm = vec_view(&L->attn_norm, &store),
             .ffn_norm = vec_view(&L->ffn_norm, &store),
             .bq = vec_view(&L->bq, &store),
             .bk = vec_view(&L->bk, &store),
             .bv = vec_view(&L->bv, &store),
+            .q_norm = vec_view(&L->q_norm, &store),
+            .k_norm = vec_view(&L->k_norm, &store),
         };
     }
     s->output_norm = vec_view(&m->output_norm, &store);
+    s->rope_factor = vec_view(&m->rope_freqs, &store);
     return SYN_OK;
 }
 
-/* Q8_0 matrices must meet the kernels' layout contract (kernels.h). */
-static syn_status check_matrix(const syn_tensor *t) {
-    if (t->type != GGML_TYPE_Q8_0) return SYN_OK;
-    if (t->ne[0] % QK8_0 != 0 || t->row_bytes % 2 != 0 || (uintptr_t)t->data % 2 != 0 ||
-        t->row_bytes < (uint64_t)(t->ne[0] / QK8_0) * sizeof(block_q8_0))
+/* A quantized matrix needs this tier's kernels for its type, taking Q8_0 activations, and must meet
+ * their layout contract (kernels.h); float matrices take the float path. */
+static syn_status check_matrix(const syn_tensor *t, const syn_kernels *k) {
+    const syn_wtype *wt = syn_wtype_get(t->type);
+    if (wt->act_type == GGML_TYPE_F32) return SYN_OK;
+    const syn_type_kernels *tk = &k->mat[t->type];
+    if (!tk->matvec || !tk->matmul || wt->act_type != GGML_TYPE_Q8_0)
         return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "optimized backend: Q8_0 tensor '%s' has row length %lld / row bytes %llu / "
+                        "optimized backend: tensor '%s' has type %s, which has no optimized kernels yet "
+                        "(tier %s); --backend reference runs this model",
+                        t->name, ggml_type_name(t->type), syn_isa_name(k->isa));
+    const uint64_t block_bytes = ggml_type_size(t->type), n_blocks = (uint64_t)t->ne[0] / ggml_block_size(t->type);
+    if (t->row_bytes % 2 != 0 || (uintptr_t)t->data % 2 != 0 || t->row_bytes < n_blocks * block_bytes)
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "optimized backend: %s tensor '%s' has row length %lld / row bytes %llu / "
                         "alignment the kernels cannot use",
-                        t->name, (long long)t->ne[0], (unsigned long long)t->row_bytes);
+                        ggml_type_name(t->type), t->name, (long long)t->ne[0], (unsigned long long)t->row_bytes);
     return SYN_OK;
 }
 
-static syn_status check_model(const struct syn_model *m) {
-    const qwen2_hparams *hp = &m->hp;
+static syn_status check_model(const struct syn_model *m, const syn_kernels *k) {
+    const syn_hparams *hp = &m->hp;
     if (hp->head_dim % OPT_KV_BLOCK != 0 || hp->head_dim < 2)
         return syn_fail(SYN_ERR_UNSUPPORTED, "optimized backend: head_dim %d is not a multiple of %d",
                         hp->head_dim, OPT_KV_BLOCK);
     if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
         return syn_fail(SYN_ERR_UNSUPPORTED, "optimized backend: %d query heads do not group over %d kv heads",
                         hp->n_head, hp->n_head_kv);
-    syn_status st = check_matrix(&m->output);
+    /* In the order the forward pass reads them, so the tensor named is the first it cannot run. */
+    syn_status st = SYN_OK;
     for (int32_t l = 0; st == SYN_OK && l < hp->n_layer; l++) {
-        const qwen2_layer *L = &m->layers[l];
+        const syn_layer *L = &m->layers[l];
         const syn_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; st == SYN_OK && i < 7; i++) st = check_matrix(w[i]);
+        for (int i = 0; st == SYN_OK && i < 7; i++) st = check_matrix(w[i], k);
     }
-    return st;
+    return st == SYN_OK ? check_matrix(&m->output, k) : st;
 }
 
 static syn_status opt_create(const struct syn_model *model, const syn_backend_config *cfg, void **out) {
-    syn_status st = check_model(model);
+    syn_kernels kernels;
+    syn_status st = syn_kernels_get(cfg->isa, &kernels);
+    if (st == SYN_OK) st = check_model(model, &kernels);
     if (st != SYN_OK) return st;
     opt_state *s = calloc(1, sizeof *s);
     if (!s) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
-    const qwen2_hparams *hp = &model->hp;
+    const syn_hparams *hp = &model->hp;
     s->model = model;
     s->kv_type = cfg->kv_type;
     s->n_ctx = cfg->n_ctx;
-    s->kv_dim = hp->n_head_kv * hp->head_dim;
-    s->qkv_dim = hp->n_embd + 2 * s->kv_dim;
+    s->k = kernels;
+    s->q_dim = hp->q_dim;
+    s->kv_dim = hp->kv_dim;
+    s->qkv_dim = hp->q_dim + 2 * hp->kv_dim;
     s->group = hp->n_head / hp->n_head_kv;
     s->heads_per_chunk = hp->head_dim >= OPT_ROWS_PER_CHUNK ? 1 : OPT_ROWS_PER_CHUNK / hp->head_dim;
     s->attn_quant_fused = (s->group * hp->head_dim) % QK8_0 == 0;
@@ -276,9 +305,8 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
                         n_threads, SYN_MAX_THREADS);
     }
 
-    st = syn_kernels_get(cfg->isa, &s->k);
-    if (st == SYN_OK) opt_simd_get(cfg->isa, &s->simd);
-    if (st == SYN_OK) st = bind_vectors(s);
+    opt_simd_get(cfg->isa, &s->simd);
+    st = bind_vectors(s);
     if (st == SYN_OK && cfg->shared_pool) {
         s->pool = cfg->shared_pool;
     } else if (st == SYN_OK) {
@@ -294,7 +322,7 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
         s->attn_tmp = calloc((size_t)n_threads, sizeof *s->attn_tmp);
         if (!s->ctx_pos || !s->ctx_blocks || !s->ctx_want || !s->row_tmp || !s->attn_tmp)
             st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
-        size_t widest = max_sz((size_t)hp->n_embd, (size_t)hp->n_ff);
+        size_t widest = max_sz(max_sz((size_t)hp->n_embd, (size_t)hp->n_ff), (size_t)hp->q_dim);
         for (int i = 0; st == SYN_OK && i < n_threads; i++) {
             s->row_tmp[i] = malloc(sizeof(float) * widest);
             if (!s->row_tmp[i]) st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
@@ -348,7 +376,7 @@ static syn_status grow_attn(opt_state *s, uint32_t n_keys) {
 
 static syn_status grow_rope(opt_state *s, uint32_t n_positions) {
     if (n_positions <= s->rope_cap) return SYN_OK;
-    const qwen2_hparams *hp = &s->model->hp;
+    const syn_hparams *hp = &s->model->hp;
     uint32_t cap = s->rope_cap ? s->rope_cap : 64;
     while (cap < n_positions) cap = cap > s->n_ctx / 2 ? s->n_ctx : cap * 2;
     if (cap < n_positions) cap = n_positions;
@@ -362,6 +390,7 @@ static syn_status grow_rope(opt_state *s, uint32_t n_positions) {
     for (uint32_t p = s->rope_cap; p < cap; p++) {
         for (size_t i = 0; i < half; i++) {
             double angle = (double)p * pow((double)hp->rope_freq_base, -2.0 * (double)i / hp->head_dim);
+            if (s->rope_factor) angle /= s->rope_factor[i];
             c[(size_t)p * half + i] = (float)cos(angle);
             sn[(size_t)p * half + i] = (float)sin(angle);
         }
@@ -372,27 +401,29 @@ static syn_status grow_rope(opt_state *s, uint32_t n_positions) {
 
 static syn_status grow_batch(opt_state *s, size_t n) {
     if (n <= s->batch_cap) return SYN_OK;
-    const qwen2_hparams *hp = &s->model->hp;
-    size_t ne = (size_t)hp->n_embd, nff = (size_t)hp->n_ff;
-    float **f[] = {&s->x, &s->h, &s->attn, &s->proj};
+    const syn_hparams *hp = &s->model->hp;
+    size_t ne = (size_t)hp->n_embd, nff = (size_t)hp->n_ff, nq = (size_t)hp->q_dim;
+    float **f[] = {&s->x, &s->h, &s->proj};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         float *p = realloc(*f[i], sizeof(float) * n * ne);
         if (!p) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: scratch for %zu tokens", n);
         *f[i] = p;
     }
+    float *attn = realloc(s->attn, sizeof(float) * n * nq);
+    if (attn) s->attn = attn;
     float *qkv = realloc(s->qkv, sizeof(float) * n * (size_t)s->qkv_dim);
     if (qkv) s->qkv = qkv;
     float *gate = realloc(s->gate, sizeof(float) * n * nff);
     if (gate) s->gate = gate;
     float *up = realloc(s->up, sizeof(float) * n * nff);
     if (up) s->up = up;
-    block_q8_0 *hq = realloc(s->hq, sizeof(block_q8_0) * n * (ne / QK8_0 + 1));
+    block_q8_0 *hq = realloc(s->hq, sizeof(block_q8_0) * n * (max_sz(ne, nq) / QK8_0 + 1));
     if (hq) s->hq = hq;
     block_q8_0 *hq_ff = realloc(s->hq_ff, sizeof(block_q8_0) * n * (nff / QK8_0 + 1));
     if (hq_ff) s->hq_ff = hq_ff;
     size_t *out_rows = realloc(s->out_rows, sizeof(size_t) * n);
     if (out_rows) s->out_rows = out_rows;
-    if (!qkv || !gate || !up || !hq || !hq_ff || !out_rows)
+    if (!attn || !qkv || !gate || !up || !hq || !hq_ff || !out_rows)
         return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: scratch for %zu tokens", n);
     s->batch_cap = n;
     return SYN_OK;
@@ -407,12 +438,12 @@ static void mat_rows(opt_state *s, const syn_tensor *w, int64_t r0, int64_t r1, 
                      int thread) {
     const int64_t n_in = w->ne[0];
     if (is_q8(w)) {
+        const syn_type_kernels *tk = &s->k.mat[w->type];
         const int64_t nb = n_in / QK8_0;
         if (s->n_act == 1)
-            s->k.matvec_q8_0(nb, w->data, (size_t)w->row_bytes, r0, r1, s->act_q, y);
+            tk->matvec(nb, w->data, (size_t)w->row_bytes, r0, r1, s->act_q, y);
         else /* a decode step of k sequences: one pass over the weights for all k tokens */
-            s->k.matmul_q8_0(nb, w->data, (size_t)w->row_bytes, r0, r1, s->act_q, (int64_t)s->n_act, y,
-                             y_stride);
+            tk->matmul(nb, w->data, (size_t)w->row_bytes, r0, r1, s->act_q, (int64_t)s->n_act, y, y_stride);
         return;
     }
     float *row = s->row_tmp[thread];
@@ -428,7 +459,7 @@ static void mat_rows(opt_state *s, const syn_tensor *w, int64_t r0, int64_t r1, 
 static int job_norm(void *ctx, int64_t t, int thread) {
     (void)thread;
     opt_state *s = ctx;
-    const qwen2_hparams *hp = &s->model->hp;
+    const syn_hparams *hp = &s->model->hp;
     const size_t ne = (size_t)hp->n_embd;
     const float *x = s->x + (s->norm_rows ? s->norm_rows[t] : (size_t)t) * ne;
     float *h = s->h + (size_t)t * ne;
@@ -448,20 +479,37 @@ static int job_quantize(void *ctx, int64_t t, int thread) {
     return 0;
 }
 
-/* Rotates heads [h0, h1) of row (each [head_dim]) by position pos, NeoX layout. */
+/* Rotates heads [h0, h1) of row (each [head_dim]) by position pos: pair i is (i, i + half) in
+ * the NeoX layout, (2i, 2i + 1) in the adjacent one. */
 static void rope_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, uint32_t pos) {
     const int32_t hd = s->model->hp.head_dim, half = hd / 2;
+    const bool neox = s->model->hp.rope_layout == SYN_ROPE_NEOX;
+    const int32_t step = neox ? 1 : 2, other = neox ? half : 1; /* pair i: (step * i, step * i + other) */
     const float *c = s->rope_cos + (size_t)pos * (size_t)half;
     const float *sn = s->rope_sin + (size_t)pos * (size_t)half;
     for (int32_t h = h0; h < h1; h++) {
         float *p = row + (size_t)h * (size_t)hd;
         for (int32_t i = 0; i < half; i++) {
-            const float x0 = p[i], x1 = p[i + half];
+            float *p0 = p + step * i, *p1 = p0 + other;
+            const float x0 = *p0, x1 = *p1;
             const float a = x0 * c[i], b = x1 * sn[i];
-            p[i] = a - b;
+            *p0 = a - b;
             const float e = x0 * sn[i], f = x1 * c[i];
-            p[i + half] = e + f;
+            *p1 = e + f;
         }
+    }
+}
+
+/* RMS-norms heads [h0, h1) of row (each [head_dim]) in place with weight w[head_dim] (qwen3's Q/K
+ * norms), in the norm step's order of operations. */
+static void norm_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, const float *w) {
+    const size_t hd = (size_t)s->model->hp.head_dim;
+    for (int32_t h = h0; h < h1; h++) {
+        float *p = row + (size_t)h * hd;
+        double sum_sq = 0.0;
+        for (size_t i = 0; i < hd; i++) sum_sq += (double)p[i] * p[i];
+        const float scale = (float)(1.0 / sqrt(sum_sq / (double)hd + s->model->hp.rms_norm_eps));
+        for (size_t i = 0; i < hd; i++) p[i] = p[i] * scale * w[i];
     }
 }
 
@@ -488,7 +536,7 @@ static void store_kv(const opt_state *s, bool is_k, const float *row, int32_t h0
 
 /* Chunk -> (matrix 0/1/2 = q/k/v, heads [h0, h1)). */
 static void qkv_chunk(const opt_state *s, int64_t chunk, int *mat, int32_t *h0, int32_t *h1) {
-    const qwen2_hparams *hp = &s->model->hp;
+    const syn_hparams *hp = &s->model->hp;
     const int32_t hpc = s->heads_per_chunk;
     const int64_t nq = (hp->n_head + hpc - 1) / hpc, nk = (hp->n_head_kv + hpc - 1) / hpc;
     int32_t n_heads = hp->n_head;
@@ -508,27 +556,30 @@ static void qkv_chunk(const opt_state *s, int64_t chunk, int *mat, int32_t *h0, 
 }
 
 static int64_t qkv_n_chunks(const opt_state *s) {
-    const qwen2_hparams *hp = &s->model->hp;
+    const syn_hparams *hp = &s->model->hp;
     const int32_t hpc = s->heads_per_chunk;
     return (hp->n_head + hpc - 1) / hpc + 2 * ((hp->n_head_kv + hpc - 1) / hpc);
 }
 
 static int job_qkv(void *ctx, int64_t chunk, int thread) {
     opt_state *s = ctx;
-    const qwen2_hparams *hp = &s->model->hp;
-    const qwen2_layer *L = &s->model->layers[s->layer];
+    const syn_hparams *hp = &s->model->hp;
+    const syn_layer *L = &s->model->layers[s->layer];
     const opt_layer_vecs *V = &s->vecs[s->layer];
     int mat;
     int32_t h0, h1;
     qkv_chunk(s, chunk, &mat, &h0, &h1);
     const syn_tensor *w = mat == 0 ? &L->wq : mat == 1 ? &L->wk : &L->wv;
     const float *bias = mat == 0 ? V->bq : mat == 1 ? V->bk : V->bv;
-    const size_t off = mat == 0 ? 0 : mat == 1 ? (size_t)hp->n_embd : (size_t)hp->n_embd + (size_t)s->kv_dim;
+    const float *head_norm = mat == 0 ? V->q_norm : mat == 1 ? V->k_norm : NULL;
+    const size_t off = mat == 0 ? 0 : mat == 1 ? (size_t)s->q_dim : (size_t)s->q_dim + (size_t)s->kv_dim;
     const int64_t r0 = (int64_t)h0 * hp->head_dim, r1 = (int64_t)h1 * hp->head_dim;
     mat_rows(s, w, r0, r1, s->qkv + off, s->qkv_dim, thread);
     for (size_t t = 0; t < s->n; t++) {
         float *row = s->qkv + t * (size_t)s->qkv_dim + off;
-        for (int64_t r = r0; r < r1; r++) row[r] += bias[r];
+        if (bias)
+            for (int64_t r = r0; r < r1; r++) row[r] += bias[r];
+        if (head_norm) norm_heads(s, row, h0, h1, head_norm);
         const uint32_t pos = s->pos[t];
         if (mat != 2) rope_heads(s, row, h0, h1, pos);
         if (mat != 0) store_kv(s, mat == 1, row, h0, h1, pos, s->blocks[t]);
@@ -538,11 +589,11 @@ static int job_qkv(void *ctx, int64_t chunk, int thread) {
 
 static int job_attention(void *ctx, int64_t chunk, int thread) {
     opt_state *s = ctx;
-    const qwen2_hparams *hp = &s->model->hp;
+    const syn_hparams *hp = &s->model->hp;
     const size_t t = (size_t)(chunk / hp->n_head_kv);
     const int32_t kv_head = (int32_t)(chunk % hp->n_head_kv);
     const size_t head0 = (size_t)kv_head * (size_t)s->group * (size_t)hp->head_dim; /* first q element */
-    float *out = s->attn + t * (size_t)hp->n_embd + head0;
+    float *out = s->attn + t * (size_t)s->q_dim + head0;
     const opt_attn_args a = {
         .head_dim = hp->head_dim,
         .n_head_kv = hp->n_head_kv,
@@ -561,7 +612,7 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
     s->simd.attention(&a);
     if (s->attn_quant_fused && is_q8(&s->model->layers[s->layer].wo)) {
         const size_t n = (size_t)s->group * (size_t)hp->head_dim;
-        s->k.quantize_row_q8_0(out, s->hq + t * (size_t)(hp->n_embd / QK8_0) + head0 / QK8_0, (int64_t)n);
+        s->k.quantize_row_q8_0(out, s->hq + t * (size_t)(s->q_dim / QK8_0) + head0 / QK8_0, (int64_t)n);
     }
     return 0;
 }
@@ -605,7 +656,7 @@ static int64_t ffn_rows_per_chunk(const opt_state *s) {
  * (whose rows are whole blocks, so n_ff and every chunk's rows are block aligned). */
 static int job_ffn(void *ctx, int64_t chunk, int thread) {
     opt_state *s = ctx;
-    const qwen2_layer *L = &s->model->layers[s->layer];
+    const syn_layer *L = &s->model->layers[s->layer];
     const size_t nff = (size_t)s->model->hp.n_ff;
     int64_t r0, r1;
     syn_chunk_rows((int64_t)nff, ffn_rows_per_chunk(s), chunk, &r0, &r1);
@@ -655,8 +706,8 @@ static syn_status quantize_rows(opt_state *s, const float *src, block_q8_0 *dst,
 }
 
 static syn_status forward_layer(opt_state *s, int32_t l) {
-    const qwen2_hparams *hp = &s->model->hp;
-    const qwen2_layer *L = &s->model->layers[l];
+    const syn_hparams *hp = &s->model->hp;
+    const syn_layer *L = &s->model->layers[l];
     const int64_t ne = hp->n_embd, nff = hp->n_ff;
     s->layer = l;
     s->n_act = s->n;
@@ -667,7 +718,7 @@ static syn_status forward_layer(opt_state *s, int32_t l) {
     s->act_q = s->hq;
     if (st == SYN_OK) st = run(s, qkv_n_chunks(s), job_qkv, "qkv");
     if (st == SYN_OK) st = run(s, (int64_t)s->n * hp->n_head_kv, job_attention, "attention");
-    if (st == SYN_OK && is_q8(&L->wo) && !s->attn_quant_fused) st = quantize_rows(s, s->attn, s->hq, ne);
+    if (st == SYN_OK && is_q8(&L->wo) && !s->attn_quant_fused) st = quantize_rows(s, s->attn, s->hq, s->q_dim);
     s->act_f = s->attn;
     if (st == SYN_OK) st = run(s, (ne + OPT_ROWS_PER_CHUNK - 1) / OPT_ROWS_PER_CHUNK, job_wo, "wo");
 

@@ -6,10 +6,13 @@
  * The KV cache is float32 and grows on demand (doubling) up to the context size, so a short
  * request never pays for the model's full context.
  *
- * One Qwen2 block, for a token at position pos (x is the residual stream [n_embd]):
+ * One block of any architecture of the table (src/model/arch.h), for a token at position pos (x
+ * is the residual stream [n_embd]; a tensor the model lacks is skipped):
  *   h = rmsnorm(x) * attn_norm
  *   q = Wq h + bq [n_head][head_dim],  k = Wk h + bk,  v = Wv h + bv [n_head_kv][head_dim]
- *   q, k = rope_neox(q, k, pos);  cache k, v at pos
+ *   q_i = rmsnorm(q_i) * q_norm, k_j = rmsnorm(k_j) * k_norm for each head (qwen3)
+ *   q, k = rope(q, k, pos): NeoX pairs (i, i + head_dim/2) or adjacent pairs (2i, 2i + 1), pair i
+ *          at angle pos * base^(-2i/head_dim) / rope_freqs[i];  cache k, v at pos
  *   for each query head i (kv head i / (n_head / n_head_kv)):
  *       a_i = softmax(q_i . k_t / sqrt(head_dim), t = 0..pos) . v_t
  *   x = x + Wo a
@@ -33,15 +36,14 @@ typedef struct ref_state {
     /* scratch, sized once */
     float *x;          /* [n_embd] residual stream */
     float *h;          /* [n_embd] normalised input of a sub-layer */
-    float *q;          /* [n_embd] */
-    float *attn;       /* [n_embd] attention output, all heads */
+    float *q;          /* [q_dim] */
+    float *attn;       /* [q_dim] attention output, all heads */
     float *gate;       /* [n_ff] */
     float *up;         /* [n_ff] */
     float *scores;     /* [n_ctx] attention scores of one head (grows with kv_cap) */
-    float *row;        /* [max(n_embd, n_ff)] one dequantized weight row */
+    float *row;        /* [max(n_embd, n_ff, q_dim)] one dequantized weight row */
+    float *rope_factor; /* [head_dim / 2] rope_freqs, or ones */
 } ref_state;
-
-static int32_t kv_dim(const qwen2_hparams *hp) { return hp->n_head_kv * hp->head_dim; }
 
 static void ref_destroy(void *opaque) {
     ref_state *s = opaque;
@@ -60,6 +62,7 @@ static void ref_destroy(void *opaque) {
     free(s->up);
     free(s->scores);
     free(s->row);
+    free(s->rope_factor);
     free(s);
 }
 
@@ -68,26 +71,32 @@ static syn_status ref_create(const struct syn_model *model, const syn_backend_co
     /* Single-threaded by design, and uses no kernels, so n_threads and isa do not apply. */
     if (cfg->kv_type != SYN_KV_F32)
         return syn_fail(SYN_ERR_UNSUPPORTED, "the reference backend keeps a float32 KV cache only");
-    const qwen2_hparams *hp = &model->hp;
+    const syn_hparams *hp = &model->hp;
     ref_state *s = calloc(1, sizeof *s);
     if (!s) return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
     s->model = model;
     s->n_ctx = cfg->n_ctx;
-    size_t widest = (size_t)(hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd);
+    int32_t widest = hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd;
+    if (hp->q_dim > widest) widest = hp->q_dim;
     s->k_cache = calloc((size_t)hp->n_layer, sizeof *s->k_cache);
     s->v_cache = calloc((size_t)hp->n_layer, sizeof *s->v_cache);
     s->x = malloc(sizeof(float) * (size_t)hp->n_embd);
     s->h = malloc(sizeof(float) * (size_t)hp->n_embd);
-    s->q = malloc(sizeof(float) * (size_t)hp->n_embd);
-    s->attn = malloc(sizeof(float) * (size_t)hp->n_embd);
+    s->q = malloc(sizeof(float) * (size_t)hp->q_dim);
+    s->attn = malloc(sizeof(float) * (size_t)hp->q_dim);
     s->gate = malloc(sizeof(float) * (size_t)hp->n_ff);
     s->up = malloc(sizeof(float) * (size_t)hp->n_ff);
-    s->row = malloc(sizeof(float) * widest);
+    s->row = malloc(sizeof(float) * (size_t)widest);
+    s->rope_factor = malloc(sizeof(float) * (size_t)(hp->head_dim / 2));
     if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q || !s->attn || !s->gate || !s->up ||
-        !s->row) {
+        !s->row || !s->rope_factor) {
         ref_destroy(s);
         return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
     }
+    if (model->rope_freqs.data)
+        syn_tensor_row(&model->rope_freqs, 0, s->rope_factor);
+    else
+        for (int32_t i = 0; i < hp->head_dim / 2; i++) s->rope_factor[i] = 1.0f;
     *out = s;
     return SYN_OK;
 }
@@ -98,8 +107,8 @@ static syn_status ensure_kv_capacity(ref_state *s, uint32_t n_positions) {
     uint32_t cap = s->kv_cap ? s->kv_cap : 64;
     while (cap < n_positions) cap = cap > s->n_ctx / 2 ? s->n_ctx : cap * 2;
     if (cap > s->n_ctx) cap = s->n_ctx;
-    const qwen2_hparams *hp = &s->model->hp;
-    size_t bytes = sizeof(float) * (size_t)cap * (size_t)kv_dim(hp);
+    const syn_hparams *hp = &s->model->hp;
+    size_t bytes = sizeof(float) * (size_t)cap * (size_t)hp->kv_dim;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         float *k = realloc(s->k_cache[l], bytes);
         if (k) s->k_cache[l] = k;
@@ -124,7 +133,8 @@ static void rmsnorm(float *out, const float *x, const syn_tensor *weight, float 
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * row[i];
 }
 
-/* y[n_out] = W x[n_in] (+ bias[n_out] when bias is not NULL), W = {n_in, n_out}. */
+/* y[n_out] = W x[n_in] (+ bias[n_out] when bias is not NULL and the model has it),
+ * W = {n_in, n_out}. */
 static void matvec(float *y, const syn_tensor *w, const float *x, const syn_tensor *bias,
                    float *row) {
     int64_t n_in = w->ne[0], n_out = w->ne[1];
@@ -134,32 +144,43 @@ static void matvec(float *y, const syn_tensor *w, const float *x, const syn_tens
         for (int64_t i = 0; i < n_in; i++) acc += (double)row[i] * x[i];
         y[r] = (float)acc;
     }
-    if (bias) {
+    if (bias && bias->data) {
         syn_tensor_row(bias, 0, row);
         for (int64_t r = 0; r < n_out; r++) y[r] += row[r];
     }
 }
 
-/* Rotates each head of vec [n_heads][head_dim] by position pos, NeoX layout: element i pairs with
- * element i + head_dim/2, at angle pos * base^(-2i/head_dim). */
-static void rope_neox(float *vec, int32_t n_heads, int32_t head_dim, uint32_t pos, float base) {
+/* Rotates each head of vec [n_heads][head_dim] by position pos: pair i (of head_dim/2) is
+ * (i, i + head_dim/2) in the NeoX layout, (2i, 2i + 1) in the adjacent one, at angle
+ * pos * base^(-2i/head_dim) / factor[i]. */
+static void rope(float *vec, int32_t n_heads, int32_t head_dim, uint32_t pos, float base,
+                 const float *factor, syn_rope_layout layout) {
     int32_t half = head_dim / 2;
     for (int32_t i = 0; i < half; i++) {
-        double angle = (double)pos * pow((double)base, -2.0 * i / head_dim);
+        double angle = (double)pos * pow((double)base, -2.0 * i / head_dim) / factor[i];
         float c = (float)cos(angle), sn = (float)sin(angle);
+        int32_t a = layout == SYN_ROPE_NEOX ? i : 2 * i, b = layout == SYN_ROPE_NEOX ? i + half : 2 * i + 1;
         for (int32_t h = 0; h < n_heads; h++) {
             float *p = vec + (size_t)h * head_dim;
-            float x0 = p[i], x1 = p[i + half];
-            p[i] = x0 * c - x1 * sn;
-            p[i + half] = x0 * sn + x1 * c;
+            float x0 = p[a], x1 = p[b];
+            p[a] = x0 * c - x1 * sn;
+            p[b] = x0 * sn + x1 * c;
         }
     }
 }
 
+/* Each head of vec [n_heads][head_dim] RMS-normed in place with weight [head_dim], when the model
+ * has the weight. */
+static void head_norms(float *vec, int32_t n_heads, const syn_tensor *weight, float eps, float *row) {
+    if (!weight->data) return;
+    int64_t hd = weight->ne[0];
+    for (int32_t h = 0; h < n_heads; h++) rmsnorm(vec + h * hd, vec + h * hd, weight, eps, row);
+}
+
 /* Grouped-query attention of one token at position pos over cached positions 0..pos of layer l. */
 static void attention(ref_state *s, int32_t layer, uint32_t pos) {
-    const qwen2_hparams *hp = &s->model->hp;
-    int32_t hd = hp->head_dim, kvd = kv_dim(hp), group = hp->n_head / hp->n_head_kv;
+    const syn_hparams *hp = &s->model->hp;
+    int32_t hd = hp->head_dim, kvd = hp->kv_dim, group = hp->n_head / hp->n_head_kv;
     const float *k_cache = s->k_cache[layer], *v_cache = s->v_cache[layer];
     double inv_sqrt_hd = 1.0 / sqrt((double)hd);
     for (int32_t head = 0; head < hp->n_head; head++) {
@@ -193,12 +214,12 @@ static float silu(float x) { return x / (1.0f + expf(-x)); }
 /* One token through the whole model; logits [n_vocab] when not NULL. */
 static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logits) {
     const struct syn_model *m = s->model;
-    const qwen2_hparams *hp = &m->hp;
-    int32_t kvd = kv_dim(hp);
+    const syn_hparams *hp = &m->hp;
+    int32_t kvd = hp->kv_dim;
 
     syn_tensor_row(&m->tok_embd, token, s->x);
     for (int32_t l = 0; l < hp->n_layer; l++) {
-        const qwen2_layer *L = &m->layers[l];
+        const syn_layer *L = &m->layers[l];
         float *k = s->k_cache[l] + (size_t)pos * kvd;
         float *v = s->v_cache[l] + (size_t)pos * kvd;
 
@@ -206,8 +227,10 @@ static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logi
         matvec(s->q, &L->wq, s->h, &L->bq, s->row);
         matvec(k, &L->wk, s->h, &L->bk, s->row);
         matvec(v, &L->wv, s->h, &L->bv, s->row);
-        rope_neox(s->q, hp->n_head, hp->head_dim, pos, hp->rope_freq_base);
-        rope_neox(k, hp->n_head_kv, hp->head_dim, pos, hp->rope_freq_base);
+        head_norms(s->q, hp->n_head, &L->q_norm, hp->rms_norm_eps, s->row);
+        head_norms(k, hp->n_head_kv, &L->k_norm, hp->rms_norm_eps, s->row);
+        rope(s->q, hp->n_head, hp->head_dim, pos, hp->rope_freq_base, s->rope_factor, hp->rope_layout);
+        rope(k, hp->n_head_kv, hp->head_dim, pos, hp->rope_freq_base, s->rope_factor, hp->rope_layout);
         attention(s, l, pos);
         matvec(s->h, &L->wo, s->attn, NULL, s->row);
         for (int32_t i = 0; i < hp->n_embd; i++) s->x[i] += s->h[i];

@@ -4,11 +4,11 @@
 #include "core/error.h"
 #include "kernels/kernels_impl.h"
 
-#define SYN_K_TABLE(isa_, quant_dot, mat)                                                          \
+#define SYN_K_TABLE(isa_, quant_dot, mat_)                                                         \
     (syn_kernels) {                                                                                \
         .isa = (isa_), .quantize_row_q8_0 = syn_quantize_row_q8_0_##quant_dot,                     \
-        .vec_dot_q8_0_q8_0 = syn_vec_dot_q8_0_q8_0_##quant_dot, .matvec_q8_0 = syn_matvec_q8_0_##mat, \
-        .matmul_q8_0 = syn_matmul_q8_0_##mat,                                                      \
+        .vec_dot_q8_0_q8_0 = syn_vec_dot_q8_0_q8_0_##quant_dot,                                    \
+        .mat = {[GGML_TYPE_Q8_0] = {syn_matvec_q8_0_##mat_, syn_matmul_q8_0_##mat_}},              \
     }
 
 syn_status syn_kernels_get(syn_isa isa, syn_kernels *out) {

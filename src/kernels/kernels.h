@@ -33,8 +33,8 @@
  * activation corrections and transposes each 16-row tile once per 256 tokens: give it >= 64 rows
  * per call (a multiple of 16) and all the tokens of the step at once; 16-row calls run ~30% slower.
  *
- * Layouts: a weight matrix is rows of n_blocks block_q8_0, row r starting at
- * (const char *)w + r * w_row_bytes (w_row_bytes >= n_blocks * sizeof(block_q8_0), even);
+ * Layouts (Q8_0, mat[GGML_TYPE_Q8_0]): a weight matrix is rows of n_blocks block_q8_0, row r
+ * starting at (const char *)w + r * w_row_bytes (w_row_bytes >= n_blocks * sizeof(block_q8_0), even);
  * activations are n_tokens rows of n_blocks contiguous blocks; outputs are y[t * y_stride + r].
  * Kernels never allocate, never fail and are thread-safe (disjoint outputs per caller).
  */
@@ -44,8 +44,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gguf/gguf.h"
+#include "kernels/blocks.h"
 #include "kernels/cpu_features.h"
-#include "model/model.h"
+
+/* Decode: y[r] = dot(W row r, a) for r in [r0, r1); act: one activation row in the weight type's
+ * dot format (model/wtype.h: act_type), y indexed by absolute row. */
+typedef void (*syn_matvec_fn)(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                              const void *act, float *y);
+
+/* Prefill/batches: y[t * y_stride + r] = dot(W row r, A row t) for r in [r0, r1),
+ * t in [0, n_tokens); act: n_tokens rows of n_blocks activation blocks. Register-blocked tiles;
+ * n_tokens == 1 is matvec. */
+typedef void (*syn_matmul_fn)(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                              const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+
+/* The matrix kernels of one weight type on one tier; NULL where the tier has none for the type. */
+typedef struct syn_type_kernels {
+    syn_matvec_fn matvec;
+    syn_matmul_fn matmul;
+} syn_type_kernels;
 
 typedef struct syn_kernels {
     syn_isa isa;
@@ -56,14 +74,9 @@ typedef struct syn_kernels {
     /* The dot above of one weight row w[n_blocks] and one activation row a[n_blocks]. */
     float (*vec_dot_q8_0_q8_0)(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
 
-    /* Decode: y[r] = dot(W row r, a) for r in [r0, r1); a[n_blocks], y indexed by absolute row. */
-    void (*matvec_q8_0)(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                        const block_q8_0 *a, float *y);
-
-    /* Prefill/batches: y[t * y_stride + r] = dot(W row r, A row t) for r in [r0, r1),
-     * t in [0, n_tokens); a[n_tokens][n_blocks]. Register-blocked tiles; n_tokens == 1 is matvec. */
-    void (*matmul_q8_0)(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                        const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride);
+    /* Per weight type (enum ggml_type): Q8_0 on every tier; the other quantized types of the
+     * weight-type table have none yet (the optimized backend refuses them by name). */
+    syn_type_kernels mat[GGML_TYPE_COUNT];
 } syn_kernels;
 
 /* Fills *out with the kernels of isa. SYN_ERR_UNAVAILABLE (message naming the tier) when this

@@ -34,7 +34,7 @@ SYN_K_INLINE void syn_k_matmul_tiles(int64_t n_blocks, const void *w, size_t w_r
                              const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride,
                              int64_t tile_tokens, syn_k_tile_fn tile,
                              float (*vec_dot)(int64_t, const block_q8_0 *, const block_q8_0 *),
-                             void (*matvec)(int64_t, const void *, size_t, int64_t, int64_t, const block_q8_0 *,
+                             void (*matvec)(int64_t, const void *, size_t, int64_t, int64_t, const void *,
                                             float *)) {
     const int64_t n_full = n_tokens - n_tokens % tile_tokens;
     const int64_t chunk = syn_k_token_chunk(n_blocks, tile_tokens);
@@ -64,9 +64,9 @@ SYN_K_INLINE void syn_k_matmul_tiles(int64_t n_blocks, const void *w, size_t w_r
     float syn_vec_dot_q8_0_q8_0_##sfx(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
 #define SYN_K_DECLARE_MAT(sfx)                                                                     \
     void syn_matvec_q8_0_##sfx(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,    \
-                               int64_t r1, const block_q8_0 *a, float *y);                         \
+                               int64_t r1, const void *act, float *y);                             \
     void syn_matmul_q8_0_##sfx(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,    \
-                               int64_t r1, const block_q8_0 *a, int64_t n_tokens, float *y,        \
+                               int64_t r1, const void *act, int64_t n_tokens, float *y,            \
                                int64_t y_stride);
 
 SYN_K_DECLARE_QUANT_DOT(scalar)

@@ -26,7 +26,8 @@ SYN_K_INLINE __m256i dot_block(__m256i w, __m256i a, __m256i c) {
 SYN_K_INLINE __m256i dpbusd(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(acc, u8, s8); }
 
 void syn_matvec_q8_0_avx512(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                            const block_q8_0 *a, float *y) {
+                            const void *act, float *y) {
+    const block_q8_0 *a = act; /* the Q8_0 activation rows */
     x86_matvec(n_blocks, w, w_row_bytes, r0, r1, a, y, prep_offset, dot_block);
 }
 
@@ -98,12 +99,14 @@ static void lane_run16(int64_t kb, bool first_span, const __m256i *wp, const __m
 }
 
 void syn_matmul_q8_0_avx512(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                            const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride) {
+                            const void *act, int64_t n_tokens, float *y, int64_t y_stride) {
+    const block_q8_0 *a = act; /* the Q8_0 activation rows */
     x86_matmul(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 2, 4, 2, dpbusd, lane_run16, prep_offset,
                dot_block);
 }
 
 void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride) {
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride) {
+    const block_q8_0 *a = act; /* the Q8_0 activation rows */
     x86_matmul(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 1, 4, 4, dpbusd, NULL, prep_offset, dot_block);
 }

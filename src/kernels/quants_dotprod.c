@@ -70,7 +70,8 @@ float syn_vec_dot_q8_0_q8_0_dotprod(int64_t n_blocks, const block_q8_0 *w, const
 }
 
 void syn_matvec_q8_0_dotprod(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                             const block_q8_0 *a, float *y) {
+                             const void *act, float *y) {
+    const block_q8_0 *a = act; /* the Q8_0 activation rows */
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         const block_q8_0 *wr[4];
@@ -133,7 +134,8 @@ static void tile_4x4(int64_t n_blocks, const block_q8_0 *const wr[4], const bloc
 }
 
 void syn_matmul_q8_0_dotprod(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                             const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride) {
+                             const void *act, int64_t n_tokens, float *y, int64_t y_stride) {
+    const block_q8_0 *a = act; /* the Q8_0 activation rows */
     syn_k_matmul_tiles(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 4, tile_4x4,
                        syn_vec_dot_q8_0_q8_0_dotprod, syn_matvec_q8_0_dotprod);
 }

@@ -31,15 +31,17 @@ float syn_vec_dot_q8_0_q8_0_scalar(int64_t n_blocks, const block_q8_0 *w, const 
 }
 
 void syn_matvec_q8_0_scalar(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
-                            int64_t r1, const block_q8_0 *a, float *y) {
+                            int64_t r1, const void *act, float *y) {
+    const block_q8_0 *a = act; /* the Q8_0 activation rows */
     for (int64_t r = r0; r < r1; r++) {
         y[r] = syn_vec_dot_q8_0_q8_0_scalar(n_blocks, syn_k_wrow(w, w_row_bytes, r), a);
     }
 }
 
 void syn_matmul_q8_0_scalar(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
-                            int64_t r1, const block_q8_0 *a, int64_t n_tokens, float *y,
+                            int64_t r1, const void *act, int64_t n_tokens, float *y,
                             int64_t y_stride) {
+    const block_q8_0 *a = act; /* the Q8_0 activation rows */
     for (int64_t t = 0; t < n_tokens; t++) {
         syn_matvec_q8_0_scalar(n_blocks, w, w_row_bytes, r0, r1, a + t * n_blocks, y + t * y_stride);
     }

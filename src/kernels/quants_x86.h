@@ -15,7 +15,7 @@
  * AVX-512 tier's flags, so that the tests run that loop on CPUs with AVX-512 VNNI but not AVX-VNNI
  * (whose tier syn_kernels_get refuses there). Arguments as kernels.h's matmul_q8_0. */
 void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride);
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
 
 SYN_K_INLINE __m256i x86_load_qs(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
 

@@ -1,5 +1,5 @@
-/* model_load.c: loads a Qwen2 GGUF: hyperparameters, tensor views checked against them, tokenizer.
- */
+/* model_load.c: loads a GGUF model of an architecture of the table (arch.h): hyperparameters,
+ * tensor views checked against them and the weight-type table (wtype.h), tokenizer. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,11 +11,12 @@
 #include "core/error.h"
 #include "core/file_map.h"
 #include "model/model.h"
+#include "model/wtype.h"
 #include "tokenizer/tokenizer.h"
 
 enum {
-    TENSORS_PER_LAYER = 12,
     TENSOR_NAME_CAP = 64, /* "blk.4294967295.attn_output.weight" and the like fit with room */
+    KEY_CAP = 64,         /* "qwen3.attention.layer_norm_rms_epsilon" and the like */
 };
 
 syn_model_params syn_model_default_params(void) { return (syn_model_params){.prefetch = true, .huge_pages = true}; }
@@ -52,52 +53,114 @@ static syn_status read_positive_float(const gguf_file *f, const char *key, bool 
     return SYN_OK;
 }
 
-static syn_status read_hparams(const gguf_file *f, qwen2_hparams *hp) {
-    gguf_str arch = {0, NULL};
-    syn_status st = gguf_get_str(f, "general.architecture", &arch);
+/* "ARCH.suffix" into buf (architecture names are short: see arch.c). */
+static const char *arch_key(char *buf, size_t cap, const syn_arch *arch, const char *suffix) {
+    snprintf(buf, cap, "%s.%s", arch->name, suffix);
+    return buf;
+}
+
+/* Keys of features no entry of the table computes: refused by name rather than ignored. */
+static syn_status refuse_unsupported_features(const gguf_file *f, const syn_arch *arch) {
+    char key[KEY_CAP];
+    uint32_t experts = 0;
+    syn_status st = gguf_get_u32_opt(f, arch_key(key, sizeof key, arch, "expert_count"), &experts);
     if (st != SYN_OK) return st;
-    if (!gguf_str_eq(arch, "qwen2")) {
-        int len = arch.len > 64 ? 64 : (int)arch.len;
+    if (experts > 0)
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "model: %s is %" PRIu32 ": mixture-of-experts models are not supported", key, experts);
+    if (gguf_find_kv(f, arch_key(key, sizeof key, arch, "attention.sliding_window")))
+        return syn_fail(SYN_ERR_UNSUPPORTED, "model: %s is set: sliding-window attention is not supported", key);
+    gguf_str scaling = {0, NULL};
+    if ((st = gguf_get_str_opt(f, arch_key(key, sizeof key, arch, "rope.scaling.type"), &scaling)) != SYN_OK)
+        return st;
+    if (scaling.data && !gguf_str_eq(scaling, "none")) {
+        int len = scaling.len > 64 ? 64 : (int)scaling.len;
+        return syn_fail(SYN_ERR_UNSUPPORTED, "model: %s '%.*s' is not supported (only 'none')", key, len,
+                        scaling.data);
+    }
+    return SYN_OK;
+}
+
+/* The head size: ARCH.attention.key_length when present (it may make n_head * head_dim differ
+ * from n_embd), else n_embd / n_head. Values must match keys; RoPE must cover the whole head. */
+static syn_status read_head_dim(const gguf_file *f, const syn_arch *arch, syn_hparams *hp) {
+    char key[KEY_CAP], vkey[KEY_CAP], rkey[KEY_CAP];
+    syn_status st;
+    if (gguf_find_kv(f, arch_key(key, sizeof key, arch, "attention.key_length"))) {
+        if ((st = read_count(f, key, -1, &hp->head_dim)) != SYN_OK) return st;
+    } else if (hp->n_embd % hp->n_head != 0) {
+        return syn_fail(SYN_ERR_FORMAT, "model: %s.attention.head_count %d does not divide %s.embedding_length %d",
+                        arch->name, hp->n_head, arch->name, hp->n_embd);
+    } else {
+        hp->head_dim = hp->n_embd / hp->n_head;
+    }
+    int32_t value_dim = hp->head_dim, rope_dim = hp->head_dim;
+    if ((st = read_count(f, arch_key(vkey, sizeof vkey, arch, "attention.value_length"), hp->head_dim,
+                         &value_dim)) != SYN_OK ||
+        (st = read_count(f, arch_key(rkey, sizeof rkey, arch, "rope.dimension_count"), hp->head_dim, &rope_dim)) !=
+            SYN_OK)
+        return st;
+    if (value_dim != hp->head_dim)
+        return syn_fail(SYN_ERR_UNSUPPORTED, "model: %s %d differs from the key head size %d: not supported", vkey,
+                        value_dim, hp->head_dim);
+    if (rope_dim != hp->head_dim)
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "model: %s %d differs from the head size %d: partial RoPE is not supported", rkey,
+                        rope_dim, hp->head_dim);
+    if (hp->head_dim % 2 != 0)
+        return syn_fail(SYN_ERR_FORMAT, "model: head size %d must be even for RoPE", hp->head_dim);
+    const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
+    if (q_dim > INT32_MAX)
+        return syn_fail(SYN_ERR_FORMAT, "model: %d heads of %d values exceed the supported width %d", hp->n_head,
+                        hp->head_dim, INT32_MAX);
+    hp->q_dim = (int32_t)q_dim;
+    return SYN_OK;
+}
+
+static size_t required_layer_tensors(const syn_arch *arch) {
+    size_t n = 0;
+    for (size_t i = 0; i < arch->n_layer_tensors; i++) n += !arch->layer_tensors[i].optional;
+    return n;
+}
+
+static syn_status read_hparams(const gguf_file *f, const syn_arch **arch_out, syn_hparams *hp) {
+    gguf_str name = {0, NULL};
+    syn_status st = gguf_get_str(f, "general.architecture", &name);
+    if (st != SYN_OK) return st;
+    const syn_arch *arch = syn_arch_find(name.data, (size_t)name.len);
+    if (!arch) {
+        int len = name.len > 64 ? 64 : (int)name.len;
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "model: unsupported architecture '%.*s' (general.architecture); this build "
-                        "supports 'qwen2'",
-                        len, arch.data);
+                        "supports %s",
+                        len, name.data, syn_arch_names());
     }
-    if ((st = read_count(f, "qwen2.block_count", -1, &hp->n_layer)) != SYN_OK ||
-        (st = read_count(f, "qwen2.context_length", -1, &hp->n_ctx_train)) != SYN_OK ||
-        (st = read_count(f, "qwen2.embedding_length", -1, &hp->n_embd)) != SYN_OK ||
-        (st = read_count(f, "qwen2.feed_forward_length", -1, &hp->n_ff)) != SYN_OK ||
-        (st = read_count(f, "qwen2.attention.head_count", -1, &hp->n_head)) != SYN_OK ||
-        (st = read_count(f, "qwen2.attention.head_count_kv", hp->n_head, &hp->n_head_kv)) !=
-            SYN_OK ||
-        (st = read_positive_float(f, "qwen2.rope.freq_base", true, 10000.0f,
-                                  &hp->rope_freq_base)) != SYN_OK ||
-        (st = read_positive_float(f, "qwen2.attention.layer_norm_rms_epsilon", false, 0.0f,
-                                  &hp->rms_norm_eps)) != SYN_OK)
+    *arch_out = arch;
+    hp->rope_layout = arch->rope;
+    char k[6][KEY_CAP];
+    if ((st = read_count(f, arch_key(k[0], KEY_CAP, arch, "block_count"), -1, &hp->n_layer)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[1], KEY_CAP, arch, "context_length"), -1, &hp->n_ctx_train)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[2], KEY_CAP, arch, "embedding_length"), -1, &hp->n_embd)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[3], KEY_CAP, arch, "feed_forward_length"), -1, &hp->n_ff)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[4], KEY_CAP, arch, "attention.head_count"), -1, &hp->n_head)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[5], KEY_CAP, arch, "attention.head_count_kv"), hp->n_head,
+                         &hp->n_head_kv)) != SYN_OK ||
+        (st = refuse_unsupported_features(f, arch)) != SYN_OK || (st = read_head_dim(f, arch, hp)) != SYN_OK)
         return st;
-    if (hp->n_embd % hp->n_head != 0)
-        return syn_fail(
-            SYN_ERR_FORMAT,
-            "model: qwen2.attention.head_count %d does not divide qwen2.embedding_length %d",
-            hp->n_head, hp->n_embd);
     if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)
-        return syn_fail(
-            SYN_ERR_FORMAT,
-            "model: qwen2.attention.head_count_kv %d must divide qwen2.attention.head_count %d",
-            hp->n_head_kv, hp->n_head);
-    hp->head_dim = hp->n_embd / hp->n_head;
-    if (hp->head_dim % 2 != 0)
-        return syn_fail(
-            SYN_ERR_FORMAT,
-            "model: head dimension %d (qwen2.embedding_length / head_count) must be even for RoPE",
-            hp->head_dim);
-    /* Every block has 12 tensors: this bounds the layer allocation by the file size, while
-     * leaving a missing tensor to be reported by name. */
-    if ((uint64_t)hp->n_layer > f->n_tensors / TENSORS_PER_LAYER)
-        return syn_fail(SYN_ERR_FORMAT,
-                        "model: qwen2.block_count %d needs %" PRIu64
-                        " tensors but the file has %" PRIu64,
-                        hp->n_layer, (uint64_t)hp->n_layer * TENSORS_PER_LAYER, f->n_tensors);
+        return syn_fail(SYN_ERR_FORMAT, "model: %s %d must divide %s %d", k[5], hp->n_head_kv, k[4], hp->n_head);
+    hp->kv_dim = hp->n_head_kv * hp->head_dim; /* at most q_dim */
+    if ((st = read_positive_float(f, arch_key(k[0], KEY_CAP, arch, "rope.freq_base"), true, 10000.0f,
+                                  &hp->rope_freq_base)) != SYN_OK ||
+        (st = read_positive_float(f, arch_key(k[1], KEY_CAP, arch, "attention.layer_norm_rms_epsilon"), false,
+                                  0.0f, &hp->rms_norm_eps)) != SYN_OK)
+        return st;
+    /* Every block has the architecture's required tensors: this bounds the layer allocation by
+     * the file size, while leaving a missing tensor to be reported by name. */
+    const size_t per_layer = required_layer_tensors(arch);
+    if ((uint64_t)hp->n_layer > f->n_tensors / per_layer)
+        return syn_fail(SYN_ERR_FORMAT, "model: %s.block_count %d needs %" PRIu64 " tensors but the file has %" PRIu64,
+                        arch->name, hp->n_layer, (uint64_t)hp->n_layer * per_layer, f->n_tensors);
     return SYN_OK;
 }
 
@@ -105,8 +168,18 @@ static syn_status read_hparams(const gguf_file *f, qwen2_hparams *hp) {
  * Tensor binding
  * ------------------------------------------------------------------------------------------- */
 
-static bool is_float_type(uint32_t type) {
-    return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16;
+static int64_t dim_value(const syn_hparams *hp, syn_dim d) {
+    switch (d) {
+    case SYN_DIM_EMBD: return hp->n_embd;
+    case SYN_DIM_Q: return hp->q_dim;
+    case SYN_DIM_KV: return hp->kv_dim;
+    case SYN_DIM_FF: return hp->n_ff;
+    case SYN_DIM_HEAD: return hp->head_dim;
+    case SYN_DIM_ROPE_PAIRS: return hp->head_dim / 2;
+    case SYN_DIM_VOCAB: return hp->n_vocab;
+    case SYN_DIM_NONE: break;
+    }
+    return 0;
 }
 
 static void format_shape(char *buf, size_t cap, const uint64_t *ne, uint32_t n_dims) {
@@ -116,30 +189,30 @@ static void format_shape(char *buf, size_t cap, const uint64_t *ne, uint32_t n_d
     if (len < cap) snprintf(buf + len, cap - len, "]");
 }
 
-/* Binds tensor name with shape {ne0} (ne1 == 0: a vector) or {ne0, ne1} into *out. Trailing
- * dimensions of 1 are accepted. Missing: SYN_ERR_FORMAT, or SYN_OK with out->data NULL when
- * optional. */
-static syn_status bind_tensor(syn_model *m, const char *name, int64_t ne0, int64_t ne1,
-                              bool optional, syn_tensor *out, size_t *name_slot) {
+/* Binds tensor name by rule into *out. Trailing dimensions of 1 are accepted. Missing:
+ * SYN_ERR_FORMAT, or SYN_OK with out->data NULL when the rule makes it optional. Matrices may be
+ * of any type of the weight-type table; norms and biases of the float types. */
+static syn_status bind_tensor(syn_model *m, const char *name, const syn_tensor_rule *rule, syn_tensor *out,
+                              size_t *name_slot) {
     const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) {
-        if (optional) return SYN_OK;
+        if (rule->optional) return SYN_OK;
         return syn_fail(SYN_ERR_FORMAT, "model: missing tensor '%s'", name);
     }
-    bool matrix = ne1 > 0;
-    if (matrix ? !(is_float_type(t->type) || t->type == GGML_TYPE_Q8_0) : !is_float_type(t->type))
-        return syn_fail(
-            SYN_ERR_UNSUPPORTED,
-            "model: tensor '%s' has type %s, which this build does not support (supported%s: %s)",
-            name, ggml_type_name(t->type), matrix ? "" : " for norms and biases",
-            matrix ? "f32, f16, bf16, q8_0" : "f32, f16, bf16");
-    uint64_t want[GGUF_MAX_DIMS] = {(uint64_t)ne0, matrix ? (uint64_t)ne1 : 1, 1, 1};
+    const bool matrix = rule->ne1 != SYN_DIM_NONE;
+    const syn_wtype *wt = syn_wtype_get(t->type);
+    if (!wt || (!matrix && wt->act_type != GGML_TYPE_F32))
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "model: tensor '%s' has type %s, which this build does not support (supported%s: %s)",
+                        name, ggml_type_name(t->type), matrix ? "" : " for norms and biases",
+                        matrix ? syn_wtype_names() : "f32, f16, bf16");
+    const int64_t ne0 = dim_value(&m->hp, rule->ne0), ne1 = matrix ? dim_value(&m->hp, rule->ne1) : 1;
+    uint64_t want[GGUF_MAX_DIMS] = {(uint64_t)ne0, (uint64_t)ne1, 1, 1};
     if (memcmp(want, t->ne, sizeof want) != 0) {
         char have_s[128], want_s[64];
         format_shape(have_s, sizeof have_s, t->ne, t->n_dims);
         format_shape(want_s, sizeof want_s, want, matrix ? 2 : 1);
-        return syn_fail(SYN_ERR_FORMAT,
-                        "model: tensor '%s' has shape %s but the hyperparameters require %s", name,
+        return syn_fail(SYN_ERR_FORMAT, "model: tensor '%s' has shape %s but the hyperparameters require %s", name,
                         have_s, want_s);
     }
     char *slot = m->tensor_names + *name_slot * TENSOR_NAME_CAP;
@@ -148,47 +221,29 @@ static syn_status bind_tensor(syn_model *m, const char *name, int64_t ne0, int64
     out->name = slot;
     out->type = t->type;
     out->ne[0] = ne0;
-    out->ne[1] = matrix ? ne1 : 1;
-    out->row_bytes = ggml_row_size(t->type, (uint64_t)ne0);
+    out->ne[1] = ne1;
+    out->row_bytes = ggml_row_size(t->type, (uint64_t)ne0); /* the reader checked whole blocks */
     out->data = t->data;
     m->n_params += t->n_elements;
     m->weight_bytes += t->nbytes;
     return SYN_OK;
 }
 
-static syn_status bind_layer(syn_model *m, int32_t il, qwen2_layer *L, size_t *slot) {
-    const qwen2_hparams *hp = &m->hp;
-    const int64_t n_embd = hp->n_embd, kv_dim = (int64_t)hp->head_dim * hp->n_head_kv,
-                  n_ff = hp->n_ff;
-    const struct {
-        const char *suffix;
-        int64_t ne0, ne1;
-        syn_tensor *dst;
-    } specs[TENSORS_PER_LAYER] = {
-        {"attn_norm.weight", n_embd, 0, &L->attn_norm},
-        {"attn_q.weight", n_embd, n_embd, &L->wq},
-        {"attn_q.bias", n_embd, 0, &L->bq},
-        {"attn_k.weight", n_embd, kv_dim, &L->wk},
-        {"attn_k.bias", kv_dim, 0, &L->bk},
-        {"attn_v.weight", n_embd, kv_dim, &L->wv},
-        {"attn_v.bias", kv_dim, 0, &L->bv},
-        {"attn_output.weight", n_embd, n_embd, &L->wo},
-        {"ffn_norm.weight", n_embd, 0, &L->ffn_norm},
-        {"ffn_gate.weight", n_embd, n_ff, &L->w_gate},
-        {"ffn_up.weight", n_embd, n_ff, &L->w_up},
-        {"ffn_down.weight", n_ff, n_embd, &L->w_down},
-    };
-    for (int i = 0; i < TENSORS_PER_LAYER; i++) {
+static syn_status bind_layer(syn_model *m, int32_t il, syn_layer *L, size_t *slot) {
+    const syn_arch *arch = m->arch;
+    for (size_t i = 0; i < arch->n_layer_tensors; i++) {
+        const syn_tensor_rule *rule = &arch->layer_tensors[i];
         char name[TENSOR_NAME_CAP];
-        snprintf(name, sizeof name, "blk.%d.%s", il, specs[i].suffix);
-        syn_status st = bind_tensor(m, name, specs[i].ne0, specs[i].ne1, false, specs[i].dst, slot);
+        snprintf(name, sizeof name, "blk.%d.%s", il, rule->name);
+        syn_status st = bind_tensor(m, name, rule, (syn_tensor *)((char *)L + rule->slot), slot);
         if (st != SYN_OK) return st;
     }
     return SYN_OK;
 }
 
 static syn_status bind_tensors(syn_model *m) {
-    qwen2_hparams *hp = &m->hp;
+    syn_hparams *hp = &m->hp;
+    const syn_arch *arch = m->arch;
     /* token_embd first: its row count is the vocabulary size every other check uses. */
     const gguf_tensor *te = gguf_find_tensor(m->gguf, "token_embd.weight");
     if (!te) return syn_fail(SYN_ERR_FORMAT, "model: missing tensor 'token_embd.weight'");
@@ -199,20 +254,18 @@ static syn_status bind_tensors(syn_model *m) {
                         te->ne[1], INT32_MAX);
     hp->n_vocab = (int32_t)te->ne[1];
 
-    size_t n_names = (size_t)hp->n_layer * TENSORS_PER_LAYER + 3, slot = 0;
+    size_t n_names = (size_t)hp->n_layer * arch->n_layer_tensors + arch->n_model_tensors, slot = 0;
     m->tensor_names = calloc(n_names, TENSOR_NAME_CAP);
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->tensor_names || !m->layers)
         return syn_fail(SYN_ERR_NO_MEMORY, "model: out of memory for %d layers", hp->n_layer);
 
     syn_status st;
-    if ((st = bind_tensor(m, "token_embd.weight", hp->n_embd, hp->n_vocab, false, &m->tok_embd,
-                          &slot)) != SYN_OK ||
-        (st = bind_tensor(m, "output_norm.weight", hp->n_embd, 0, false, &m->output_norm, &slot)) !=
-            SYN_OK ||
-        (st = bind_tensor(m, "output.weight", hp->n_embd, hp->n_vocab, true, &m->output, &slot)) !=
-            SYN_OK)
-        return st;
+    for (size_t i = 0; i < arch->n_model_tensors; i++) {
+        const syn_tensor_rule *rule = &arch->model_tensors[i];
+        if ((st = bind_tensor(m, rule->name, rule, (syn_tensor *)((char *)m + rule->slot), &slot)) != SYN_OK)
+            return st;
+    }
     m->tied_output = m->output.data == NULL;
     if (m->tied_output) m->output = m->tok_embd;
     for (int32_t il = 0; il < hp->n_layer; il++)
@@ -220,8 +273,7 @@ static syn_status bind_tensors(syn_model *m) {
 
     uint64_t unused = m->gguf->n_tensors - slot;
     if (unused > 0)
-        syn_log(SYN_LOG_WARN, "model: ignoring %" PRIu64 " tensors that qwen2 does not use",
-                unused);
+        syn_log(SYN_LOG_WARN, "model: ignoring %" PRIu64 " tensors that %s does not use", unused, arch->name);
     return SYN_OK;
 }
 
@@ -239,7 +291,7 @@ static syn_status bind_tensors(syn_model *m) {
 #endif
 
 static void prefetch_range(syn_model *m, const syn_tensor *t, long page) {
-    if (atomic_load_explicit(&m->prefetch_stop, memory_order_relaxed)) return;
+    if (!t->data || atomic_load_explicit(&m->prefetch_stop, memory_order_relaxed)) return;
     const uint8_t *begin = t->data;
     const uint8_t *end = begin + (uint64_t)t->ne[1] * t->row_bytes;
     uintptr_t aligned = (uintptr_t)begin & ~(uintptr_t)(page - 1);
@@ -259,12 +311,9 @@ static void *prefetch_main(void *arg) {
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) page = 4096;
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        const qwen2_layer *L = &m->layers[il];
-        const syn_tensor *ts[] = {&L->attn_norm, &L->wq,     &L->bq,   &L->wk,
-                                  &L->bk,        &L->wv,     &L->bv,   &L->wo,
-                                  &L->ffn_norm,  &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-            prefetch_range(m, ts[i], page);
+        const syn_layer *L = &m->layers[il];
+        for (size_t i = 0; i < m->arch->n_layer_tensors; i++)
+            prefetch_range(m, (const syn_tensor *)((const char *)L + m->arch->layer_tensors[i].slot), page);
     }
     prefetch_range(m, &m->output_norm, page);
     prefetch_range(m, m->tied_output ? &m->tok_embd : &m->output, page);
@@ -299,7 +348,7 @@ syn_status syn_model_load_gguf(gguf_file *f, const syn_model_params *params, syn
     m->gguf = f;
     atomic_init(&m->prefetch_stop, false);
 
-    syn_status st = read_hparams(f, &m->hp);
+    syn_status st = read_hparams(f, &m->arch, &m->hp);
     if (st == SYN_OK) st = bind_tensors(m);
     if (st == SYN_OK) st = tokenizer_load(f, m->hp.n_vocab, &m->tokenizer);
     if (st == SYN_OK) {
@@ -360,9 +409,9 @@ const syn_tokenizer *syn_model_tokenizer(const syn_model *model) {
 
 void syn_model_get_info(const syn_model *model, syn_model_info *info) {
     if (!model || !info) return;
-    const qwen2_hparams *hp = &model->hp;
+    const syn_hparams *hp = &model->hp;
     *info = (syn_model_info){
-        .architecture = "qwen2",
+        .architecture = model->arch->name,
         .name = model->name,
         .n_vocab = hp->n_vocab,
         .n_ctx_train = hp->n_ctx_train,

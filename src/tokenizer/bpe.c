@@ -27,6 +27,7 @@ typedef struct encoder {
     int32_t *sym_id; /* [work_cap]: token id of the symbol at each position, -1 once merged away */
     int32_t *prev, *next; /* [work_cap]: neighbouring symbol positions, -1 at the ends */
     bpe_pair *heap;       /* [3 * work_cap]: min-heap by (rank, left) */
+    char *word_text;      /* [2 * work_cap]: the word as byte-level token text (ignore_merges) */
     size_t heap_len;
     size_t work_cap;
 
@@ -96,7 +97,9 @@ static syn_status reserve_work(encoder *e, size_t n) {
     /* each merge queues at most two new pairs on top of the n - 1 initial ones */
     bpe_pair *heap = realloc(e->heap, 3 * cap * sizeof *heap);
     if (heap) e->heap = heap;
-    if (!sym_id || !prev || !next || !heap)
+    char *word_text = realloc(e->word_text, 2 * cap); /* byte-level code points are < U+0800 */
+    if (word_text) e->word_text = word_text;
+    if (!sym_id || !prev || !next || !heap || !word_text)
         return syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
     e->work_cap = cap;
     return SYN_OK;
@@ -113,6 +116,16 @@ static syn_status bpe_word(void *user, const char *word, size_t len) {
     }
     syn_status st = reserve_work(e, len);
     if (st != SYN_OK) return st;
+    if (tok->pretok_kind->ignore_merges) {
+        size_t text_len = 0;
+        for (size_t i = 0; i < len; i++)
+            text_len += (size_t)utf8_put(tok->byte_cp[(uint8_t)word[i]], e->word_text + text_len);
+        int32_t whole = tok_find_text(tok, e->word_text, text_len);
+        if (whole >= 0) {
+            emit(e, whole);
+            return SYN_OK;
+        }
+    }
     int32_t n = (int32_t)len;
     for (int32_t i = 0; i < n; i++) {
         e->sym_id[i] = tok->byte_token[(uint8_t)word[i]];
@@ -220,6 +233,7 @@ syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, 
     free(e.prev);
     free(e.next);
     free(e.heap);
+    free(e.word_text);
     if (st != SYN_OK) return st;
     *n_ids = e.n;
     if (e.n > cap)

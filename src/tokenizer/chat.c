@@ -1,11 +1,14 @@
 /*
- * chat.c: renders a conversation in the model's chat format. Only ChatML is known (Qwen2 and
- * Qwen2.5): "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
- * "<|im_start|>assistant\n". Rather than run Jinja, the GGUF's tokenizer.chat_template is
- * recognised by its text, including the default system message the Qwen templates add when the
- * conversation does not start with one. template_name "chatml" forces plain ChatML, which adds no
- * system message of its own. With no messages the output is the open assistant turn alone (no
- * default system message either).
+ * chat.c: renders a conversation in the model's chat format. Two formats are known:
+ *   ChatML (Qwen2, Qwen2.5, Qwen3): "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
+ *       "<|im_start|>assistant\n";
+ *   Llama 3: "<|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|>" per
+ *       message, then "<|start_header_id|>assistant<|end_header_id|>\n\n" (the beginning-of-text
+ *       token is the tokenizer's BOS, added by the caller as for any prompt).
+ * Rather than run Jinja, the GGUF's tokenizer.chat_template is recognised by its markers, with the
+ * default system message the Qwen templates add when the conversation does not start with one.
+ * template_name "chatml" forces plain ChatML, which adds no system message of its own. With no
+ * messages the output is the open assistant turn alone (no default system message either).
  */
 #include <string.h>
 
@@ -22,10 +25,15 @@ syn_status chat_template_recognise(const char *template_text, chat_style *out) {
         return syn_fail(
             SYN_ERR_UNSUPPORTED,
             "the model has no tokenizer.chat_template (template_name \"chatml\" forces ChatML)");
+    if (strstr(template_text, "<|start_header_id|>") && strstr(template_text, "<|eot_id|>")) {
+        *out = (chat_style){CHAT_LLAMA3, NULL};
+        return SYN_OK;
+    }
     if (!strstr(template_text, "<|im_start|>"))
         return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "tokenizer.chat_template is not a recognised chat format (known: ChatML; "
-                        "template_name \"chatml\" forces it)");
+                        "tokenizer.chat_template is not a recognised chat format (known: ChatML, "
+                        "Llama 3; template_name \"chatml\" forces ChatML)");
+    out->format = CHAT_CHATML;
     /* Qwen2's text is a substring of Qwen2.5's: test the longer one first. */
     out->default_system = strstr(template_text, qwen25_default_system)  ? qwen25_default_system
                           : strstr(template_text, qwen2_default_system) ? qwen2_default_system
@@ -40,18 +48,33 @@ typedef struct text_out {
     size_t n;
 } text_out;
 
-static void put(text_out *o, const char *s) {
-    size_t len = strlen(s);
+static void put_n(text_out *o, const char *s, size_t len) {
     if (o->n < o->cap) memcpy(o->buf + o->n, s, len < o->cap - o->n ? len : o->cap - o->n);
     o->n += len;
 }
 
-static void put_turn(text_out *o, const char *role, const char *content) {
-    put(o, "<|im_start|>");
+static void put(text_out *o, const char *s) { put_n(o, s, strlen(s)); }
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+static void put_turn(text_out *o, chat_format format, const char *role, const char *content) {
+    if (format == CHAT_CHATML) {
+        put(o, "<|im_start|>");
+        put(o, role);
+        put(o, "\n");
+        put(o, content);
+        put(o, "<|im_end|>\n");
+        return;
+    }
+    /* Llama 3's template trims each message's content. */
+    size_t len = strlen(content);
+    while (len > 0 && is_space(content[len - 1])) len--;
+    while (len > 0 && is_space(*content)) content++, len--;
+    put(o, "<|start_header_id|>");
     put(o, role);
-    put(o, "\n");
-    put(o, content);
-    put(o, "<|im_end|>\n");
+    put(o, "<|end_header_id|>\n\n");
+    put_n(o, content, len);
+    put(o, "<|eot_id|>");
 }
 
 static bool known_role(const char *role) {
@@ -68,7 +91,7 @@ syn_status syn_chat_format(const syn_model *model, const char *template_name,
                         : !n_bytes                    ? "n_bytes"
                         : !messages && n_messages > 0 ? "messages"
                                                       : "buf");
-    chat_style style = {NULL};
+    chat_style style = {CHAT_CHATML, NULL};
     if (!template_name) {
         syn_status st = chat_template_recognise(model->chat_template, &style);
         if (st != SYN_OK) return st;
@@ -90,10 +113,12 @@ syn_status syn_chat_format(const syn_model *model, const char *template_name,
 
     text_out o = {buf, cap, 0};
     if (n_messages > 0 && style.default_system && strcmp(messages[0].role, "system") != 0)
-        put_turn(&o, "system", style.default_system);
+        put_turn(&o, style.format, "system", style.default_system);
     for (size_t i = 0; i < n_messages; i++)
-        put_turn(&o, messages[i].role, messages[i].content);
-    if (add_assistant_prompt) put(&o, "<|im_start|>assistant\n");
+        put_turn(&o, style.format, messages[i].role, messages[i].content);
+    if (add_assistant_prompt)
+        put(&o, style.format == CHAT_CHATML ? "<|im_start|>assistant\n"
+                                            : "<|start_header_id|>assistant<|end_header_id|>\n\n");
 
     *n_bytes = o.n;
     if (o.n >= cap) {

@@ -1,4 +1,7 @@
-/* pretokenize.c: the Qwen2 pre-tokenizer, the regex that cuts text into words before BPE. */
+/* pretokenize.c: the pre-tokenizer table (tokenizer.ggml.pre -> the regex that cuts text into
+ * words before BPE) and the splitting loop. */
+#include <string.h>
+
 #include "core/error.h"
 #include "tokenizer/tokenizer_internal.h"
 
@@ -10,19 +13,33 @@
 
 /* The Split pattern of Qwen2's tokenizer.json, with \s written as [WS] and \S as [^WS]:
  *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*
- *   |\s*[\r\n]+|\s+(?!\S)|\s+ */
-static const char qwen2_pattern[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
-                                    "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
-                                    "|\\p{N}"
-                                    "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*"
-                                    "|[" WS "]*[\\r\\n]+"
-                                    "|[" WS "]+(?![^" WS "])"
-                                    "|[" WS "]+";
+ *   |\s*[\r\n]+|\s+(?!\S)|\s+
+ * Llama 3's differs only in its digits: runs of up to three (\p{N}{1,3}) instead of one. */
+#define SPLIT_PATTERN(digits)                                                                      \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)"                                                                 \
+    "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"                                                               \
+    "|\\p{N}" digits "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*"                                          \
+    "|[" WS "]*[\\r\\n]+"                                                                          \
+    "|[" WS "]+(?![^" WS "])"                                                                      \
+    "|[" WS "]+"
 
-syn_status pretok_compile(pcre2_code **out) {
+/* llama-bpe (Llama 3) also takes a word that is itself a token as that token, without merges
+ * (Hugging Face's ignore_merges, llama.cpp's LLAMA3 pre-tokenizer type). */
+static const pretok_kind kinds[] = {
+    {"qwen2", SPLIT_PATTERN(""), false},
+    {"llama-bpe", SPLIT_PATTERN("{1,3}"), true},
+};
+
+const pretok_kind *pretok_find(const char *name, size_t len) {
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strlen(kinds[i].name) == len && memcmp(kinds[i].name, name, len) == 0) return &kinds[i];
+    return NULL;
+}
+
+syn_status pretok_compile(const pretok_kind *kind, pcre2_code **out) {
     int err;
     PCRE2_SIZE err_offset;
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)qwen2_pattern, PCRE2_ZERO_TERMINATED,
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)kind->pattern, PCRE2_ZERO_TERMINATED,
                                      PCRE2_UTF | PCRE2_UCP, &err, &err_offset, NULL);
     if (!code) {
         PCRE2_UCHAR msg[256];

@@ -113,7 +113,7 @@ static int text_len_for_message(uint64_t len) {
     return len > MESSAGE_TEXT_MAX ? MESSAGE_TEXT_MAX : (int)len;
 }
 
-static syn_status check_kind(const gguf_file *f) {
+static syn_status check_kind(const gguf_file *f, const pretok_kind **pre_out) {
     gguf_str model;
     syn_status st = gguf_get_str(f, "tokenizer.ggml.model", &model);
     if (st != SYN_OK) return st;
@@ -126,13 +126,14 @@ static syn_status check_kind(const gguf_file *f) {
     if (!gguf_find_kv(f, "tokenizer.ggml.pre"))
         return syn_fail(
             SYN_ERR_UNSUPPORTED,
-            "tokenizer.ggml.pre is missing: the pre-tokenizer must be named (supported: qwen2)");
+            "tokenizer.ggml.pre is missing: the pre-tokenizer must be named (supported: qwen2, llama-bpe)");
     gguf_str pre;
     st = gguf_get_str(f, "tokenizer.ggml.pre", &pre);
     if (st != SYN_OK) return st;
-    if (!gguf_str_eq(pre, "qwen2"))
+    *pre_out = pretok_find(pre.data, (size_t)pre.len);
+    if (!*pre_out)
         return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "tokenizer.ggml.pre '%.*s' is not supported (supported: qwen2)",
+                        "tokenizer.ggml.pre '%.*s' is not supported (supported: qwen2, llama-bpe)",
                         text_len_for_message(pre.len), pre.data);
     return SYN_OK;
 }
@@ -347,12 +348,14 @@ syn_status tokenizer_load(const gguf_file *f, int32_t n_vocab_model, syn_tokeniz
     if (!f || n_vocab_model <= 0)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "tokenizer_load: %s",
                         !f ? "f is NULL" : "n_vocab_model must be positive");
-    syn_status st = check_kind(f);
+    const pretok_kind *pre = NULL;
+    syn_status st = check_kind(f, &pre);
     if (st != SYN_OK) return st;
 
     syn_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
     tok->n_vocab = n_vocab_model;
+    tok->pretok_kind = pre;
     byte_level_tables(tok->byte_cp, tok->cp_byte);
 
     st = load_tokens(tok, f, n_vocab_model);
@@ -361,7 +364,7 @@ syn_status tokenizer_load(const gguf_file *f, int32_t n_vocab_model, syn_tokeniz
     if (st == SYN_OK) st = build_text_index(tok);
     if (st == SYN_OK) st = load_merges(tok, f);
     if (st == SYN_OK) st = index_specials(tok);
-    if (st == SYN_OK) st = pretok_compile(&tok->pretok);
+    if (st == SYN_OK) st = pretok_compile(pre, &tok->pretok);
     if (st != SYN_OK) {
         tokenizer_free(tok);
         return st;

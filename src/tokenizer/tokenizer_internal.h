@@ -74,7 +74,8 @@ struct syn_tokenizer {
     int32_t bos, eos, pad;    /* -1: absent */
     uint32_t max_token_bytes; /* longest token text; decoded tokens are never longer */
 
-    pcre2_code *pretok; /* the Qwen2 pre-tokenizer regex; read-only, shared by all calls */
+    const struct pretok_kind *pretok_kind; /* tokenizer.ggml.pre's entry of the table */
+    pcre2_code *pretok; /* its regex; read-only, shared by all calls */
 };
 
 /* ---- tokenizer.c ---- */
@@ -88,8 +89,18 @@ bool tok_find_merge(const syn_tokenizer *tok, int32_t left, int32_t right, int32
 
 /* ---- pretokenize.c ---- */
 
-/* Compiles the Qwen2 pre-tokenizer (JIT when available). Errors: SYN_ERR_INTERNAL. */
-syn_status pretok_compile(pcre2_code **out);
+/* A pre-tokenizer of the table, by its tokenizer.ggml.pre name. */
+typedef struct pretok_kind {
+    const char *name;    /* "qwen2", "llama-bpe" */
+    const char *pattern; /* PCRE2, UTF + UCP */
+    bool ignore_merges;  /* a word that is a whole token becomes that token without BPE */
+} pretok_kind;
+
+/* The entry named name[0..len), or NULL. */
+const pretok_kind *pretok_find(const char *name, size_t len);
+
+/* Compiles kind's regex (JIT when available). Errors: SYN_ERR_INTERNAL. */
+syn_status pretok_compile(const pretok_kind *kind, pcre2_code **out);
 
 /* Called for each pre-token ("word") in order; a non-OK status stops the split. */
 typedef syn_status (*pretok_word_fn)(void *user, const char *word, size_t len);
@@ -121,14 +132,18 @@ size_t tok_decode_token(const syn_tokenizer *tok, int32_t id, uint8_t *out);
 
 /* ---- chat.c ---- */
 
+typedef enum chat_format { CHAT_CHATML, CHAT_LLAMA3 } chat_format;
+
 typedef struct chat_style {
+    chat_format format;
     const char
         *default_system; /* inserted when the first message is not a system one; NULL: none */
 } chat_style;
 
-/* Recognises a GGUF tokenizer.chat_template: ChatML when it contains "<|im_start|>", with the
- * Qwen2.5 or Qwen2 default system message when the template text carries it. Errors:
- * SYN_ERR_UNSUPPORTED (absent or unrecognised template). */
+/* Recognises a GGUF tokenizer.chat_template: Llama 3 when it holds "<|start_header_id|>" and
+ * "<|eot_id|>"; ChatML when it holds "<|im_start|>", with the Qwen2.5 or Qwen2 default system
+ * message when the template text carries it. Errors: SYN_ERR_UNSUPPORTED (absent or unrecognised
+ * template). */
 syn_status chat_template_recognise(const char *template_text, chat_style *out);
 
 #endif

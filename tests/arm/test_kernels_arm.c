@@ -81,7 +81,7 @@ static void test_block_dots_exact(const syn_kernels *k) {
         int32_t expect = 0;
         for (int i = 0; i < QK8_0; i++) expect += w.qs[i] * a.qs[i];
         float got = k->vec_dot_q8_0_q8_0(1, &w, &a), got_mv = 0;
-        k->matvec_q8_0(1, &w, sizeof w, 0, 1, &a, &got_mv);
+        k->mat[GGML_TYPE_Q8_0].matvec(1, &w, sizeof w, 0, 1, &a, &got_mv);
         if (got != (float)expect || got_mv != (float)expect) bad++;
     }
     CHECK(bad == 0, "%s: %d inexact block dots", syn_isa_name(k->isa), bad);
@@ -106,11 +106,11 @@ static void test_matmul_vs_scalar(const syn_kernels *k, const syn_kernels *ref) 
     static const int token_counts[] = {1, 3, 4, 5, 8, 17};
     for (size_t tc = 0; tc < sizeof token_counts / sizeof token_counts[0]; tc++) {
         const int nt = token_counts[tc];
-        ref->matmul_q8_0(BLOCKS, w, row_bytes, 1, ROWS, a, nt, yr, ROWS);
-        k->matmul_q8_0(BLOCKS, w, row_bytes, 1, ROWS, a, nt, y, ROWS);
+        ref->mat[GGML_TYPE_Q8_0].matmul(BLOCKS, w, row_bytes, 1, ROWS, a, nt, yr, ROWS);
+        k->mat[GGML_TYPE_Q8_0].matmul(BLOCKS, w, row_bytes, 1, ROWS, a, nt, y, ROWS);
         int bad = 0, bad_mv = 0;
         for (int t = 0; t < nt; t++) {
-            k->matvec_q8_0(BLOCKS, w, row_bytes, 1, ROWS, a + t * BLOCKS, yv);
+            k->mat[GGML_TYPE_Q8_0].matvec(BLOCKS, w, row_bytes, 1, ROWS, a + t * BLOCKS, yv);
             for (int r = 1; r < ROWS; r++) {
                 if (memcmp(&y[t * ROWS + r], &yr[t * ROWS + r], sizeof(float)) != 0) bad++;
                 if (memcmp(&y[t * ROWS + r], &yv[r], sizeof(float)) != 0) bad_mv++;

@@ -37,9 +37,9 @@ static int matvec_chunk(void *ctx, int64_t chunk, int thread_index) {
     int64_t r0, r1;
     syn_chunk_rows(j->n_rows, j->rows_per_chunk, chunk, &r0, &r1);
     if (j->n_tokens == 1) {
-        j->k->matvec_q8_0(j->n_blocks, j->w, j->row_bytes, r0, r1, j->a, j->y);
+        j->k->mat[GGML_TYPE_Q8_0].matvec(j->n_blocks, j->w, j->row_bytes, r0, r1, j->a, j->y);
     } else {
-        j->k->matmul_q8_0(j->n_blocks, j->w, j->row_bytes, r0, r1, j->a, j->n_tokens, j->y, j->n_rows);
+        j->k->mat[GGML_TYPE_Q8_0].matmul(j->n_blocks, j->w, j->row_bytes, r0, r1, j->a, j->n_tokens, j->y, j->n_rows);
     }
     return 0;
 }

@@ -90,6 +90,27 @@ static bool compare_prompt(syn_model *model, const syn_context_params *params, j
     return ok;
 }
 
+/* Teacher-forces every prompt of the JSON array prompts through the model file (in tests/data). */
+static bool run_prompts(const char *file, json_t *prompts, const syn_context_params *params,
+                        agreement_against against, double min_margin, agreement_stats *stats) {
+    syn_model *model = NULL;
+    syn_model_params mp = syn_model_default_params();
+    mp.prefetch = false;
+    if (syn_model_load(test_data_path(file), &mp, &model) != SYN_OK) {
+        fprintf(stderr, "agreement: cannot load %s: %s\n", file, syn_last_error());
+        return false;
+    }
+    double sum_abs = 0.0;
+    long n_abs = 0;
+    bool ok = json_is_array(prompts);
+    for (size_t i = 0; ok && i < json_array_size(prompts); i++)
+        ok = compare_prompt(model, params, json_array_get(prompts, i), against, min_margin, stats,
+                            &sum_abs, &n_abs);
+    stats->mean_abs_diff = n_abs ? sum_abs / (double)n_abs : 0.0;
+    syn_model_free(model);
+    return ok && stats->n_steps > 0;
+}
+
 bool agreement_run(const char *model_key, const syn_context_params *params,
                    agreement_against against, double min_margin, agreement_stats *stats) {
     memset(stats, 0, sizeof *stats);
@@ -102,24 +123,25 @@ bool agreement_run(const char *model_key, const syn_context_params *params,
     json_t *entry = json_object_get(json_object_get(root, "models"), model_key);
     char file[256];
     snprintf(file, sizeof file, "%s.gguf", model_key);
-    syn_model *model = NULL;
-    syn_model_params mp = syn_model_default_params();
-    mp.prefetch = false;
-    bool ok = entry != NULL;
-    if (ok && syn_model_load(test_data_path(file), &mp, &model) != SYN_OK) {
-        fprintf(stderr, "agreement: cannot load %s: %s\n", file, syn_last_error());
-        ok = false;
-    }
-    double sum_abs = 0.0;
-    long n_abs = 0;
-    json_t *prompts = json_object_get(entry, "prompts");
-    for (size_t i = 0; ok && i < json_array_size(prompts); i++)
-        ok = compare_prompt(model, params, json_array_get(prompts, i), against, min_margin, stats,
-                            &sum_abs, &n_abs);
-    stats->mean_abs_diff = n_abs ? sum_abs / (double)n_abs : 0.0;
-    syn_model_free(model);
+    bool ok = entry && run_prompts(file, json_object_get(entry, "prompts"), params, against, min_margin, stats);
     json_decref(root);
-    return ok && stats->n_steps > 0;
+    return ok;
+}
+
+bool agreement_run_arch(const char *file, const syn_context_params *params, agreement_against against,
+                        double min_margin, agreement_stats *stats) {
+    memset(stats, 0, sizeof *stats);
+    char oracle[256];
+    snprintf(oracle, sizeof oracle, "%s.oracle.json", file);
+    json_error_t jerr;
+    json_t *runs = json_load_file(test_data_path(oracle), 0, &jerr);
+    if (!runs) {
+        fprintf(stderr, "agreement: cannot read %s: %s\n", oracle, jerr.text);
+        return false;
+    }
+    bool ok = run_prompts(file, runs, params, against, min_margin, stats);
+    json_decref(runs);
+    return ok;
 }
 
 void agreement_print(const char *what, const agreement_stats *s) {

@@ -29,6 +29,12 @@ typedef enum agreement_against {
 bool agreement_run(const char *model_key, const syn_context_params *params,
                    agreement_against against, double min_margin, agreement_stats *stats);
 
+/* The same along the runs of arch/FILE.oracle.json for the model file (a path under tests/data,
+ * e.g. "arch/qwen3-s5-q8_0.gguf"): its llama.cpp top5 and margins, or its f32_ref (the exact
+ * oracle) with margins taken from the oracle's own top-2. */
+bool agreement_run_arch(const char *file, const syn_context_params *params, agreement_against against,
+                        double min_margin, agreement_stats *stats);
+
 /* Prints one line of stats, labelled what, for the test log. */
 void agreement_print(const char *what, const agreement_stats *stats);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/blocks.h"
 #include "model/model.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -175,10 +176,14 @@ static int emit(const gb_model *m, gb_bytes *out, gb_layout *lay) {
  * Editing helpers
  * ------------------------------------------------------------------------------------------- */
 
+/* The bases of the cases, each borrowing data from its valid source file: the reduced qwen2 tiny
+ * model, and llama.cpp's qwen3 and llama files of tests/data/arch (already small). */
+enum { GB_QWEN2, GB_QWEN3, GB_LLAMA, GB_N_BASES };
+
 typedef struct gb_ctx {
     gb_arena arena;
-    gb_model base;
-    gguf_file *src; /* the valid model the base borrows data from */
+    gb_model base[GB_N_BASES];
+    gguf_file *src[GB_N_BASES];
 } gb_ctx;
 
 static int find_kv(const gb_model *m, const char *key) {
@@ -314,8 +319,8 @@ static char *arena_strn(gb_arena *a, const char *s, size_t n) {
 }
 
 /* Keeps tokens [0, KEEP_TOKENS) and every control/user-defined token; remap[old] = new id or -1. */
-static int reduce_vocab(gb_ctx *c, gb_model *m, int32_t **remap_out, int32_t *n_kept_out) {
-    const gguf_file *f = c->src;
+static int reduce_vocab(gb_ctx *c, const gguf_file *f, gb_model *m, int32_t **remap_out,
+                        int32_t *n_kept_out) {
     gguf_array toks, types, merges;
     if (gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks) != SYN_OK ||
         gguf_get_array(f, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, &types) != SYN_OK ||
@@ -350,11 +355,12 @@ static int reduce_vocab(gb_ctx *c, gb_model *m, int32_t **remap_out, int32_t *n_
         return -1;
 
     /* Merges whose two parts and result are all kept BPE tokens. */
-    char **sorted = arena_alloc(&c->arena, KEEP_TOKENS * sizeof *sorted);
+    const size_t n_sorted = n < KEEP_TOKENS ? n : KEEP_TOKENS; /* small vocabularies are kept whole */
+    char **sorted = arena_alloc(&c->arena, n_sorted * sizeof *sorted);
     char **kept_merges = arena_alloc(&c->arena, merges.count * sizeof *kept_merges);
     if (!sorted || !kept_merges) return -1;
-    memcpy(sorted, kept, KEEP_TOKENS * sizeof *sorted);
-    qsort(sorted, KEEP_TOKENS, sizeof *sorted, cmp_str);
+    memcpy(sorted, kept, n_sorted * sizeof *sorted);
+    qsort(sorted, n_sorted, sizeof *sorted, cmp_str);
     size_t n_merges = 0;
     cur = merges.data;
     for (uint64_t i = 0; i < merges.count; i++) {
@@ -365,10 +371,10 @@ static int reduce_vocab(gb_ctx *c, gb_model *m, int32_t **remap_out, int32_t *n_
         char *sp = strchr(text, ' ');
         if (!sp) continue;
         *sp = '\0';
-        bool keep = in_sorted(sorted, KEEP_TOKENS, text) && in_sorted(sorted, KEEP_TOKENS, sp + 1);
+        bool keep = in_sorted(sorted, n_sorted, text) && in_sorted(sorted, n_sorted, sp + 1);
         snprintf(joined, (size_t)s.len + 1, "%s%s", text, sp + 1);
         *sp = ' ';
-        if (keep && in_sorted(sorted, KEEP_TOKENS, joined)) kept_merges[n_merges++] = text;
+        if (keep && in_sorted(sorted, n_sorted, joined)) kept_merges[n_merges++] = text;
     }
     if (set_str_array(c, m, "tokenizer.ggml.merges", (const char *const *)kept_merges, n_merges) !=
         0)
@@ -387,13 +393,13 @@ static int reduce_vocab(gb_ctx *c, gb_model *m, int32_t **remap_out, int32_t *n_
     return 0;
 }
 
-static int build_base(gb_ctx *c, const char *valid_path) {
-    if (gguf_open(valid_path, &c->src) != SYN_OK) {
+static int build_base(gb_ctx *c, int which, const char *valid_path) {
+    if (gguf_open(valid_path, &c->src[which]) != SYN_OK) {
         fprintf(stderr, "bad_gguf: cannot load '%s': %s\n", valid_path, syn_last_error());
         return -1;
     }
-    const gguf_file *f = c->src;
-    gb_model *m = &c->base;
+    const gguf_file *f = c->src[which];
+    gb_model *m = &c->base[which];
     m->version = 3;
     if (f->n_kv > GB_MAX_KV || f->n_tensors > GB_MAX_TENSORS) {
         fprintf(stderr, "bad_gguf: '%s' has more keys or tensors than the builder holds\n",
@@ -409,7 +415,7 @@ static int build_base(gb_ctx *c, const char *valid_path) {
         if (!d->key) return -1;
     }
     int32_t *remap = NULL, n_kept = 0;
-    if (reduce_vocab(c, m, &remap, &n_kept) != 0) {
+    if (reduce_vocab(c, f, m, &remap, &n_kept) != 0) {
         fprintf(stderr, "bad_gguf: '%s' lacks the expected tokenizer arrays\n", valid_path);
         return -1;
     }
@@ -703,7 +709,7 @@ CASE(empty_tensor_name) {
     return emit_plain(m, out);
 }
 
-CASE(arch_llama) { return set_str(c, m, "general.architecture", "llama") || emit_plain(m, out); }
+CASE(arch_gemma) { return set_str(c, m, "general.architecture", "gemma") || emit_plain(m, out); }
 CASE(arch_missing) {
     UNUSED_CTX;
     return del_kv(m, "general.architecture") || emit_plain(m, out);
@@ -769,9 +775,9 @@ CASE(tensor_shape_3d) {
     t->ne[2] = 2;
     return emit_plain(m, out);
 }
-CASE(tensor_type_q4_0) {
+CASE(tensor_type_iq4_nl) {
     UNUSED_CTX;
-    tensor(m, "blk.0.attn_q.weight")->type = GGML_TYPE_Q4_0;
+    tensor(m, "blk.0.attn_q.weight")->type = 20; /* iq4_nl: Q4_0's geometry, not computed here */
     return emit_plain(m, out);
 }
 CASE(norm_type_q8_0) {
@@ -835,6 +841,71 @@ CASE(token_type_short) {
     return emit_plain(m, out);
 }
 
+/* ---- qwen3 and llama (bases from tests/data/arch) ---- */
+
+#define QWEN3_CASE(fn) CASE(fn##_body); CASE(fn) { *m = c->base[GB_QWEN3]; return fn##_body(c, m, out); } CASE(fn##_body)
+#define LLAMA_CASE(fn) CASE(fn##_body); CASE(fn) { *m = c->base[GB_LLAMA]; return fn##_body(c, m, out); } CASE(fn##_body)
+
+QWEN3_CASE(qwen3_q_norm_missing) {
+    UNUSED_CTX;
+    return del_tensor(m, "blk.1.attn_q_norm.weight") || emit_plain(m, out);
+}
+QWEN3_CASE(qwen3_k_norm_shape) {
+    UNUSED_CTX;
+    tensor(m, "blk.0.attn_k_norm.weight")->ne[0] = 32;
+    return emit_plain(m, out);
+}
+QWEN3_CASE(qwen3_key_length_0) { return set_u32(c, m, "qwen3.attention.key_length", 0) || emit_plain(m, out); }
+QWEN3_CASE(qwen3_key_length_wrong) {
+    /* Heads of 32 with value_length 32 too: the query matrix no longer fits. */
+    return set_u32(c, m, "qwen3.attention.key_length", 32) ||
+           set_u32(c, m, "qwen3.attention.value_length", 32) || emit_plain(m, out);
+}
+QWEN3_CASE(qwen3_value_length_differs) {
+    return set_u32(c, m, "qwen3.attention.value_length", 128) || emit_plain(m, out);
+}
+QWEN3_CASE(qwen3_key_length_odd) {
+    return set_u32(c, m, "qwen3.attention.key_length", 63) ||
+           set_u32(c, m, "qwen3.attention.value_length", 63) || emit_plain(m, out);
+}
+QWEN3_CASE(qwen3_attn_output_shape) {
+    /* As if the query width were the model width (qwen2's rule). */
+    UNUSED_CTX;
+    tensor(m, "blk.0.attn_output.weight")->ne[0] = 256;
+    return emit_plain(m, out);
+}
+QWEN3_CASE(qwen3_experts) { return set_u32(c, m, "qwen3.expert_count", 8) || emit_plain(m, out); }
+QWEN3_CASE(qwen3_sliding_window) {
+    return set_u32(c, m, "qwen3.attention.sliding_window", 4096) || emit_plain(m, out);
+}
+QWEN3_CASE(arch_qwen3moe) { return set_str(c, m, "general.architecture", "qwen3moe") || emit_plain(m, out); }
+LLAMA_CASE(llama_rope_freqs_shape) {
+    UNUSED_CTX;
+    tensor(m, "rope_freqs.weight")->ne[0] = 16;
+    return emit_plain(m, out);
+}
+LLAMA_CASE(llama_partial_rope) { return set_u32(c, m, "llama.rope.dimension_count", 32) || emit_plain(m, out); }
+LLAMA_CASE(llama_rope_scaling_yarn) { return set_str(c, m, "llama.rope.scaling.type", "yarn") || emit_plain(m, out); }
+LLAMA_CASE(llama_q4_k_row_not_blocks) {
+    /* A Q4_K row of 128 values: half a 256-value super-block. */
+    UNUSED_CTX;
+    gb_tensor *t = tensor(m, "blk.0.attn_q.weight");
+    t->ne[0] = 128;
+    t->ne[1] = 512;
+    return emit_plain(m, out);
+}
+LLAMA_CASE(llama_norm_type_q4_k) {
+    UNUSED_CTX;
+    gb_tensor *t = tensor(m, "blk.2.ffn_norm.weight");
+    t->type = GGML_TYPE_Q4_K;
+    return emit_plain(m, out);
+}
+LLAMA_CASE(llama_wk_shape) {
+    UNUSED_CTX;
+    tensor(m, "blk.2.attn_k.weight")->ne[1] = 256; /* as many rows as query heads */
+    return emit_plain(m, out);
+}
+
 typedef struct gb_case {
     bad_gguf_case pub;
     gb_case_fn fn;
@@ -887,7 +958,7 @@ static const gb_case cases[] = {
      tensor_offset_misaligned},
     {{"duplicate-tensor.gguf", "duplicate tensor 'blk.0.attn_q.weight'"}, duplicate_tensor},
     {{"empty-tensor-name.gguf", "empty tensor name"}, empty_tensor_name},
-    {{"arch-llama.gguf", "unsupported architecture 'llama'"}, arch_llama},
+    {{"arch-gemma.gguf", "unsupported architecture 'gemma' (general.architecture); this build supports qwen2, qwen3, llama"}, arch_gemma},
     {{"arch-missing.gguf", "missing key 'general.architecture'"}, arch_missing},
     {{"arch-not-string.gguf", "key 'general.architecture'"}, arch_not_string},
     {{"block-count-string.gguf", "key 'qwen2.block_count'"}, block_count_string},
@@ -917,9 +988,9 @@ static const gb_case cases[] = {
      tensor_shape_wrong},
     {{"tensor-shape-3d.gguf", "tensor 'blk.0.attn_output.weight' has shape [64, 64, 2]"},
      tensor_shape_3d},
-    {{"tensor-type-q4_0.gguf",
-      "tensor 'blk.0.attn_q.weight' has type q4_0, which this build does not support"},
-     tensor_type_q4_0},
+    {{"tensor-type-iq4_nl.gguf",
+      "tensor 'blk.0.attn_q.weight' has type iq4_nl, which this build does not support"},
+     tensor_type_iq4_nl},
     {{"norm-type-q8_0.gguf", "tensor 'output_norm.weight' has type q8_0"}, norm_type_q8_0},
     {{"tokens-above-embedding.gguf", "tokenizer.ggml.tokens"}, tokens_above_embedding},
     {{"merge-without-space.gguf", "tokenizer.ggml.merges"}, merge_without_space},
@@ -931,6 +1002,35 @@ static const gb_case cases[] = {
     {{"tokenizer-pre-unknown.gguf", "tokenizer.ggml.pre"}, tokenizer_pre_unknown},
     {{"tokens-missing.gguf", "tokenizer.ggml.tokens"}, tokens_missing},
     {{"token-type-short.gguf", "tokenizer.ggml.token_type"}, token_type_short},
+    {{"qwen3-q-norm-missing.gguf", "missing tensor 'blk.1.attn_q_norm.weight'"}, qwen3_q_norm_missing},
+    {{"qwen3-k-norm-shape.gguf",
+      "tensor 'blk.0.attn_k_norm.weight' has shape [32] but the hyperparameters require [64]"},
+     qwen3_k_norm_shape},
+    {{"qwen3-key-length-0.gguf", "qwen3.attention.key_length is 0"}, qwen3_key_length_0},
+    {{"qwen3-key-length-wrong.gguf",
+      "tensor 'blk.0.attn_q.weight' has shape [256, 512] but the hyperparameters require [256, 256]"},
+     qwen3_key_length_wrong},
+    {{"qwen3-value-length-differs.gguf", "qwen3.attention.value_length 128 differs from the key head size 64"},
+     qwen3_value_length_differs},
+    {{"qwen3-key-length-odd.gguf", "head size 63 must be even"}, qwen3_key_length_odd},
+    {{"qwen3-attn-output-shape.gguf",
+      "tensor 'blk.0.attn_output.weight' has shape [256, 256] but the hyperparameters require [512, 256]"},
+     qwen3_attn_output_shape},
+    {{"qwen3-experts.gguf", "qwen3.expert_count is 8: mixture-of-experts"}, qwen3_experts},
+    {{"qwen3-sliding-window.gguf", "qwen3.attention.sliding_window is set"}, qwen3_sliding_window},
+    {{"arch-qwen3moe.gguf", "unsupported architecture 'qwen3moe'"}, arch_qwen3moe},
+    {{"llama-rope-freqs-shape.gguf",
+      "tensor 'rope_freqs.weight' has shape [16] but the hyperparameters require [32]"},
+     llama_rope_freqs_shape},
+    {{"llama-partial-rope.gguf", "llama.rope.dimension_count 32 differs from the head size 64"},
+     llama_partial_rope},
+    {{"llama-rope-scaling-yarn.gguf", "llama.rope.scaling.type 'yarn' is not supported"}, llama_rope_scaling_yarn},
+    {{"llama-q4_k-row-not-blocks.gguf", "row length 128 is not a multiple of the q4_k block size 256"},
+     llama_q4_k_row_not_blocks},
+    {{"llama-norm-type-q4_k.gguf", "tensor 'blk.2.ffn_norm.weight' has type q4_k"}, llama_norm_type_q4_k},
+    {{"llama-wk-shape.gguf",
+      "tensor 'blk.2.attn_k.weight' has shape [256, 256] but the hyperparameters require [256, 128]"},
+     llama_wk_shape},
 };
 
 size_t bad_gguf_case_count(void) { return sizeof cases / sizeof cases[0]; }
@@ -958,10 +1058,18 @@ static int write_bytes(const char *dir, const char *name, const gb_bytes *b) {
 int bad_gguf_write_corpus(const char *valid_path, const char *out_dir) {
     gb_ctx *c = calloc(1, sizeof *c);
     if (!c) return -1;
-    int rc = build_base(c, valid_path);
+    /* The qwen3 and llama bases: llama.cpp's files in the arch folder beside valid_path. */
+    const char *slash = strrchr(valid_path, '/');
+    const int dir_len = slash ? (int)(slash - valid_path + 1) : 0;
+    char qwen3_path[4096], llama_path[4096];
+    snprintf(qwen3_path, sizeof qwen3_path, "%.*sarch/qwen3-s5-q8_0.gguf", dir_len, valid_path);
+    snprintf(llama_path, sizeof llama_path, "%.*sarch/llama-s5-q4_k_m.gguf", dir_len, valid_path);
+    int rc = build_base(c, GB_QWEN2, valid_path);
+    if (rc == 0) rc = build_base(c, GB_QWEN3, qwen3_path);
+    if (rc == 0) rc = build_base(c, GB_LLAMA, llama_path);
     if (rc == 0) {
         gb_bytes b;
-        rc = emit(&c->base, &b, NULL);
+        rc = emit(&c->base[GB_QWEN2], &b, NULL);
         if (rc == 0) {
             rc = write_bytes(out_dir, BAD_GGUF_VALID_BASE, &b);
             free(b.p);
@@ -974,7 +1082,7 @@ int bad_gguf_write_corpus(const char *valid_path, const char *out_dir) {
             rc = -1;
             break;
         }
-        *m = c->base;
+        *m = c->base[GB_QWEN2];
         if (cases[i].fn(c, m, &b) != 0) {
             fprintf(stderr, "bad_gguf: building case '%s' failed\n", cases[i].pub.file);
             rc = -1;
@@ -984,7 +1092,7 @@ int bad_gguf_write_corpus(const char *valid_path, const char *out_dir) {
         free(b.p);
         free(m);
     }
-    gguf_close(c->src);
+    for (int i = 0; i < GB_N_BASES; i++) gguf_close(c->src[i]);
     arena_free(&c->arena);
     free(c);
     return rc;

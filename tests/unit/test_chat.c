@@ -1,9 +1,10 @@
-/* test_chat.c: ChatML rendering, template recognition and the argument checks of syn_chat_format.
+/* test_chat.c: ChatML and Llama 3 rendering, template recognition and the argument checks of syn_chat_format.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,6 +175,82 @@ static void test_bad_arguments(void **state) {
                      SYN_ERR_INVALID_ARGUMENT);
 }
 
+/* Llama 3.1's template, shortened to the part that renders messages. */
+static const char llama3_template[] =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}"
+    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
+    "+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+static syn_status copy_tensor(void *user, const char *name, void *dst, uint64_t nbytes) {
+    const gguf_tensor *t = gguf_find_tensor(user, name);
+    if (!t || t->nbytes != nbytes) return SYN_ERR_INTERNAL;
+    memcpy(dst, t->data, nbytes);
+    return SYN_OK;
+}
+
+/* The llama test file with Llama 3's chat template, written with the project's GGUF writer. */
+static syn_model *load_llama3_chat_model(char **dir_out) {
+    gguf_file *src = NULL;
+    assert_int_equal(gguf_open(test_data_path("arch/llama-s5-q8_0.gguf"), &src), SYN_OK);
+    gguf_writer *w = gguf_writer_new();
+    assert_non_null(w);
+    for (uint64_t i = 0; i < src->n_kv; i++) {
+        const gguf_kv *kv = &src->kvs[i];
+        if (gguf_str_eq(kv->key, "tokenizer.chat_template")) continue;
+        assert_int_equal(gguf_writer_copy_kv(w, kv), SYN_OK);
+    }
+    assert_int_equal(gguf_writer_set_str(w, "tokenizer.chat_template", llama3_template), SYN_OK);
+    for (uint64_t i = 0; i < src->n_tensors; i++) {
+        const gguf_tensor *t = &src->tensors[i];
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.data);
+        assert_int_equal(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, copy_tensor, src), SYN_OK);
+    }
+    char *dir = test_make_temp_dir();
+    assert_non_null(dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/llama3-chat.gguf", dir);
+    assert_int_equal(gguf_writer_write(w, path), SYN_OK);
+    gguf_writer_free(w);
+    gguf_close(src);
+    syn_model *m = NULL;
+    assert_int_equal(syn_model_load(path, NULL, &m), SYN_OK);
+    *dir_out = dir;
+    return m;
+}
+
+/* Llama 3's format, recognised from the template's header markers: each turn's content trimmed
+ * and ended by <|eot_id|>, then the open assistant header; no default system message. */
+static void test_llama3_template(void **state) {
+    (void)state;
+    char *dir = NULL;
+    syn_model *m = load_llama3_chat_model(&dir);
+    chat_style style;
+    assert_int_equal(chat_template_recognise(m->chat_template, &style), SYN_OK);
+    assert_int_equal(style.format, CHAT_LLAMA3);
+    const syn_chat_message turns[] = {
+        {"system", "You are terse."},
+        {"user", "  Hi!\n"},
+        {"assistant", "Hello."},
+        {"user", "Name a river."},
+    };
+    expect_chat(m, NULL, turns, 4, true,
+                "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+                "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+                "<|start_header_id|>user<|end_header_id|>\n\nName a river.<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    expect_chat(m, NULL, turns + 1, 1, false, "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>");
+    /* "chatml" still forces ChatML on it. */
+    expect_chat(m, "chatml", turns + 3, 1, true,
+                "<|im_start|>user\nName a river.<|im_end|>\n<|im_start|>assistant\n");
+    syn_model_free(m);
+    test_remove_dir(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_system_and_user),
@@ -182,6 +259,7 @@ int main(void) {
         cmocka_unit_test(test_recognise),
         cmocka_unit_test(test_unrecognised_model_template),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_llama3_template),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -20,7 +20,7 @@
 #if defined(__x86_64__)
 /* Declared in kernels/quants_x86.h, which only ISA-flagged files can include. */
 void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride);
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
 #endif
 
 static uint64_t rng_state = 0x2545f4914f6cdd1du;
@@ -58,7 +58,7 @@ static int tiers_and_ymm_lanes(syn_kernels out[SYN_ISA_COUNT + 1], const char *n
     for (int i = 0; i < n; i++) {
         if (out[i].isa == SYN_ISA_AVX512_VNNI) {
             out[n] = out[i];
-            out[n].matmul_q8_0 = syn_matmul_q8_0_avx512_ymm;
+            out[n].mat[GGML_TYPE_Q8_0].matmul = syn_matmul_q8_0_avx512_ymm;
             names[n++] = "avx512-vnni (AVX-VNNI's 256-bit matmul)";
             break;
         }
@@ -90,7 +90,7 @@ static void test_block_dots_exact(void **state) {
             for (int k = 0; k < n_tiers; k++) {
                 float got = tiers[k].vec_dot_q8_0_q8_0(1, &w, &a);
                 if (got != expect) fail_msg("%s vec_dot: %.1f, expected %.1f", syn_isa_name(tiers[k].isa), got, expect);
-                tiers[k].matvec_q8_0(1, &w, sizeof w, 0, 1, &a, &got);
+                tiers[k].mat[GGML_TYPE_Q8_0].matvec(1, &w, sizeof w, 0, 1, &a, &got);
                 if (got != expect) fail_msg("%s matvec: %.1f, expected %.1f", syn_isa_name(tiers[k].isa), got, expect);
             }
         }
@@ -106,7 +106,7 @@ static void test_block_dots_exact(void **state) {
     memset(a[2].qs, 0x7f, QK8_0); /* all 127 */
     for (int k = 0; k < n_tiers; k++) {
         float y[8 * 8];
-        tiers[k].matmul_q8_0(1, w, sizeof w[0], 0, 8, a, 8, y, 8);
+        tiers[k].mat[GGML_TYPE_Q8_0].matmul(1, w, sizeof w[0], 0, 8, a, 8, y, 8);
         for (int t = 0; t < 8; t++) {
             for (int r = 0; r < 8; r++) {
                 if (y[t * 8 + r] != (float)int_dot(&w[r], &a[t])) {
@@ -175,10 +175,10 @@ static void test_tiers_bitwise_equal_scalar(void **state) {
     for (size_t bc = 0; bc < sizeof block_counts / sizeof block_counts[0]; bc++) {
         problem p = make_problem(21, block_counts[bc], 9, 6);
         float ref[9 * 21], got[9 * 21];
-        tiers[0].matmul_q8_0(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, ref, p.n_rows);
+        tiers[0].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, ref, p.n_rows);
         for (int k = 1; k < n_tiers; k++) {
             const char *name = syn_isa_name(tiers[k].isa);
-            tiers[k].matmul_q8_0(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, got, p.n_rows);
+            tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, got, p.n_rows);
             for (int i = 0; i < 9 * 21; i++) {
                 if (memcmp(&got[i], &ref[i], sizeof(float)) != 0) {
                     fail_msg("%s matmul, %lld blocks, output %d: %a vs scalar %a", name, (long long)p.n_blocks, i,
@@ -211,16 +211,16 @@ static void test_long_rows_and_many_tokens(void **state) {
         float *ref = malloc(sizeof(float) * n_out), *got = malloc(sizeof(float) * n_out);
         assert_non_null(ref);
         assert_non_null(got);
-        tiers[0].matmul_q8_0(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, ref, p.n_rows);
+        tiers[0].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, ref, p.n_rows);
         for (int k = 1; k < n_tiers; k++) {
             const char *name = syn_isa_name(tiers[k].isa);
-            tiers[k].matmul_q8_0(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, got, p.n_rows);
+            tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, got, p.n_rows);
             if (memcmp(got, ref, sizeof(float) * n_out) != 0) {
                 fail_msg("%s matmul %lld x %lld blocks x %lld tokens differs from scalar", name, (long long)p.n_rows,
                          (long long)p.n_blocks, (long long)p.n_tokens);
             }
             const int64_t t = p.n_tokens - 1;
-            tiers[k].matvec_q8_0(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a + t * p.n_blocks, got);
+            tiers[k].mat[GGML_TYPE_Q8_0].matvec(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a + t * p.n_blocks, got);
             if (memcmp(got, ref + t * p.n_rows, sizeof(float) * (size_t)p.n_rows) != 0) {
                 fail_msg("%s matvec %lld x %lld blocks differs from scalar", name, (long long)p.n_rows, (long long)p.n_blocks);
             }
@@ -255,9 +255,9 @@ static void test_matmul_matches_matvec_across_edges(void **state) {
             for (size_t rr = 0; rr < sizeof row_ranges / sizeof row_ranges[0]; rr++) {
                 const int64_t nt = token_counts[tc], r0 = row_ranges[rr][0], r1 = row_ranges[rr][1];
                 for (int64_t i = 0; i < 33 * y_stride; i++) y[i] = -999.0f;
-                tiers[k].matmul_q8_0(p.n_blocks, p.w, p.row_bytes, r0, r1, p.a, nt, y, y_stride);
+                tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, r0, r1, p.a, nt, y, y_stride);
                 for (int64_t t = 0; t < 33; t++) {
-                    if (t < nt) tiers[k].matvec_q8_0(p.n_blocks, p.w, p.row_bytes, r0, r1, p.a + t * p.n_blocks, yv);
+                    if (t < nt) tiers[k].mat[GGML_TYPE_Q8_0].matvec(p.n_blocks, p.w, p.row_bytes, r0, r1, p.a + t * p.n_blocks, yv);
                     for (int64_t r = 0; r < y_stride; r++) {
                         const float got = y[t * y_stride + r];
                         if (t >= nt || r < r0 || r >= r1) {

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "../support/test_util.h"
+#include "kernels/blocks.h"
 #include "model/model.h"
 #include "synapse.h"
 

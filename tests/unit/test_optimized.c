@@ -84,10 +84,10 @@ typedef struct fixture {
     int32_t tokens[600]; /* a deterministic token sequence */
 } fixture;
 
-static int setup_q8(void **state) {
+static int setup_model(void **state, const char *file) {
     fixture *f = calloc(1, sizeof *f);
     if (!f) return -1;
-    f->model = test_load_model("qwen2-tiny-synth-q8_0.gguf");
+    f->model = test_load_model(file);
     if (!f->model) {
         free(f);
         return -1;
@@ -96,9 +96,18 @@ static int setup_q8(void **state) {
     syn_model_get_info(f->model, &info);
     f->n_vocab = info.n_vocab;
     test_fill_tokens(f->tokens, sizeof f->tokens / sizeof f->tokens[0], 12345);
+    for (size_t i = 0; i < sizeof f->tokens / sizeof f->tokens[0]; i++) f->tokens[i] %= f->n_vocab;
     *state = f;
     return 0;
 }
+
+static int setup_q8(void **state) { return setup_model(state, "qwen2-tiny-synth-q8_0.gguf"); }
+
+/* qwen3: per-head Q/K norms, 8 heads of 64 on a 256-wide model (query width 512), no biases. */
+static int setup_qwen3_q8(void **state) { return setup_model(state, "arch/qwen3-s5-q8_0.gguf"); }
+
+/* llama: adjacent-pair RoPE with rope_freqs, no biases, untied output. */
+static int setup_llama_q8(void **state) { return setup_model(state, "arch/llama-s5-q8_0.gguf"); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -304,7 +313,15 @@ int main(void) {
         cmocka_unit_test(test_unavailable_tier_fails),
         cmocka_unit_test(test_reference_rejects_f16_kv),
     };
+    const struct CMUnitTest on_arch_model[] = {
+        cmocka_unit_test(test_chunking_and_threads_bitwise),
+        cmocka_unit_test(test_decode_equals_prefill),
+        cmocka_unit_test(test_truncate_rewinds),
+        cmocka_unit_test(test_tiers_agree),
+    };
     int failed = cmocka_run_group_tests_name("agreement", agreement, NULL, NULL);
     failed += cmocka_run_group_tests_name("determinism and tiers", on_model, setup_q8, teardown);
+    failed += cmocka_run_group_tests_name("determinism and tiers, qwen3 q8_0", on_arch_model, setup_qwen3_q8, teardown);
+    failed += cmocka_run_group_tests_name("determinism and tiers, llama q8_0", on_arch_model, setup_llama_q8, teardown);
     return failed;
 }

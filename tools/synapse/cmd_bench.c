@@ -261,11 +261,11 @@ void bench_describe_model(const syn_model *model, const char *path, bench_model 
     uint64_t embd_bytes = model->tok_embd.row_bytes * (uint64_t)model->tok_embd.ne[1];
     m->bytes_per_token = m->info.weight_bytes;
     if (!m->info.tied_output && embd_bytes <= m->bytes_per_token) m->bytes_per_token -= embd_bytes;
-    const qwen2_hparams *hp = &model->hp;
+    const syn_hparams *hp = &model->hp;
     m->kv_values_per_position = 2ull * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
     m->macs_per_token = 0;
     for (int32_t l = 0; l < hp->n_layer; l++) {
-        const qwen2_layer *L = &model->layers[l];
+        const syn_layer *L = &model->layers[l];
         const syn_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             m->macs_per_token += (uint64_t)mats[i]->ne[0] * (uint64_t)mats[i]->ne[1];

@@ -18,6 +18,7 @@
 #include "common.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "kernels/blocks.h"
 #include "model/model.h"
 
 const char usage_gen_model[] =

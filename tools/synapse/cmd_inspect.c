@@ -12,7 +12,8 @@ const char usage_inspect[] =
     "  prints its hyperparameters, every metadata key (arrays summarised as [type x count]) and\n"
     "  the tensor table (name, type, shape, bytes). With --json: {\"file\", \"file_bytes\",\n"
     "  \"gguf_version\", \"alignment\", \"hparams\": {...}, \"metadata\": {key: value or\n"
-    "  {\"array\": type, \"count\": n}}, \"tensors\": [{\"name\", \"type\", \"shape\", \"bytes\", \"offset\"}]}.\n";
+    "  {\"array\": type, \"count\": n}}, \"tensors\": [{\"name\", \"type\", \"shape\", \"bytes\", \"offset\"}],\n"
+    "  \"type_mix\": [{\"type\", \"tensors\", \"bytes\"}]} (the file's tensor types, by count and bytes).\n";
 
 typedef struct inspect_opts {
     const char *model_path;
@@ -87,6 +88,33 @@ static json_t *tensor_json(const gguf_tensor *t) {
                      "offset", (json_int_t)t->offset);
 }
 
+/* The file's mix of tensor types: count and bytes per type id, in id order. */
+typedef struct type_mix {
+    uint64_t count[GGML_TYPE_COUNT], bytes[GGML_TYPE_COUNT];
+} type_mix;
+
+static void count_types(const gguf_file *f, type_mix *mix) {
+    memset(mix, 0, sizeof *mix);
+    for (uint64_t i = 0; i < f->n_tensors; i++) { /* the reader admits known type ids only */
+        mix->count[f->tensors[i].type]++;
+        mix->bytes[f->tensors[i].type] += f->tensors[i].nbytes;
+    }
+}
+
+static json_t *mix_json(const gguf_file *f) {
+    type_mix mix;
+    count_types(f, &mix);
+    json_t *arr = json_array();
+    for (uint32_t t = 0; arr && t < GGML_TYPE_COUNT; t++)
+        if (mix.count[t] &&
+            json_array_append_new(arr, json_pack("{s:s, s:I, s:I}", "type", ggml_type_name(t), "tensors",
+                                                 (json_int_t)mix.count[t], "bytes", (json_int_t)mix.bytes[t])) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    return arr;
+}
+
 static int print_inspect_json(const char *path, const syn_model *model, const syn_model_info *info) {
     const gguf_file *f = model->gguf;
     json_t *meta = json_object();
@@ -106,10 +134,10 @@ static int print_inspect_json(const char *path, const syn_model *model, const sy
         json_decref(tensors);
         return fail_runtime("out of memory building the JSON output");
     }
-    return print_json(json_pack("{s:o, s:I, s:i, s:i, s:o, s:o, s:o}", "file", json_text(path), "file_bytes",
+    return print_json(json_pack("{s:o, s:I, s:i, s:i, s:o, s:o, s:o, s:o}", "file", json_text(path), "file_bytes",
                                 (json_int_t)f->size, "gguf_version", (int)f->version, "alignment",
                                 (int)f->alignment, "hparams", hparams_json(info), "metadata", meta,
-                                "tensors", tensors));
+                                "tensors", tensors, "type_mix", mix_json(f)));
 }
 
 /* Writes at most max bytes of the file's text s[len] (then "..." if cut) so that none of it can
@@ -150,6 +178,12 @@ static int print_inspect_text(const char *path, const syn_model *model, const sy
     printf("  rope_freq_base %g, rms_norm_eps %g, tied_output %s\n", (double)in->rope_freq_base,
            (double)in->rms_norm_eps, in->tied_output ? "yes" : "no");
     printf("  %" PRIu64 " weights, %" PRIu64 " bytes of tensor data\n", in->n_params, in->weight_bytes);
+    type_mix mix;
+    count_types(f, &mix);
+    fputs("  type mix:", stdout);
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++)
+        if (mix.count[t]) printf(" %s %" PRIu64 " tensors %" PRIu64 " bytes;", ggml_type_name(t), mix.count[t], mix.bytes[t]);
+    putchar('\n');
     printf("metadata (%" PRIu64 " keys):\n", f->n_kv);
     for (uint64_t i = 0; i < f->n_kv; i++) {
         const gguf_kv *kv = &f->kvs[i];

@@ -1,0 +1,60 @@
+/*
+ * arch.h: the architecture table. One entry per model architecture Synapse runs: the metadata key
+ * prefix (the general.architecture value), the RoPE layout, and every tensor with its shape rule
+ * and whether it may be absent. Norms follow from the tensors: a layer with attn_q_norm /
+ * attn_k_norm normalises each query and key head before RoPE (qwen3). Hyperparameters are read
+ * the same way for every entry (model_load.c): the head size is ARCH.attention.key_length when
+ * present, else n_embd / n_head. The pre-tokenizer and chat format are named by the tokenizer's
+ * own metadata (tokenizer.ggml.pre, tokenizer.chat_template) and have their own tables
+ * (tokenizer/pretokenize.c, tokenizer/chat.c). Adding an architecture: one entry in arch.c, plus
+ * backend code only for a computation no entry has yet.
+ */
+#ifndef SYN_MODEL_ARCH_H
+#define SYN_MODEL_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Which elements of a head RoPE rotates together, at angle pos * base^(-2i/head_dim) / factor[i]
+ * for pair i < head_dim / 2. */
+typedef enum syn_rope_layout {
+    SYN_ROPE_NEOX,     /* (i, i + head_dim/2): qwen2, qwen3 (ggml's NEOX mode) */
+    SYN_ROPE_ADJACENT, /* (2i, 2i + 1): llama (ggml's normal mode) */
+} syn_rope_layout;
+
+/* The hyperparameter a tensor dimension must equal. */
+typedef enum syn_dim {
+    SYN_DIM_NONE,       /* as ne1: the tensor is a vector */
+    SYN_DIM_EMBD,       /* n_embd */
+    SYN_DIM_Q,          /* n_head * head_dim */
+    SYN_DIM_KV,         /* n_head_kv * head_dim */
+    SYN_DIM_FF,         /* n_ff */
+    SYN_DIM_HEAD,       /* head_dim */
+    SYN_DIM_ROPE_PAIRS, /* head_dim / 2 */
+    SYN_DIM_VOCAB,      /* rows of token_embd.weight */
+} syn_dim;
+
+typedef struct syn_tensor_rule {
+    const char *name; /* the GGUF name; a layer tensor's follows "blk.N." */
+    size_t slot;      /* offset of its syn_tensor in struct syn_model (or in syn_layer) */
+    syn_dim ne0, ne1; /* shape {ne0, ne1}, innermost first */
+    bool optional;    /* may be absent: its view's data stays NULL */
+} syn_tensor_rule;
+
+typedef struct syn_arch {
+    const char *name; /* general.architecture, and the prefix of its keys ("qwen3.block_count") */
+    syn_rope_layout rope;
+    const syn_tensor_rule *model_tensors; /* outside the blocks; token_embd first */
+    size_t n_model_tensors;
+    const syn_tensor_rule *layer_tensors; /* in every block */
+    size_t n_layer_tensors;
+} syn_arch;
+
+/* The entry named name[0..len), or NULL. */
+const syn_arch *syn_arch_find(const char *name, size_t len);
+
+/* "qwen2, qwen3, llama": the supported names, for messages. */
+const char *syn_arch_names(void);
+
+#endif
