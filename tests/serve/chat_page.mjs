@@ -1,6 +1,7 @@
 // The chat page of `synapse serve` in Debian's headless Chromium, driven by playwright-core (run by
 // tests/cli/test_serve_clients.sh). usage: node chat_page.mjs URL EXPECTED_FIRST_REPLY SCREENSHOT.png
-// Sends two messages at temperature 0 with at most 24 tokens each; each reply must stream (the text is seen growing) and
+// Sends two messages at temperature 0 with at most 64 tokens each (enough chunks to see a reply
+// grow even on a busy machine); each reply must stream (the text is seen growing) and
 // finish; the first must be `synapse run --chat --temp 0`'s text.
 import { chromium } from "playwright-core";
 
@@ -22,7 +23,7 @@ try {
   await page.waitForFunction(() => document.getElementById("model").textContent === "tiny", null, { timeout: 10_000 });
   check("the page shows the model's alias", true);
   await page.fill("#temperature", "0");
-  await page.fill("#max_tokens", "24");
+  await page.fill("#max_tokens", "64");
 
   for (const [i, text] of ["Name three rivers.", "And three mountains?"].entries()) {
     // Every change of the reply's text is recorded as it happens, from before the message is
