@@ -1,5 +1,5 @@
 /*
- * synapse.h: the public C API of Synapse, a CPU inference engine for Qwen2-family GGUF models.
+ * synapse.h: the public C API of Synapse, a CPU inference engine for Qwen2, Qwen3 and Llama 3 GGUF models.
  *
  * Conventions
  *   - Every handle is opaque and comes in a new/free pair. Freeing NULL is a no-op.

@@ -82,4 +82,5 @@ need strace "strace (pauses a model load in the file-truncation test)" have stra
 need nodejs "node (the openai client and browser tests)" have node
 need nodejs "npm (installs the pinned test packages)" have npm
 need chromium "chromium (the chat page test)" test -x /usr/bin/chromium
+need haproxy "haproxy (the cluster test: HAProxy in front of synapse serve nodes)" test -x /usr/sbin/haproxy
 exit 0

@@ -7,7 +7,7 @@ packages=(
     build-essential pkg-config clang
     libpcre2-dev libutf8proc-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gnuplot-nox
-    jq time curl strace nodejs chromium
+    jq time curl strace nodejs chromium haproxy
 )
 
 missing=()

@@ -15,6 +15,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_cluster_config(int argc, char **argv);
 
 /* Each command's usage text, printed by "synapse CMD --help" and by "synapse help". */
 extern const char usage_run[];
@@ -26,5 +27,6 @@ extern const char usage_chat[];
 extern const char usage_gen_model[];
 extern const char usage_bench[];
 extern const char usage_serve[];
+extern const char usage_cluster_config[];
 
 #endif

@@ -414,6 +414,17 @@ int close_stdout(int rc) {
     return lost && rc == EXIT_OK ? fail_stdout(err) : rc;
 }
 
+bool model_alias_valid(const char *alias) {
+    size_t n = 0;
+    for (; alias[n]; n++) {
+        const char c = alias[n];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.' || c == ':'))
+            return false;
+    }
+    return n >= 1 && n <= MODEL_ALIAS_MAX;
+}
+
 int text_append(text_buf *b, const char *s, size_t n) {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;

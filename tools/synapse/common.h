@@ -142,6 +142,13 @@ int check_stdout(void);
  * when rc was 0 but output was lost (an error already reported keeps its own status). */
 int close_stdout(int rc);
 
+/* The longest model alias (--alias, /admin/models, cluster-config). */
+enum { MODEL_ALIAS_MAX = 64 };
+
+/* Whether alias can name a served model: 1..MODEL_ALIAS_MAX letters, digits and -_.:, which an
+ * HAProxy configuration and a Prometheus label take unquoted and match exactly. */
+bool model_alias_valid(const char *alias);
+
 /* Growable byte buffer for decoded text. */
 typedef struct text_buf {
     char *data;

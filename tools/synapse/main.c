@@ -24,10 +24,11 @@ static const command commands[] = {
     {"gen-model", cmd_gen_model, usage_gen_model},
     {"bench", cmd_bench, usage_bench},
     {"serve", cmd_serve, usage_serve},
+    {"cluster-config", cmd_cluster_config, usage_cluster_config},
 };
 
 static void print_usage(void) {
-    fputs("synapse: CPU inference for Qwen2-family GGUF models\n"
+    fputs("synapse: CPU inference for Qwen2, Qwen3 and Llama 3 GGUF models\n"
           "\n"
           "usage: synapse COMMAND [OPTIONS]     (synapse help COMMAND, or synapse COMMAND --help,\n"
           "                                      for one command)\n"
@@ -45,7 +46,7 @@ static void print_usage(void) {
 
 static int dispatch(int argc, char **argv) {
     if (argc < 2)
-        return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, gen-model, bench, serve)");
+        return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, gen-model, bench, serve, cluster-config)");
     const char *name = argv[1];
     bool help = strcmp(name, "help") == 0;
     if (args_is_help(name) || (help && argc == 2)) {

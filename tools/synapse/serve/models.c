@@ -10,19 +10,6 @@
 #include "../common.h"
 #include "server.h"
 
-/* A model's id in the API: letters, digits and -_.: (what HAProxy's configuration and Prometheus
- * labels take without quoting), 1..64 characters. */
-bool model_alias_valid(const char *alias) {
-    size_t n = 0;
-    for (; alias[n]; n++) {
-        const char c = alias[n];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-              c == '_' || c == '.' || c == ':'))
-            return false;
-    }
-    return n >= 1 && n <= 64;
-}
-
 static void model_destroy(served_model *m) {
     if (!m) return;
     syn_engine_free(m->engine);

@@ -102,7 +102,6 @@ typedef struct http_request {
     uint64_t prompt_tokens, completion_tokens;
 } http_request;
 
-bool model_alias_valid(const char *alias);
 /* Loads path as alias and starts its engine; 0, or -1 with err filled. */
 int models_load(server *srv, const char *path, const char *alias, char *err, size_t cap);
 /* The model named alias (NULL: the only one, when there is exactly one), held until
