@@ -87,6 +87,37 @@ check "SIGTERM: the running request finished (200, 400 tokens)" \
 check "SIGTERM: exit 0" test "$rc" -eq 0
 check "nothing listens after the stop" sh -c "! curl -s -o /dev/null 'http://127.0.0.1:$port/health'"
 
+# --timeout bounds idle clients, not generations: with one slot and --timeout 1, a stream that
+# waits over a second in the queue (nothing sent meanwhile) and a long one both complete.
+start_server idle -m "$TINY_Q8" --parallel 1 -c 4096 --timeout 1
+curl -sN -H 'Content-Type: application/json' -d '{"prompt": "Once upon a time", "temperature": 0, "max_tokens": 3000, "stream": true}' \
+    "http://127.0.0.1:$port/v1/completions" >"$tmp/long1" &
+first=$!
+sleep 0.2
+curl -sN -H 'Content-Type: application/json' -d '{"prompt": "Hello", "temperature": 0, "max_tokens": 8, "stream": true}' \
+    "http://127.0.0.1:$port/v1/completions" >"$tmp/queued1" &
+second=$!
+wait "$first" "$second"
+check "a stream generating for longer than --timeout completes" sh -c "tail -n 2 '$tmp/long1' | grep -qx 'data: \[DONE\]'"
+check "a stream queued for longer than --timeout completes" sh -c "tail -n 2 '$tmp/queued1' | grep -qx 'data: \[DONE\]'"
+check "... and waited in the queue meanwhile (the long one took over a second)" \
+    grep -qE 'POST /v1/completions 200 prompt=[0-9]+ completion=3000 ([1-9][0-9]{3,}|[0-9]{5,})\.[0-9] ms' "$tmp/idle.log"
+stop_server "$pid"
+
+# SIGTERM with a request longer than --grace: it is cancelled when the grace ends, its client gets
+# a 503 error event, and the server exits 0 at once.
+start_server grace -m "$TINY_Q8" --parallel 1 -c 30000 --grace 1
+endless=$(jq -cn '{prompt: "Once upon a time", temperature: 0, stream: true}')
+curl -sN -H 'Content-Type: application/json' -d "$endless" "http://127.0.0.1:$port/v1/completions" >"$tmp/endless" &
+client=$!
+for _ in $(seq 200); do [ -s "$tmp/endless" ] && break; sleep 0.01; done
+start=$SECONDS
+stop_server "$pid"
+check "SIGTERM past the grace period: exit 0 within 4 s ($((SECONDS - start)) s)" test "$rc" -eq 0 -a $((SECONDS - start)) -le 4
+wait "$client"
+check "... the cut stream ends with a 503 error event and [DONE]" \
+    sh -c "sed -n 's/^data: //p' '$tmp/endless' | grep -v DONE | tail -n 1 | jq -e '.error.code == \"unavailable\"' >/dev/null && tail -n 2 '$tmp/endless' | grep -qx 'data: \[DONE\]'"
+
 # A full queue: one slot, no waiting room; a second request is a 503 with Retry-After.
 start_server queue -m "$TINY_Q8" --parallel 1 --max-queue 0 -c 2048
 curl -sN -H 'Content-Type: application/json' -d "$long" "http://127.0.0.1:$port/v1/completions" >"$tmp/first" &

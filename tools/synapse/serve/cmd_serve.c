@@ -172,7 +172,11 @@ static void stop_gracefully(server *srv, int sig) {
     MHD_socket listener = MHD_quiesce_daemon(srv->daemon);
     const double deadline = now_ms() + 1000.0 * srv->opts.grace_s;
     while (atomic_load(&srv->active_completions) > 0 && now_ms() < deadline) usleep(10 * 1000);
-    models_cancel_all(srv); /* what is left; request handles stay valid */
+    /* What is left is cancelled; its clients get their last event (a 503 error) before the
+     * daemon closes every connection, within a second. */
+    completions_cancel_all(srv);
+    const double flushed = now_ms() + 1000.0;
+    while (atomic_load(&srv->active_completions) > 0 && now_ms() < flushed) usleep(10 * 1000);
     http_stop(srv);
     if (listener != MHD_INVALID_SOCKET) close(listener);
 }
@@ -186,6 +190,7 @@ int cmd_serve(int argc, char **argv) {
         return rc == ARGS_HELP ? EXIT_OK : rc;
     }
     pthread_mutex_init(&srv.models_lock, NULL);
+    pthread_mutex_init(&srv.completions_lock, NULL);
     pthread_cond_init(&srv.models_idle, NULL);
 
     /* Every thread started from here on inherits the blocked signals; only sigwait sees them. */
@@ -212,6 +217,7 @@ int cmd_serve(int argc, char **argv) {
     syn_compute_pool_free(srv.pool);
     pthread_cond_destroy(&srv.models_idle);
     pthread_mutex_destroy(&srv.models_lock);
+    pthread_mutex_destroy(&srv.completions_lock);
     free(srv.opts.models);
     return rc;
 }

@@ -18,6 +18,7 @@ enum { CLIENT_CHECK_MS = 20 };
 
 typedef struct completion {
     server *srv;
+    struct completion *prev, *next; /* srv->completions, once submitted */
     served_model *model; /* held until the completion is freed */
     http_request *hr;
     oa_request req;
@@ -195,9 +196,12 @@ static void stream_pending(completion *c) {
     pthread_mutex_lock(&c->mu);
     c->hr->completion_tokens = res.n_tokens;
     c->hr->prompt_tokens = res.n_prompt_tokens;
-    if (res.finish == SYN_FINISH_ERROR) {
+    if (res.finish == SYN_FINISH_ERROR || res.finish == SYN_FINISH_CANCELLED) {
         oa_error err;
-        oa_error_set(&err, 500, "server_error", NULL, NULL, "generation failed: %s", res.error);
+        if (res.finish == SYN_FINISH_ERROR)
+            oa_error_set(&err, 500, "server_error", NULL, NULL, "generation failed: %s", res.error);
+        else /* only the stop cancels a request whose client is still there */
+            oa_error_set(&err, 503, "server_error", NULL, "unavailable", "cancelled: the server is shutting down");
         sse_event(c, oa_error_body(&err));
     } else {
         sse_chunk(c, "", 0, json_null(), finish_reason(res.finish));
@@ -214,8 +218,42 @@ static void stream_pending(completion *c) {
     c->ended = true;
 }
 
+/* Lists c among the server's running completions; false when the server is stopping (then c is
+ * not listed). Checked under the lock that completions_cancel_all takes after setting stopping,
+ * so every request either is listed before that sweep or sees the stop. */
+static bool list_completion(completion *c) {
+    server *srv = c->srv;
+    pthread_mutex_lock(&srv->completions_lock);
+    const bool stopping = atomic_load(&srv->stopping);
+    if (!stopping) {
+        c->next = srv->completions;
+        if (c->next) c->next->prev = c;
+        srv->completions = c;
+    }
+    pthread_mutex_unlock(&srv->completions_lock);
+    return !stopping;
+}
+
+static void unlist_completion(completion *c) {
+    server *srv = c->srv;
+    pthread_mutex_lock(&srv->completions_lock);
+    if (c->prev) c->prev->next = c->next;
+    else if (srv->completions == c) srv->completions = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    pthread_mutex_unlock(&srv->completions_lock);
+}
+
+void completions_cancel_all(server *srv) {
+    pthread_mutex_lock(&srv->completions_lock);
+    for (completion *c = srv->completions; c; c = c->next)
+        if (!syn_request_is_done(c->handle)) syn_request_cancel(c->handle);
+    pthread_mutex_unlock(&srv->completions_lock);
+}
+
 static void completion_free(completion *c) {
     if (!c) return;
+    unlist_completion(c);
     if (c->handle) { /* the engine may call on_token(c) until the request has finished */
         syn_request_result res;
         if (!syn_request_is_done(c->handle)) syn_request_cancel(c->handle);
@@ -243,7 +281,7 @@ static void wait_for_engine(completion *c) {
         until.tv_nsec -= 1000000000L;
     }
     pthread_cond_timedwait(&c->cv, &c->mu, &until);
-    /* A request the engine finished without a final event (cancelled by syn_engine_free). */
+    /* A request that finished without a final event (cancelled while it was still queued). */
     if (!c->finished && syn_request_is_done(c->handle)) c->finished = true;
 }
 
@@ -299,6 +337,8 @@ static enum MHD_Result respond_whole(completion *c) {
     enum MHD_Result r;
     if (res.finish == SYN_FINISH_ERROR) {
         r = http_send_error(c->hr, 500, "server_error", NULL, NULL, "generation failed: %s", res.error);
+    } else if (res.finish == SYN_FINISH_CANCELLED) { /* only the stop cancels it while its client waits */
+        r = http_send_error(c->hr, 503, "server_error", NULL, "unavailable", "cancelled: the server is shutting down");
     } else {
         json_t *body = response_head(c, c->req.kind == OA_CHAT ? "chat.completion" : "text_completion");
         json_t *lp = c->logprobs ? choice_logprobs(c, c->logprobs, 0) : json_null();
@@ -379,6 +419,9 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
         return http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory");
     }
     atomic_fetch_add(&srv->active_completions, 1);
+    /* --timeout bounds an idle client, not a generation: a request waiting for a slot or its
+     * tokens sends nothing for a while. on_completed restores it for the next request. */
+    MHD_set_connection_option(hr->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     c->srv = srv;
     c->model = m;
     c->hr = hr;
@@ -411,6 +454,7 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
         completion_free(c);
         return r;
     }
+    if (!list_completion(c)) syn_request_cancel(c->handle); /* the stop began meanwhile */
     if (!req.stream) return respond_whole(c);
 
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, c, stream_free);

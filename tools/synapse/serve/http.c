@@ -221,7 +221,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 /* The one log line per request, when libmicrohttpd is done with it. */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode why) {
-    (void)conn;
     server *srv = cls;
     http_request *hr = *req_cls;
     if (!hr) return;
@@ -235,6 +234,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     free(hr->body.data);
     free(hr);
     *req_cls = NULL;
+    /* A completion lifted the idle limit while it generated (completions.c). */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, srv->opts.timeout_s);
 }
 
 int http_start(server *srv) {

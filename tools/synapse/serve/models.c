@@ -134,15 +134,6 @@ size_t models_names(server *srv, char *buf, size_t cap) {
     return n;
 }
 
-void models_cancel_all(server *srv) {
-    pthread_mutex_lock(&srv->models_lock);
-    for (served_model *m = srv->models; m; m = m->next) {
-        syn_engine_free(m->engine); /* cancels what is unfinished; request handles stay valid */
-        m->engine = NULL;
-    }
-    pthread_mutex_unlock(&srv->models_lock);
-}
-
 void models_free_all(server *srv) {
     served_model *m = srv->models;
     srv->models = NULL;

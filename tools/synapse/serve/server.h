@@ -84,6 +84,8 @@ typedef struct server {
     atomic_bool ready;    /* the command line's models are loaded: /health 200 */
     atomic_bool stopping; /* SIGINT/SIGTERM seen: new completions get 503 */
     atomic_uint active_completions;
+    pthread_mutex_t completions_lock;
+    struct completion *completions; /* the submitted ones, for the stop (completions_lock) */
     struct MHD_Daemon *daemon;
     server_counters counters;
 } server;
@@ -112,9 +114,12 @@ void models_release(server *srv, served_model *m);
 int models_unload(server *srv, const char *alias);
 /* The served aliases as "'a', 'b'" into buf; returns how many. */
 size_t models_names(server *srv, char *buf, size_t cap);
-/* Frees every engine (cancelling what runs), then, after the connections are gone, the rest. */
-void models_cancel_all(server *srv);
+/* Frees every model and its engine, once no connection is left. */
 void models_free_all(server *srv);
+
+/* Cancels every running completion (the stop, after its grace period); their connections then
+ * end at once. */
+void completions_cancel_all(server *srv);
 
 /* The request body ("" when none came). */
 static inline const char *http_body(const http_request *hr) { return hr->body.data ? hr->body.data : ""; }
