@@ -191,7 +191,7 @@ typedef struct syn_chat_message {
 
 /* Renders messages in the model's chat format, ending with an open assistant turn when
  * add_assistant_prompt. template_name NULL: recognise the GGUF's tokenizer.chat_template
- * (SYN_ERR_UNSUPPORTED when it is not recognised); "chatml": force ChatML. Output is UTF-8 in buf
+ * (SYN_ERR_UNSUPPORTED when it is not recognised); "chatml" or "llama3": force that format. Output is UTF-8 in buf
  * (NUL-terminated); *n_bytes receives the full length without the NUL. Qwen2.5's template adds
  * the default system prompt when the first message is not a system message. */
 SYN_API syn_status syn_chat_format(const syn_model *model, const char *template_name,
@@ -434,7 +434,7 @@ typedef struct syn_request_params {
     const char *prompt_text;          /* NUL-terminated UTF-8 */
     const syn_chat_message *messages; /* [n_messages], n_messages >= 1 */
     size_t n_messages;
-    const char *chat_template;   /* for messages: NULL (the model's) or "chatml" */
+    const char *chat_template;   /* for messages: NULL (the model's), "chatml" or "llama3" */
     syn_sampler_params sampling; /* the request's own sampler and seed */
     int32_t max_tokens; /* tokens to generate, >= 1; prompt + max_tokens <= n_ctx. 0: until the
                          * context is full (or, alone, the KV budget). Default 128 */

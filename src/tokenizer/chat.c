@@ -7,7 +7,8 @@
  *       token is the tokenizer's BOS, added by the caller as for any prompt).
  * Rather than run Jinja, the GGUF's tokenizer.chat_template is recognised by its markers, with the
  * default system message the Qwen templates add when the conversation does not start with one.
- * template_name "chatml" forces plain ChatML, which adds no system message of its own. With no
+ * template_name "chatml" forces plain ChatML, which adds no system message of its own, and
+ * "llama3" the Llama 3 format (for a GGUF whose template is not recognised). With no
  * messages the output is the open assistant turn alone (no default system message either).
  */
 #include <string.h>
@@ -95,9 +96,11 @@ syn_status syn_chat_format(const syn_model *model, const char *template_name,
     if (!template_name) {
         syn_status st = chat_template_recognise(model->chat_template, &style);
         if (st != SYN_OK) return st;
+    } else if (strcmp(template_name, "llama3") == 0) {
+        style.format = CHAT_LLAMA3;
     } else if (strcmp(template_name, "chatml") != 0) {
         return syn_fail(SYN_ERR_INVALID_ARGUMENT,
-                        "syn_chat_format: unknown template_name '%s' (known: chatml)",
+                        "syn_chat_format: unknown template_name '%s' (known: chatml, llama3)",
                         template_name);
     }
     for (size_t i = 0; i < n_messages; i++) {

@@ -170,6 +170,11 @@ check "--system replaces the default system turn" \
 capture "$SYNAPSE" run -m "$M" --chat --chat-template chatml --system "Be brief." -p hi -n 1 --temp 0 --backend reference --json
 check "--chat-template chatml gives the same prompt" \
     test "$(jq -r '.prompt_ids | map(tostring) | join(",")' "$tmp/out")" = "$want"
+capture "$SYNAPSE" tokenize -m "$M" --text "<|start_header_id|>system<|end_header_id|>"$'\n\n'"Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>"$'\n\n'"hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>"$'\n\n'
+want=$(cat "$tmp/out")
+capture "$SYNAPSE" run -m "$M" --chat --chat-template llama3 --system "Be brief." -p hi -n 1 --temp 0 --backend reference --json
+check "--chat-template llama3 renders the Llama 3 format" \
+    test "$(jq -r '.prompt_ids | map(tostring) | join(",")' "$tmp/out")" = "$want"
 
 # --- seeded sampling ---------------------------------------------------------------------------
 sample() { # seed -> generated ids

@@ -243,6 +243,10 @@ static void test_llama3_template(void **state) {
                 "<|start_header_id|>user<|end_header_id|>\n\nName a river.<|eot_id|>"
                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
     expect_chat(m, NULL, turns + 1, 1, false, "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>");
+    /* "llama3" forces the Llama 3 format on a ChatML model (the tiny Qwen2 file). */
+    expect_chat(model, "llama3", turns + 3, 1, true,
+                "<|start_header_id|>user<|end_header_id|>\n\nName a river.<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n");
     /* "chatml" still forces ChatML on it. */
     expect_chat(m, "chatml", turns + 3, 1, true,
                 "<|im_start|>user\nName a river.<|im_end|>\n<|im_start|>assistant\n");

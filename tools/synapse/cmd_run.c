@@ -30,7 +30,7 @@ const char usage_run[] =
     "  --seed S                sampler seed (default 0); the same seed gives the same text\n"
     "  --chat                  wrap the prompt as a user turn in the model's chat format\n"
     "  --system TEXT           a system turn before it (needs --chat)\n"
-    "  --chat-template NAME    force a format (chatml) instead of recognising the GGUF's template\n"
+    "  --chat-template NAME    force a format (chatml or llama3) instead of recognising the GGUF's template\n"
     "  --ignore-eos            never stop at end-of-generation tokens (they are never sampled)\n"
     USAGE_BACKEND_OPTS
     "  --json                  no streaming; print one JSON object:\n"

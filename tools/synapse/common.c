@@ -88,7 +88,8 @@ int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o) {
     if ((groups & GEN_TEMPLATE) && strcmp(arg, "--chat-template") == 0) {
         TAKE_VALUE();
         /* syn_chat_format knows this one name; any other is refused, also without --chat. */
-        if (strcmp(v, "chatml") != 0) return fail_usage("%s: unknown template '%s' (expected chatml)", arg, v);
+        if (strcmp(v, "chatml") != 0 && strcmp(v, "llama3") != 0)
+            return fail_usage("%s: unknown template '%s' (expected chatml or llama3)", arg, v);
         o->chat_template = v;
         return EXIT_OK;
     }
