@@ -82,6 +82,21 @@ check "the unload is logged" grep -q "model 'b' unloaded" "$tmp/models.log"
 stop_server "$pid"
 check "SIGTERM: exit 0" test "$rc" -eq 0
 
+# A node with two models whose first file is truncated in place: the error names that file, not
+# the last one loaded (the handler looks the faulting address up in /proc/self/maps).
+cp "$TINY_Q8" "$tmp/first.gguf"
+cp "$TINY_Q8" "$tmp/second.gguf"
+start_server sigbus -m "$tmp/first.gguf" --alias first -m "$tmp/second.gguf" --alias second --no-huge-pages
+truncate -s 1000 "$tmp/first.gguf"
+curl -s -o /dev/null -H 'Content-Type: application/json' \
+    -d '{"model": "first", "prompt": "The capital of France is", "max_tokens": 4}' "http://127.0.0.1:$port/v1/completions"
+wait "$pid"
+rc=$?
+check "a model file truncated under a serving node: exit 1" test "$rc" -eq 1
+check "... with the error line naming that file" grep -qxF \
+    "synapse: error: model file '$tmp/first.gguf' changed while mapped (truncated or overwritten in place); replace a model by renaming a new file over it" \
+    "$tmp/sigbus.log"
+
 expect_exit 2 "--alias before -m" "$SYNAPSE" serve --alias x -m "$TINY_Q8"
 expect_exit 2 "two aliases for one -m" "$SYNAPSE" serve -m "$TINY_Q8" --alias x --alias y
 expect_exit 2 "an alias with a space" "$SYNAPSE" serve -m "$TINY_Q8" --alias "x y"

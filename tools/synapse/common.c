@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -157,10 +158,62 @@ bool prefetch_pays(int32_t n_threads) {
 }
 
 /* The line a SIGBUS on a mapped model file prints, formatted before the mapping exists: a signal
- * handler may only make async-signal-safe calls (write, _exit), so no stdio and no formatting. */
+ * handler may only make async-signal-safe calls (open, read, write, _exit), so no stdio and no
+ * formatting. It is the fallback: the handler first looks the faulting address up in
+ * /proc/self/maps, which names the right file when a process maps several (serve). */
 static char sigbus_line[PATH_MAX + 256];
 static size_t sigbus_line_len;
 static atomic_flag sigbus_reported = ATOMIC_FLAG_INIT;
+static char sigbus_maps[256 * 1024]; /* /proc/self/maps, read by the handler */
+
+static void write_all(const char *s, size_t n) {
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(STDERR_FILENO, s + done, n - done);
+        if (w <= 0) return;
+        done += (size_t)w;
+    }
+}
+
+/* Parses hex digits at *p up to a non-hex character. */
+static uintptr_t parse_hex(const char **p) {
+    uintptr_t v = 0;
+    for (;; (*p)++) {
+        const char c = **p;
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return v;
+        v = v * 16 + (uintptr_t)d;
+    }
+}
+
+/* The file mapped at addr, from /proc/self/maps ("start-end perms offset dev inode path"): a
+ * pointer into sigbus_maps and its length, or NULL. Async-signal-safe. */
+static const char *mapped_file_at(uintptr_t addr, size_t *len) {
+    const int fd = open("/proc/self/maps", O_RDONLY);
+    if (fd < 0) return NULL;
+    size_t n = 0;
+    for (ssize_t r; n < sizeof sigbus_maps && (r = read(fd, sigbus_maps + n, sizeof sigbus_maps - n)) > 0;)
+        n += (size_t)r;
+    close(fd);
+    for (const char *line = sigbus_maps, *end = sigbus_maps + n; line < end;) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        if (!eol) return NULL; /* a line cut by the buffer's end */
+        const char *p = line;
+        const uintptr_t start = parse_hex(&p);
+        p++;
+        const uintptr_t stop = parse_hex(&p);
+        if (addr >= start && addr < stop) {
+            for (int field = 0; field < 4 && p < eol; field++) { /* past perms, offset, dev, inode */
+                while (p < eol && *p == ' ') p++;
+                while (p < eol && *p != ' ') p++;
+            }
+            while (p < eol && *p == ' ') p++;
+            *len = (size_t)(eol - p);
+            return *p == '/' ? p : NULL;
+        }
+        line = eol + 1;
+    }
+    return NULL;
+}
 
 static void on_sigbus(int sig, siginfo_t *info, void *ucontext) {
     (void)sig;
@@ -175,10 +228,17 @@ static void on_sigbus(int sig, siginfo_t *info, void *ucontext) {
      * and the others wait for its _exit. */
     if (atomic_flag_test_and_set(&sigbus_reported))
         for (;;) pause();
-    for (size_t done = 0; done < sigbus_line_len;) {
-        ssize_t n = write(STDERR_FILENO, sigbus_line + done, sigbus_line_len - done);
-        if (n <= 0) break;
-        done += (size_t)n;
+    size_t len = 0;
+    const char *path = mapped_file_at((uintptr_t)info->si_addr, &len);
+    if (path) {
+        static const char head[] = "synapse: error: model file '", tail[] =
+            "' changed while mapped (truncated or overwritten in place); replace a model by renaming a new "
+            "file over it\n";
+        write_all(head, sizeof head - 1);
+        write_all(path, len);
+        write_all(tail, sizeof tail - 1);
+    } else {
+        write_all(sigbus_line, sigbus_line_len);
     }
     _exit(EXIT_RUNTIME);
 }

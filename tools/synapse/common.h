@@ -79,7 +79,8 @@ double now_ms(void);
 bool prefetch_pays(int32_t n_threads);
 /* Makes a SIGBUS from the mapping of the file at path (the file truncated or overwritten in
  * place while mapped) print one error line naming it and exit 1, instead of killing the process
- * without a word. Call before mapping the file; the last call's path is the one named. */
+ * without a word. Call before mapping the file. The handler names the file mapped at the faulting
+ * address (from /proc/self/maps); where that cannot be read, the last call's path. */
 void guard_mapped_file(const char *path);
 
 /* Loads path under guard_mapped_file (prefetching weights in the background when prefetch;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "args.h"
+#include "synapse.h"
 
 /* Rounds per thread and pass: about 20 ms of a Zen 5 core at 12 chains of 64 multiply-adds. */
 enum { PEAK_ROUNDS = 4 << 20 };
@@ -50,10 +51,9 @@ static void *run_chain(void *arg) {
 }
 
 int int8peak_measure(int8peak_chain_fn chain, int32_t n_threads, int32_t n_passes, double *gmacs) {
-    enum { MAX_PEAK_THREADS = 256 };
-    peak_thread threads[MAX_PEAK_THREADS];
-    pthread_t ids[MAX_PEAK_THREADS];
-    if (n_threads < 1 || n_threads > MAX_PEAK_THREADS) return fail_runtime("int8 peak: %d threads", n_threads);
+    peak_thread threads[SYN_MAX_THREADS];
+    pthread_t ids[SYN_MAX_THREADS];
+    if (n_threads < 1 || n_threads > SYN_MAX_THREADS) return fail_runtime("int8 peak: %d threads", n_threads);
     *gmacs = 0;
     for (int32_t pass = 0; pass < n_passes; pass++) {
         pthread_barrier_t start;
