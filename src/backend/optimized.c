@@ -6,7 +6,8 @@
  * each with its position, its sequence's block table and whether its logits are wanted; it runs
  * in slices of up to OPT_MAX_BATCH tokens. Per layer, for a slice of n tokens (x: the residual
  * stream [n][n_embd]):
- *   norm   h = rmsnorm(x) * attn_norm, quantized to Q8_0 when a consumer is Q8_0  (job: tokens)
+ *   norm   h = rmsnorm(x) * attn_norm, quantized into the activation formats its consumers take
+ *          (Q8_0, Q8_1, Q8_K: kernels.h)                                         (job: tokens)
  *   qkv    one job over the heads of wq, wk and wv together: a chunk computes its heads' rows for
  *          every token, adds the bias (if any), RMS-norms each Q/K head (qwen3), rotates Q/K (RoPE
  *          table, NeoX or adjacent pairs, frequency factors) and stores K/V into each token's own
@@ -16,6 +17,7 @@
  *   wo     row chunks of wo; x += for those rows
  *   norm   as above with ffn_norm
  *   ffn    row chunks covering the same rows of gate and up: silu(gate) * up, quantized in place
+ *          (chunks of whole activation blocks: 32 rows, 256 for a k-quant w_down)
  *   down   row chunks of w_down; x += for those rows
  * then the final norm and output projection for the tokens that want logits only, as one matrix
  * pass: a decode step of k sequences reads every weight matrix once for all k tokens.
@@ -24,8 +26,9 @@
  * engine (src/engine/) owns the blocks of its sequences and calls forward_batch.
  *
  * Weights are used where they are mapped. Quantized matrices go through the kernel tier's entry for
- * their type (kernels.h: syn_kernels.mat) with activations quantized to Q8_0; a type without
- * kernels there is refused at creation, naming the tensor (the reference backend runs every type).
+ * their type (kernels.h: syn_kernels.mat) with activations quantized as ggml pairs with that type
+ * (model/wtype.h: act_type); an input feeding matrices of several types is quantized once per
+ * format. A matrix the tier cannot run is refused at creation, naming the tensor.
  * F32/F16/BF16 matrices take a float path (rows converted one at a time, float activations,
  * fixed-order dot), as llama.cpp quantizes activations only for quantized weights.
  *
@@ -49,6 +52,18 @@
 #include "kernels/kernels.h"
 #include "model/wtype.h"
 #include "threads/threadpool.h"
+
+/* The quantized activation formats, as bits. */
+enum { OPT_FMT_Q8_0 = 1, OPT_FMT_Q8_1 = 2, OPT_FMT_Q8_K = 4 };
+
+/* An input quantized into the formats its consumers take: q (Q8_0, and Q8_1's blocks) and s
+ * (Q8_1's sums) in rows of dim / 32 blocks, k (Q8_K) in rows of dim / 256; NULL when no matrix
+ * of the model takes that format. */
+typedef struct opt_act_bufs {
+    block_q8_0 *q;
+    uint16_t *s;
+    block_q8_k *k;
+} opt_act_bufs;
 
 enum {
     OPT_MAX_BATCH = 512,      /* tokens per slice: bounds the scratch buffers */
@@ -82,7 +97,7 @@ typedef struct opt_state {
     int32_t qkv_dim; /* q_dim + 2 * kv_dim: one token's row of the qkv buffer */
     int32_t group;   /* query heads per kv head */
     int32_t heads_per_chunk;
-    bool attn_quant_fused; /* the attention chunk quantizes its output (block aligned) */
+    unsigned fmt_all;      /* the activation formats (opt_fmt) of every matrix of the model */
 
     opt_layer_vecs *vecs; /* [n_layer] */
     const float *output_norm;
@@ -119,9 +134,9 @@ typedef struct opt_state {
     float *proj;     /* [batch][n_embd] wo / w_down output before the residual add */
     float *gate;     /* [batch][n_ff] gate, then silu(gate) * up */
     float *up;       /* [batch][n_ff] */
-    block_q8_0 *hq;  /* [batch][max(n_embd, q_dim) / 32] quantized normed input or attention output */
-    block_q8_0 *hq_ff; /* [batch][n_ff / 32] quantized silu(gate) * up (written while the ffn job
-                        * still reads hq, hence its own buffer) */
+    opt_act_bufs hq;    /* [batch][max(n_embd, q_dim) / block] quantized normed input or attention output */
+    opt_act_bufs hq_ff; /* [batch][n_ff / block] quantized silu(gate) * up (written while the ffn job
+                         * still reads hq, hence its own buffers) */
     size_t *out_rows;  /* [batch] slice rows whose logits are wanted */
 
     /* Per-thread scratch. */
@@ -135,19 +150,43 @@ typedef struct opt_state {
     void *const *const *blocks;  /* [n] their sequences' block tables */
     size_t n_act;                /* tokens in the activations of the current matrix step */
     const float *act_f;          /* [n_act][n_in] float activations of the current step */
-    const block_q8_0 *act_q;     /* [n_act][n_in / 32] the same, quantized */
+    const opt_act_bufs *act_q;   /* the same, quantized */
     const float *norm_w;         /* norm step: weight [n_embd] */
     const size_t *norm_rows;     /* norm step: x row of chunk t, or NULL for row t */
-    bool norm_quant;             /* norm step: also quantize into hq */
-    const float *quant_src;      /* quantize step: [n][quant_dim] -> quant_dst */
-    block_q8_0 *quant_dst;
+    unsigned norm_fmt;           /* norm step: formats to quantize h into (hq) */
+    unsigned wo_fmt;             /* formats wo takes: the attention chunk quantizes them when fused */
+    bool attn_quant_fused;       /* the attention chunk quantizes its output (whole blocks) */
+    const float *quant_src;      /* quantize step: [n][quant_dim] -> quant_dst in quant_fmt */
+    opt_act_bufs *quant_dst;
+    unsigned quant_fmt;
     int64_t quant_dim;
     float *logits;               /* output step: [n_act][n_vocab] */
 } opt_state;
 
-/* The matrix goes through the kernels with Q8_0 activations (opt_create admits no other
- * quantized activation format), rather than the float path. */
-static bool is_q8(const syn_tensor *t) { return syn_wtype_get(t->type)->act_type == GGML_TYPE_Q8_0; }
+/* The activation format of matrix t as a bit (0: the float path). */
+static unsigned fmt_of(const syn_tensor *t) {
+    switch (syn_wtype_get(t->type)->act_type) {
+    case GGML_TYPE_Q8_0: return OPT_FMT_Q8_0;
+    case GGML_TYPE_Q8_1: return OPT_FMT_Q8_1;
+    case GGML_TYPE_Q8_K: return OPT_FMT_Q8_K;
+    default: return 0;
+    }
+}
+
+/* Elements per block of the formats in fmt: what a quantized piece of a row must be made of. */
+static int64_t fmt_block(unsigned fmt) { return fmt & OPT_FMT_Q8_K ? QK_K : QK8_0; }
+
+/* Quantizes src[n], elements [e0, e0 + n) of token t's row of width dim, into each format of fmt
+ * in b (Q8_1's blocks are Q8_0's, so one quantizer fills both). */
+static void quantize_into(const opt_state *s, unsigned fmt, const float *src, const opt_act_bufs *b, size_t t,
+                          int64_t dim, int64_t e0, int64_t n) {
+    const size_t q = t * (size_t)(dim / QK8_0) + (size_t)(e0 / QK8_0);
+    if (fmt & OPT_FMT_Q8_1)
+        s->k.quantize_row_q8_1(src, b->q + q, b->s + q, n);
+    else if (fmt & OPT_FMT_Q8_0)
+        s->k.quantize_row_q8_0(src, b->q + q, n);
+    if (fmt & OPT_FMT_Q8_K) s->k.quantize_row_q8_k(src, b->k + t * (size_t)(dim / QK_K) + (size_t)(e0 / QK_K), n);
+}
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
@@ -179,8 +218,12 @@ static void opt_destroy(void *opaque) {
     free(s->proj);
     free(s->gate);
     free(s->up);
-    free(s->hq);
-    free(s->hq_ff);
+    opt_act_bufs *bufs[] = {&s->hq, &s->hq_ff};
+    for (int i = 0; i < 2; i++) {
+        free(bufs[i]->q);
+        free(bufs[i]->s);
+        free(bufs[i]->k);
+    }
     free(s->out_rows);
     free(s);
 }
@@ -234,13 +277,13 @@ static syn_status bind_vectors(opt_state *s) {
     return SYN_OK;
 }
 
-/* A quantized matrix needs this tier's kernels for its type, taking Q8_0 activations, and must meet
- * their layout contract (kernels.h); float matrices take the float path. */
+/* A quantized matrix needs this tier's kernels for its type and must meet their layout contract
+ * (kernels.h); float matrices take the float path. */
 static syn_status check_matrix(const syn_tensor *t, const syn_kernels *k) {
     const syn_wtype *wt = syn_wtype_get(t->type);
     if (wt->act_type == GGML_TYPE_F32) return SYN_OK;
     const syn_type_kernels *tk = &k->mat[t->type];
-    if (!tk->matvec || !tk->matmul || wt->act_type != GGML_TYPE_Q8_0)
+    if (!tk->matvec || !tk->matmul)
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "optimized backend: tensor '%s' has type %s, which has no optimized kernels yet "
                         "(tier %s); --backend reference runs this model",
@@ -289,7 +332,12 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     s->qkv_dim = hp->q_dim + 2 * hp->kv_dim;
     s->group = hp->n_head / hp->n_head_kv;
     s->heads_per_chunk = hp->head_dim >= OPT_ROWS_PER_CHUNK ? 1 : OPT_ROWS_PER_CHUNK / hp->head_dim;
-    s->attn_quant_fused = (s->group * hp->head_dim) % QK8_0 == 0;
+    s->fmt_all = fmt_of(&model->output);
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const syn_layer *L = &model->layers[l];
+        const syn_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++) s->fmt_all |= fmt_of(w[i]);
+    }
     const size_t elem = cfg->kv_type == SYN_KV_F16 ? sizeof(uint16_t) : sizeof(float);
     s->kv_k_bytes = elem * SYN_KV_BLOCK * (size_t)s->kv_dim;
     s->kv_block_bytes = 2 * s->kv_k_bytes * (size_t)hp->n_layer;
@@ -399,6 +447,27 @@ static syn_status grow_rope(opt_state *s, uint32_t n_positions) {
     return SYN_OK;
 }
 
+/* b's buffers of the formats in fmt for n rows of dim elements; false when out of memory. */
+static bool grow_act(opt_act_bufs *b, unsigned fmt, size_t n, size_t dim) {
+    bool ok = true;
+    if (fmt & (OPT_FMT_Q8_0 | OPT_FMT_Q8_1)) {
+        block_q8_0 *q = realloc(b->q, sizeof(block_q8_0) * n * (dim / QK8_0 + 1));
+        if (q) b->q = q;
+        ok = ok && q;
+    }
+    if (fmt & OPT_FMT_Q8_1) {
+        uint16_t *sums = realloc(b->s, sizeof(uint16_t) * n * (dim / QK8_0 + 1));
+        if (sums) b->s = sums;
+        ok = ok && sums;
+    }
+    if (fmt & OPT_FMT_Q8_K) {
+        block_q8_k *k = realloc(b->k, sizeof(block_q8_k) * n * (dim / QK_K + 1));
+        if (k) b->k = k;
+        ok = ok && k;
+    }
+    return ok;
+}
+
 static syn_status grow_batch(opt_state *s, size_t n) {
     if (n <= s->batch_cap) return SYN_OK;
     const syn_hparams *hp = &s->model->hp;
@@ -417,13 +486,10 @@ static syn_status grow_batch(opt_state *s, size_t n) {
     if (gate) s->gate = gate;
     float *up = realloc(s->up, sizeof(float) * n * nff);
     if (up) s->up = up;
-    block_q8_0 *hq = realloc(s->hq, sizeof(block_q8_0) * n * (max_sz(ne, nq) / QK8_0 + 1));
-    if (hq) s->hq = hq;
-    block_q8_0 *hq_ff = realloc(s->hq_ff, sizeof(block_q8_0) * n * (nff / QK8_0 + 1));
-    if (hq_ff) s->hq_ff = hq_ff;
+    bool act_ok = grow_act(&s->hq, s->fmt_all, n, max_sz(ne, nq)) && grow_act(&s->hq_ff, s->fmt_all, n, nff);
     size_t *out_rows = realloc(s->out_rows, sizeof(size_t) * n);
     if (out_rows) s->out_rows = out_rows;
-    if (!attn || !qkv || !gate || !up || !hq || !hq_ff || !out_rows)
+    if (!attn || !qkv || !gate || !up || !act_ok || !out_rows)
         return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: scratch for %zu tokens", n);
     s->batch_cap = n;
     return SYN_OK;
@@ -437,13 +503,18 @@ static syn_status grow_batch(opt_state *s, size_t n) {
 static void mat_rows(opt_state *s, const syn_tensor *w, int64_t r0, int64_t r1, float *y, int64_t y_stride,
                      int thread) {
     const int64_t n_in = w->ne[0];
-    if (is_q8(w)) {
+    const unsigned fmt = fmt_of(w);
+    if (fmt) {
         const syn_type_kernels *tk = &s->k.mat[w->type];
-        const int64_t nb = n_in / QK8_0;
+        const int64_t nb = n_in / (int64_t)ggml_block_size(w->type);
+        const syn_act_q8_1 q8_1 = {s->act_q->q, s->act_q->s};
+        const void *act = fmt == OPT_FMT_Q8_K ? (const void *)s->act_q->k
+                          : fmt == OPT_FMT_Q8_1 ? (const void *)&q8_1
+                                                : (const void *)s->act_q->q;
         if (s->n_act == 1)
-            tk->matvec(nb, w->data, (size_t)w->row_bytes, r0, r1, s->act_q, y);
+            tk->matvec(nb, w->data, (size_t)w->row_bytes, r0, r1, act, y);
         else /* a decode step of k sequences: one pass over the weights for all k tokens */
-            tk->matmul(nb, w->data, (size_t)w->row_bytes, r0, r1, s->act_q, (int64_t)s->n_act, y, y_stride);
+            tk->matmul(nb, w->data, (size_t)w->row_bytes, r0, r1, act, (int64_t)s->n_act, y, y_stride);
         return;
     }
     float *row = s->row_tmp[thread];
@@ -454,8 +525,7 @@ static void mat_rows(opt_state *s, const syn_tensor *w, int64_t r0, int64_t r1, 
     }
 }
 
-/* h[t] = rmsnorm(x[row]) * norm_w, row = norm_rows[t] (or t), and quantized into hq when
- * norm_quant. */
+/* h[t] = rmsnorm(x[row]) * norm_w, row = norm_rows[t] (or t), quantized into hq in norm_fmt. */
 static int job_norm(void *ctx, int64_t t, int thread) {
     (void)thread;
     opt_state *s = ctx;
@@ -467,15 +537,15 @@ static int job_norm(void *ctx, int64_t t, int thread) {
     for (size_t i = 0; i < ne; i++) sum_sq += (double)x[i] * x[i];
     const float scale = (float)(1.0 / sqrt(sum_sq / (double)ne + hp->rms_norm_eps));
     for (size_t i = 0; i < ne; i++) h[i] = x[i] * scale * s->norm_w[i];
-    if (s->norm_quant) s->k.quantize_row_q8_0(h, s->hq + (size_t)t * (ne / QK8_0), (int64_t)ne);
+    quantize_into(s, s->norm_fmt, h, &s->hq, (size_t)t, (int64_t)ne, 0, (int64_t)ne);
     return 0;
 }
 
 static int job_quantize(void *ctx, int64_t t, int thread) {
     (void)thread;
     opt_state *s = ctx;
-    s->k.quantize_row_q8_0(s->quant_src + (size_t)t * (size_t)s->quant_dim,
-                           s->quant_dst + (size_t)t * (size_t)(s->quant_dim / QK8_0), s->quant_dim);
+    quantize_into(s, s->quant_fmt, s->quant_src + (size_t)t * (size_t)s->quant_dim, s->quant_dst, (size_t)t,
+                  s->quant_dim, 0, s->quant_dim);
     return 0;
 }
 
@@ -610,10 +680,8 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
         .scratch = s->attn_tmp[thread],
     };
     s->simd.attention(&a);
-    if (s->attn_quant_fused && is_q8(&s->model->layers[s->layer].wo)) {
-        const size_t n = (size_t)s->group * (size_t)hp->head_dim;
-        s->k.quantize_row_q8_0(out, s->hq + t * (size_t)(s->q_dim / QK8_0) + head0 / QK8_0, (int64_t)n);
-    }
+    if (s->attn_quant_fused)
+        quantize_into(s, s->wo_fmt, out, &s->hq, t, s->q_dim, (int64_t)head0, (int64_t)s->group * hp->head_dim);
     return 0;
 }
 
@@ -643,17 +711,20 @@ static int job_down(void *ctx, int64_t chunk, int thread) {
  * (about OPT_FFN_DECODE_SHARE per thread, leaving some to steal from a late thread) keep the
  * streams sequential (measured: 1 thread 36.5 -> 39.5 tok/s over 64-row chunks; 256-row chunks
  * gained about half of that).
- * A multiple of QK8_0, so each chunk quantizes whole blocks of silu(gate) * up. */
+ * A multiple of w_down's activation block, so each chunk quantizes whole blocks of silu(gate) * up. */
 static int64_t ffn_rows_per_chunk(const opt_state *s) {
-    if (s->n != 1) return OPT_ROWS_PER_CHUNK;
-    const int64_t nff = s->model->hp.n_ff, parts = (int64_t)OPT_FFN_DECODE_SHARE * s->n_threads;
-    const int64_t rows = (nff + parts - 1) / parts;
-    const int64_t aligned = (rows + QK8_0 - 1) / QK8_0 * QK8_0;
-    return aligned > OPT_FFN_DECODE_MIN_ROWS ? aligned : OPT_FFN_DECODE_MIN_ROWS;
+    const int64_t block = fmt_block(fmt_of(&s->model->layers[s->layer].w_down));
+    int64_t rows = OPT_ROWS_PER_CHUNK;
+    if (s->n == 1) {
+        const int64_t nff = s->model->hp.n_ff, parts = (int64_t)OPT_FFN_DECODE_SHARE * s->n_threads;
+        rows = (nff + parts - 1) / parts;
+        rows = rows > OPT_FFN_DECODE_MIN_ROWS ? rows : OPT_FFN_DECODE_MIN_ROWS;
+    }
+    return (rows + block - 1) / block * block;
 }
 
-/* Rows [r0, r1) of gate and of up, then silu(gate) * up into gate, quantized for a Q8_0 w_down
- * (whose rows are whole blocks, so n_ff and every chunk's rows are block aligned). */
+/* Rows [r0, r1) of gate and of up, then silu(gate) * up into gate, quantized for w_down (whose rows
+ * are whole blocks, so n_ff and every chunk's rows are block aligned). */
 static int job_ffn(void *ctx, int64_t chunk, int thread) {
     opt_state *s = ctx;
     const syn_layer *L = &s->model->layers[s->layer];
@@ -662,11 +733,11 @@ static int job_ffn(void *ctx, int64_t chunk, int thread) {
     syn_chunk_rows((int64_t)nff, ffn_rows_per_chunk(s), chunk, &r0, &r1);
     mat_rows(s, &L->w_gate, r0, r1, s->gate, (int64_t)nff, thread);
     mat_rows(s, &L->w_up, r0, r1, s->up, (int64_t)nff, thread);
-    const bool quant = is_q8(&L->w_down);
+    const unsigned fmt = fmt_of(&L->w_down);
     for (size_t t = 0; t < s->n; t++) {
         float *g = s->gate + t * nff + (size_t)r0;
         s->simd.swiglu(g, s->up + t * nff + (size_t)r0, r1 - r0);
-        if (quant) s->k.quantize_row_q8_0(g, s->hq_ff + t * (nff / QK8_0) + (size_t)r0 / QK8_0, r1 - r0);
+        quantize_into(s, fmt, g, &s->hq_ff, t, (int64_t)nff, r0, r1 - r0);
     }
     return 0;
 }
@@ -690,17 +761,18 @@ static syn_status run(opt_state *s, int64_t n_chunks, syn_chunk_fn fn, const cha
     return SYN_OK;
 }
 
-/* h (and hq when quant) = rmsnorm of n_tok rows of x: rows[t], or the first n_tok when NULL. */
-static syn_status norm_rows(opt_state *s, const float *w, const size_t *rows, size_t n_tok, bool quant) {
+/* h (and hq in formats fmt) = rmsnorm of n_tok rows of x: rows[t], or the first n_tok when NULL. */
+static syn_status norm_rows(opt_state *s, const float *w, const size_t *rows, size_t n_tok, unsigned fmt) {
     s->norm_w = w;
     s->norm_rows = rows;
-    s->norm_quant = quant;
+    s->norm_fmt = fmt;
     return run(s, (int64_t)n_tok, job_norm, "norm");
 }
 
-static syn_status quantize_rows(opt_state *s, const float *src, block_q8_0 *dst, int64_t dim) {
+static syn_status quantize_rows(opt_state *s, const float *src, opt_act_bufs *dst, unsigned fmt, int64_t dim) {
     s->quant_src = src;
     s->quant_dst = dst;
+    s->quant_fmt = fmt;
     s->quant_dim = dim;
     return run(s, (int64_t)s->n, job_quantize, "quantize");
 }
@@ -712,22 +784,24 @@ static syn_status forward_layer(opt_state *s, int32_t l) {
     s->layer = l;
     s->n_act = s->n;
 
-    bool q = is_q8(&L->wq) || is_q8(&L->wk) || is_q8(&L->wv);
-    syn_status st = norm_rows(s, s->vecs[l].attn_norm, NULL, s->n, q);
+    syn_status st = norm_rows(s, s->vecs[l].attn_norm, NULL, s->n, fmt_of(&L->wq) | fmt_of(&L->wk) | fmt_of(&L->wv));
     s->act_f = s->h;
-    s->act_q = s->hq;
+    s->act_q = &s->hq;
+    /* The attention chunk of a (token, kv head) quantizes its heads' output itself when they are
+     * whole blocks of every format wo takes. */
+    s->wo_fmt = fmt_of(&L->wo);
+    s->attn_quant_fused = s->wo_fmt && ((int64_t)s->group * hp->head_dim) % fmt_block(s->wo_fmt) == 0;
     if (st == SYN_OK) st = run(s, qkv_n_chunks(s), job_qkv, "qkv");
     if (st == SYN_OK) st = run(s, (int64_t)s->n * hp->n_head_kv, job_attention, "attention");
-    if (st == SYN_OK && is_q8(&L->wo) && !s->attn_quant_fused) st = quantize_rows(s, s->attn, s->hq, s->q_dim);
+    if (st == SYN_OK && s->wo_fmt && !s->attn_quant_fused) st = quantize_rows(s, s->attn, &s->hq, s->wo_fmt, s->q_dim);
     s->act_f = s->attn;
     if (st == SYN_OK) st = run(s, (ne + OPT_ROWS_PER_CHUNK - 1) / OPT_ROWS_PER_CHUNK, job_wo, "wo");
 
-    q = is_q8(&L->w_gate) || is_q8(&L->w_up);
-    if (st == SYN_OK) st = norm_rows(s, s->vecs[l].ffn_norm, NULL, s->n, q);
+    if (st == SYN_OK) st = norm_rows(s, s->vecs[l].ffn_norm, NULL, s->n, fmt_of(&L->w_gate) | fmt_of(&L->w_up));
     s->act_f = s->h;
     if (st == SYN_OK) st = run(s, (nff + ffn_rows_per_chunk(s) - 1) / ffn_rows_per_chunk(s), job_ffn, "ffn");
     s->act_f = s->gate;
-    s->act_q = s->hq_ff;
+    s->act_q = &s->hq_ff;
     if (st == SYN_OK) st = run(s, (ne + OPT_ROWS_PER_CHUNK - 1) / OPT_ROWS_PER_CHUNK, job_down, "down");
     return st;
 }
@@ -749,10 +823,10 @@ static syn_status forward_slice(opt_state *s, const syn_batch *b, size_t start, 
     for (size_t t = 0; t < n; t++)
         if (b->want_logits[start + t]) s->out_rows[n_out++] = t;
     if (n_out == 0) return SYN_OK;
-    st = norm_rows(s, s->output_norm, s->out_rows, n_out, is_q8(&m->output));
+    st = norm_rows(s, s->output_norm, s->out_rows, n_out, fmt_of(&m->output));
     s->n_act = n_out;
     s->act_f = s->h;
-    s->act_q = s->hq;
+    s->act_q = &s->hq;
     s->logits = logits;
     if (st == SYN_OK)
         st = run(s, (m->output.ne[1] + OPT_OUT_ROWS_PER_CHUNK - 1) / OPT_OUT_ROWS_PER_CHUNK, job_output, "output");

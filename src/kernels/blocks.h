@@ -50,6 +50,14 @@ typedef struct block_q8_0 {
     int8_t qs[QK8_0];
 } block_q8_0;
 
+/* The activation of the k-quants' dot products (ggml's block_q8_K): 256 int8 codes sharing one
+ * float scale, value = d * q, and the sums of each 16 codes (for the k-quants' min and offset terms). */
+typedef struct block_q8_k {
+    float d;
+    int8_t qs[QK_K];
+    int16_t bsums[QK_K / 16];
+} block_q8_k;
+
 typedef struct block_q4_k {
     uint16_t d, dmin;               /* fp16 super-block scales of the sub-block scales and mins */
     uint8_t scales[K_SCALE_SIZE];   /* 8 6-bit scales and 8 6-bit mins, packed */
@@ -75,8 +83,22 @@ _Static_assert(sizeof(block_q4_1) == 20, "ggml's Q4_1 block is 20 bytes");
 _Static_assert(sizeof(block_q5_0) == 22, "ggml's Q5_0 block is 22 bytes");
 _Static_assert(sizeof(block_q5_1) == 24, "ggml's Q5_1 block is 24 bytes");
 _Static_assert(sizeof(block_q8_0) == 34, "ggml's Q8_0 block is 34 bytes");
+_Static_assert(sizeof(block_q8_k) == 292, "ggml's Q8_K block is 292 bytes");
 _Static_assert(sizeof(block_q4_k) == 144, "ggml's Q4_K block is 144 bytes");
 _Static_assert(sizeof(block_q5_k) == 176, "ggml's Q5_K block is 176 bytes");
 _Static_assert(sizeof(block_q6_k) == 210, "ggml's Q6_K block is 210 bytes");
+
+/* Sub-block j's 6-bit scale and min from the 12 packed bytes of Q4_K / Q5_K: sub-blocks 0..3 keep
+ * theirs in the low 6 bits of bytes j and j + 4; sub-blocks 4..7 split theirs over a nibble of
+ * byte j + 4 and the top 2 bits of bytes j - 4 (scale) and j (min). */
+static inline void syn_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *mn = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
+        *mn = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
 
 #endif

@@ -19,8 +19,30 @@
  * scalar. (The build uses -std=c11, which makes GCC keep multiplies and adds unfused; the kernels
  * also keep them in separate statements so clang's default contraction cannot fuse them.)
  *
+ * The other quantized types (the kernel of type T reads T's weight blocks; "codes" are codes.h's):
+ *
+ *   Q4_0, Q5_0 x Q8_0  exactly the Q8_0 dot above with w[b].qs replaced by the block's codes
+ *                      (q - 8, q - 16): the types share Q8_0's kernels once unpacked.
+ *   Q4_1, Q5_1 x Q8_1  the Q8_1 activation is the Q8_0 one (same d and qs) plus s[b] =
+ *                      fp16(d * sum(qs)) from the unrounded float d, as ggml's block_q8_1;
+ *                      result = acc_d + acc_m, where acc_d is the Q8_0 dot above over the
+ *                      unsigned codes q and acc_m = sum over b, in order, of f32(w[b].m) * f32(s[b])
+ *                      (float acc_m = 0; p = m * s; acc_m = acc_m + p).
+ *   quantize_row_q8_k  ggml's Q8_K rule per block of 256: max = the first element of largest |x|,
+ *                      iscale = -127 / max, q = min(127, round-half-to-even(iscale * x)),
+ *                      d = 1 / iscale, bsums[k] = sum of codes 16k..16k+15; all zero when max is 0.
+ *   Q4_K, Q5_K x Q8_K  per super-block b, in order (c: codes, sc/mn: the 6-bit scales and mins):
+ *                          isum = sum_j sc[j] * (sum_{i in sub-block j} c[i] * a.qs[i])   (exact)
+ *                          msum = sum_j mn[j] * (a.bsums[2j] + a.bsums[2j+1])            (exact)
+ *                          acc = acc + (float)isum * (f32(w.d) * a.d)
+ *                          acc = acc - (float)msum * (f32(w.dmin) * a.d)
+ *                      (each product its own statement, as above).
+ *   Q6_K x Q8_K        isum = sum_{j < 16} scales[j] * (sum_{i in 16-element sub-block j} c[i] * a.qs[i]);
+ *                      acc = acc + (float)isum * (f32(w.d) * a.d).
+ * Every int32 above is exact (|isum| < 2^31 for any block bytes and activation codes).
+ *
  * Input contract: weight codes may be any int8 (files can hold -128); activation codes must lie in
- * [-127, 127], as quantize_row_q8_0 produces (the AVX2 tier takes |w| as the unsigned operand and
+ * [-127, 127], as the quantizers produce (the AVX2 tier takes |w| as the unsigned operand and
  * moves w's sign onto a, which cannot negate -128). Inputs must not contain NaN.
  *
  * The per-block whole int32 sum does not force horizontal work: the x86 VNNI matmul puts rows in
@@ -33,9 +55,10 @@
  * activation corrections and transposes each 16-row tile once per 256 tokens: give it >= 64 rows
  * per call (a multiple of 16) and all the tokens of the step at once; 16-row calls run ~30% slower.
  *
- * Layouts (Q8_0, mat[GGML_TYPE_Q8_0]): a weight matrix is rows of n_blocks block_q8_0, row r
- * starting at (const char *)w + r * w_row_bytes (w_row_bytes >= n_blocks * sizeof(block_q8_0), even);
- * activations are n_tokens rows of n_blocks contiguous blocks; outputs are y[t * y_stride + r].
+ * Layouts: a weight matrix is rows of n_blocks blocks of its type, row r starting at
+ * (const char *)w + r * w_row_bytes (w_row_bytes >= n_blocks * block bytes, even); activations
+ * are n_tokens rows of n_blocks contiguous blocks of the type's activation format (Q8_1: a
+ * syn_act_q8_1 whose q and s arrays hold the rows); outputs are y[t * y_stride + r].
  * Kernels never allocate, never fail and are thread-safe (disjoint outputs per caller).
  */
 #ifndef SYN_KERNELS_H
@@ -47,6 +70,13 @@
 #include "gguf/gguf.h"
 #include "kernels/blocks.h"
 #include "kernels/cpu_features.h"
+
+/* The Q8_1 activation: ggml's block_q8_1 split into its Q8_0 part and its sums, so that the Q4_1 and
+ * Q5_1 kernels run Q8_0's on the first. Token t's row: q + t * n_blocks, s + t * n_blocks. */
+typedef struct syn_act_q8_1 {
+    const block_q8_0 *q;
+    const uint16_t *s; /* fp16(d * sum(qs)) per block */
+} syn_act_q8_1;
 
 /* Decode: y[r] = dot(W row r, a) for r in [r0, r1); act: one activation row in the weight type's
  * dot format (model/wtype.h: act_type), y indexed by absolute row. */
@@ -74,8 +104,13 @@ typedef struct syn_kernels {
     /* The dot above of one weight row w[n_blocks] and one activation row a[n_blocks]. */
     float (*vec_dot_q8_0_q8_0)(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
 
-    /* Per weight type (enum ggml_type): Q8_0 on every tier; the other quantized types of the
-     * weight-type table have none yet (the optimized backend refuses them by name). */
+    /* x[n] -> the Q8_0 part y[n / 32] and sums s[n / 32] of Q8_1 (y as quantize_row_q8_0's). */
+    void (*quantize_row_q8_1)(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
+
+    /* x[n] -> y[n / 256]; n is a multiple of QK_K. */
+    void (*quantize_row_q8_k)(const float *x, block_q8_k *y, int64_t n);
+
+    /* Per weight type (enum ggml_type): every quantized type of the weight-type table. */
     syn_type_kernels mat[GGML_TYPE_COUNT];
 } syn_kernels;
 

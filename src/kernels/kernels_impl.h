@@ -3,6 +3,8 @@
 #ifndef SYN_KERNELS_IMPL_H
 #define SYN_KERNELS_IMPL_H
 
+#include <stdbool.h>
+
 #include "kernels/kernels.h"
 
 /* Fully unrolls the next loop (GCC and clang), so that small per-row/per-token arrays of vectors
@@ -71,11 +73,60 @@ SYN_K_INLINE void syn_k_matmul_tiles(int64_t n_blocks, const void *w, size_t w_r
 
 SYN_K_DECLARE_QUANT_DOT(scalar)
 SYN_K_DECLARE_MAT(scalar)
+
+/* ---- The other quantized types ------------------------------------------------------------ */
+
+void syn_quantize_row_q8_1_scalar(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
+void syn_quantize_row_q8_k_scalar(const float *x, block_q8_k *y, int64_t n);
+
+/* The specification of each type's single-row dot (kernels.h), and its matvec and matmul built
+ * on it (the scalar tier's). act: one activation row of the type's format. */
+#define SYN_K_DECLARE_TYPE_SCALAR(T)                                                               \
+    float syn_vec_dot_##T##_scalar(int64_t n_blocks, const void *w, const void *act);              \
+    void syn_matvec_##T##_scalar(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,  \
+                                 int64_t r1, const void *act, float *y);                           \
+    void syn_matmul_##T##_scalar(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,  \
+                                 int64_t r1, const void *act, int64_t n_tokens, float *y,          \
+                                 int64_t y_stride);
+SYN_K_DECLARE_TYPE_SCALAR(q4_0)
+SYN_K_DECLARE_TYPE_SCALAR(q5_0)
+SYN_K_DECLARE_TYPE_SCALAR(q4_1)
+SYN_K_DECLARE_TYPE_SCALAR(q5_1)
+SYN_K_DECLARE_TYPE_SCALAR(q4_k)
+SYN_K_DECLARE_TYPE_SCALAR(q5_k)
+SYN_K_DECLARE_TYPE_SCALAR(q6_k)
+
+/* Q4_0, Q5_0, Q4_1, Q5_1 on the SIMD tiers (unpacked.c): rows are unpacked into Q8_0 blocks of
+ * their codes (d copied; for Q4_1 / Q5_1 also m[b] = f32(w[b].m)) in a stack buffer, which the
+ * tier's own Q8_0 matvec / matmul then computes, giving kernels.h's sequence bit for bit. */
+typedef void (*syn_k_unpack_fn)(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);
+
+typedef struct syn_k_via_q8_0 {
+    syn_k_unpack_fn unpack;
+    syn_matvec_fn q8_matvec; /* the tier's Q8_0 kernels */
+    syn_matmul_fn q8_matmul;
+    bool has_min;            /* Q4_1 / Q5_1: Q8_1 activations, the acc_m term */
+    float (*row_dot)(int64_t n_blocks, const void *w, const void *act); /* rows too long to unpack */
+} syn_k_via_q8_0;
+
+void syn_k_matvec_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                           int64_t r1, const void *act, float *y);
+void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                           int64_t r1, const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+
+/* Portable unpackers (codes.h), for tiers without their own. */
+#define SYN_K_DECLARE_UNPACK(sfx)                                                                  \
+    void syn_unpack_q4_0_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);    \
+    void syn_unpack_q5_0_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);    \
+    void syn_unpack_q4_1_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);    \
+    void syn_unpack_q5_1_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);
+SYN_K_DECLARE_UNPACK(portable)
 #if defined(__x86_64__)
 SYN_K_DECLARE_QUANT_DOT(avx2) /* also used by the avx512-vnni and avx-vnni tiers */
 SYN_K_DECLARE_MAT(avx2)
 SYN_K_DECLARE_MAT(avx512)
 SYN_K_DECLARE_MAT(avxvnni)
+SYN_K_DECLARE_UNPACK(avx2) /* used by every x86 tier */
 #endif
 #if defined(__aarch64__)
 SYN_K_DECLARE_QUANT_DOT(dotprod) /* also used by the i8mm tier */

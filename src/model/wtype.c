@@ -103,19 +103,6 @@ static void dequantize_q8_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* Sub-block j's 6-bit scale and min from the 12 packed bytes of Q4_K / Q5_K: sub-blocks 0..3 keep
- * theirs in the low 6 bits of bytes j and j + 4; sub-blocks 4..7 split theirs over a nibble of
- * byte j + 4 and the top 2 bits of bytes j - 4 (scale) and j (min). */
-static void k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *mn = q[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
-        *mn = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 /* Q4_K and Q5_K: 4 groups of 64 values, each two sub-blocks of 32 sharing 32 bytes of qs (low
  * nibbles first); qh (Q5_K, else NULL) adds 16 where the group's bit is set. */
 static void dequantize_k_4_5(const uint8_t *qs, const uint8_t *qh, const uint8_t *scales, uint16_t d16,
@@ -123,9 +110,9 @@ static void dequantize_k_4_5(const uint8_t *qs, const uint8_t *qh, const uint8_t
     const float d = syn_k_fp16_to_f32(d16), dmin = syn_k_fp16_to_f32(dmin16);
     for (int g = 0; g < QK_K / 64; g++, qs += 32, dst += 64) {
         uint8_t sc, mn;
-        k_scale_min(2 * g, scales, &sc, &mn);
+        syn_k_scale_min(2 * g, scales, &sc, &mn);
         const float d1 = d * sc, m1 = dmin * mn;
-        k_scale_min(2 * g + 1, scales, &sc, &mn);
+        syn_k_scale_min(2 * g + 1, scales, &sc, &mn);
         const float d2 = d * sc, m2 = dmin * mn;
         const uint8_t lo_bit = (uint8_t)(1u << (2 * g)), hi_bit = (uint8_t)(2u << (2 * g));
         for (int l = 0; l < 32; l++) {

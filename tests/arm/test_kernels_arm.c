@@ -13,6 +13,8 @@
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
 
+#include "../support/type_kernels_check.h"
+
 static int n_passed, n_failed;
 
 #define CHECK(cond, ...)                                                                           \
@@ -127,6 +129,7 @@ static void test_matmul_vs_scalar(const syn_kernels *k, const syn_kernels *ref) 
 
 static void test_tier(const syn_kernels *k, const syn_kernels *ref) {
     printf("testing %s\n", syn_isa_name(k->isa));
+    n_failed += type_kernels_check(k, ref, syn_isa_name(k->isa), &n_passed);
     test_quantize_hand_worked(k);
     test_quantize_vs_scalar(k, ref);
     test_block_dots_exact(k);
@@ -143,6 +146,7 @@ int main(int argc, char **argv) {
     syn_kernels ref;
     CHECK(syn_kernels_get(SYN_ISA_SCALAR, &ref) == SYN_OK, "scalar tier unavailable");
     test_tier(&ref, &ref);
+    n_failed += type_kernels_check_spec(&ref, &n_passed);
 
     syn_isa best;
     CHECK(syn_isa_resolve("auto", &best) == SYN_OK, "resolving auto");

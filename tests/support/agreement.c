@@ -23,7 +23,7 @@ static bool compare_prompt(syn_model *model, const syn_context_params *params, j
     json_t *prompt_ids = json_object_get(prompt, "prompt_ids");
     json_t *generated = json_object_get(prompt, "generated_ids");
     json_t *source = against == AGAINST_LLAMA_CPP ? prompt
-                     : json_object_get(prompt, against == AGAINST_F32_REF ? "f32_ref" : "q8_ref");
+                     : json_object_get(prompt, against == AGAINST_Q8_REF ? "q8_ref" : "f32_ref");
     if (!json_is_array(prompt_ids) || !json_is_array(generated) || !json_is_object(source)) {
         fprintf(stderr, "agreement: fixture lacks prompt_ids, generated_ids or the oracle\n");
         return false;
@@ -79,8 +79,16 @@ static bool compare_prompt(syn_model *model, const syn_context_params *params, j
                                   json_number_value(json_array_get(json_array_get(top5, 1), 1));
         if (margin >= min_margin) {
             int want = (int)json_integer_value(json_array_get(json_array_get(top5, 0), 0));
-            st->n_argmax_checked++;
-            if (top1_index(row, info.n_vocab) != want) st->n_argmax_mismatch++;
+            /* llama.cpp's argmax at this step: with quantized activations it can leave a clear
+             * oracle argmax too, and no engine quantizing as ggml does is asked to do better. */
+            json_t *llama_top5 = json_array_get(json_object_get(prompt, "top5"), k);
+            int llama_want = (int)json_integer_value(json_array_get(json_array_get(llama_top5, 0), 0));
+            if (against == AGAINST_F32_REF_AS_LLAMA_CPP && json_is_array(llama_top5) && llama_want != want) {
+                st->n_argmax_excused++;
+            } else {
+                st->n_argmax_checked++;
+                if (top1_index(row, info.n_vocab) != want) st->n_argmax_mismatch++;
+            }
         }
         st->n_steps++;
     }
@@ -145,7 +153,7 @@ bool agreement_run_arch(const char *file, const syn_context_params *params, agre
 }
 
 void agreement_print(const char *what, const agreement_stats *s) {
-    printf("%s: %d steps, max |diff| %.5f, mean %.5f, argmax checked %d, mismatches %d\n", what,
+    printf("%s: %d steps, max |diff| %.5f, mean %.5f, argmax checked %d, mismatches %d, left out (llama.cpp's differs) %d\n", what,
            s->n_steps, s->max_abs_diff, s->mean_abs_diff, s->n_argmax_checked,
-           s->n_argmax_mismatch);
+           s->n_argmax_mismatch, s->n_argmax_excused);
 }

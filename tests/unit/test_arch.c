@@ -1,8 +1,8 @@
 /* test_arch.c: the architectures and weight types of tests/data/arch (llama.cpp's own quantized
  * files: qwen2 in Q4_0 / Q5_0 / Q4_K_M / Q5_K_M / Q6_K, qwen3 and llama in Q8_0 and Q4_K_M):
  * the reference backend against the exact oracle, teacher-forced along llama.cpp's tokens; the
- * optimized backend against llama.cpp's own distance from that oracle where it runs the file, and
- * its refusal by name where it does not; tokenizer ids against llama-tokenize. */
+ * optimized backend against llama.cpp's own distance from that oracle; tokenizer ids against
+ * llama-tokenize. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,60 +47,38 @@ typedef struct llama_cpp_distance {
     double max, mean;
 } llama_cpp_distance;
 
-static const llama_cpp_distance q8_files[] = {
-    {"arch/qwen3-s5-q8_0.gguf", 0.059, 0.016},
-    {"arch/llama-s5-q8_0.gguf", 0.178, 0.031},
+static const llama_cpp_distance distances[] = {
+    {"arch/qwen2-s5-q4_0.gguf", 0.067, 0.015},   {"arch/qwen2-s5-q5_0.gguf", 0.069, 0.016},
+    {"arch/qwen2-s5-q4_k_m.gguf", 0.085, 0.022}, {"arch/qwen2-s5-q5_k_m.gguf", 0.090, 0.024},
+    {"arch/qwen2-s5-q6_k.gguf", 0.110, 0.024},   {"arch/qwen3-s5-q8_0.gguf", 0.059, 0.016},
+    {"arch/qwen3-s5-q4_k_m.gguf", 0.108, 0.022}, {"arch/llama-s5-q8_0.gguf", 0.178, 0.031},
+    {"arch/llama-s5-q4_k_m.gguf", 0.172, 0.045},
 };
 
-/* The optimized backend runs the new architectures with Q8_0 weights no farther from the exact
- * oracle than llama.cpp (mean <= 1.15x llama.cpp's + 0.002, max <= 1.3x + 0.005), with the
- * oracle's argmax wherever its margin is at least 0.1; with an fp16 KV cache too. */
-static void test_optimized_q8_vs_exact_oracle(void **state) {
+/* The optimized backend runs every file (each architecture, each weight type, the activation
+ * quantized as ggml pairs with the type) no farther from the exact oracle than llama.cpp (mean <=
+ * 1.15x llama.cpp's + 0.002, max <= 1.3x + 0.005), with the oracle's argmax wherever its margin is
+ * at least 0.1 and llama.cpp has it too (one step of llama-s5-q4_k_m, margin 0.106, flips to the
+ * same runner-up in llama.cpp and here); with an fp16 KV cache too. */
+static void test_optimized_vs_exact_oracle(void **state) {
     (void)state;
     for (int kv = 0; kv < 2; kv++) {
         syn_context_params p = syn_context_default_params();
         p.backend = SYN_BACKEND_OPTIMIZED;
         p.n_threads = 2;
         p.kv_type = kv ? SYN_KV_F16 : SYN_KV_F32;
-        for (size_t i = 0; i < sizeof q8_files / sizeof q8_files[0]; i++) {
-            const llama_cpp_distance *d = &q8_files[i];
+        for (size_t i = 0; i < sizeof distances / sizeof distances[0]; i++) {
+            const llama_cpp_distance *d = &distances[i];
             agreement_stats s;
-            assert_true(agreement_run_arch(d->file, &p, AGAINST_F32_REF, 0.1, &s));
+            assert_true(agreement_run_arch(d->file, &p, AGAINST_F32_REF_AS_LLAMA_CPP, 0.1, &s));
             printf("optimized, %s KV, ", kv ? "f16" : "f32");
             agreement_print(d->file, &s);
             assert_true(s.max_abs_diff <= 1.3 * d->max + 0.005);
             assert_true(s.mean_abs_diff <= 1.15 * d->mean + 0.002);
             assert_true(s.n_argmax_checked > 50);
             assert_int_equal(s.n_argmax_mismatch, 0);
+            assert_true(s.n_argmax_excused <= 1);
         }
-    }
-}
-
-/* A weight type without optimized kernels is refused by name, pointing at the reference backend;
- * the engine refuses it the same way. */
-static void test_optimized_refuses_new_types(void **state) {
-    (void)state;
-    for (size_t i = 0; i < sizeof all_files / sizeof all_files[0]; i++) {
-        if (strstr(all_files[i], "q8_0")) continue;
-        syn_model *m = test_load_model(all_files[i]);
-        assert_non_null(m);
-        syn_context_params p = syn_context_default_params();
-        p.backend = SYN_BACKEND_OPTIMIZED;
-        syn_context *ctx = NULL;
-        assert_int_equal(syn_context_new(m, &p, &ctx), SYN_ERR_UNSUPPORTED);
-        assert_null(ctx);
-        const char *msg = syn_last_error();
-        printf("%s: %s\n", all_files[i], msg);
-        assert_non_null(strstr(msg, "tensor 'blk.0."));
-        assert_true(strstr(msg, "q4_0") || strstr(msg, "q5_0") || strstr(msg, "q4_k") || strstr(msg, "q5_k") ||
-                    strstr(msg, "q6_k"));
-        assert_non_null(strstr(msg, "--backend reference"));
-        syn_engine_params ep = syn_engine_default_params();
-        syn_engine *e = NULL;
-        assert_int_equal(syn_engine_new(m, &ep, &e), SYN_ERR_UNSUPPORTED);
-        assert_null(e);
-        assert_non_null(strstr(syn_last_error(), "--backend reference"));
-        syn_model_free(m);
     }
 }
 
@@ -164,8 +142,7 @@ static void test_model_info(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_vs_exact_oracle),
-        cmocka_unit_test(test_optimized_q8_vs_exact_oracle),
-        cmocka_unit_test(test_optimized_refuses_new_types),
+        cmocka_unit_test(test_optimized_vs_exact_oracle),
         cmocka_unit_test(test_tokenizer_qwen2),
         cmocka_unit_test(test_tokenizer_qwen3),
         cmocka_unit_test(test_tokenizer_llama),

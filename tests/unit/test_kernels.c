@@ -17,6 +17,8 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
+
+#include "../support/type_kernels_check.h"
 #if defined(__x86_64__)
 /* Declared in kernels/quants_x86.h, which only ISA-flagged files can include. */
 void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
@@ -313,8 +315,24 @@ static void test_isa_names_and_selection(void **state) {
 #endif
 }
 
+/* Every quantized type (Q4_0 ... Q6_K, Q8_0): the scalar dot against float64 on the same codes, the
+ * Q8_K quantizer's rule, and each tier (the AVX-VNNI lane loop included) bitwise equal to scalar
+ * in its activation quantizers, matvec and matmul over the model widths, odd widths and token
+ * counts (tests/support/type_kernels_check.c, shared with the aarch64 harness). */
+static void test_type_kernels(void **state) {
+    (void)state;
+    syn_kernels tiers[SYN_ISA_COUNT + 1];
+    const char *names[SYN_ISA_COUNT + 1];
+    const int n_tiers = tiers_and_ymm_lanes(tiers, names);
+    int n_passed = 0;
+    assert_int_equal(type_kernels_check_spec(&tiers[0], &n_passed), 0);
+    for (int k = 1; k < n_tiers; k++) assert_int_equal(type_kernels_check(&tiers[k], &tiers[0], names[k], &n_passed), 0);
+    printf("  %d type-kernel checks passed over %d tiers\n", n_passed, n_tiers);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_type_kernels),
         cmocka_unit_test(test_block_dots_exact),
         cmocka_unit_test(test_scalar_within_tolerance_of_double),
         cmocka_unit_test(test_tiers_bitwise_equal_scalar),
