@@ -121,12 +121,24 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
     void syn_unpack_q4_1_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);    \
     void syn_unpack_q5_1_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);
 SYN_K_DECLARE_UNPACK(portable)
+
+/* The k-quant matrix kernels of a tier. */
+#define SYN_K_DECLARE_KQ(sfx)                                                                      \
+    void syn_matvec_q4_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
+    void syn_matmul_q4_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
+    void syn_matvec_q5_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
+    void syn_matmul_q5_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
+    void syn_matvec_q6_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
+    void syn_matmul_q6_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t);
 #if defined(__x86_64__)
 SYN_K_DECLARE_QUANT_DOT(avx2) /* also used by the avx512-vnni and avx-vnni tiers */
 SYN_K_DECLARE_MAT(avx2)
 SYN_K_DECLARE_MAT(avx512)
 SYN_K_DECLARE_MAT(avxvnni)
 SYN_K_DECLARE_UNPACK(avx2) /* used by every x86 tier */
+SYN_K_DECLARE_KQ(avx2)     /* likewise */
+void syn_quantize_row_q8_1_avx2(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
+void syn_quantize_row_q8_k_avx2(const float *x, block_q8_k *y, int64_t n);
 #endif
 #if defined(__aarch64__)
 SYN_K_DECLARE_QUANT_DOT(dotprod) /* also used by the i8mm tier */

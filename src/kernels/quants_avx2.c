@@ -23,33 +23,43 @@ SYN_K_INLINE __m256i dot_block(__m256i w, __m256i a, __m256i unused) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-void syn_quantize_row_q8_0_avx2(const float *x, block_q8_0 *y, int64_t n) {
+/* One Q8_0 block of x; returns the unrounded float d (Q8_1's sum uses it). */
+SYN_K_INLINE float quantize_block_q8_0(const float *xb, block_q8_0 *yb) {
     const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+    __m256 v[4], m = _mm256_setzero_ps();
+    SYN_K_UNROLL(4)
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(xb + 8 * i);
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign_bit, v[i]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float d = _mm_cvtss_f32(m4) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    yb->d = syn_k_f32_to_fp16(d);
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    SYN_K_UNROLL(4)
+    for (int i = 0; i < 4; i++) {
+        const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q[i] = _mm256_cvtps_epi32(r);
+    }
+    /* packs work per 128-bit lane; the permute restores element order. */
+    const __m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    const __m256i ordered = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)yb->qs, ordered);
+    return d;
+}
+
+void syn_quantize_row_q8_0_avx2(const float *x, block_q8_0 *y, int64_t n) {
+    for (int64_t b = 0; b < n / QK8_0; b++) quantize_block_q8_0(x + b * QK8_0, &y[b]);
+}
+
+void syn_quantize_row_q8_1_avx2(const float *x, block_q8_0 *y, uint16_t *s, int64_t n) {
     for (int64_t b = 0; b < n / QK8_0; b++) {
-        const float *xb = x + b * QK8_0;
-        __m256 v[4], m = _mm256_setzero_ps();
-        SYN_K_UNROLL(4)
-        for (int i = 0; i < 4; i++) {
-            v[i] = _mm256_loadu_ps(xb + 8 * i);
-            m = _mm256_max_ps(m, _mm256_andnot_ps(sign_bit, v[i]));
-        }
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float d = _mm_cvtss_f32(m4) / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = syn_k_f32_to_fp16(d);
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        SYN_K_UNROLL(4)
-        for (int i = 0; i < 4; i++) {
-            const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            q[i] = _mm256_cvtps_epi32(r);
-        }
-        /* packs work per 128-bit lane; the permute restores element order. */
-        const __m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-        const __m256i ordered = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256((__m256i *)y[b].qs, ordered);
+        const float d = quantize_block_q8_0(x + b * QK8_0, &y[b]);
+        s[b] = syn_k_f32_to_fp16(d * (float)x86_block_sum(&y[b]));
     }
 }
 
