@@ -8,29 +8,44 @@
 #define SYN_K_VIA_Q8_0(T, tier, unpack_sfx, has_min)                                               \
     static const syn_k_via_q8_0 via_##T##_##tier = {syn_unpack_##T##_##unpack_sfx, syn_matvec_q8_0_##tier, \
                                                     syn_matmul_q8_0_##tier, has_min, syn_vec_dot_##T##_scalar}; \
-    static void matvec_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
-                                    const void *act, float *y) {                                   \
-        syn_k_matvec_unpacked(&via_##T##_##tier, n_blocks, w, w_row_bytes, r0, r1, act, y);        \
-    }                                                                                              \
     static void matmul_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
                                     const void *act, int64_t n_tokens, float *y, int64_t y_stride) { \
         syn_k_matmul_unpacked(&via_##T##_##tier, n_blocks, w, w_row_bytes, r0, r1, act, n_tokens, y, y_stride); \
     }
+#define SYN_K_VIA_Q8_0_MATVEC(T, tier)                                                             \
+    static void matvec_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
+                                    const void *act, float *y) {                                   \
+        syn_k_matvec_unpacked(&via_##T##_##tier, n_blocks, w, w_row_bytes, r0, r1, act, y);        \
+    }
 
+/* A tier's Q4_1 / Q5_1 through its Q8_0 kernels, and Q4_0 / Q5_0 through them for matmul; fused
+ * names the tier's own Q4_0 / Q5_0 matvec (the x86 tiers unpack in registers), or the unpacked one. */
 #define SYN_K_VIA_Q8_0_ALL(tier, unpack_sfx)                                                       \
     SYN_K_VIA_Q8_0(q4_0, tier, unpack_sfx, false)                                                  \
     SYN_K_VIA_Q8_0(q5_0, tier, unpack_sfx, false)                                                  \
     SYN_K_VIA_Q8_0(q4_1, tier, unpack_sfx, true)                                                   \
-    SYN_K_VIA_Q8_0(q5_1, tier, unpack_sfx, true)
+    SYN_K_VIA_Q8_0(q5_1, tier, unpack_sfx, true)                                                   \
+    SYN_K_VIA_Q8_0_MATVEC(q4_1, tier)                                                              \
+    SYN_K_VIA_Q8_0_MATVEC(q5_1, tier)
 
 #if defined(__x86_64__)
 SYN_K_VIA_Q8_0_ALL(avx2, avx2)
 SYN_K_VIA_Q8_0_ALL(avx512, avx2)
 SYN_K_VIA_Q8_0_ALL(avxvnni, avx2)
+#define matvec_q4_0_avx2 syn_matvec_q4_0_avx2
+#define matvec_q5_0_avx2 syn_matvec_q5_0_avx2
+#define matvec_q4_0_avx512 syn_matvec_q4_0_avx512
+#define matvec_q5_0_avx512 syn_matvec_q5_0_avx512
+#define matvec_q4_0_avxvnni syn_matvec_q4_0_avxvnni
+#define matvec_q5_0_avxvnni syn_matvec_q5_0_avxvnni
 #endif
 #if defined(__aarch64__)
 SYN_K_VIA_Q8_0_ALL(dotprod, portable)
 SYN_K_VIA_Q8_0_ALL(i8mm, portable)
+SYN_K_VIA_Q8_0_MATVEC(q4_0, dotprod)
+SYN_K_VIA_Q8_0_MATVEC(q5_0, dotprod)
+SYN_K_VIA_Q8_0_MATVEC(q4_0, i8mm)
+SYN_K_VIA_Q8_0_MATVEC(q5_0, i8mm)
 #endif
 
 /* The table of a tier: quant_dot names the quantizer / single-row Q8_0 dot, mat_ the Q8_0 matrix

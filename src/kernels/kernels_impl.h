@@ -122,6 +122,11 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
     void syn_unpack_q5_1_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);
 SYN_K_DECLARE_UNPACK(portable)
 
+/* A tier's Q4_0 / Q5_0 matvec unpacking the codes in registers (the x86 tiers). */
+#define SYN_K_DECLARE_MATVEC_Q4_Q5(sfx)                                                            \
+    void syn_matvec_q4_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
+    void syn_matvec_q5_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *);
+
 /* The k-quant matrix kernels of a tier. */
 #define SYN_K_DECLARE_KQ(sfx)                                                                      \
     void syn_matvec_q4_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
@@ -136,6 +141,9 @@ SYN_K_DECLARE_MAT(avx2)
 SYN_K_DECLARE_MAT(avx512)
 SYN_K_DECLARE_MAT(avxvnni)
 SYN_K_DECLARE_UNPACK(avx2) /* used by every x86 tier */
+SYN_K_DECLARE_MATVEC_Q4_Q5(avx2)
+SYN_K_DECLARE_MATVEC_Q4_Q5(avx512)
+SYN_K_DECLARE_MATVEC_Q4_Q5(avxvnni)
 SYN_K_DECLARE_KQ(avx2)     /* likewise */
 void syn_quantize_row_q8_1_avx2(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
 void syn_quantize_row_q8_k_avx2(const float *x, block_q8_k *y, int64_t n);

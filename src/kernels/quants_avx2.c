@@ -113,27 +113,7 @@ void syn_matmul_q8_0_avx2(int64_t n_blocks, const void *w, size_t w_row_bytes, i
 }
 
 /* ---- Q4_0, Q5_0, Q4_1, Q5_1 unpacked into Q8_0 blocks of their codes (unpacked.c), for every x86
- * tier: low nibbles are elements 0..15, high nibbles 16..31; Q5's fifth bits (element i at bit i
- * of qh) become 0xFF bytes by broadcasting qh's byte i / 8 to byte i and setting every bit but
- * bit i % 8: a byte is all ones exactly where its bit was set. */
-
-SYN_K_INLINE __m256i nibbles(const uint8_t qs[16]) {
-    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0x0F));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
-    return _mm256_set_m128i(hi, lo);
-}
-
-SYN_K_INLINE __m256i fifth_bits_x16(const uint8_t qh[4]) {
-    uint32_t bits;
-    memcpy(&bits, qh, sizeof bits);
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
-                                               _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
-                                                                  0x0303030303030303LL));
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFELL)),
-                                          _mm256_set1_epi8(-1));
-    return _mm256_and_si256(set, _mm256_set1_epi8(16));
-}
+ * tier (quants_x86.h has the code unpacking). */
 
 SYN_K_INLINE void store_block(block_q8_0 *out, uint16_t d, __m256i codes) {
     out->d = d;
@@ -143,22 +123,21 @@ SYN_K_INLINE void store_block(block_q8_0 *out, uint16_t d, __m256i codes) {
 void syn_unpack_q4_0_avx2(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m) {
     (void)m;
     const block_q4_0 *w = w_row;
-    for (int64_t b = 0; b < n_blocks; b++) store_block(&out[b], w[b].d, _mm256_sub_epi8(nibbles(w[b].qs), _mm256_set1_epi8(8)));
+    for (int64_t b = 0; b < n_blocks; b++) store_block(&out[b], w[b].d, x86_codes_q4_0((const char *)&w[b]));
 }
 
 void syn_unpack_q5_0_avx2(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m) {
     (void)m;
     const block_q5_0 *w = w_row;
     for (int64_t b = 0; b < n_blocks; b++) {
-        const __m256i q = _mm256_or_si256(nibbles(w[b].qs), fifth_bits_x16(w[b].qh));
-        store_block(&out[b], w[b].d, _mm256_sub_epi8(q, _mm256_set1_epi8(16)));
+        store_block(&out[b], w[b].d, x86_codes_q5_0((const char *)&w[b]));
     }
 }
 
 void syn_unpack_q4_1_avx2(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m) {
     const block_q4_1 *w = w_row;
     for (int64_t b = 0; b < n_blocks; b++) {
-        store_block(&out[b], w[b].d, nibbles(w[b].qs));
+        store_block(&out[b], w[b].d, x86_nibbles(w[b].qs));
         m[b] = x86_fp16_f32(w[b].m);
     }
 }
@@ -166,7 +145,10 @@ void syn_unpack_q4_1_avx2(const void *w_row, int64_t n_blocks, block_q8_0 *out, 
 void syn_unpack_q5_1_avx2(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m) {
     const block_q5_1 *w = w_row;
     for (int64_t b = 0; b < n_blocks; b++) {
-        store_block(&out[b], w[b].d, _mm256_or_si256(nibbles(w[b].qs), fifth_bits_x16(w[b].qh)));
+        store_block(&out[b], w[b].d, _mm256_or_si256(x86_nibbles(w[b].qs), x86_fifth_bits(w[b].qh)));
         m[b] = x86_fp16_f32(w[b].m);
     }
 }
+
+X86_MATVEC_CODES(q4_0, avx2, prep_none, dot_block)
+X86_MATVEC_CODES(q5_0, avx2, prep_none, dot_block)

@@ -33,3 +33,6 @@ void syn_matmul_q8_0_avxvnni(int64_t n_blocks, const void *w, size_t w_row_bytes
     const block_q8_0 *a = act; /* the Q8_0 activation rows */
     x86_matmul(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 1, 4, 4, dpbusd, NULL, prep_offset, dot_block);
 }
+
+X86_MATVEC_CODES(q4_0, avxvnni, prep_offset, dot_block)
+X86_MATVEC_CODES(q5_0, avxvnni, prep_offset, dot_block)

@@ -174,34 +174,103 @@ SYN_K_INLINE void x86_act_prepare(int64_t n, const block_q8_0 *a, x86_mv_act *ac
     }
 }
 
+/* A weight block's 32 int8 codes (kernels.h: for Q8_0 its qs, for Q4_0 / Q5_0 the unpacked q - 8 /
+ * q - 16), from the block's first byte; every such type keeps its fp16 d in its first two bytes. */
+typedef __m256i (*x86_codes_fn)(const char *block);
+
+SYN_K_INLINE __m256i x86_codes_q8_0(const char *block) {
+    return _mm256_loadu_si256((const __m256i *)(block + offsetof(block_q8_0, qs)));
+}
+
+/* The 32 4-bit codes of a Q4_0 / Q4_1 / Q5_* block's qs: low nibbles are elements 0..15, high 16..31. */
+SYN_K_INLINE __m256i x86_nibbles(const uint8_t qs[16]) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
+    return _mm256_set_m128i(hi, lo);
+}
+
+/* 16 where element i's fifth bit (bit i of qh) is set, else 0. With AVX-512 BW a mask register
+ * does it; in AVX2, qh's byte i / 8 goes to byte i and every bit but bit i % 8 is set, so a byte
+ * is all ones exactly where its bit was set. */
+SYN_K_INLINE __m256i x86_fifth_bits(const uint8_t qh[4]) {
+    uint32_t bits;
+    memcpy(&bits, qh, sizeof bits);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm256_maskz_mov_epi8((__mmask32)bits, _mm256_set1_epi8(16));
+#else
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                                               _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                                                  0x0303030303030303LL));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFELL)),
+                                          _mm256_set1_epi8(-1));
+    return _mm256_and_si256(set, _mm256_set1_epi8(16));
+#endif
+}
+
+SYN_K_INLINE __m256i x86_codes_q4_0(const char *block) {
+    return _mm256_sub_epi8(x86_nibbles(((const block_q4_0 *)block)->qs), _mm256_set1_epi8(8));
+}
+
+SYN_K_INLINE __m256i x86_codes_q5_0(const char *block) {
+    const block_q5_0 *b = (const block_q5_0 *)block;
+    return _mm256_sub_epi8(_mm256_or_si256(x86_nibbles(b->qs), x86_fifth_bits(b->qh)), _mm256_set1_epi8(16));
+}
+
+/* Decode of Q4_0 / Q5_0 rows in a tier file: x86_matvec_codes with the block's code unpacking, no
+ * buffer (kernels.h: the Q8_0 contract over the codes). */
+#define X86_MATVEC_CODES(T, tier, prep, dot)                                                       \
+    void syn_matvec_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
+                                 const void *act, float *y) {                                      \
+        x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, act, y, prep, dot, sizeof(block_##T), x86_codes_##T); \
+    }
+
+/* f32(d) of the blocks at p, p + bb, ..., 8 (or 4) of them. */
+SYN_K_INLINE __m256 x86_scales8_at(const char *p, size_t bb) {
+    uint16_t h[8];
+    SYN_K_UNROLL(8)
+    for (int i = 0; i < 8; i++) memcpy(&h[i], p + (size_t)i * bb, sizeof h[i]);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+SYN_K_INLINE __m128 x86_scales4_at(const char *p, size_t bb) {
+    uint16_t h[8] = {0};
+    SYN_K_UNROLL(4)
+    for (int i = 0; i < 4; i++) memcpy(&h[i], p + (size_t)i * bb, sizeof h[i]);
+    return _mm_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
 /* p[k] = (float)isum_k * (f32(w[k].d) * f32(a[k].d)) for k < n_blocks: the products kernels.h's
- * sequence adds, computed 8 blocks at a time with one reduction tree per 8 blocks. The tier's
- * dot gets a zero correction; act's whole-block corrections are added to the tree's sums. */
-SYN_K_INLINE void x86_row_products(int64_t n_blocks, const block_q8_0 *w, const x86_mv_act *act, int64_t b0,
-                                   float *p, x86_dot_block_fn dot) {
+ * sequence adds, computed 8 blocks at a time with one reduction tree per 8 blocks. w: the row's
+ * first block, blocks bb bytes apart, read by codes. The tier's dot gets a zero correction; act's
+ * whole-block corrections are added to the tree's sums. */
+SYN_K_INLINE void x86_row_products(int64_t n_blocks, const char *w, size_t bb, const x86_mv_act *act, int64_t b0,
+                                   float *p, x86_dot_block_fn dot, x86_codes_fn codes) {
     const __m256i zero = _mm256_setzero_si256();
     int64_t b = 0;
     for (; b + 8 <= n_blocks; b += 8) {
         __m256i d[8];
         SYN_K_UNROLL(8)
-        for (int i = 0; i < 8; i++) d[i] = dot(x86_load_qs(&w[b + i]), act->qs[b0 + b + i], zero);
+        for (int i = 0; i < 8; i++) d[i] = dot(codes(w + (size_t)(b + i) * bb), act->qs[b0 + b + i], zero);
         const __m256i isum = _mm256_add_epi32(x86_reduce8(d), _mm256_loadu_si256((const __m256i *)(act->corr + b0 + b)));
-        const __m256 s = _mm256_mul_ps(x86_scales8(w, b), _mm256_loadu_ps(act->d + b0 + b));
+        const __m256 s = _mm256_mul_ps(x86_scales8_at(w + (size_t)b * bb, bb), _mm256_loadu_ps(act->d + b0 + b));
         _mm256_storeu_ps(p + b, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), s));
     }
     if (b + 4 <= n_blocks) {
         __m256i d[4];
         SYN_K_UNROLL(4)
-        for (int i = 0; i < 4; i++) d[i] = dot(x86_load_qs(&w[b + i]), act->qs[b0 + b + i], zero);
-        const block_q8_0 *wb[4] = {&w[b], &w[b + 1], &w[b + 2], &w[b + 3]};
+        for (int i = 0; i < 4; i++) d[i] = dot(codes(w + (size_t)(b + i) * bb), act->qs[b0 + b + i], zero);
         const __m128i isum = _mm_add_epi32(x86_reduce4(d), _mm_loadu_si128((const __m128i *)(act->corr + b0 + b)));
-        const __m128 s = _mm_mul_ps(x86_scales4(wb, 0), _mm_loadu_ps(act->d + b0 + b));
+        const __m128 s = _mm_mul_ps(x86_scales4_at(w + (size_t)b * bb, bb), _mm_loadu_ps(act->d + b0 + b));
         _mm_storeu_ps(p + b, _mm_mul_ps(_mm_cvtepi32_ps(isum), s));
         b += 4;
     }
     for (; b < n_blocks; b++) {
-        const int32_t isum = x86_hsum8(dot(x86_load_qs(&w[b]), act->qs[b0 + b], zero)) + act->corr[b0 + b];
-        const float s = x86_fp16_f32(w[b].d) * act->d[b0 + b];
+        const char *blk = w + (size_t)b * bb;
+        const int32_t isum = x86_hsum8(dot(codes(blk), act->qs[b0 + b], zero)) + act->corr[b0 + b];
+        uint16_t h;
+        memcpy(&h, blk, sizeof h);
+        const float s = x86_fp16_f32(h) * act->d[b0 + b];
         p[b] = (float)isum * s;
     }
 }
@@ -219,8 +288,9 @@ SYN_K_INLINE float x86_chain(float acc, const float *p, int64_t k0, int64_t k1) 
  * (docs/BENCHMARKS.md), and with 4 KiB pages it bought nothing. A row's block products go to a
  * buffer 8 blocks at a time; its kernels.h sum, a chain of dependent adds, runs while the next
  * row's products are computed, so neither the stream nor the vector units wait on add latency. */
-SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                             const block_q8_0 *a, float *y, x86_act_prep_fn prep, x86_dot_block_fn dot) {
+SYN_K_INLINE void x86_matvec_codes(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                   const block_q8_0 *a, float *y, x86_act_prep_fn prep, x86_dot_block_fn dot,
+                                   size_t bb, x86_codes_fn codes) {
     x86_mv_act act;
     if (n_blocks > X86_MV_SPAN) {
         /* Rows too long for the buffers: span by span, each row's sum right after its products. */
@@ -230,7 +300,8 @@ SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes
             for (int64_t b0 = 0; b0 < n_blocks; b0 += X86_MV_SPAN) {
                 const int64_t kb = n_blocks - b0 < X86_MV_SPAN ? n_blocks - b0 : X86_MV_SPAN;
                 x86_act_prepare(kb, a + b0, &act, prep);
-                x86_row_products(kb, syn_k_wrow(w, w_row_bytes, r) + b0, &act, 0, p, dot);
+                x86_row_products(kb, (const char *)w + (size_t)r * w_row_bytes + (size_t)b0 * bb, bb, &act, 0, p, dot,
+                                 codes);
                 acc = x86_chain(acc, p, 0, kb);
             }
             y[r] = acc;
@@ -242,17 +313,23 @@ SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes
     for (int64_t r = r0; r < r1; r++) {
         const float *pp = p[(r - r0 + 1) & 1];
         float *pc = p[(r - r0) & 1];
-        const block_q8_0 *wr = syn_k_wrow(w, w_row_bytes, r);
+        const char *wr = (const char *)w + (size_t)r * w_row_bytes;
         float prev_acc = 0.0f;
         int64_t b = 0;
         for (; b + 8 <= n_blocks; b += 8) {
-            x86_row_products(8, wr + b, &act, b, pc + b, dot);
+            x86_row_products(8, wr + (size_t)b * bb, bb, &act, b, pc + b, dot, codes);
             if (r > r0) prev_acc = x86_chain(prev_acc, pp, b, b + 8);
         }
-        x86_row_products(n_blocks - b, wr + b, &act, b, pc + b, dot);
+        x86_row_products(n_blocks - b, wr + (size_t)b * bb, bb, &act, b, pc + b, dot, codes);
         if (r > r0) y[r - 1] = x86_chain(prev_acc, pp, b, n_blocks);
     }
     if (r1 > r0) y[r1 - 1] = x86_chain(0.0f, p[(r1 - 1 - r0) & 1], 0, n_blocks);
+}
+
+/* Q8_0 decode: x86_matvec_codes over Q8_0 blocks. */
+SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                             const block_q8_0 *a, float *y, x86_act_prep_fn prep, x86_dot_block_fn dot) {
+    x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, a, y, prep, dot, sizeof(block_q8_0), x86_codes_q8_0);
 }
 
 /* ---- Matmul with lanes = rows (VNNI tiers) -------------------------------------------------
