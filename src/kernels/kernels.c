@@ -29,8 +29,8 @@ SYN_K_VIA_Q8_0_ALL(avx512, avx2)
 SYN_K_VIA_Q8_0_ALL(avxvnni, avx2)
 #endif
 #if defined(__aarch64__)
-SYN_K_VIA_Q8_0_ALL(dotprod, portable)
-SYN_K_VIA_Q8_0_ALL(i8mm, portable)
+SYN_K_VIA_Q8_0_ALL(dotprod, dotprod)
+SYN_K_VIA_Q8_0_ALL(i8mm, dotprod)
 #endif
 
 /* The table of a tier: quant_dot names the quantizer / single-row Q8_0 dot, mat_ the Q8_0 matrix
@@ -75,8 +75,8 @@ syn_status syn_kernels_get(syn_isa isa, syn_kernels *out) {
     case SYN_ISA_AVX_VNNI: *out = SYN_K_TABLE(isa, avx2, avxvnni, avx2, avx2); return SYN_OK;
 #endif
 #if defined(__aarch64__)
-    case SYN_ISA_NEON_DOT: *out = SYN_K_TABLE(isa, dotprod, dotprod, scalar, scalar); return SYN_OK;
-    case SYN_ISA_I8MM: *out = SYN_K_TABLE(isa, dotprod, i8mm, scalar, scalar); return SYN_OK;
+    case SYN_ISA_NEON_DOT: *out = SYN_K_TABLE(isa, dotprod, dotprod, dotprod, dotprod); return SYN_OK;
+    case SYN_ISA_I8MM: *out = SYN_K_TABLE(isa, dotprod, i8mm, dotprod, dotprod); return SYN_OK;
 #endif
     default: break;
     }

@@ -144,6 +144,10 @@ void syn_quantize_row_q8_k_avx2(const float *x, block_q8_k *y, int64_t n);
 SYN_K_DECLARE_QUANT_DOT(dotprod) /* also used by the i8mm tier */
 SYN_K_DECLARE_MAT(dotprod)
 SYN_K_DECLARE_MAT(i8mm)
+SYN_K_DECLARE_UNPACK(dotprod) /* used by both aarch64 tiers */
+SYN_K_DECLARE_KQ(dotprod)     /* likewise */
+void syn_quantize_row_q8_1_dotprod(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
+void syn_quantize_row_q8_k_dotprod(const float *x, block_q8_k *y, int64_t n);
 #endif
 
 #endif
