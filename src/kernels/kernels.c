@@ -40,8 +40,8 @@ SYN_K_VIA_Q8_0_ALL(avxvnni, avx2)
 #define matvec_q5_0_avxvnni syn_matvec_q5_0_avxvnni
 #endif
 #if defined(__aarch64__)
-SYN_K_VIA_Q8_0_ALL(dotprod, portable)
-SYN_K_VIA_Q8_0_ALL(i8mm, portable)
+SYN_K_VIA_Q8_0_ALL(dotprod, dotprod)
+SYN_K_VIA_Q8_0_ALL(i8mm, dotprod)
 SYN_K_VIA_Q8_0_MATVEC(q4_0, dotprod)
 SYN_K_VIA_Q8_0_MATVEC(q5_0, dotprod)
 SYN_K_VIA_Q8_0_MATVEC(q4_0, i8mm)
@@ -90,8 +90,8 @@ syn_status syn_kernels_get(syn_isa isa, syn_kernels *out) {
     case SYN_ISA_AVX_VNNI: *out = SYN_K_TABLE(isa, avx2, avxvnni, avx2, avx2); return SYN_OK;
 #endif
 #if defined(__aarch64__)
-    case SYN_ISA_NEON_DOT: *out = SYN_K_TABLE(isa, dotprod, dotprod, scalar, scalar); return SYN_OK;
-    case SYN_ISA_I8MM: *out = SYN_K_TABLE(isa, dotprod, i8mm, scalar, scalar); return SYN_OK;
+    case SYN_ISA_NEON_DOT: *out = SYN_K_TABLE(isa, dotprod, dotprod, dotprod, dotprod); return SYN_OK;
+    case SYN_ISA_I8MM: *out = SYN_K_TABLE(isa, dotprod, i8mm, dotprod, dotprod); return SYN_OK;
 #endif
     default: break;
     }

@@ -114,13 +114,12 @@ void syn_k_matvec_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
 void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
                            int64_t r1, const void *act, int64_t n_tokens, float *y, int64_t y_stride);
 
-/* Portable unpackers (codes.h), for tiers without their own. */
+/* A tier's unpackers: each block's codes (codes.h) as a Q8_0 block, and m for Q4_1 / Q5_1. */
 #define SYN_K_DECLARE_UNPACK(sfx)                                                                  \
     void syn_unpack_q4_0_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);    \
     void syn_unpack_q5_0_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);    \
     void syn_unpack_q4_1_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);    \
     void syn_unpack_q5_1_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);
-SYN_K_DECLARE_UNPACK(portable)
 
 /* A tier's Q4_0 / Q5_0 matvec unpacking the codes in registers (the x86 tiers). */
 #define SYN_K_DECLARE_MATVEC_Q4_Q5(sfx)                                                            \
@@ -152,6 +151,10 @@ void syn_quantize_row_q8_k_avx2(const float *x, block_q8_k *y, int64_t n);
 SYN_K_DECLARE_QUANT_DOT(dotprod) /* also used by the i8mm tier */
 SYN_K_DECLARE_MAT(dotprod)
 SYN_K_DECLARE_MAT(i8mm)
+SYN_K_DECLARE_UNPACK(dotprod) /* used by both aarch64 tiers */
+SYN_K_DECLARE_KQ(dotprod)     /* likewise */
+void syn_quantize_row_q8_1_dotprod(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
+void syn_quantize_row_q8_k_dotprod(const float *x, block_q8_k *y, int64_t n);
 #endif
 
 #endif

@@ -3,7 +3,6 @@
  * then the tier's Q8_0 matvec or matmul runs on it: the Q8_0 contract over the codes is exactly
  * these types' (kernels.h), so the result is bitwise the scalar tier's. The unpacking costs a
  * store and a load of 34 bytes per block in L1/L2; matmul repays it over its tokens. */
-#include "kernels/codes.h"
 #include "kernels/fp16.h"
 #include "kernels/kernels_impl.h"
 
@@ -87,19 +86,3 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
         }
     }
 }
-
-/* ---- Portable unpackers ---------------------------------------------------------------------- */
-
-#define UNPACK_PORTABLE(T, block_t, min_of)                                                        \
-    void syn_unpack_##T##_portable(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m) { \
-        const block_t *w = w_row;                                                                  \
-        for (int64_t b = 0; b < n_blocks; b++) {                                                   \
-            out[b].d = w[b].d;                                                                     \
-            syn_k_codes_##T(&w[b], out[b].qs);                                                     \
-            min_of;                                                                                \
-        }                                                                                          \
-    }
-UNPACK_PORTABLE(q4_0, block_q4_0, (void)m)
-UNPACK_PORTABLE(q5_0, block_q5_0, (void)m)
-UNPACK_PORTABLE(q4_1, block_q4_1, m[b] = syn_k_fp16_to_f32(w[b].m))
-UNPACK_PORTABLE(q5_1, block_q5_1, m[b] = syn_k_fp16_to_f32(w[b].m))
