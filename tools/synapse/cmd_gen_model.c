@@ -17,9 +17,8 @@
 #include "commands.h"
 #include "common.h"
 #include "core/error.h"
+#include "gen_quantize.h"
 #include "gguf/gguf.h"
-#include "kernels/blocks.h"
-#include "model/model.h"
 
 const char usage_gen_model[] =
     "synapse gen-model --preset qwen2.5-0.5b|tiny --seed S [--type q8_0|f32] --tokenizer-from GGUF -o OUT\n"
@@ -102,29 +101,6 @@ static uint64_t tensor_seed(uint64_t seed, const char *name) {
     return splitmix64(&state);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Q8_0 quantization, ggml's rule: per block of 32, d = max|x| / 127, q = round(x / d) to nearest
- * (ties to even), d stored as fp16.
- * ------------------------------------------------------------------------------------------- */
-
-static void quantize_row_q8_0(const float *x, int64_t n, uint8_t *dst) {
-    for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
-        float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        block_q8_0 blk;
-        blk.d = syn_f32_to_fp16(d);
-        for (int j = 0; j < QK8_0; j++) {
-            /* Adding and removing 1.5 * 2^23 rounds |v| <= 127 to the nearest integer, ties to
-             * even, in the default rounding mode, without a libm call. */
-            float v = x[j] * id;
-            blk.qs[j] = (int8_t)((v + 12582912.0f) - 12582912.0f);
-        }
-        memcpy(dst + (size_t)b * sizeof blk, &blk, sizeof blk);
-    }
-}
-
 /* The writer's fill callback: draws the tensor row by row into dst. */
 static syn_status fill_tensor(void *user, const char *name, void *dst, uint64_t nbytes) {
     const tensor_spec *t = user;
@@ -138,8 +114,9 @@ static syn_status fill_tensor(void *user, const char *name, void *dst, uint64_t 
     uint8_t *out = dst;
     for (uint64_t r = 0; r < t->ne[1]; r++, out += row_bytes) {
         for (uint64_t j = 0; j < t->ne[0]; j++) t->row[j] = mean + scale * normal01(&state);
-        if (t->type == GGML_TYPE_Q8_0) quantize_row_q8_0(t->row, (int64_t)t->ne[0], out);
-        else memcpy(out, t->row, row_bytes);
+        if (!gen_quantize_row(t->type, t->row, (int64_t)t->ne[0], out))
+            return syn_fail(SYN_ERR_INTERNAL, "gen-model: tensor '%s': no quantizer for type %s", name,
+                            ggml_type_name(t->type));
     }
     return SYN_OK;
 }
