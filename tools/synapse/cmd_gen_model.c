@@ -2,8 +2,8 @@
  * cmd_gen_model.c: `synapse gen-model`: writes a random-weight Qwen2, Qwen3 or Llama GGUF with the
  * tensor names, shapes, types (llama-quantize's per-tensor choices for the mix asked for), tensor
  * order and metadata layout of a real file, and the tokenizer and chat template copied from
- * another GGUF. The weights come from a seeded generator and are
- * streamed tensor by tensor through the GGUF writer, so the model never sits in memory at once.
+ * another GGUF. The weights come from a seeded generator and are streamed tensor by tensor
+ * through the GGUF writer, so the model never sits in memory at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +31,7 @@ const char usage_gen_model[] =
     "    qwen3-0.6b    qwen3: 28 blocks, width 1024, 16 heads of 128 (query width 2048), 8 KV\n"
     "                  heads, FFN 3072, vocab 151936, Q/K norms, context 40960\n"
     "    llama3.2-1b   llama: 16 blocks, width 2048, 32 heads, 8 KV heads, FFN 8192, vocab 128256,\n"
-    "                  Llama 3.1 RoPE frequency factors, context 131072, pre-tokenizer llama-bpe\n"
+    "                  Llama 3 RoPE frequency factors, context 131072, pre-tokenizer llama-bpe\n"
     "    tiny          qwen2: 2 blocks, width 64, 4 heads, 2 KV heads, FFN 128, vocab 151936\n"
     "    test-qwen2, test-qwen3, test-llama: the shape of tests/data/arch's llama.cpp files\n"
     "                  (3 blocks, width 256, FFN 768, context 4096, head size 64; test-llama's\n"
@@ -60,7 +60,7 @@ typedef struct preset {
     uint32_t n_ctx;
     float rope_freq_base, rms_norm_eps;
     bool tied;        /* no output.weight: the output projection is token_embd */
-    bool llama3_rope; /* rope_freqs.weight with Llama 3.1's frequency factors */
+    bool llama3_rope; /* rope_freqs.weight: Llama 3.2's frequency factors (llama3_rope_factors) */
     const char *pre;  /* tokenizer.ggml.pre written over the copied one; NULL: copied as it is */
 } preset;
 
@@ -112,7 +112,7 @@ typedef enum init_kind {
     INIT_MATRIX,    /* normal, std 1/sqrt(fan_in): keeps activations of order 1 */
     INIT_NORM,      /* 1 + normal * 0.1: RMS-norm gains near 1 */
     INIT_BIAS,      /* normal * 0.02 */
-    INIT_ROPE_FREQS /* not random: Llama 3.1's frequency factors */
+    INIT_ROPE_FREQS /* not random: Llama 3.2's frequency factors */
 } init_kind;
 
 typedef struct tensor_spec {
@@ -155,8 +155,8 @@ static uint64_t tensor_seed(uint64_t seed, const char *name) {
     return splitmix64(&state);
 }
 
-/* Llama 3.1's (and 3.2's) RoPE scaling, "llama3" with factor 32, low_freq_factor 1,
- * high_freq_factor 4 and an original context of 8192, as the frequency divisors the file stores:
+/* Llama 3.2 1B's RoPE scaling ("llama3": factor 32, where Llama 3.1 has 8; low_freq_factor 1,
+ * high_freq_factor 4, an original context of 8192) as the frequency divisors the file stores:
  * pair i, of wavelength 2 pi base^(2i / head_dim), is kept under 8192 / 4 positions, divided by 32
  * over 8192 / 1, and blended in between. */
 static void llama3_rope_factors(float base, uint64_t n_pairs, float *dst) {
