@@ -144,6 +144,12 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(LIB_A) $(LDLIBS) -lcmocka
 
+# gen-model's quantizers are the tool's, not the library's: their test links them besides.
+$(BUILD)/tests/test_gen_quantize: $(BUILD)/tests/unit/test_gen_quantize.o $(BUILD)/tools/synapse/gen_quantize.o \
+    $(TEST_SUPPORT_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(LDLIBS) -lcmocka
+
 # Writes the corrupted-GGUF corpus for the CLI tests (tests/support/bad_gguf.c holds the cases).
 $(BUILD)/make_bad_gguf: $(BUILD)/tests/tools/make_bad_gguf.o $(BUILD)/tests/support/bad_gguf.o $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

@@ -105,7 +105,7 @@ expect_exit 2 "detokenize without --tokens" "$SYNAPSE" detokenize -m "$M"
 expect_exit 2 "inspect without -m" "$SYNAPSE" inspect
 expect_exit 2 "chat unknown option" "$SYNAPSE" chat -m "$M" --json
 expect_exit 2 "gen-model unknown preset" "$SYNAPSE" gen-model --preset huge --seed 1 --tokenizer-from "$M" -o "$tmp/x.gguf"
-expect_exit 2 "gen-model unknown type" "$SYNAPSE" gen-model --preset tiny --seed 1 --type q4_0 --tokenizer-from "$M" -o "$tmp/x.gguf"
+expect_exit 2 "gen-model unknown type" "$SYNAPSE" gen-model --preset tiny --seed 1 --type q2_k --tokenizer-from "$M" -o "$tmp/x.gguf"
 expect_exit 2 "gen-model without -o" "$SYNAPSE" gen-model --preset tiny --seed 1 --tokenizer-from "$M"
 expect_exit 2 "gen-model without --seed" "$SYNAPSE" gen-model --preset tiny --tokenizer-from "$M" -o "$tmp/x.gguf"
 # Values the parser once took and the library then refused (exit 1): usage errors naming the value
