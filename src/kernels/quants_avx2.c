@@ -145,10 +145,20 @@ void syn_unpack_q4_1_avx2(const void *w_row, int64_t n_blocks, block_q8_0 *out, 
 void syn_unpack_q5_1_avx2(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m) {
     const block_q5_1 *w = w_row;
     for (int64_t b = 0; b < n_blocks; b++) {
-        store_block(&out[b], w[b].d, _mm256_or_si256(x86_nibbles(w[b].qs), x86_fifth_bits(w[b].qh)));
+        store_block(&out[b], w[b].d, x86_add_fifth_bits(x86_nibbles(w[b].qs), w[b].qh));
         m[b] = x86_fp16_f32(w[b].m);
     }
 }
 
-X86_MATVEC_CODES(q4_0, avx2, prep_none, dot_block)
-X86_MATVEC_CODES(q5_0, avx2, prep_none, dot_block)
+/* Unsigned codes times a: maddubs takes them as they are; -B * sum(a) comes from prep. */
+SYN_K_INLINE __m256i dot_unsigned(__m256i u, __m256i a, __m256i c) {
+    return _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)));
+}
+SYN_K_INLINE __m256i prep_bias8(__m256i a) {
+    return _mm256_sub_epi32(_mm256_setzero_si256(), dot_unsigned(_mm256_set1_epi8(8), a, _mm256_setzero_si256()));
+}
+SYN_K_INLINE __m256i prep_bias16(__m256i a) {
+    return _mm256_sub_epi32(_mm256_setzero_si256(), dot_unsigned(_mm256_set1_epi8(16), a, _mm256_setzero_si256()));
+}
+X86_MATVEC_CODES(q4_0, avx2, prep_bias8, dot_unsigned)
+X86_MATVEC_CODES(q5_0, avx2, prep_bias16, dot_unsigned)

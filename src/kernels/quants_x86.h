@@ -182,47 +182,55 @@ SYN_K_INLINE __m256i x86_codes_q8_0(const char *block) {
     return _mm256_loadu_si256((const __m256i *)(block + offsetof(block_q8_0, qs)));
 }
 
-/* The 32 4-bit codes of a Q4_0 / Q4_1 / Q5_* block's qs: low nibbles are elements 0..15, high 16..31. */
+/* The 32 4-bit codes of a Q4_0 / Q4_1 / Q5_* block's qs: low nibbles are elements 0..15, high
+ * 16..31 (qs in both 128-bit halves, the upper shifted by 4). */
 SYN_K_INLINE __m256i x86_nibbles(const uint8_t qs[16]) {
-    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0x0F));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
-    return _mm256_set_m128i(hi, lo);
+    const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(q, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
-/* 16 where element i's fifth bit (bit i of qh) is set, else 0. With AVX-512 BW a mask register
+/* x plus 16 where element i's fifth bit (bit i of qh) is set. With AVX-512 BW a mask register
  * does it; in AVX2, qh's byte i / 8 goes to byte i and every bit but bit i % 8 is set, so a byte
  * is all ones exactly where its bit was set. */
-SYN_K_INLINE __m256i x86_fifth_bits(const uint8_t qh[4]) {
+SYN_K_INLINE __m256i x86_add_fifth_bits(__m256i x, const uint8_t qh[4]) {
     uint32_t bits;
     memcpy(&bits, qh, sizeof bits);
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
-    return _mm256_maskz_mov_epi8((__mmask32)bits, _mm256_set1_epi8(16));
+    return _mm256_mask_add_epi8(x, (__mmask32)bits, x, _mm256_set1_epi8(16));
 #else
     const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
                                                _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
                                                                   0x0303030303030303LL));
     const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7FBFDFEFF7FBFDFELL)),
                                           _mm256_set1_epi8(-1));
-    return _mm256_and_si256(set, _mm256_set1_epi8(16));
+    return _mm256_or_si256(x, _mm256_and_si256(set, _mm256_set1_epi8(16)));
 #endif
 }
 
+/* Unsigned codes q (Q4_0: 0..15, Q5_0: 0..31); kernels.h's codes are q - 8 and q - 16. */
+SYN_K_INLINE __m256i x86_ucodes_q4_0(const char *block) { return x86_nibbles(((const block_q4_0 *)block)->qs); }
+
+SYN_K_INLINE __m256i x86_ucodes_q5_0(const char *block) {
+    const block_q5_0 *b = (const block_q5_0 *)block;
+    return x86_add_fifth_bits(x86_nibbles(b->qs), b->qh);
+}
+
 SYN_K_INLINE __m256i x86_codes_q4_0(const char *block) {
-    return _mm256_sub_epi8(x86_nibbles(((const block_q4_0 *)block)->qs), _mm256_set1_epi8(8));
+    return _mm256_sub_epi8(x86_ucodes_q4_0(block), _mm256_set1_epi8(8));
 }
 
 SYN_K_INLINE __m256i x86_codes_q5_0(const char *block) {
-    const block_q5_0 *b = (const block_q5_0 *)block;
-    return _mm256_sub_epi8(_mm256_or_si256(x86_nibbles(b->qs), x86_fifth_bits(b->qh)), _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(x86_ucodes_q5_0(block), _mm256_set1_epi8(16));
 }
 
-/* Decode of Q4_0 / Q5_0 rows in a tier file: x86_matvec_codes with the block's code unpacking, no
- * buffer (kernels.h: the Q8_0 contract over the codes). */
-#define X86_MATVEC_CODES(T, tier, prep, dot)                                                       \
+/* Decode of Q4_0 / Q5_0 rows in a tier file: x86_matvec_codes over the unsigned codes, no buffer.
+ * The tier's dot multiplies them unsigned (no sign or offset step) and prep_B(a) supplies the
+ * -B * sum(a) that makes the block sum exactly kernels.h's sum of (q - B) * a. */
+#define X86_MATVEC_CODES(T, tier, prep_B, dot_unsigned)                                            \
     void syn_matvec_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
                                  const void *act, float *y) {                                      \
-        x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, act, y, prep, dot, sizeof(block_##T), x86_codes_##T); \
+        x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, act, y, prep_B, dot_unsigned, sizeof(block_##T), \
+                         x86_ucodes_##T);                                                          \
     }
 
 /* f32(d) of the blocks at p, p + bb, ..., 8 (or 4) of them. */
