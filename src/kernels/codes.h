@@ -60,6 +60,21 @@ static inline void syn_k_codes_k45(const uint8_t *qs, const uint8_t *qh, const u
     }
 }
 
+/* The 8 scales and 8 mins of Q4_K / Q5_K as syn_k_scale_min gives them, four at a time from the
+ * 12 bytes read as words (the kernels' hot path). */
+static inline void syn_k_scales_k45(const uint8_t q[K_SCALE_SIZE], uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t w[3];
+    memcpy(w, q, sizeof w);
+    const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
+    const uint32_t s0 = w[0] & lo6, m0 = w[1] & lo6;
+    const uint32_t s1 = (w[2] & lo4) | (((w[0] >> 6) & lo2) << 4);
+    const uint32_t m1 = ((w[2] >> 4) & lo4) | (((w[1] >> 6) & lo2) << 4);
+    memcpy(sc, &s0, 4);
+    memcpy(sc + 4, &s1, 4);
+    memcpy(mn, &m0, 4);
+    memcpy(mn + 4, &m1, 4);
+}
+
 /* Q6_K: q - 32 in [-32, 31] for elements 0..255 (sub-block j of 16 has scale scales[j]). In each
  * half of 128, element 32k + l takes its low nibble from ql[l] (k even) or ql[l + 32] (k odd),
  * low for k < 2 and high after, and bits 2k..2k+1 of qh[l]. */

@@ -143,7 +143,8 @@ SYN_K_DECLARE_UNPACK(avx2) /* used by every x86 tier */
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx2)
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx512)
 SYN_K_DECLARE_MATVEC_Q4_Q5(avxvnni)
-SYN_K_DECLARE_KQ(avx2)     /* likewise */
+SYN_K_DECLARE_KQ(avx2)     /* every x86 tier but avx512-vnni */
+SYN_K_DECLARE_KQ(avx512)
 void syn_quantize_row_q8_1_avx2(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
 void syn_quantize_row_q8_k_avx2(const float *x, block_q8_k *y, int64_t n);
 #endif

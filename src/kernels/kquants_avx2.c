@@ -15,6 +15,7 @@
  * unpacked once for all of them. Every (row, token) output follows the same per-block sequence
  * however the tokens are grouped, so matvec, matmul and scalar agree bitwise.
  */
+#include "kernels/codes.h"
 #include "kernels/fp16.h"
 #include "kernels/quants_x86.h"
 
@@ -41,7 +42,7 @@ typedef struct k45_scales {
 
 SYN_K_INLINE void k45_unpack_scales(const uint8_t *scales, k45_scales *s) {
     uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; j++) syn_k_scale_min(j, scales, &sc[j], &mn[j]);
+    syn_k_scales_k45(scales, sc, mn);
     for (int j = 0; j < 8; j++) s->sc[j] = sc[j];
     const __m128i m8 = _mm_loadl_epi64((const __m128i *)mn);
     const __m128i m16 = _mm_cvtepu8_epi16(m8);

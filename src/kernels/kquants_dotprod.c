@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels/codes.h"
 #include "kernels/kernels_impl.h"
 
 enum { KQ_TOKENS = 4 }; /* tokens per row pass of matmul */
@@ -63,7 +64,7 @@ SYN_K_INLINE void k45_row(int64_t n_blocks, const char *w, size_t block_bytes, s
         const char *blk = w + (size_t)b * block_bytes;
         const block_q4_k *head = (const block_q4_k *)blk; /* d, dmin and scales: the same in Q5_K */
         uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) syn_k_scale_min(j, head->scales, &sc[j], &mn[j]);
+        syn_k_scales_k45(head->scales, sc, mn);
         const int16x8_t mn16 = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
         const uint8_t *qs = (const uint8_t *)blk + qs_at;
         /* fifth bits of elements l and 16 + l of each group; shifted down 2 bits per group */

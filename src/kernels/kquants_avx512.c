@@ -1,0 +1,198 @@
+/*
+ * kquants_avx512.c: Q4_K, Q5_K and Q6_K x Q8_K matrix kernels of the AVX-512 VNNI tier: the integer
+ * scheme of kquants_avx2.c (maddubs of the unsigned codes by the activation, madd by the
+ * sub-block scale as int16, bsums for the mins and Q6_K's -32) on 512-bit vectors, two sub-blocks
+ * (64 codes, 64 contiguous activation bytes) per instruction, the scale pair picked out of one
+ * register by VPERMW, and the per-block sums of the tokens of a pass folded by one reduction tree.
+ * Same int32 sums, same float steps (kernels.h): bitwise equal to scalar and to the AVX2 kernels.
+ */
+#include "kernels/codes.h"
+#include "kernels/fp16.h"
+#include "kernels/quants_x86.h"
+
+enum { KQ_TOKENS = 4 }; /* tokens per row pass of matmul */
+
+/* Lane sums of 4 vectors (16 int32 each), token t's in element t. */
+SYN_K_INLINE __m128i reduce4_512(const __m512i v[KQ_TOKENS], const int n_tok) {
+    __m256i h[4];
+    SYN_K_UNROLL(4)
+    for (int t = 0; t < 4; t++)
+        h[t] = t < n_tok ? _mm256_add_epi32(_mm512_castsi512_si256(v[t]), _mm512_extracti64x4_epi64(v[t], 1))
+                         : _mm256_setzero_si256();
+    return x86_reduce4(h);
+}
+
+SYN_K_INLINE __m128i reduce4_256(const __m256i v[KQ_TOKENS], const int n_tok) {
+    __m256i h[4];
+    SYN_K_UNROLL(4)
+    for (int t = 0; t < 4; t++) h[t] = t < n_tok ? v[t] : _mm256_setzero_si256();
+    return x86_reduce4(h);
+}
+
+/* codes (u8) . a (s8) over 64 bytes, times per-16-lane int16 scales: 16 int32 partial sums. */
+SYN_K_INLINE __m512i scaled_dot64(__m512i codes, const int8_t *a, __m512i scale16) {
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(codes, _mm512_loadu_si512((const void *)a)), scale16);
+}
+
+/* y[t * y_stride] (t < n_tok) = kernels.h's Q4_K / Q5_K dot of row w with token t's activation. */
+SYN_K_INLINE void k45_row(int64_t n_blocks, const char *w, size_t block_bytes, size_t qs_at, size_t qh_at,
+                          const block_q8_k *a, int64_t a_stride, float *y, int64_t y_stride, const int n_tok) {
+    float acc[KQ_TOKENS] = {0};
+    const __m512i low4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const __m512i nibble_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const char *blk = w + (size_t)b * block_bytes;
+        const block_q4_k *head = (const block_q4_k *)blk; /* d, dmin and scales: the same in Q5_K */
+        uint8_t sc[8], mn[8];
+        syn_k_scales_k45(head->scales, sc, mn);
+        uint64_t sc64, mn64;
+        memcpy(&sc64, sc, sizeof sc64);
+        memcpy(&mn64, mn, sizeof mn64);
+        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc64)));
+        const __m128i mn8 = _mm_cvtsi64_si128((long long)mn64);
+        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8)); /* min j on lanes 2j, 2j + 1 */
+        const uint8_t *qs = (const uint8_t *)blk + qs_at;
+        const __m512i qh = qh_at ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + qh_at)))
+                                 : _mm512_setzero_si512();
+        __m512i isum[KQ_TOKENS];
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) isum[t] = _mm512_setzero_si512();
+        SYN_K_UNROLL(4)
+        for (int g = 0; g < 4; g++) {
+            /* sub-block 2g (low nibbles) in the lower half, 2g + 1 (high nibbles) in the upper */
+            const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * g)));
+            __m512i codes = _mm512_and_si512(_mm512_srlv_epi64(q, nibble_shift), low4);
+            if (qh_at) {
+                const __m512i bit = _mm512_setr_epi64(2 * g, 2 * g, 2 * g, 2 * g, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1);
+                codes = _mm512_or_si512(codes, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, bit), one), 4));
+            }
+            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * g)), _mm256_set1_epi16((short)(2 * g + 1)), 1);
+            const __m512i scale = _mm512_permutexvar_epi16(pick, sc16);
+            SYN_K_UNROLL(4)
+            for (int t = 0; t < n_tok; t++)
+                isum[t] = _mm512_add_epi32(isum[t], scaled_dot64(codes, a[t * a_stride + b].qs + 64 * g, scale));
+        }
+        __m256i msum[KQ_TOKENS];
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++)
+            msum[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[t * a_stride + b].bsums), mins16);
+        int32_t is[4], ms[4];
+        _mm_storeu_si128((__m128i *)is, reduce4_512(isum, n_tok));
+        _mm_storeu_si128((__m128i *)ms, reduce4_256(msum, n_tok));
+        const float d = x86_fp16_f32(head->d), dmin = x86_fp16_f32(head->dmin);
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) {
+            const float ad = a[t * a_stride + b].d;
+            const float dd = d * ad;
+            const float p = (float)is[t] * dd;
+            acc[t] += p;
+            const float dm = dmin * ad;
+            const float q = (float)ms[t] * dm;
+            acc[t] -= q;
+        }
+    }
+    SYN_K_UNROLL(4)
+    for (int t = 0; t < n_tok; t++) y[t * y_stride] = acc[t];
+}
+
+/* The same for a Q6_K row. */
+SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_k *a, int64_t a_stride, float *y,
+                          int64_t y_stride, const int n_tok) {
+    float acc[KQ_TOKENS] = {0};
+    const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
+    const __m512i shift_lo = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), shift_hi = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const block_q6_k *blk = &w[b];
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)blk->scales));
+        const __m512i sc512 = _mm512_castsi256_si512(sc16);
+        __m512i isum[KQ_TOKENS];
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) isum[t] = _mm512_setzero_si512();
+        SYN_K_UNROLL(2)
+        for (int h = 0; h < 2; h++) {
+            /* ql[64h .. 64h + 63]: elements 128h + 0..63 take their low nibbles, + 64..127 their high */
+            const __m512i l = _mm512_loadu_si512((const void *)(blk->ql + 64 * h));
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h)));
+            __m512i q[2];
+            q[0] = _mm512_or_si512(_mm512_and_si512(l, low4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_lo), low2), 4));
+            q[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
+                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_hi), low2), 4));
+            SYN_K_UNROLL(2)
+            for (int k = 0; k < 2; k++) {
+                /* 64 elements from 128h + 64k: sub-blocks j..j + 3, 8 int16 lanes each */
+                const int j = 8 * h + 4 * k;
+                const long long x4 = 0x0001000100010001LL; /* an int16 index in each of 4 lanes */
+                const __m512i pick = _mm512_setr_epi64(j * x4, j * x4, (j + 1) * x4, (j + 1) * x4, (j + 2) * x4,
+                                                       (j + 2) * x4, (j + 3) * x4, (j + 3) * x4);
+                const __m512i scale = _mm512_permutexvar_epi16(pick, sc512);
+                SYN_K_UNROLL(4)
+                for (int t = 0; t < n_tok; t++)
+                    isum[t] = _mm512_add_epi32(isum[t], scaled_dot64(q[k], a[t * a_stride + b].qs + 128 * h + 64 * k, scale));
+            }
+        }
+        /* the codes' -32: 32 * sum_j scale[j] * bsums[j], per token */
+        __m256i bias[KQ_TOKENS];
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) bias[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[t * a_stride + b].bsums), sc16);
+        int32_t is[4], bs[4];
+        _mm_storeu_si128((__m128i *)is, reduce4_512(isum, n_tok));
+        _mm_storeu_si128((__m128i *)bs, reduce4_256(bias, n_tok));
+        const float d = x86_fp16_f32(blk->d);
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) {
+            const float dd = d * a[t * a_stride + b].d;
+            const float p = (float)(is[t] - 32 * bs[t]) * dd;
+            acc[t] += p;
+        }
+    }
+    SYN_K_UNROLL(4)
+    for (int t = 0; t < n_tok; t++) y[t * y_stride] = acc[t];
+}
+
+SYN_K_INLINE void k_rows(uint32_t type, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                         const block_q8_k *a, float *y, int64_t y_stride, const int n_tok) {
+    for (int64_t r = r0; r < r1; r++) {
+        const char *row = (const char *)w + (size_t)r * w_row_bytes;
+        if (type == GGML_TYPE_Q4_K)
+            k45_row(n_blocks, row, sizeof(block_q4_k), offsetof(block_q4_k, qs), 0, a, n_blocks, y + r, y_stride, n_tok);
+        else if (type == GGML_TYPE_Q5_K)
+            k45_row(n_blocks, row, sizeof(block_q5_k), offsetof(block_q5_k, qs), offsetof(block_q5_k, qh), a, n_blocks,
+                    y + r, y_stride, n_tok);
+        else
+            q6k_row(n_blocks, (const block_q6_k *)row, a, n_blocks, y + r, y_stride, n_tok);
+    }
+}
+
+/* Matmul: rows in chunks that stay in L2 while every token tile of KQ_TOKENS passes over them. */
+SYN_K_INLINE void k_matmul(uint32_t type, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                           const block_q8_k *a, int64_t n_tokens, float *y, int64_t y_stride) {
+    const int64_t chunk_rows = 32;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk_rows) {
+        const int64_t c1 = c0 + chunk_rows < r1 ? c0 + chunk_rows : r1;
+        int64_t t = 0;
+        for (; t + KQ_TOKENS <= n_tokens; t += KQ_TOKENS)
+            k_rows(type, n_blocks, w, w_row_bytes, c0, c1, a + t * n_blocks, y + t * y_stride, y_stride, KQ_TOKENS);
+        const block_q8_k *at = a + t * n_blocks;
+        float *yt = y + t * y_stride;
+        switch (n_tokens - t) {
+        case 1: k_rows(type, n_blocks, w, w_row_bytes, c0, c1, at, yt, y_stride, 1); break;
+        case 2: k_rows(type, n_blocks, w, w_row_bytes, c0, c1, at, yt, y_stride, 2); break;
+        case 3: k_rows(type, n_blocks, w, w_row_bytes, c0, c1, at, yt, y_stride, 3); break;
+        default: break;
+        }
+    }
+}
+
+#define KQ_KERNELS(T, TYPE)                                                                        \
+    void syn_matvec_##T##_avx512(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
+                                 const void *act, float *y) {                                      \
+        k_rows(TYPE, n_blocks, w, w_row_bytes, r0, r1, act, y, 0, 1);                              \
+    }                                                                                              \
+    void syn_matmul_##T##_avx512(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
+                                 const void *act, int64_t n_tokens, float *y, int64_t y_stride) {  \
+        k_matmul(TYPE, n_blocks, w, w_row_bytes, r0, r1, act, n_tokens, y, y_stride);              \
+    }
+KQ_KERNELS(q4_k, GGML_TYPE_Q4_K)
+KQ_KERNELS(q5_k, GGML_TYPE_Q5_K)
+KQ_KERNELS(q6_k, GGML_TYPE_Q6_K)
