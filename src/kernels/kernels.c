@@ -18,15 +18,13 @@
         syn_k_matvec_unpacked(&via_##T##_##tier, n_blocks, w, w_row_bytes, r0, r1, act, y);        \
     }
 
-/* A tier's Q4_1 / Q5_1 through its Q8_0 kernels, and Q4_0 / Q5_0 through them for matmul; fused
- * names the tier's own Q4_0 / Q5_0 matvec (the x86 tiers unpack in registers), or the unpacked one. */
+/* A tier's matmul of the four types through its Q8_0 kernels; their matvec is the tier's own where
+ * it unpacks in registers (x86), else SYN_K_VIA_Q8_0_MATVEC's. */
 #define SYN_K_VIA_Q8_0_ALL(tier, unpack_sfx)                                                       \
     SYN_K_VIA_Q8_0(q4_0, tier, unpack_sfx, false)                                                  \
     SYN_K_VIA_Q8_0(q5_0, tier, unpack_sfx, false)                                                  \
     SYN_K_VIA_Q8_0(q4_1, tier, unpack_sfx, true)                                                   \
-    SYN_K_VIA_Q8_0(q5_1, tier, unpack_sfx, true)                                                   \
-    SYN_K_VIA_Q8_0_MATVEC(q4_1, tier)                                                              \
-    SYN_K_VIA_Q8_0_MATVEC(q5_1, tier)
+    SYN_K_VIA_Q8_0(q5_1, tier, unpack_sfx, true)
 
 #if defined(__x86_64__)
 SYN_K_VIA_Q8_0_ALL(avx2, avx2)
@@ -38,14 +36,24 @@ SYN_K_VIA_Q8_0_ALL(avxvnni, avx2)
 #define matvec_q5_0_avx512 syn_matvec_q5_0_avx512
 #define matvec_q4_0_avxvnni syn_matvec_q4_0_avxvnni
 #define matvec_q5_0_avxvnni syn_matvec_q5_0_avxvnni
+#define matvec_q4_1_avx2 syn_matvec_q4_1_avx2
+#define matvec_q5_1_avx2 syn_matvec_q5_1_avx2
+#define matvec_q4_1_avx512 syn_matvec_q4_1_avx512
+#define matvec_q5_1_avx512 syn_matvec_q5_1_avx512
+#define matvec_q4_1_avxvnni syn_matvec_q4_1_avxvnni
+#define matvec_q5_1_avxvnni syn_matvec_q5_1_avxvnni
 #endif
 #if defined(__aarch64__)
 SYN_K_VIA_Q8_0_ALL(dotprod, dotprod)
 SYN_K_VIA_Q8_0_ALL(i8mm, dotprod)
 SYN_K_VIA_Q8_0_MATVEC(q4_0, dotprod)
 SYN_K_VIA_Q8_0_MATVEC(q5_0, dotprod)
+SYN_K_VIA_Q8_0_MATVEC(q4_1, dotprod)
+SYN_K_VIA_Q8_0_MATVEC(q5_1, dotprod)
 SYN_K_VIA_Q8_0_MATVEC(q4_0, i8mm)
 SYN_K_VIA_Q8_0_MATVEC(q5_0, i8mm)
+SYN_K_VIA_Q8_0_MATVEC(q4_1, i8mm)
+SYN_K_VIA_Q8_0_MATVEC(q5_1, i8mm)
 #endif
 
 /* The table of a tier: quant_dot names the quantizer / single-row Q8_0 dot, mat_ the Q8_0 matrix

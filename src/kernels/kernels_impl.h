@@ -121,10 +121,12 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
     void syn_unpack_q4_1_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);    \
     void syn_unpack_q5_1_##sfx(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m);
 
-/* A tier's Q4_0 / Q5_0 matvec unpacking the codes in registers (the x86 tiers). */
+/* A tier's Q4_0 / Q5_0 / Q4_1 / Q5_1 matvec unpacking the codes in registers (the x86 tiers). */
 #define SYN_K_DECLARE_MATVEC_Q4_Q5(sfx)                                                            \
     void syn_matvec_q4_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
-    void syn_matvec_q5_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *);
+    void syn_matvec_q5_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
+    void syn_matvec_q4_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
+    void syn_matvec_q5_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *);
 
 /* The k-quant matrix kernels of a tier. */
 #define SYN_K_DECLARE_KQ(sfx)                                                                      \

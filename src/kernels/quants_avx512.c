@@ -121,3 +121,9 @@ SYN_K_INLINE __m256i prep_bias16(__m256i a) {
 }
 X86_MATVEC_CODES(q4_0, avx512, prep_bias8, dot_unsigned)
 X86_MATVEC_CODES(q5_0, avx512, prep_bias16, dot_unsigned)
+SYN_K_INLINE __m256i prep_zero(__m256i a) {
+    (void)a;
+    return _mm256_setzero_si256();
+}
+X86_MATVEC_CODES_MIN(q4_1, avx512, prep_zero, dot_unsigned)
+X86_MATVEC_CODES_MIN(q5_1, avx512, prep_zero, dot_unsigned)

@@ -215,6 +215,14 @@ SYN_K_INLINE __m256i x86_ucodes_q5_0(const char *block) {
     return x86_add_fifth_bits(x86_nibbles(b->qs), b->qh);
 }
 
+/* Q4_1 / Q5_1: their codes are the unsigned q themselves. */
+SYN_K_INLINE __m256i x86_ucodes_q4_1(const char *block) { return x86_nibbles(((const block_q4_1 *)block)->qs); }
+
+SYN_K_INLINE __m256i x86_ucodes_q5_1(const char *block) {
+    const block_q5_1 *b = (const block_q5_1 *)block;
+    return x86_add_fifth_bits(x86_nibbles(b->qs), b->qh);
+}
+
 SYN_K_INLINE __m256i x86_codes_q4_0(const char *block) {
     return _mm256_sub_epi8(x86_ucodes_q4_0(block), _mm256_set1_epi8(8));
 }
@@ -339,6 +347,32 @@ SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes
                              const block_q8_0 *a, float *y, x86_act_prep_fn prep, x86_dot_block_fn dot) {
     x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, a, y, prep, dot, sizeof(block_q8_0), x86_codes_q8_0);
 }
+
+/* Q4_1 / Q5_1 rows [r0, r1): y[r] = acc_d + acc_m (kernels.h), acc_d by x86_matvec_codes over the
+ * unsigned codes (prep_zero: no correction), then acc_m = sum_b f32(m[b]) * f32(s[b]) in order. */
+SYN_K_INLINE void x86_matvec_codes_min(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                       const syn_act_q8_1 *a, float *y, x86_act_prep_fn prep_zero,
+                                       x86_dot_block_fn dot_unsigned, size_t bb, x86_codes_fn codes) {
+    x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, a->q, y, prep_zero, dot_unsigned, bb, codes);
+    for (int64_t r = r0; r < r1; r++) {
+        const char *row = (const char *)w + (size_t)r * w_row_bytes;
+        float acc = 0.0f;
+        for (int64_t b = 0; b < n_blocks; b++) {
+            uint16_t m;
+            memcpy(&m, row + (size_t)b * bb + 2, sizeof m); /* after d in both types */
+            const float p = x86_fp16_f32(m) * x86_fp16_f32(a->s[b]);
+            acc += p;
+        }
+        y[r] = y[r] + acc;
+    }
+}
+
+#define X86_MATVEC_CODES_MIN(T, tier, prep_zero, dot_unsigned)                                     \
+    void syn_matvec_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
+                                 const void *act, float *y) {                                      \
+        x86_matvec_codes_min(n_blocks, w, w_row_bytes, r0, r1, act, y, prep_zero, dot_unsigned, sizeof(block_##T), \
+                             x86_ucodes_##T);                                                      \
+    }
 
 /* ---- Matmul with lanes = rows (VNNI tiers) -------------------------------------------------
  * VPDPBUSD sums 4 u8 x s8 products per int32 lane. A tile's weights are transposed so that lane

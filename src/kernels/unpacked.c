@@ -12,14 +12,55 @@ enum {
     MAX_GROUP_BLOCKS = MM_GROUP_BYTES / sizeof(block_q8_0),
 };
 
-/* acc_m of kernels.h: m[b] * s[b] added in order from 0. */
-static float min_term(const float *m, const uint16_t *s, int64_t n_blocks) {
+/* acc_m of kernels.h: m[b] * s[b] added in order from 0 (s already as floats). */
+static float min_term(const float *m, const float *s, int64_t n_blocks) {
     float acc = 0.0f;
     for (int64_t b = 0; b < n_blocks; b++) {
-        const float p = m[b] * syn_k_fp16_to_f32(s[b]);
+        const float p = m[b] * s[b];
         acc += p;
     }
     return acc;
+}
+
+/* acc[r] = acc_m of rows r < nr, their m transposed in mt[b * nr + r]: rows in the lanes of
+ * vector registers (GCC vector extension: SSE on x86-64, NEON on aarch64), four vectors at a time
+ * so that four add chains overlap; each lane is one row's own multiply-then-add sequence. */
+typedef float f32x4 __attribute__((vector_size(16)));
+
+static void min_terms_rows(const float *mt, const float *sf, int64_t n_blocks, int64_t nr, float *acc) {
+    int64_t r = 0;
+    for (; r + 16 <= nr; r += 16) {
+        f32x4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, m0, m1, m2, m3;
+        for (int64_t b = 0; b < n_blocks; b++) {
+            const float *mb = mt + b * nr + r;
+            memcpy(&m0, mb, sizeof m0);
+            memcpy(&m1, mb + 4, sizeof m1);
+            memcpy(&m2, mb + 8, sizeof m2);
+            memcpy(&m3, mb + 12, sizeof m3);
+            const f32x4 p0 = m0 * sf[b], p1 = m1 * sf[b], p2 = m2 * sf[b], p3 = m3 * sf[b];
+            a0 = a0 + p0;
+            a1 = a1 + p1;
+            a2 = a2 + p2;
+            a3 = a3 + p3;
+        }
+        memcpy(acc + r, &a0, sizeof a0);
+        memcpy(acc + r + 4, &a1, sizeof a1);
+        memcpy(acc + r + 8, &a2, sizeof a2);
+        memcpy(acc + r + 12, &a3, sizeof a3);
+    }
+    for (; r < nr; r++) {
+        float a = 0.0f;
+        for (int64_t b = 0; b < n_blocks; b++) {
+            const float p = mt[b * nr + r] * sf[b];
+            a += p;
+        }
+        acc[r] = a;
+    }
+}
+
+/* The fp16 sums of one token's Q8_1 row as floats. */
+static void sums_f32(const uint16_t *s, int64_t n_blocks, float *out) {
+    for (int64_t b = 0; b < n_blocks; b++) out[b] = syn_k_fp16_to_f32(s[b]);
 }
 
 /* Rows per unpacked group: as many as fit `bytes`, at least 8 for matvec (its per-call activation
@@ -46,14 +87,15 @@ void syn_k_matvec_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
     const syn_act_q8_1 *a1 = act;
     const block_q8_0 *aq = v->has_min ? a1->q : act;
     block_q8_0 buf[MAX_GROUP_BLOCKS];
-    float m[MAX_GROUP_BLOCKS];
+    float m[MAX_GROUP_BLOCKS], sf[MAX_GROUP_BLOCKS];
+    if (v->has_min) sums_f32(a1->s, n_blocks, sf);
     const int64_t group = group_rows(n_blocks, MV_GROUP_BYTES, 8);
     for (int64_t g0 = r0; g0 < r1; g0 += group) {
         const int64_t g1 = g0 + group < r1 ? g0 + group : r1;
         unpack_group(v, n_blocks, w, w_row_bytes, g0, g1, buf, m);
         v->q8_matvec(n_blocks, buf, (size_t)n_blocks * sizeof(block_q8_0), 0, g1 - g0, aq, y + g0);
         if (v->has_min)
-            for (int64_t r = g0; r < g1; r++) y[r] = y[r] + min_term(m + (r - g0) * n_blocks, a1->s, n_blocks);
+            for (int64_t r = g0; r < g1; r++) y[r] = y[r] + min_term(m + (r - g0) * n_blocks, sf, n_blocks);
     }
 }
 
@@ -72,17 +114,23 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
     const syn_act_q8_1 *a1 = act;
     const block_q8_0 *aq = v->has_min ? a1->q : act;
     block_q8_0 buf[MAX_GROUP_BLOCKS];
-    float m[MAX_GROUP_BLOCKS];
+    float m[MAX_GROUP_BLOCKS], mt[MAX_GROUP_BLOCKS], sf[MAX_GROUP_BLOCKS], acc[MAX_GROUP_BLOCKS];
     const int64_t group = group_rows(n_blocks, MM_GROUP_BYTES, 16);
     for (int64_t g0 = r0; g0 < r1; g0 += group) {
         const int64_t g1 = g0 + group < r1 ? g0 + group : r1;
         unpack_group(v, n_blocks, w, w_row_bytes, g0, g1, buf, m);
         v->q8_matmul(n_blocks, buf, (size_t)n_blocks * sizeof(block_q8_0), 0, g1 - g0, aq, n_tokens, y + g0, y_stride);
         if (!v->has_min) continue;
+        /* acc_m of every row of the group at once: m transposed to [block][row], so each block's
+         * step is one pass over the rows (vectorizable), each row's sum still in block order */
+        const int64_t nr = g1 - g0;
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t b = 0; b < n_blocks; b++) mt[b * nr + r] = m[r * n_blocks + b];
         for (int64_t t = 0; t < n_tokens; t++) {
-            float *yt = y + t * y_stride;
-            for (int64_t r = g0; r < g1; r++)
-                yt[r] = yt[r] + min_term(m + (r - g0) * n_blocks, a1->s + t * n_blocks, n_blocks);
+            sums_f32(a1->s + t * n_blocks, n_blocks, sf);
+            min_terms_rows(mt, sf, n_blocks, nr, acc);
+            float *yt = y + t * y_stride + g0;
+            for (int64_t r = 0; r < nr; r++) yt[r] = yt[r] + acc[r];
         }
     }
 }
