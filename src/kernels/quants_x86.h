@@ -407,9 +407,10 @@ SYN_K_INLINE int32_t x86_load_i32(const int8_t *p) {
     return v;
 }
 
-/* out[j * stride] lane i = dword j of (x[i] + 128 bytewise): an 8 x 8 transpose of 32-bit elements. */
-SYN_K_INLINE void x86_transpose8_u8(const __m256i x[8], __m256i *out, const int stride) {
-    const __m256i bias = _mm256_set1_epi8((char)0x80);
+/* out[j * stride] lane i = dword j of x[i] (+ 128 bytewise when offset: signed codes made unsigned
+ * for VPDPBUSD): an 8 x 8 transpose of 32-bit elements. */
+SYN_K_INLINE void x86_transpose8_u8(const __m256i x[8], __m256i *out, const int stride, const bool offset) {
+    const __m256i bias = offset ? _mm256_set1_epi8((char)0x80) : _mm256_setzero_si256();
     __m256i t[8], u[8];
     SYN_K_UNROLL(4)
     for (int i = 0; i < 4; i++) {
@@ -545,7 +546,7 @@ SYN_K_INLINE void x86_transpose_rows8(const char *p, const x86_rows8 *o, __m256i
         x[i] = _mm256_loadu_si256((const __m256i *)(b + offsetof(block_q8_0, qs)));
         h[i] = x86_load_u16(b + offsetof(block_q8_0, d));
     }
-    x86_transpose8_u8(x, out, stride);
+    x86_transpose8_u8(x, out, stride, true);
     *dw = _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], (short)h[4],
                                          (short)h[5], (short)h[6], (short)h[7]));
 }
@@ -584,7 +585,7 @@ SYN_K_INLINE void x86_transpose_tile(const void *w, size_t w_row_bytes, int64_t 
             __m256i x[8];
             SYN_K_UNROLL(8)
             for (int i = 0; i < 8; i++) x[i] = x86_load_qs(&rows[i][k0 + k]);
-            x86_transpose8_u8(x, wp + k * 8 * n_vec + v, n_vec);
+            x86_transpose8_u8(x, wp + k * 8 * n_vec + v, n_vec, true);
             dwp[k * n_vec + v] = x86_scales8_rows(rows, k0 + k);
         }
     }
