@@ -249,11 +249,27 @@ typedef struct bench_result {
     bench_stats st;
 } bench_result;
 
+/* The file's mix as llama.cpp names it (general.file_type: "Q4_K_M", ...), else the type of the
+ * first block's query matrix. */
+static const char *file_type_name(const syn_model *model) {
+    static const struct {
+        uint32_t id;
+        const char *name;
+    } names[] = {{0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},   {8, "Q5_0"},
+                 {9, "Q5_1"},    {14, "Q4_K_S"}, {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},
+                 {32, "BF16"}};
+    uint32_t ft = UINT32_MAX;
+    if (gguf_get_u32_opt(model->gguf, "general.file_type", &ft) == SYN_OK)
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (names[i].id == ft) return names[i].name;
+    return model->hp.n_layer > 0 ? ggml_type_name(model->layers[0].wq.type) : "?";
+}
+
 void bench_describe_model(const syn_model *model, const char *path, bench_model *m) {
     m->path = path;
     syn_model_get_info(model, &m->info);
     double n = (double)m->info.n_params;
-    const char *wtype = model->hp.n_layer > 0 ? ggml_type_name(model->layers[0].wq.type) : "?";
+    const char *wtype = file_type_name(model);
     if (n >= 1e9) snprintf(m->type, sizeof m->type, "%s %.2fB %s", m->info.architecture, n / 1e9, wtype);
     else snprintf(m->type, sizeof m->type, "%s %.0fM %s", m->info.architecture, n / 1e6, wtype);
     /* Decode reads every block matrix, norm and bias, and the output projection; of the token
