@@ -241,19 +241,22 @@ SYN_K_INLINE __m256i x86_codes_q5_0(const char *block) {
                          x86_ucodes_##T);                                                          \
     }
 
-/* f32(d) of the blocks at p, p + bb, ..., 8 (or 4) of them. */
+/* f32(d) of the blocks at p, p + bb, ..., 8 (or 4) of them (inserted one by one: eight 2-byte
+ * stores read back as one vector would stall on store forwarding). */
+SYN_K_INLINE short x86_d_at(const char *p) {
+    short h;
+    memcpy(&h, p, sizeof h);
+    return h;
+}
+
 SYN_K_INLINE __m256 x86_scales8_at(const char *p, size_t bb) {
-    uint16_t h[8];
-    SYN_K_UNROLL(8)
-    for (int i = 0; i < 8; i++) memcpy(&h[i], p + (size_t)i * bb, sizeof h[i]);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    return _mm256_cvtph_ps(_mm_setr_epi16(x86_d_at(p), x86_d_at(p + bb), x86_d_at(p + 2 * bb), x86_d_at(p + 3 * bb),
+                                          x86_d_at(p + 4 * bb), x86_d_at(p + 5 * bb), x86_d_at(p + 6 * bb),
+                                          x86_d_at(p + 7 * bb)));
 }
 
 SYN_K_INLINE __m128 x86_scales4_at(const char *p, size_t bb) {
-    uint16_t h[8] = {0};
-    SYN_K_UNROLL(4)
-    for (int i = 0; i < 4; i++) memcpy(&h[i], p + (size_t)i * bb, sizeof h[i]);
-    return _mm_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    return _mm_cvtph_ps(_mm_setr_epi16(x86_d_at(p), x86_d_at(p + bb), x86_d_at(p + 2 * bb), x86_d_at(p + 3 * bb), 0, 0, 0, 0));
 }
 
 /* p[k] = (float)isum_k * (f32(w[k].d) * f32(a[k].d)) for k < n_blocks: the products kernels.h's
