@@ -51,7 +51,8 @@ typedef struct opt_attn_args {
 /* Floats of scratch one attention call needs (the same for any n_keys: one block at a time). */
 static inline size_t opt_attn_scratch_floats(int32_t group, int32_t head_dim, uint32_t n_keys) {
     (void)n_keys;
-    return (size_t)group * (SYN_KV_BLOCK + OPT_KV_BLOCK + 2) + (size_t)head_dim * SYN_KV_BLOCK * 2 + 64;
+    (void)head_dim;
+    return (size_t)group * (SYN_KV_BLOCK + OPT_KV_BLOCK + 2);
 }
 
 typedef struct opt_simd {

@@ -105,15 +105,29 @@ static float dot(const float *a, const float *b, int64_t n) {
     return v8_fold_sum(v8_load(lanes));
 }
 
-/* src[n] binary16 -> dst[n] float32. Every binary16 value is a float32 value, so F16C's vcvtph2ps
+/* 8 binary16 values -> float32. Every binary16 value is a float32 value, so F16C's vcvtph2ps
  * (where the flavour has it) and the portable conversion give the same bits. */
-V8_INLINE void f16_to_f32(const uint16_t *src, float *dst, size_t n) {
-    size_t i = 0;
+V8_INLINE v8f v8_load_f16(const uint16_t *p) {
 #if defined(__F16C__)
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    return (v8f)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#else
+    v8f v;
+    for (int j = 0; j < 8; j++) v[j] = syn_k_fp16_to_f32(p[j]);
+    return v;
 #endif
-    for (; i < n; i++) dst[i] = syn_k_fp16_to_f32(src[i]);
 }
+
+/* 8 cache elements from element index at of base (F16: binary16, converted; else float32). */
+V8_INLINE v8f kv_load(const void *base, size_t at, const bool F16) {
+    return F16 ? v8_load_f16((const uint16_t *)base + at) : v8_load((const float *)base + at);
+}
+
+/* Query heads one pass of the kernels below handles: their accumulators live in registers, two
+ * vectors a head, so the flavours with 32 vector registers (AVX-512) take 8, the others 4. */
+#ifndef OPT_MAX_NG
+#define OPT_MAX_NG 4
+#endif
+_Static_assert(OPT_MAX_NG == 4 || OPT_MAX_NG == 8, "one pass handles 4 or 8 query heads");
 
 /* Blocks between the one being attended and the one whose cache lines are asked for meanwhile.
  * The cache keeps each layer's K and V of a KV head as one run of a few KiB per block
@@ -127,154 +141,124 @@ enum { PF_AHEAD = 2 };
 enum { KB = SYN_KV_BLOCK, KB_GROUPS = SYN_KV_BLOCK / OPT_KV_BLOCK };
 _Static_assert(KB_GROUPS == 2, "qk_block scores a block as two groups of 8 keys");
 
-/* Scores of the 16 keys of one block (k: [hd][16]) for query heads q[0..NG), NG <= 4, a
- * compile-time constant: s[g * KB + key] = scale * (q_g . key). Each lane sums over i in order;
- * the accumulators are named variables (GCC keeps arrays of vectors in memory) and up to 8
- * independent ones hide the add latency. Step i also prefetches [pf + i * pf_step, + pf_step)
- * into L2 (pf NULL: none). */
-V8_INLINE void qk_block(const float *k, const float *q, int32_t hd, const int NG, float scale, float *s,
-                        const char *pf, size_t pf_step) {
+/* Scores of the 16 keys of one block (k: [hd][16], F16 or float32) for query heads q[0..NG),
+ * NG <= OPT_MAX_NG, both compile-time constants: s[g * KB + key] = scale * (q_g . key). Each lane
+ * sums over i in order; the accumulators are named variables (GCC keeps arrays of vectors in
+ * memory), independent ones hiding the add latency. Step i also prefetches
+ * [pf + i * pf_step, + pf_step) into L2 (pf NULL: none). */
+V8_INLINE void qk_block(const void *k, const float *q, int32_t hd, const int NG, const bool F16, float scale,
+                        float *s, const char *pf, size_t pf_step) {
     const v8f z = v8_set1(0.0f);
-    v8f a0 = z, a1 = z, a2 = z, a3 = z, b0 = z, b1 = z, b2 = z, b3 = z;
-    const float *q0 = q, *q1 = q + hd, *q2 = q + 2 * (size_t)hd, *q3 = q + 3 * (size_t)hd;
+    v8f a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
+    v8f b0 = z, b1 = z, b2 = z, b3 = z, b4 = z, b5 = z, b6 = z, b7 = z;
     for (int32_t i = 0; i < hd; i++) {
         if (pf)
             for (size_t o = 0; o < pf_step; o += 64) __builtin_prefetch(pf + (size_t)i * pf_step + o, 0, 1);
-        const v8f ka = v8_load(k + (size_t)i * KB), kc = v8_load(k + (size_t)i * KB + OPT_KV_BLOCK);
-        const v8f x0 = v8_set1(q0[i]);
-        a0 = a0 + x0 * ka;
-        b0 = b0 + x0 * kc;
-        if (NG > 1) {
-            const v8f x1 = v8_set1(q1[i]);
-            a1 = a1 + x1 * ka;
-            b1 = b1 + x1 * kc;
-        }
-        if (NG > 2) {
-            const v8f x2 = v8_set1(q2[i]);
-            a2 = a2 + x2 * ka;
-            b2 = b2 + x2 * kc;
-        }
-        if (NG > 3) {
-            const v8f x3 = v8_set1(q3[i]);
-            a3 = a3 + x3 * ka;
-            b3 = b3 + x3 * kc;
-        }
+        const v8f ka = kv_load(k, (size_t)i * KB, F16), kc = kv_load(k, (size_t)i * KB + OPT_KV_BLOCK, F16);
+#define QK_HEAD(j)                                                                                                     \
+    if (NG > j) {                                                                                                      \
+        const v8f x = v8_set1(q[(size_t)(j) * (size_t)hd + (size_t)i]);                                                \
+        a##j = a##j + x * ka;                                                                                          \
+        b##j = b##j + x * kc;                                                                                          \
+    }
+        QK_HEAD(0) QK_HEAD(1) QK_HEAD(2) QK_HEAD(3) QK_HEAD(4) QK_HEAD(5) QK_HEAD(6) QK_HEAD(7)
+#undef QK_HEAD
     }
     const v8f sc = v8_set1(scale);
-    v8_store(s, a0 * sc);
-    v8_store(s + OPT_KV_BLOCK, b0 * sc);
-    if (NG > 1) {
-        v8_store(s + KB, a1 * sc);
-        v8_store(s + KB + OPT_KV_BLOCK, b1 * sc);
+#define QK_STORE(j)                                                                                                    \
+    if (NG > j) {                                                                                                      \
+        v8_store(s + (j) * KB, a##j * sc);                                                                             \
+        v8_store(s + (j) * KB + OPT_KV_BLOCK, b##j * sc);                                                              \
     }
-    if (NG > 2) {
-        v8_store(s + 2 * KB, a2 * sc);
-        v8_store(s + 2 * KB + OPT_KV_BLOCK, b2 * sc);
-    }
-    if (NG > 3) {
-        v8_store(s + 3 * KB, a3 * sc);
-        v8_store(s + 3 * KB + OPT_KV_BLOCK, b3 * sc);
-    }
+    QK_STORE(0) QK_STORE(1) QK_STORE(2) QK_STORE(3) QK_STORE(4) QK_STORE(5) QK_STORE(6) QK_STORE(7)
+#undef QK_STORE
 }
 
-/* For heads g < NG (NG <= 4) and lanes i0 .. i0 + 8 * NV (NV <= 2), both compile-time constants,
- * with v the slab of those lanes ([KB][8 * NV]):
+/* For heads g < NG (NG <= OPT_MAX_NG) and lanes i0 .. i0 + 8 * NV (NV <= 2), with v the slab of
+ * those lanes ([KB][8 * NV], F16 or float32), all three compile-time constants:
  * acc[g * hd + i] = acc[g * hd + i] * alpha[g] (when rescale), then
  * acc[g * hd + i] = acc[g * hd + i] + p[g * KB + t] * v[t][i - i0], for t = 0 .. nt - 1 in
- * order. The 8 accumulators are named variables held in registers over the block; each key's V
+ * order. The accumulators are named variables held in registers over the block; each key's V
  * slab is loaded once for all NG heads. */
-V8_INLINE void pv_block(const float *v, uint32_t nt, const float *p, const float *alpha, bool rescale, const int NG,
-                        const int NV, int32_t i0, float *acc, size_t hd) {
+V8_INLINE void pv_block(const void *v, uint32_t nt, const float *p, const float *alpha, bool rescale, const int NG,
+                        const int NV, const bool F16, int32_t i0, float *acc, size_t hd) {
     const v8f z = v8_set1(0.0f);
-    /* Rows past NG alias row 0 (never used) so that no pointer leaves its array. */
-    float *o0 = acc + i0, *o1 = NG > 1 ? o0 + hd : o0, *o2 = NG > 2 ? o1 + hd : o0, *o3 = NG > 3 ? o2 + hd : o0;
-    const float *p0 = p, *p1 = NG > 1 ? p0 + KB : p0, *p2 = NG > 2 ? p1 + KB : p0, *p3 = NG > 3 ? p2 + KB : p0;
-    v8f a0 = v8_load(o0), a1 = NV > 1 ? v8_load(o0 + 8) : z;
-    v8f b0 = NG > 1 ? v8_load(o1) : z, b1 = NG > 1 && NV > 1 ? v8_load(o1 + 8) : z;
-    v8f c0 = NG > 2 ? v8_load(o2) : z, c1 = NG > 2 && NV > 1 ? v8_load(o2 + 8) : z;
-    v8f d0 = NG > 3 ? v8_load(o3) : z, d1 = NG > 3 && NV > 1 ? v8_load(o3 + 8) : z;
-    if (rescale) { /* x * 1 is x: heads whose maximum held keep their bits */
-        const v8f e0 = v8_set1(alpha[0]);
-        a0 = a0 * e0;
-        a1 = a1 * e0;
-        if (NG > 1) {
-            const v8f e1 = v8_set1(alpha[1]);
-            b0 = b0 * e1;
-            b1 = b1 * e1;
-        }
-        if (NG > 2) {
-            const v8f e2 = v8_set1(alpha[2]);
-            c0 = c0 * e2;
-            c1 = c1 * e2;
-        }
-        if (NG > 3) {
-            const v8f e3 = v8_set1(alpha[3]);
-            d0 = d0 * e3;
-            d1 = d1 * e3;
-        }
+    v8f a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
+    v8f b0 = z, b1 = z, b2 = z, b3 = z, b4 = z, b5 = z, b6 = z, b7 = z;
+#define PV_LOAD(j)                                                                                                     \
+    if (NG > j) {                                                                                                      \
+        a##j = v8_load(acc + (size_t)(j) * hd + i0);                                                                   \
+        if (NV > 1) b##j = v8_load(acc + (size_t)(j) * hd + i0 + 8);                                                   \
+        if (rescale) { /* x * 1 is x: heads whose maximum held keep their bits */                                      \
+            const v8f e = v8_set1(alpha[j]);                                                                           \
+            a##j = a##j * e;                                                                                           \
+            b##j = b##j * e;                                                                                           \
+        }                                                                                                              \
     }
+    PV_LOAD(0) PV_LOAD(1) PV_LOAD(2) PV_LOAD(3) PV_LOAD(4) PV_LOAD(5) PV_LOAD(6) PV_LOAD(7)
+#undef PV_LOAD
     for (uint32_t t = 0; t < nt; t++) {
-        const float *vr = v + (size_t)t * 8 * NV;
-        const v8f v0 = v8_load(vr), v1 = NV > 1 ? v8_load(vr + 8) : z;
-        const v8f x0 = v8_set1(p0[t]);
-        a0 = a0 + x0 * v0;
-        a1 = a1 + x0 * v1;
-        if (NG > 1) {
-            const v8f x1 = v8_set1(p1[t]);
-            b0 = b0 + x1 * v0;
-            b1 = b1 + x1 * v1;
-        }
-        if (NG > 2) {
-            const v8f x2 = v8_set1(p2[t]);
-            c0 = c0 + x2 * v0;
-            c1 = c1 + x2 * v1;
-        }
-        if (NG > 3) {
-            const v8f x3 = v8_set1(p3[t]);
-            d0 = d0 + x3 * v0;
-            d1 = d1 + x3 * v1;
-        }
+        const v8f v0 = kv_load(v, (size_t)t * 8 * NV, F16), v1 = NV > 1 ? kv_load(v, (size_t)t * 16 + 8, F16) : z;
+#define PV_HEAD(j)                                                                                                     \
+    if (NG > j) {                                                                                                      \
+        const v8f x = v8_set1(p[(j) * KB + t]);                                                                        \
+        a##j = a##j + x * v0;                                                                                          \
+        b##j = b##j + x * v1;                                                                                          \
     }
-    v8_store(o0, a0);
-    if (NV > 1) v8_store(o0 + 8, a1);
-    if (NG > 1) {
-        v8_store(o1, b0);
-        if (NV > 1) v8_store(o1 + 8, b1);
+        PV_HEAD(0) PV_HEAD(1) PV_HEAD(2) PV_HEAD(3) PV_HEAD(4) PV_HEAD(5) PV_HEAD(6) PV_HEAD(7)
+#undef PV_HEAD
     }
-    if (NG > 2) {
-        v8_store(o2, c0);
-        if (NV > 1) v8_store(o2 + 8, c1);
+#define PV_STORE(j)                                                                                                    \
+    if (NG > j) {                                                                                                      \
+        v8_store(acc + (size_t)(j) * hd + i0, a##j);                                                                   \
+        if (NV > 1) v8_store(acc + (size_t)(j) * hd + i0 + 8, b##j);                                                   \
     }
-    if (NG > 3) {
-        v8_store(o3, d0);
-        if (NV > 1) v8_store(o3 + 8, d1);
-    }
+    PV_STORE(0) PV_STORE(1) PV_STORE(2) PV_STORE(3) PV_STORE(4) PV_STORE(5) PV_STORE(6) PV_STORE(7)
+#undef PV_STORE
 }
 
-/* The shapes above with their head count (and lane count) made constant, one body each. */
-static void qk_heads(const float *k, const float *q, int32_t hd, int ng, float scale, float *s, const char *pf,
-                     size_t pf_step) {
-    switch (ng) {
-    case 1: qk_block(k, q, hd, 1, scale, s, pf, pf_step); break;
-    case 2: qk_block(k, q, hd, 2, scale, s, pf, pf_step); break;
-    case 3: qk_block(k, q, hd, 3, scale, s, pf, pf_step); break;
-    default: qk_block(k, q, hd, 4, scale, s, pf, pf_step); break;
+/* The shapes above with their head count, element type (and lane count) made constant, one body
+ * each. */
+#define OPT_NG_CASES(X, F16)                                                                                           \
+    case 1: X(1, F16) break;                                                                                           \
+    case 2: X(2, F16) break;                                                                                           \
+    case 3: X(3, F16) break;                                                                                           \
+    case 4: X(4, F16) break;                                                                                           \
+    case 5: X((OPT_MAX_NG > 4 ? 5 : 4), F16) break;                                                                    \
+    case 6: X((OPT_MAX_NG > 4 ? 6 : 4), F16) break;                                                                    \
+    case 7: X((OPT_MAX_NG > 4 ? 7 : 4), F16) break;                                                                    \
+    default: X(OPT_MAX_NG, F16) break;
+
+static void qk_heads(const void *k, const float *q, int32_t hd, int ng, bool f16, float scale, float *s,
+                     const char *pf, size_t pf_step) {
+#define QK_CALL(NG, F16) qk_block(k, q, hd, NG, F16, scale, s, pf, pf_step);
+    if (f16) {
+        switch (ng) { OPT_NG_CASES(QK_CALL, true) }
+    } else {
+        switch (ng) { OPT_NG_CASES(QK_CALL, false) }
     }
+#undef QK_CALL
 }
 
-static void pv_heads(const float *v, uint32_t nt, const float *p, const float *alpha, bool rescale, int ng, int32_t hd,
-                     float *acc) {
-    int32_t i0 = 0;
-#define PV_SLABS(NG)                                                                                                   \
-    for (; i0 + 16 <= hd; i0 += 16) pv_block(v + (size_t)KB * i0, nt, p, alpha, rescale, NG, 2, i0, acc, (size_t)hd); \
-    if (i0 < hd) pv_block(v + (size_t)KB * i0, nt, p, alpha, rescale, NG, 1, i0, acc, (size_t)hd);
-    switch (ng) {
-    case 1: PV_SLABS(1) break;
-    case 2: PV_SLABS(2) break;
-    case 3: PV_SLABS(3) break;
-    default: PV_SLABS(4) break;
+static void pv_heads(const void *v, uint32_t nt, const float *p, const float *alpha, bool rescale, int ng, bool f16,
+                     int32_t hd, float *acc) {
+    const size_t elem = f16 ? sizeof(uint16_t) : sizeof(float);
+#define PV_CALL(NG, F16)                                                                                               \
+    {                                                                                                                  \
+        int32_t i0 = 0;                                                                                                \
+        for (; i0 + 16 <= hd; i0 += 16)                                                                                \
+            pv_block((const char *)v + (size_t)KB * (size_t)i0 * elem, nt, p, alpha, rescale, NG, 2, F16, i0, acc,     \
+                     (size_t)hd);                                                                                      \
+        if (i0 < hd)                                                                                                   \
+            pv_block((const char *)v + (size_t)KB * (size_t)i0 * elem, nt, p, alpha, rescale, NG, 1, F16, i0, acc,     \
+                     (size_t)hd);                                                                                      \
     }
-#undef PV_SLABS
+    if (f16) {
+        switch (ng) { OPT_NG_CASES(PV_CALL, true) }
+    } else {
+        switch (ng) { OPT_NG_CASES(PV_CALL, false) }
+    }
+#undef PV_CALL
 }
 
 /*
@@ -298,12 +282,10 @@ static void attention(const opt_attn_args *a) {
     const size_t head_bytes = 2 * k_elems * elem;
     const size_t head_off = a->layer_off + (size_t)a->kv_head * head_bytes;
 
-    float *s = a->scratch;                       /* [group][KB] scores, then weights */
-    float *l = s + (size_t)n_group * KB;         /* [group][8] weight sums */
+    float *s = a->scratch;                         /* [group][KB] scores, then weights */
+    float *l = s + (size_t)n_group * KB;           /* [group][8] weight sums */
     float *m = l + (size_t)n_group * OPT_KV_BLOCK; /* [group] running maxima */
-    float *alpha = m + n_group;                  /* [group] this block's rescale factors */
-    float *kbuf = alpha + n_group;               /* [KB][hd] f16 K, then [KB][hd] f16 V, as float */
-    float *vbuf = kbuf + k_elems;
+    float *alpha = m + n_group;                    /* [group] this block's rescale factors */
 
     memset(a->out, 0, sizeof(float) * (size_t)n_group * (size_t)hd);
     for (int32_t g = 0; g < n_group; g++) {
@@ -315,16 +297,9 @@ static void attention(const opt_attn_args *a) {
         const char *pf = b + PF_AHEAD < n_blocks ? (const char *)a->blocks[b + PF_AHEAD] + head_off : NULL;
         const char *src = (const char *)a->blocks[b] + head_off;
         const uint32_t nt = n - (uint32_t)(b * KB) < KB ? n - (uint32_t)(b * KB) : KB;
-        const float *k = (const float *)src, *v = (const float *)(src + k_elems * elem);
-        if (a->f16) {
-            f16_to_f32((const uint16_t *)src, kbuf, k_elems);
-            f16_to_f32((const uint16_t *)(src + k_elems * elem), vbuf, k_elems);
-            k = kbuf;
-            v = vbuf;
-        }
-        for (int32_t g = 0; g < n_group; g += 4)
-            qk_heads(k, a->q + (size_t)g * hd, hd, n_group - g < 4 ? n_group - g : 4, a->scale, s + (size_t)g * KB,
-                     g == 0 ? pf : NULL, head_bytes / (size_t)hd);
+        for (int32_t g = 0; g < n_group; g += OPT_MAX_NG)
+            qk_heads(src, a->q + (size_t)g * hd, hd, n_group - g < OPT_MAX_NG ? n_group - g : OPT_MAX_NG, a->f16,
+                     a->scale, s + (size_t)g * KB, g == 0 ? pf : NULL, head_bytes / (size_t)hd);
 
         bool rescale = false;
         const v8i live0 = lane < (int32_t)nt, live1 = lane + OPT_KV_BLOCK < (int32_t)nt;
@@ -348,9 +323,9 @@ static void attention(const opt_attn_args *a) {
             v8_store(lg, (v8_load(lg) * v8_set1(alpha[g]) + p0) + p1);
         }
 
-        for (int32_t g = 0; g < n_group; g += 4)
-            pv_heads(v, nt, s + (size_t)g * KB, alpha + g, rescale, n_group - g < 4 ? n_group - g : 4, hd,
-                     a->out + (size_t)g * hd);
+        for (int32_t g = 0; g < n_group; g += OPT_MAX_NG)
+            pv_heads(src + k_elems * elem, nt, s + (size_t)g * KB, alpha + g, rescale,
+                     n_group - g < OPT_MAX_NG ? n_group - g : OPT_MAX_NG, a->f16, hd, a->out + (size_t)g * hd);
     }
     for (int32_t g = 0; g < n_group; g++) {
         const v8f d = v8_set1(v8_fold_sum(v8_load(l + (size_t)g * OPT_KV_BLOCK)));
