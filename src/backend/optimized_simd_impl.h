@@ -304,19 +304,22 @@ static void attention(const opt_attn_args *a) {
         bool rescale = false;
         const v8i live0 = lane < (int32_t)nt, live1 = lane + OPT_KV_BLOCK < (int32_t)nt;
         const v8f ninf = v8_set1(-INFINITY), z = v8_set1(0.0f);
-        for (int32_t g = 0; g < n_group; g++) {
-            float *sg = s + (size_t)g * KB;
+        for (int32_t g = 0; g < n_group; g++) { /* maxima first: the exponentials below are independent */
+            const float *sg = s + (size_t)g * KB;
             const v8f s0 = v8_select(live0, v8_load(sg), ninf), s1 = v8_select(live1, v8_load(sg + OPT_KV_BLOCK), ninf);
             const float bm = v8_fold_max(v8_max(s0, s1));
-            const float mn = bm > m[g] ? bm : m[g];
             alpha[g] = 1.0f;
-            if (mn > m[g]) {
-                alpha[g] = v8_exp(v8_set1(m[g] - mn))[0];
+            if (bm > m[g]) {
+                alpha[g] = v8_exp(v8_set1(m[g] - bm))[0];
+                m[g] = bm;
                 rescale = true;
             }
-            m[g] = mn;
-            const v8f mv = v8_set1(mn);
-            const v8f p0 = v8_select(live0, v8_exp(s0 - mv), z), p1 = v8_select(live1, v8_exp(s1 - mv), z);
+        }
+        for (int32_t g = 0; g < n_group; g++) {
+            float *sg = s + (size_t)g * KB;
+            const v8f mv = v8_set1(m[g]);
+            const v8f p0 = v8_select(live0, v8_exp(v8_load(sg) - mv), z);
+            const v8f p1 = v8_select(live1, v8_exp(v8_load(sg + OPT_KV_BLOCK) - mv), z);
             v8_store(sg, p0);
             v8_store(sg + OPT_KV_BLOCK, p1);
             float *lg = l + (size_t)g * OPT_KV_BLOCK;
