@@ -86,6 +86,7 @@ help:
 	@echo "  make fuzz     build the libFuzzer targets (GGUF reader, HTTP request parser) into build-fuzz/"
 	@echo "  make test-arm cross-build the aarch64 kernels and test them under qemu-user"
 	@echo "  make bench-kernels  Q8_0 matvec/matmul speed per tier and thread count"
+	@echo "  make bench-attention  the optimized backend's attention alone at depth 4096 (x86, AVX-512)"
 	@echo "  make format   clang-format every C file"
 	@echo "  make deps     install missing Debian packages (scripts/install-deps.sh)"
 	@echo "  make check-deps  check every compiler, library and tool the tests use is present"
@@ -230,3 +231,12 @@ bench-kernels: $(LIB_A)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $(BUILD)/bench_kernels tests/bench/bench_kernels.c $(LIB_A) $(LDLIBS)
 	$(BUILD)/bench_kernels
 # ---- END kernel targets --------------------------------------------------------------------------
+
+# `make bench-attention`: the optimized backend's attention alone (tests/bench/bench_attention.c),
+# built from optimized_simd_impl.h with the AVX-512 flavour's flags; ARGS="depth threads f16 steps".
+.PHONY: bench-attention
+bench-attention:
+	@mkdir -p $(BUILD)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c -o $(BUILD)/bench_attention \
+	    tests/bench/bench_attention.c -lpthread -lm
+	$(BUILD)/bench_attention $(ARGS)

@@ -104,9 +104,9 @@ typedef struct opt_state {
     const float *rope_factor; /* [head_dim / 2] rope_freqs, NULL: all 1 */
     float *vec_copies;    /* backing store of the vectors that are not F32 views */
 
-    /* KV block geometry (backend.h, optimized_simd.h): a block is [n_layer] of K
-     * [SYN_KV_BLOCK / 8][n_head_kv][head_dim][8] followed by V [SYN_KV_BLOCK][n_head_kv][head_dim]. */
-    size_t kv_k_bytes;     /* one layer's K (or V) in a block */
+    /* KV block geometry (backend.h, optimized_simd.h): a block is [n_layer] of [n_head_kv] of
+     * K [head_dim][SYN_KV_BLOCK] followed by V [head_dim / 16][SYN_KV_BLOCK][16]. */
+    size_t kv_k_bytes;     /* one layer's K (or V) in a block, all heads */
     size_t kv_block_bytes; /* n_layer * 2 * kv_k_bytes */
 
     /* The syn_context path's one sequence: blocks made usable on demand, zeroed, back to back
@@ -584,18 +584,18 @@ static void norm_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, c
 }
 
 /* Stores heads [h0, h1) of k or v (row [kv_dim]) at position pos of the layer's part of a
- * sequence's blocks. */
+ * sequence's blocks (each head's K then V, optimized_simd.h). */
 static void store_kv(const opt_state *s, bool is_k, const float *row, int32_t h0, int32_t h1, uint32_t pos,
                      void *const *blocks) {
-    const size_t hd = (size_t)s->model->hp.head_dim, kvd = (size_t)s->kv_dim;
+    const size_t hd = (size_t)s->model->hp.head_dim, head_elems = 2 * (size_t)SYN_KV_BLOCK * hd;
     const size_t in_block = pos % SYN_KV_BLOCK;
-    char *base = (char *)blocks[pos / SYN_KV_BLOCK] + (size_t)s->layer * 2 * s->kv_k_bytes + (is_k ? 0 : s->kv_k_bytes);
+    char *base = (char *)blocks[pos / SYN_KV_BLOCK] + (size_t)s->layer * 2 * s->kv_k_bytes;
     for (int32_t h = h0; h < h1; h++) {
         const float *src = row + (size_t)h * hd;
         for (size_t i = 0; i < hd; i++) {
-            size_t at = is_k ? ((in_block / OPT_KV_BLOCK * kvd + (size_t)h * hd + i) * OPT_KV_BLOCK +
-                                in_block % OPT_KV_BLOCK)
-                             : in_block * kvd + (size_t)h * hd + i;
+            const size_t slab = i - i % 16, w = hd - slab < 16 ? hd - slab : 16;
+            size_t at = (size_t)h * head_elems + (is_k ? i * SYN_KV_BLOCK + in_block
+                                                       : SYN_KV_BLOCK * (hd + slab) + in_block * w + i % 16);
             if (s->kv_type == SYN_KV_F16)
                 ((uint16_t *)base)[at] = syn_k_f32_to_fp16(src[i]);
             else
@@ -673,8 +673,7 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
         .f16 = s->kv_type == SYN_KV_F16,
         .scale = 1.0f / sqrtf((float)hp->head_dim),
         .blocks = (const void *const *)s->blocks[t],
-        .k_off = (size_t)s->layer * 2 * s->kv_k_bytes,
-        .v_off = (size_t)s->layer * 2 * s->kv_k_bytes + s->kv_k_bytes,
+        .layer_off = (size_t)s->layer * 2 * s->kv_k_bytes,
         .q = s->qkv + t * (size_t)s->qkv_dim + head0,
         .out = out,
         .scratch = s->attn_tmp[thread],

@@ -25,9 +25,13 @@ _Static_assert(SYN_KV_BLOCK % OPT_KV_BLOCK == 0, "a KV block holds whole groups 
 /*
  * One query token's attention over one KV head, for the group of query heads sharing it.
  * The keys and values live in the sequence's cache blocks (backend.h); within a block, at the
- * layer's offsets (elements float32, or IEEE half when f16), with b = SYN_KV_BLOCK:
- *   K: [b / 8][n_head_kv][head_dim][8]   position p, dim i at [(p % b) / 8][kv_head][i][p % 8]
- *   V: [b][n_head_kv][head_dim]          position p, dim i at [p % b][kv_head][i]
+ * layer's offset, each KV head's keys and values of the block's b = SYN_KV_BLOCK positions are one
+ * contiguous run (elements float32, or IEEE half when f16), laid out so that the attention reads
+ * it front to back:
+ *   [n_head_kv] of { K [head_dim][b], V [head_dim / 16][b][16] }
+ *   position p (t = p % b), dim i of head h: K at K[i][t]; V at V[i / 16][t][i % 16], where a
+ *   last slab of 8 dims (head_dim % 16 == 8) is [b][8]: V + b * (i - i % 16) + t * w + i % 16,
+ *   w = min(16, head_dim - (i - i % 16)).
  */
 typedef struct opt_attn_args {
     int32_t head_dim;   /* a multiple of 8 */
@@ -38,16 +42,17 @@ typedef struct opt_attn_args {
     bool f16;           /* cache element type */
     float scale;        /* 1 / sqrt(head_dim) */
     const void *const *blocks; /* the sequence's blocks: position p in blocks[p / SYN_KV_BLOCK] */
-    size_t k_off, v_off;       /* bytes from a block's start to the layer's K and V */
+    size_t layer_off;          /* bytes from a block's start to the layer's K and V */
     const float *q;     /* [group][head_dim] the roped query heads */
     float *out;         /* [group][head_dim] softmax(q k / sqrt(d)) v */
     float *scratch;     /* [opt_attn_scratch_floats(...)] */
 } opt_attn_args;
 
-/* Floats of scratch one attention call needs for up to n_keys keys. */
+/* Floats of scratch one attention call needs (the same for any n_keys: one block at a time). */
 static inline size_t opt_attn_scratch_floats(int32_t group, int32_t head_dim, uint32_t n_keys) {
-    size_t padded = ((size_t)n_keys + OPT_KV_BLOCK - 1) / OPT_KV_BLOCK * OPT_KV_BLOCK;
-    return (size_t)group * padded + (size_t)head_dim * OPT_KV_BLOCK * 2 + 64;
+    (void)n_keys;
+    (void)head_dim;
+    return (size_t)group * (SYN_KV_BLOCK + OPT_KV_BLOCK + 2);
 }
 
 typedef struct opt_simd {

@@ -105,217 +105,233 @@ static float dot(const float *a, const float *b, int64_t n) {
     return v8_fold_sum(v8_load(lanes));
 }
 
-/* src[n] binary16 -> dst[n] float32. Every binary16 value is a float32 value, so F16C's vcvtph2ps
+/* 8 binary16 values -> float32. Every binary16 value is a float32 value, so F16C's vcvtph2ps
  * (where the flavour has it) and the portable conversion give the same bits. */
-V8_INLINE void f16_to_f32(const uint16_t *src, float *dst, size_t n) {
-    size_t i = 0;
+V8_INLINE v8f v8_load_f16(const uint16_t *p) {
 #if defined(__F16C__)
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    return (v8f)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#else
+    v8f v;
+    for (int j = 0; j < 8; j++) v[j] = syn_k_fp16_to_f32(p[j]);
+    return v;
 #endif
-    for (; i < n; i++) dst[i] = syn_k_fp16_to_f32(src[i]);
 }
 
-/* Key group b (positions 8b .. 8b + 7, [head_dim][8]) of the attended head, as float32 (f16
- * groups converted into buf). */
-V8_INLINE const char *k_addr(const opt_attn_args *a, size_t b) {
-    enum { GROUPS = SYN_KV_BLOCK / OPT_KV_BLOCK };
-    const size_t elem = a->f16 ? sizeof(uint16_t) : sizeof(float);
-    const size_t at = ((b % GROUPS) * (size_t)a->n_head_kv + (size_t)a->kv_head) * (size_t)a->head_dim * OPT_KV_BLOCK;
-    return (const char *)a->blocks[b / GROUPS] + a->k_off + at * elem;
+/* 8 cache elements from element index at of base (F16: binary16, converted; else float32). */
+V8_INLINE v8f kv_load(const void *base, size_t at, const bool F16) {
+    return F16 ? v8_load_f16((const uint16_t *)base + at) : v8_load((const float *)base + at);
 }
 
-V8_INLINE const float *k_block(const opt_attn_args *a, size_t b, float *buf) {
-    const char *src = k_addr(a, b);
-    if (!a->f16) return (const float *)src;
-    f16_to_f32((const uint16_t *)src, buf, (size_t)a->head_dim * OPT_KV_BLOCK);
-    return buf;
-}
+/* Query heads one pass of the kernels below handles: their accumulators live in registers, two
+ * vectors a head, so the flavours with 32 vector registers (AVX-512) take 8, the others 4. */
+#ifndef OPT_MAX_NG
+#define OPT_MAX_NG 4
+#endif
+_Static_assert(OPT_MAX_NG == 4 || OPT_MAX_NG == 8, "one pass handles 4 or 8 query heads");
 
-/* Asks for the cache lines of [p, p + bytes) ahead of use. The cache keeps each layer's K and V as
- * runs of a few KiB per block (backend.h), too short for the hardware prefetchers to lock on. */
-V8_INLINE void prefetch_span(const void *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 1);
-}
+/* Blocks between the one being attended and the one whose cache lines are asked for meanwhile.
+ * The cache keeps each layer's K and V of a KV head as one run of a few KiB per block
+ * (optimized_simd.h), too short for the hardware prefetchers to lock on; the run of block b + 2 is
+ * prefetched into L2 a few lines per step of block b's score loop (measured, attention alone at
+ * depth 4096, 1 thread: all of a run at once 13 ms, spread 7 ms; into L1 14 ms; 1-4 blocks ahead
+ * within noise). */
+enum { PF_AHEAD = 2 };
 
-/* Position t's V row ([head_dim]) of the attended head, in the cache's element type. */
-V8_INLINE const char *v_row(const opt_attn_args *a, uint32_t t) {
-    const size_t elem = a->f16 ? sizeof(uint16_t) : sizeof(float);
-    const size_t at = ((size_t)(t % SYN_KV_BLOCK) * (size_t)a->n_head_kv + (size_t)a->kv_head) * (size_t)a->head_dim;
-    return (const char *)a->blocks[t / SYN_KV_BLOCK] + a->v_off + at * elem;
-}
+/* Keys per KV block, and key groups of 8 in one. */
+enum { KB = SYN_KV_BLOCK, KB_GROUPS = SYN_KV_BLOCK / OPT_KV_BLOCK };
+_Static_assert(KB_GROUPS == 2, "qk_block scores a block as two groups of 8 keys");
 
-/* Scores of the 8 keys of one or two K blocks (kb[0..nb)) for query heads q[0..ng), ng <= 4:
- * scores[g * stride + j * 8 + lane] = scale * (q_g . key). Each lane sums over i in order; the
- * accumulators are named variables (GCC keeps arrays of vectors in memory) and up to 8
- * independent ones hide the add latency. */
-V8_INLINE void qk_blocks(const float *const kb[2], int nb, const float *q, int32_t hd, int ng, float scale,
-                         float *scores, size_t stride) {
+/* Scores of the 16 keys of one block (k: [hd][16], F16 or float32) for query heads q[0..NG),
+ * NG <= OPT_MAX_NG, both compile-time constants: s[g * KB + key] = scale * (q_g . key). Each lane
+ * sums over i in order; the accumulators are named variables (GCC keeps arrays of vectors in
+ * memory), independent ones hiding the add latency. Step i also prefetches
+ * [pf + i * pf_step, + pf_step) into L2 (pf NULL: none). */
+V8_INLINE void qk_block(const void *k, const float *q, int32_t hd, const int NG, const bool F16, float scale,
+                        float *s, const char *pf, size_t pf_step) {
     const v8f z = v8_set1(0.0f);
-    v8f a0 = z, a1 = z, a2 = z, a3 = z, b0 = z, b1 = z, b2 = z, b3 = z;
-    const float *q0 = q, *q1 = q + hd, *q2 = q + 2 * (size_t)hd, *q3 = q + 3 * (size_t)hd;
-    const float *k0 = kb[0], *k1 = nb > 1 ? kb[1] : kb[0];
+    v8f a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
+    v8f b0 = z, b1 = z, b2 = z, b3 = z, b4 = z, b5 = z, b6 = z, b7 = z;
     for (int32_t i = 0; i < hd; i++) {
-        const v8f ka = v8_load(k0 + (size_t)i * OPT_KV_BLOCK), kc = v8_load(k1 + (size_t)i * OPT_KV_BLOCK);
-        const v8f x0 = v8_set1(q0[i]);
-        a0 = a0 + x0 * ka;
-        b0 = b0 + x0 * kc;
-        if (ng > 1) {
-            const v8f x1 = v8_set1(q1[i]);
-            a1 = a1 + x1 * ka;
-            b1 = b1 + x1 * kc;
-        }
-        if (ng > 2) {
-            const v8f x2 = v8_set1(q2[i]);
-            a2 = a2 + x2 * ka;
-            b2 = b2 + x2 * kc;
-        }
-        if (ng > 3) {
-            const v8f x3 = v8_set1(q3[i]);
-            a3 = a3 + x3 * ka;
-            b3 = b3 + x3 * kc;
-        }
+        if (pf)
+            for (size_t o = 0; o < pf_step; o += 64) __builtin_prefetch(pf + (size_t)i * pf_step + o, 0, 1);
+        const v8f ka = kv_load(k, (size_t)i * KB, F16), kc = kv_load(k, (size_t)i * KB + OPT_KV_BLOCK, F16);
+#define QK_HEAD(j)                                                                                                     \
+    if (NG > j) {                                                                                                      \
+        const v8f x = v8_set1(q[(size_t)(j) * (size_t)hd + (size_t)i]);                                                \
+        a##j = a##j + x * ka;                                                                                          \
+        b##j = b##j + x * kc;                                                                                          \
     }
-    const v8f s = v8_set1(scale);
-    const v8f acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
-    for (int j = 0; j < nb; j++)
-        for (int g = 0; g < ng; g++) v8_store(scores + (size_t)g * stride + (size_t)j * OPT_KV_BLOCK, acc[j][g] * s);
+        QK_HEAD(0) QK_HEAD(1) QK_HEAD(2) QK_HEAD(3) QK_HEAD(4) QK_HEAD(5) QK_HEAD(6) QK_HEAD(7)
+#undef QK_HEAD
+    }
+    const v8f sc = v8_set1(scale);
+#define QK_STORE(j)                                                                                                    \
+    if (NG > j) {                                                                                                      \
+        v8_store(s + (j) * KB, a##j * sc);                                                                             \
+        v8_store(s + (j) * KB + OPT_KV_BLOCK, b##j * sc);                                                              \
+    }
+    QK_STORE(0) QK_STORE(1) QK_STORE(2) QK_STORE(3) QK_STORE(4) QK_STORE(5) QK_STORE(6) QK_STORE(7)
+#undef QK_STORE
 }
 
-/* Keys per tile of the weighted V sum: a tile's V rows (8 KiB of float32 at head_dim 64) stay in
- * L1 while every head of the group and every dimension slab reads them, so V comes from memory
- * once per group instead of once per query head; the next tile is prefetched meanwhile (tiles of
- * 16-64 keys measured within 5%, 64 slightly slower). f16 tiles are converted into a 16-row
- * buffer. */
-enum { PV_TILE_F32 = 32, PV_TILE_F16 = 2 * OPT_KV_BLOCK };
-
-/* Key groups between the one being scored and the one being prefetched. */
-enum { PF_K_AHEAD = 4 };
-
-/* For heads g < ng (ng <= 4) and lanes i0 .. i0 + 8 * nv (nv <= 2):
- * acc[g * hd + i] = acc[g * hd + i] + p[g * p_stride + t] * rows[t][i], for t = 0 .. nt - 1 in
- * order. The 8 accumulators are named variables held in registers over the tile (GCC keeps arrays
- * of vectors in memory); each key's V slab is loaded once for all ng heads. */
-V8_INLINE void pv_tile(const float *const *rows, uint32_t nt, const float *p, size_t p_stride, int ng, int nv,
-                       int32_t i0, float *acc, size_t hd) {
+/* For heads g < NG (NG <= OPT_MAX_NG) and lanes i0 .. i0 + 8 * NV (NV <= 2), with v the slab of
+ * those lanes ([KB][8 * NV], F16 or float32), all three compile-time constants:
+ * acc[g * hd + i] = acc[g * hd + i] * alpha[g] (when rescale), then
+ * acc[g * hd + i] = acc[g * hd + i] + p[g * KB + t] * v[t][i - i0], for t = 0 .. nt - 1 in
+ * order. The accumulators are named variables held in registers over the block; each key's V
+ * slab is loaded once for all NG heads. */
+V8_INLINE void pv_block(const void *v, uint32_t nt, const float *p, const float *alpha, bool rescale, const int NG,
+                        const int NV, const bool F16, int32_t i0, float *acc, size_t hd) {
     const v8f z = v8_set1(0.0f);
-    /* Rows past ng alias row 0 (never used) so that no pointer leaves its array. */
-    float *o0 = acc + i0, *o1 = ng > 1 ? o0 + hd : o0, *o2 = ng > 2 ? o1 + hd : o0, *o3 = ng > 3 ? o2 + hd : o0;
-    const float *p0 = p, *p1 = ng > 1 ? p0 + p_stride : p0, *p2 = ng > 2 ? p1 + p_stride : p0,
-                *p3 = ng > 3 ? p2 + p_stride : p0;
-    v8f a0 = v8_load(o0), a1 = nv > 1 ? v8_load(o0 + 8) : z;
-    v8f b0 = ng > 1 ? v8_load(o1) : z, b1 = ng > 1 && nv > 1 ? v8_load(o1 + 8) : z;
-    v8f c0 = ng > 2 ? v8_load(o2) : z, c1 = ng > 2 && nv > 1 ? v8_load(o2 + 8) : z;
-    v8f d0 = ng > 3 ? v8_load(o3) : z, d1 = ng > 3 && nv > 1 ? v8_load(o3 + 8) : z;
+    v8f a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
+    v8f b0 = z, b1 = z, b2 = z, b3 = z, b4 = z, b5 = z, b6 = z, b7 = z;
+#define PV_LOAD(j)                                                                                                     \
+    if (NG > j) {                                                                                                      \
+        a##j = v8_load(acc + (size_t)(j) * hd + i0);                                                                   \
+        if (NV > 1) b##j = v8_load(acc + (size_t)(j) * hd + i0 + 8);                                                   \
+        if (rescale) { /* x * 1 is x: heads whose maximum held keep their bits */                                      \
+            const v8f e = v8_set1(alpha[j]);                                                                           \
+            a##j = a##j * e;                                                                                           \
+            b##j = b##j * e;                                                                                           \
+        }                                                                                                              \
+    }
+    PV_LOAD(0) PV_LOAD(1) PV_LOAD(2) PV_LOAD(3) PV_LOAD(4) PV_LOAD(5) PV_LOAD(6) PV_LOAD(7)
+#undef PV_LOAD
     for (uint32_t t = 0; t < nt; t++) {
-        const float *vr = rows[t] + i0;
-        const v8f v0 = v8_load(vr), v1 = nv > 1 ? v8_load(vr + 8) : z;
-        const v8f x0 = v8_set1(p0[t]);
-        a0 = a0 + x0 * v0;
-        a1 = a1 + x0 * v1;
-        if (ng > 1) {
-            const v8f x1 = v8_set1(p1[t]);
-            b0 = b0 + x1 * v0;
-            b1 = b1 + x1 * v1;
-        }
-        if (ng > 2) {
-            const v8f x2 = v8_set1(p2[t]);
-            c0 = c0 + x2 * v0;
-            c1 = c1 + x2 * v1;
-        }
-        if (ng > 3) {
-            const v8f x3 = v8_set1(p3[t]);
-            d0 = d0 + x3 * v0;
-            d1 = d1 + x3 * v1;
-        }
+        const v8f v0 = kv_load(v, (size_t)t * 8 * NV, F16), v1 = NV > 1 ? kv_load(v, (size_t)t * 16 + 8, F16) : z;
+#define PV_HEAD(j)                                                                                                     \
+    if (NG > j) {                                                                                                      \
+        const v8f x = v8_set1(p[(j) * KB + t]);                                                                        \
+        a##j = a##j + x * v0;                                                                                          \
+        b##j = b##j + x * v1;                                                                                          \
     }
-    v8_store(o0, a0);
-    if (nv > 1) v8_store(o0 + 8, a1);
-    if (ng > 1) {
-        v8_store(o1, b0);
-        if (nv > 1) v8_store(o1 + 8, b1);
+        PV_HEAD(0) PV_HEAD(1) PV_HEAD(2) PV_HEAD(3) PV_HEAD(4) PV_HEAD(5) PV_HEAD(6) PV_HEAD(7)
+#undef PV_HEAD
     }
-    if (ng > 2) {
-        v8_store(o2, c0);
-        if (nv > 1) v8_store(o2 + 8, c1);
+#define PV_STORE(j)                                                                                                    \
+    if (NG > j) {                                                                                                      \
+        v8_store(acc + (size_t)(j) * hd + i0, a##j);                                                                   \
+        if (NV > 1) v8_store(acc + (size_t)(j) * hd + i0 + 8, b##j);                                                   \
     }
-    if (ng > 3) {
-        v8_store(o3, d0);
-        if (nv > 1) v8_store(o3 + 8, d1);
-    }
+    PV_STORE(0) PV_STORE(1) PV_STORE(2) PV_STORE(3) PV_STORE(4) PV_STORE(5) PV_STORE(6) PV_STORE(7)
+#undef PV_STORE
 }
 
-/* Sum of head row s's softmax weights ([n_blocks * 8], padding lanes zero): 8 lanes over the
- * blocks in order, then the fixed fold. */
-V8_INLINE float weights_total(const float *s, size_t n_blocks) {
-    v8f sum = v8_set1(0.0f);
-    for (size_t b = 0; b < n_blocks; b++) sum = sum + v8_load(s + b * OPT_KV_BLOCK);
-    return v8_fold_sum(sum);
+/* The shapes above with their head count, element type (and lane count) made constant, one body
+ * each. */
+#define OPT_NG_CASES(X, F16)                                                                                           \
+    case 1: X(1, F16) break;                                                                                           \
+    case 2: X(2, F16) break;                                                                                           \
+    case 3: X(3, F16) break;                                                                                           \
+    case 4: X(4, F16) break;                                                                                           \
+    case 5: X((OPT_MAX_NG > 4 ? 5 : 4), F16) break;                                                                    \
+    case 6: X((OPT_MAX_NG > 4 ? 6 : 4), F16) break;                                                                    \
+    case 7: X((OPT_MAX_NG > 4 ? 7 : 4), F16) break;                                                                    \
+    default: X(OPT_MAX_NG, F16) break;
+
+static void qk_heads(const void *k, const float *q, int32_t hd, int ng, bool f16, float scale, float *s,
+                     const char *pf, size_t pf_step) {
+#define QK_CALL(NG, F16) qk_block(k, q, hd, NG, F16, scale, s, pf, pf_step);
+    if (f16) {
+        switch (ng) { OPT_NG_CASES(QK_CALL, true) }
+    } else {
+        switch (ng) { OPT_NG_CASES(QK_CALL, false) }
+    }
+#undef QK_CALL
 }
 
+static void pv_heads(const void *v, uint32_t nt, const float *p, const float *alpha, bool rescale, int ng, bool f16,
+                     int32_t hd, float *acc) {
+    const size_t elem = f16 ? sizeof(uint16_t) : sizeof(float);
+#define PV_CALL(NG, F16)                                                                                               \
+    {                                                                                                                  \
+        int32_t i0 = 0;                                                                                                \
+        for (; i0 + 16 <= hd; i0 += 16)                                                                                \
+            pv_block((const char *)v + (size_t)KB * (size_t)i0 * elem, nt, p, alpha, rescale, NG, 2, F16, i0, acc,     \
+                     (size_t)hd);                                                                                      \
+        if (i0 < hd)                                                                                                   \
+            pv_block((const char *)v + (size_t)KB * (size_t)i0 * elem, nt, p, alpha, rescale, NG, 1, F16, i0, acc,     \
+                     (size_t)hd);                                                                                      \
+    }
+    if (f16) {
+        switch (ng) { OPT_NG_CASES(PV_CALL, true) }
+    } else {
+        switch (ng) { OPT_NG_CASES(PV_CALL, false) }
+    }
+#undef PV_CALL
+}
+
+/*
+ * One pass over the KV head's blocks in key order, K and V of a block together (one contiguous
+ * run of the cache), with a running softmax per query head g:
+ *   s      = scale * q_g . k over the block's keys (lanes past n_keys: -inf)
+ *   m'     = max(m, max of s)      (m starts at -inf)
+ *   alpha  = exp(m - m') when m' > m, else 1 (the accumulators are multiplied by it: x * 1 = x)
+ *   p      = exp(s - m') (lanes past n_keys: 0)
+ *   l      = (l * alpha + p[0..8)) + p[8..16)     8 lanes, key mod 8
+ *   out    = out * alpha, then out + p[t] * v[t] for each key t of the block in order
+ * and at the end out / (the fixed fold of l). Every step is lane-wise and in a fixed order that
+ * depends only on n_keys, so every flavour and thread count gives the same bits.
+ */
 static void attention(const opt_attn_args *a) {
     const int32_t hd = a->head_dim, n_group = a->group;
     const uint32_t n = a->n_keys;
-    const size_t n_blocks = ((size_t)n + OPT_KV_BLOCK - 1) / OPT_KV_BLOCK;
-    const size_t padded = n_blocks * OPT_KV_BLOCK;
-    float *scores = a->scratch;                      /* [group][padded] */
-    float *kbuf = scores + (size_t)n_group * padded; /* [2][head_dim][8]: f16 K blocks, later f16 V
-                                                      * tiles ([16][head_dim]), as float */
-
-    /* Scores: each K block is read once for the whole group of query heads. */
+    const size_t n_blocks = ((size_t)n + KB - 1) / KB;
     const size_t elem = a->f16 ? sizeof(uint16_t) : sizeof(float);
-    const size_t k_bytes = (size_t)hd * OPT_KV_BLOCK * elem; /* one key group of the head */
-    for (size_t b = 0; b < n_blocks; b += 2) {
-        const int nb = n_blocks - b >= 2 ? 2 : 1;
-        for (size_t f = b + PF_K_AHEAD; f < b + PF_K_AHEAD + 2 && f < n_blocks; f++) prefetch_span(k_addr(a, f), k_bytes);
-        const float *kb[2] = {k_block(a, b, kbuf), NULL};
-        if (nb == 2) kb[1] = k_block(a, b + 1, kbuf + (size_t)hd * OPT_KV_BLOCK);
-        for (int32_t g = 0; g < n_group; g += 4) {
-            const int ng = n_group - g < 4 ? n_group - g : 4;
-            qk_blocks(kb, nb, a->q + (size_t)g * hd, hd, ng, a->scale, scores + (size_t)g * padded + b * OPT_KV_BLOCK,
-                      padded);
-        }
-    }
+    const size_t k_elems = (size_t)KB * (size_t)hd; /* a block's K (or V) of one head */
+    const size_t head_bytes = 2 * k_elems * elem;
+    const size_t head_off = a->layer_off + (size_t)a->kv_head * head_bytes;
 
-    /* Softmax weights, max-subtracted and not yet normalised; lanes past n_keys are zero. */
-    for (int32_t g = 0; g < n_group; g++) {
-        float *s = scores + (size_t)g * padded;
-        for (size_t p = n; p < padded; p++) s[p] = -INFINITY;
-        v8f mx = v8_load(s);
-        for (size_t b = 1; b < n_blocks; b++) mx = v8_max(mx, v8_load(s + b * OPT_KV_BLOCK));
-        const v8f m = v8_set1(v8_fold_max(mx));
-        for (size_t b = 0; b < n_blocks; b++) v8_store(s + b * OPT_KV_BLOCK, v8_exp(v8_load(s + b * OPT_KV_BLOCK) - m));
-        for (size_t p = n; p < padded; p++) s[p] = 0.0f;
-    }
+    float *s = a->scratch;                         /* [group][KB] scores, then weights */
+    float *l = s + (size_t)n_group * KB;           /* [group][8] weight sums */
+    float *m = l + (size_t)n_group * OPT_KV_BLOCK; /* [group] running maxima */
+    float *alpha = m + n_group;                    /* [group] this block's rescale factors */
 
-    /* Weighted sum of V rows: out accumulates over key tiles in key order. */
     memset(a->out, 0, sizeof(float) * (size_t)n_group * (size_t)hd);
-    const uint32_t tile = a->f16 ? PV_TILE_F16 : PV_TILE_F32;
-    const float *rows[PV_TILE_F32];
-    for (uint32_t t0 = 0; t0 < n; t0 += tile) {
-        const uint32_t nt = n - t0 < tile ? n - t0 : tile;
-        const size_t v_bytes = (size_t)hd * elem;
-        for (uint32_t t = t0 + tile; t < t0 + 2 * tile && t < n; t++) prefetch_span(v_row(a, t), v_bytes);
-        for (uint32_t t = 0; t < nt; t++) {
-            const char *src = v_row(a, t0 + t);
-            if (!a->f16) {
-                rows[t] = (const float *)src;
-                continue;
+    for (int32_t g = 0; g < n_group; g++) {
+        v8_store(l + (size_t)g * OPT_KV_BLOCK, v8_set1(0.0f));
+        m[g] = -INFINITY;
+    }
+    const v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (size_t b = 0; b < n_blocks; b++) {
+        const char *pf = b + PF_AHEAD < n_blocks ? (const char *)a->blocks[b + PF_AHEAD] + head_off : NULL;
+        const char *src = (const char *)a->blocks[b] + head_off;
+        const uint32_t nt = n - (uint32_t)(b * KB) < KB ? n - (uint32_t)(b * KB) : KB;
+        for (int32_t g = 0; g < n_group; g += OPT_MAX_NG)
+            qk_heads(src, a->q + (size_t)g * hd, hd, n_group - g < OPT_MAX_NG ? n_group - g : OPT_MAX_NG, a->f16,
+                     a->scale, s + (size_t)g * KB, g == 0 ? pf : NULL, head_bytes / (size_t)hd);
+
+        bool rescale = false;
+        const v8i live0 = lane < (int32_t)nt, live1 = lane + OPT_KV_BLOCK < (int32_t)nt;
+        const v8f ninf = v8_set1(-INFINITY), z = v8_set1(0.0f);
+        for (int32_t g = 0; g < n_group; g++) { /* maxima first: the exponentials below are independent */
+            const float *sg = s + (size_t)g * KB;
+            const v8f s0 = v8_select(live0, v8_load(sg), ninf), s1 = v8_select(live1, v8_load(sg + OPT_KV_BLOCK), ninf);
+            const float bm = v8_fold_max(v8_max(s0, s1));
+            alpha[g] = 1.0f;
+            if (bm > m[g]) {
+                alpha[g] = v8_exp(v8_set1(m[g] - bm))[0];
+                m[g] = bm;
+                rescale = true;
             }
-            float *dst = kbuf + (size_t)t * (size_t)hd;
-            f16_to_f32((const uint16_t *)src, dst, (size_t)hd);
-            rows[t] = dst;
         }
-        for (int32_t g = 0; g < n_group; g += 4) {
-            const int ng = n_group - g < 4 ? n_group - g : 4;
-            for (int32_t i0 = 0; i0 < hd; i0 += 16) {
-                const int nv = hd - i0 >= 16 ? 2 : 1;
-                pv_tile(rows, nt, scores + (size_t)g * padded + t0, padded, ng, nv, i0, a->out + (size_t)g * hd,
-                        (size_t)hd);
-            }
+        for (int32_t g = 0; g < n_group; g++) {
+            float *sg = s + (size_t)g * KB;
+            const v8f mv = v8_set1(m[g]);
+            const v8f p0 = v8_select(live0, v8_exp(v8_load(sg) - mv), z);
+            const v8f p1 = v8_select(live1, v8_exp(v8_load(sg + OPT_KV_BLOCK) - mv), z);
+            v8_store(sg, p0);
+            v8_store(sg + OPT_KV_BLOCK, p1);
+            float *lg = l + (size_t)g * OPT_KV_BLOCK;
+            v8_store(lg, (v8_load(lg) * v8_set1(alpha[g]) + p0) + p1);
         }
+
+        for (int32_t g = 0; g < n_group; g += OPT_MAX_NG)
+            pv_heads(src + k_elems * elem, nt, s + (size_t)g * KB, alpha + g, rescale,
+                     n_group - g < OPT_MAX_NG ? n_group - g : OPT_MAX_NG, a->f16, hd, a->out + (size_t)g * hd);
     }
     for (int32_t g = 0; g < n_group; g++) {
-        const v8f d = v8_set1(weights_total(scores + (size_t)g * padded, n_blocks));
+        const v8f d = v8_set1(v8_fold_sum(v8_load(l + (size_t)g * OPT_KV_BLOCK)));
         float *o = a->out + (size_t)g * hd;
         for (int32_t i = 0; i < hd; i += 8) v8_store(o + i, v8_load(o + i) / d);
     }
