@@ -150,21 +150,8 @@ void syn_unpack_q5_1_avx2(const void *w_row, int64_t n_blocks, block_q8_0 *out, 
     }
 }
 
-/* Unsigned codes times a: maddubs takes them as they are; -B * sum(a) comes from prep. */
+/* Unsigned codes (Q4_0, Q5_0, Q4_1, Q5_1) times a: maddubs takes them as they are. */
 SYN_K_INLINE __m256i dot_unsigned(__m256i u, __m256i a, __m256i c) {
     return _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)));
 }
-SYN_K_INLINE __m256i prep_bias8(__m256i a) {
-    return _mm256_sub_epi32(_mm256_setzero_si256(), dot_unsigned(_mm256_set1_epi8(8), a, _mm256_setzero_si256()));
-}
-SYN_K_INLINE __m256i prep_bias16(__m256i a) {
-    return _mm256_sub_epi32(_mm256_setzero_si256(), dot_unsigned(_mm256_set1_epi8(16), a, _mm256_setzero_si256()));
-}
-X86_MATVEC_CODES(q4_0, avx2, prep_bias8, dot_unsigned)
-X86_MATVEC_CODES(q5_0, avx2, prep_bias16, dot_unsigned)
-SYN_K_INLINE __m256i prep_zero(__m256i a) {
-    (void)a;
-    return _mm256_setzero_si256();
-}
-X86_MATVEC_CODES_MIN(q4_1, avx2, prep_zero, dot_unsigned)
-X86_MATVEC_CODES_MIN(q5_1, avx2, prep_zero, dot_unsigned)
+X86_CODES_MATVECS(avx2, dot_unsigned)

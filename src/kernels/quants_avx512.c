@@ -111,19 +111,6 @@ void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_by
     x86_matmul(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 1, 4, 4, dpbusd, NULL, prep_offset, dot_block);
 }
 
-/* Unsigned codes (Q4_0, Q5_0) straight into VPDPBUSD; -B * sum(a) from prep. */
-SYN_K_INLINE __m256i dot_unsigned(__m256i u, __m256i a, __m256i c) { return _mm256_dpbusd_epi32(c, u, a); }
-SYN_K_INLINE __m256i prep_bias8(__m256i a) {
-    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), a));
-}
-SYN_K_INLINE __m256i prep_bias16(__m256i a) {
-    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(16), a));
-}
-X86_MATVEC_CODES(q4_0, avx512, prep_bias8, dot_unsigned)
-X86_MATVEC_CODES(q5_0, avx512, prep_bias16, dot_unsigned)
-SYN_K_INLINE __m256i prep_zero(__m256i a) {
-    (void)a;
-    return _mm256_setzero_si256();
-}
-X86_MATVEC_CODES_MIN(q4_1, avx512, prep_zero, dot_unsigned)
-X86_MATVEC_CODES_MIN(q5_1, avx512, prep_zero, dot_unsigned)
+/* Unsigned codes (Q4_0, Q5_0, Q4_1, Q5_1) straight into VPDPBUSD. */
+SYN_K_INLINE __m256i dot_unsigned(__m256i u, __m256i a, __m256i c) { return dpbusd(c, u, a); }
+X86_CODES_MATVECS(avx512, dot_unsigned)

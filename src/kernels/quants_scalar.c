@@ -7,17 +7,20 @@
 #include "kernels/fp16.h"
 #include "kernels/kernels_impl.h"
 
+/* One Q8_0 block of x; returns the unrounded float d (Q8_1's sum uses it). */
+static float quantize_block_q8_0(const float *xb, block_q8_0 *yb) {
+    float amax = 0.0f;
+    for (int i = 0; i < QK8_0; i++) amax = fmaxf(amax, fabsf(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    yb->d = syn_k_f32_to_fp16(d);
+    /* nearbyintf rounds half to even in the default rounding mode. */
+    for (int i = 0; i < QK8_0; i++) yb->qs[i] = (int8_t)nearbyintf(xb[i] * id);
+    return d;
+}
+
 void syn_quantize_row_q8_0_scalar(const float *x, block_q8_0 *y, int64_t n) {
-    for (int64_t b = 0; b < n / QK8_0; b++) {
-        const float *xb = x + b * QK8_0;
-        float amax = 0.0f;
-        for (int i = 0; i < QK8_0; i++) amax = fmaxf(amax, fabsf(xb[i]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = syn_k_f32_to_fp16(d);
-        /* nearbyintf rounds half to even in the default rounding mode. */
-        for (int i = 0; i < QK8_0; i++) y[b].qs[i] = (int8_t)nearbyintf(xb[i] * id);
-    }
+    for (int64_t b = 0; b < n / QK8_0; b++) quantize_block_q8_0(x + b * QK8_0, &y[b]);
 }
 
 float syn_vec_dot_q8_0_q8_0_scalar(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a) {
@@ -53,17 +56,9 @@ void syn_matmul_q8_0_scalar(int64_t n_blocks, const void *w, size_t w_row_bytes,
 
 void syn_quantize_row_q8_1_scalar(const float *x, block_q8_0 *y, uint16_t *s, int64_t n) {
     for (int64_t b = 0; b < n / QK8_0; b++) {
-        const float *xb = x + b * QK8_0;
-        float amax = 0.0f;
-        for (int i = 0; i < QK8_0; i++) amax = fmaxf(amax, fabsf(xb[i]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = syn_k_f32_to_fp16(d);
+        const float d = quantize_block_q8_0(x + b * QK8_0, &y[b]);
         int32_t sum = 0;
-        for (int i = 0; i < QK8_0; i++) {
-            y[b].qs[i] = (int8_t)nearbyintf(xb[i] * id);
-            sum += y[b].qs[i];
-        }
+        for (int i = 0; i < QK8_0; i++) sum += y[b].qs[i];
         s[b] = syn_k_f32_to_fp16(d * (float)sum);
     }
 }

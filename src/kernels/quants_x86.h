@@ -241,6 +241,27 @@ SYN_K_INLINE __m256i x86_codes_q5_0(const char *block) {
                          x86_ucodes_##T);                                                          \
     }
 
+/* The Q4_0, Q5_0, Q4_1 and Q5_1 matvecs of a tier whose dot_unsigned(u, a, c) adds u . a (u the
+ * unsigned codes) per 4-byte group to c: prep_bias_B supplies each block's -B * sum(a) (Q4_0: 8,
+ * Q5_0: 16; none for the offset types, whose m * s term comes after). */
+#define X86_CODES_MATVECS(tier, dot_unsigned)                                                      \
+    SYN_K_INLINE __m256i prep_bias8(__m256i a) {                                                   \
+        return _mm256_sub_epi32(_mm256_setzero_si256(),                                            \
+                                dot_unsigned(_mm256_set1_epi8(8), a, _mm256_setzero_si256()));     \
+    }                                                                                              \
+    SYN_K_INLINE __m256i prep_bias16(__m256i a) {                                                  \
+        return _mm256_sub_epi32(_mm256_setzero_si256(),                                            \
+                                dot_unsigned(_mm256_set1_epi8(16), a, _mm256_setzero_si256()));    \
+    }                                                                                              \
+    SYN_K_INLINE __m256i prep_zero(__m256i a) {                                                    \
+        (void)a;                                                                                   \
+        return _mm256_setzero_si256();                                                             \
+    }                                                                                              \
+    X86_MATVEC_CODES(q4_0, tier, prep_bias8, dot_unsigned)                                         \
+    X86_MATVEC_CODES(q5_0, tier, prep_bias16, dot_unsigned)                                        \
+    X86_MATVEC_CODES_MIN(q4_1, tier, prep_zero, dot_unsigned)                                      \
+    X86_MATVEC_CODES_MIN(q5_1, tier, prep_zero, dot_unsigned)
+
 /* f32(d) of the blocks at p, p + bb, ..., 8 (or 4) of them (inserted one by one: eight 2-byte
  * stores read back as one vector would stall on store forwarding). */
 SYN_K_INLINE short x86_d_at(const char *p) {
