@@ -97,7 +97,7 @@ typedef struct opt_state {
     int32_t qkv_dim; /* q_dim + 2 * kv_dim: one token's row of the qkv buffer */
     int32_t group;   /* query heads per kv head */
     int32_t heads_per_chunk;
-    unsigned fmt_all;      /* the activation formats (opt_fmt) of every matrix of the model */
+    unsigned fmt_all;      /* the activation formats (OPT_FMT_* bits) of every matrix of the model */
 
     opt_layer_vecs *vecs; /* [n_layer] */
     const float *output_norm;
