@@ -8,12 +8,13 @@
 # DEPTH.json (default: BENCH.json): a run with several depths, e.g.
 #   build/synapse bench -m models/qwen2.5-0.5b-synth-q8_0.gguf -t 1,2 -p 0 -n 64 \
 #       -d 0,256,1024,2048,4096 -r 5 --json
+# or several such runs joined into one array (jq -s add), e.g. one per --kv-type.
 # Writes:
 #   $OUT_DIR/decode-threads.png  decode tok/s (BENCH.json's tg at depth 0; median, min-max bars)
 #                                against the thread count, with the in-run bandwidth ceiling
 #                                (bandwidth / weight bytes per token) of each thread count
 #   $OUT_DIR/decode-context.png  decode tok/s against the number of tokens already in the KV
-#                                cache (DEPTH.json's depths), one line per thread count
+#                                cache (DEPTH.json's depths), one line per thread count and KV type
 # Needs jq and gnuplot (Debian: gnuplot-nox; scripts/install-deps.sh installs both).
 set -euo pipefail
 
@@ -71,20 +72,21 @@ EOF
 fi
 
 n_gen_d=$(jq '.[0].n_gen' "$work/tg_depth.json")
-title_d=$(jq -r '.[0] | "\(.model_type), \(.backend) backend, isa \(.isa), KV \(.kv_type)"' "$work/tg_depth.json")
-# One data block per thread count: depth  median  min  max
-jq -r '[.[] | .n_threads] | unique | .[]' "$work/tg_depth.json" >"$work/thread_counts"
+title_d=$(jq -r '.[0] | "\(.model_type), \(.backend) backend, isa \(.isa)"' "$work/tg_depth.json")
+# One data block per (thread count, KV type): depth  median  min  max
+jq -r '[.[] | "\(.n_threads) \(.kv_type)"] | unique | .[]' "$work/tg_depth.json" >"$work/series"
 : >"$work/depth.tsv"
 plot_cmd=""
 idx=0
-while read -r t; do
-    jq -r --argjson t "$t" '.[] | select(.n_threads == $t) | [.n_depth, .median_ts, .min_ts, .max_ts] | @tsv' \
+while read -r t kv; do
+    jq -r --argjson t "$t" --arg kv "$kv" \
+        '.[] | select(.n_threads == $t and .kv_type == $kv) | [.n_depth, .median_ts, .min_ts, .max_ts] | @tsv' \
         "$work/tg_depth.json" | sort -n >>"$work/depth.tsv"
     printf '\n\n' >>"$work/depth.tsv"
     [ -n "$plot_cmd" ] && plot_cmd+=", "
-    plot_cmd+="\"$work/depth.tsv\" index $idx using 1:2:3:4 with yerrorlines lw 2 pt 7 title \"$t thread$([ "$t" -eq 1 ] || echo s)\""
+    plot_cmd+="\"$work/depth.tsv\" index $idx using 1:2:3:4 with yerrorlines lw 2 pt 7 title \"$t thread$([ "$t" -eq 1 ] || echo s), $kv KV\""
     idx=$((idx + 1))
-done <"$work/thread_counts"
+done <"$work/series"
 if [ "$(jq '[.[].n_depth] | unique | length' "$work/tg_depth.json")" -gt 1 ]; then
     gnuplot <<EOF
 set terminal pngcairo size 800,500 font "sans,10"
