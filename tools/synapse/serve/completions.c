@@ -38,6 +38,8 @@ typedef struct completion {
     text_buf sse;    /* event bytes built but not yet sent */
     size_t sse_sent; /* of sse.len */
     bool ended;      /* the last event ("data: [DONE]") is in sse */
+    bool cause_known; /* a cancel of its request needs no disconnect count: counted already, or
+                       * the server's own failure */
 } completion;
 
 /* {"token", "logprob", "bytes"} of one token; NULL: no memory. */
@@ -256,7 +258,13 @@ static void completion_free(completion *c) {
     unlist_completion(c);
     if (c->handle) { /* the engine may call on_token(c) until the request has finished */
         syn_request_result res;
-        if (!syn_request_is_done(c->handle)) syn_request_cancel(c->handle);
+        if (!syn_request_is_done(c->handle)) {
+            /* libmicrohttpd gave up on the response (its client went away while the request ran)
+             * before stream_read saw it: a disconnect too, unless the stop ended the stream */
+            if (!c->cause_known && !c->ended && !atomic_load(&c->srv->stopping))
+                atomic_fetch_add(&c->srv->counters.cancelled, 1);
+            syn_request_cancel(c->handle);
+        }
         syn_request_wait(c->handle, &res);
         syn_request_free(c->handle);
     }
@@ -300,6 +308,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (!http_client_alive(c->hr)) { /* gone: free the slot before the next step */
             syn_request_cancel(c->handle);
             atomic_fetch_add(&c->srv->counters.cancelled, 1);
+            c->cause_known = true;
             pthread_mutex_unlock(&c->mu);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
@@ -323,6 +332,7 @@ static enum MHD_Result respond_whole(completion *c) {
         if (!http_client_alive(c->hr)) {
             syn_request_cancel(c->handle);
             atomic_fetch_add(&c->srv->counters.cancelled, 1);
+            c->cause_known = true;
             pthread_mutex_unlock(&c->mu);
             completion_free(c);
             return MHD_NO; /* closes the connection */
@@ -459,6 +469,7 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
 
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, c, stream_free);
     if (!resp) {
+        c->cause_known = true;
         completion_free(c);
         return MHD_NO;
     }
