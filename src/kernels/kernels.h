@@ -59,7 +59,8 @@
  * (const char *)w + r * w_row_bytes (w_row_bytes >= n_blocks * block bytes, even); activations
  * are n_tokens rows of n_blocks contiguous blocks of the type's activation format (Q8_1: a
  * syn_act_q8_1 whose q and s arrays hold the rows); outputs are y[t * y_stride + r].
- * Kernels never allocate, never fail and are thread-safe (disjoint outputs per caller).
+ * Kernels never allocate, never fail and are thread-safe (disjoint outputs per caller); their
+ * buffers live on the caller's stack, up to about 200 KiB (unpacked.c's matmul of Q4_0 ... Q5_1).
  */
 #ifndef SYN_KERNELS_H
 #define SYN_KERNELS_H
