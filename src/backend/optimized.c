@@ -277,16 +277,17 @@ static syn_status bind_vectors(opt_state *s) {
     return SYN_OK;
 }
 
-/* A quantized matrix needs this tier's kernels for its type and must meet their layout contract
- * (kernels.h); float matrices take the float path. */
+/* A quantized matrix needs this tier's kernels for its type (every tier has them for every type of
+ * the weight-type table; the check keeps a gap in a table from becoming a crash) and must meet
+ * their layout contract (kernels.h); float matrices take the float path. */
 static syn_status check_matrix(const syn_tensor *t, const syn_kernels *k) {
     const syn_wtype *wt = syn_wtype_get(t->type);
     if (wt->act_type == GGML_TYPE_F32) return SYN_OK;
     const syn_type_kernels *tk = &k->mat[t->type];
     if (!tk->matvec || !tk->matmul)
         return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "optimized backend: tensor '%s' has type %s, which has no optimized kernels yet "
-                        "(tier %s); --backend reference runs this model",
+                        "optimized backend: tensor '%s' has type %s, for which tier %s has no kernels; "
+                        "--backend reference runs this model",
                         t->name, ggml_type_name(t->type), syn_isa_name(k->isa));
     const uint64_t block_bytes = ggml_type_size(t->type), n_blocks = (uint64_t)t->ne[0] / ggml_block_size(t->type);
     if (t->row_bytes % 2 != 0 || (uintptr_t)t->data % 2 != 0 || t->row_bytes < n_blocks * block_bytes)
