@@ -67,6 +67,7 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 # Per-ISA flags, by file-name suffix.
 $(BUILD)/%_avx2.o:    ISA_FLAGS := -mavx2 -mfma -mf16c
 $(BUILD)/%_avx512.o:  ISA_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c
+$(BUILD)/%_gfni_avx512.o: ISA_FLAGS := -mgfni -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c
 $(BUILD)/%_avxvnni.o: ISA_FLAGS := -mavxvnni -mavx2 -mfma -mf16c
 $(BUILD)/%_dotprod.o: ISA_FLAGS := -march=armv8.2-a+dotprod
 $(BUILD)/%_i8mm.o:    ISA_FLAGS := -march=armv8.6-a+dotprod+i8mm

@@ -63,6 +63,17 @@ static bool x86_has_avx2_base(void) {
 }
 #endif
 
+bool syn_cpu_has_gfni(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) < 7) return false;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (c >> 8) & 1u;
+#else
+    return false;
+#endif
+}
+
 /* NULL when available, else what is missing (for the error message). */
 static const char *missing_feature(syn_isa isa) {
     switch (isa) {

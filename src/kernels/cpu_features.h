@@ -33,6 +33,10 @@ syn_status syn_isa_check(syn_isa isa);
 /* The fastest available tier (SYN_ISA_SCALAR at worst). */
 syn_isa syn_isa_best(void);
 
+/* True on an x86-64 CPU with GFNI (CPUID.(EAX=7,ECX=0):ECX bit 8): the avx512-vnni tier then takes
+ * its GFNI builds of the 4- and 5-bit matvecs (same results, fewer instructions). */
+bool syn_cpu_has_gfni(void);
+
 /* "auto" -> syn_isa_best(); any other name -> syn_isa_parse() then syn_isa_check(). Never falls
  * back silently: an unavailable tier is SYN_ERR_UNAVAILABLE. */
 syn_status syn_isa_resolve(const char *name, syn_isa *out);

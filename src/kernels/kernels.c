@@ -94,7 +94,15 @@ syn_status syn_kernels_get(syn_isa isa, syn_kernels *out) {
     case SYN_ISA_SCALAR: *out = SYN_K_TABLE(isa, scalar, scalar, scalar, scalar); return SYN_OK;
 #if defined(__x86_64__)
     case SYN_ISA_AVX2: *out = SYN_K_TABLE(isa, avx2, avx2, avx2, avx2); return SYN_OK;
-    case SYN_ISA_AVX512_VNNI: *out = SYN_K_TABLE(isa, avx2, avx512, avx512, avx2); return SYN_OK;
+    case SYN_ISA_AVX512_VNNI:
+        *out = SYN_K_TABLE(isa, avx2, avx512, avx512, avx2);
+        if (syn_cpu_has_gfni()) {
+            out->mat[GGML_TYPE_Q4_0].matvec = syn_matvec_q4_0_avx512_gfni;
+            out->mat[GGML_TYPE_Q5_0].matvec = syn_matvec_q5_0_avx512_gfni;
+            out->mat[GGML_TYPE_Q4_1].matvec = syn_matvec_q4_1_avx512_gfni;
+            out->mat[GGML_TYPE_Q5_1].matvec = syn_matvec_q5_1_avx512_gfni;
+        }
+        return SYN_OK;
     case SYN_ISA_AVX_VNNI: *out = SYN_K_TABLE(isa, avx2, avxvnni, avx2, avx2); return SYN_OK;
 #endif
 #if defined(__aarch64__)

@@ -144,6 +144,7 @@ SYN_K_DECLARE_MAT(avxvnni)
 SYN_K_DECLARE_UNPACK(avx2) /* used by every x86 tier */
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx2)
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx512)
+SYN_K_DECLARE_MATVEC_Q4_Q5(avx512_gfni) /* installed over avx512's where the CPU has GFNI */
 SYN_K_DECLARE_MATVEC_Q4_Q5(avxvnni)
 SYN_K_DECLARE_KQ(avx2)     /* every x86 tier but avx512-vnni */
 SYN_K_DECLARE_KQ(avx512)

@@ -48,6 +48,26 @@ SYN_K_INLINE __m256i x86_reduce8(const __m256i d[8]) {
     return _mm256_add_epi32(_mm256_blend_epi32(z[0], z[1], 0xF0), _mm256_permute2x128_si256(z[0], z[1], 0x21));
 }
 
+/* x86_reduce8 for block dots whose int32 lanes are all within +-16383, as the unsigned 4- and 5-bit
+ * codes' are (4 x 31 x 128 at most): lanes then pack to int16 without saturating, and a VPMADDWD by
+ * ones adds neighbours, so each level of the tree is a pack and a multiply-add (sums of two lanes
+ * still fit int16 for the second level). 15 instructions for 8 blocks where x86_reduce8 takes 27,
+ * and the same exact sums. */
+typedef __m256i (*x86_reduce8_fn)(const __m256i d[8]);
+
+SYN_K_INLINE __m256i x86_reduce8_small(const __m256i d[8]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i x[4];
+    SYN_K_UNROLL(4)
+    for (int i = 0; i < 4; i++) { /* per 128-bit half: [d2i lanes 0+1, 2+3, d2i+1 lanes 0+1, 2+3] */
+        x[i] = _mm256_madd_epi16(_mm256_packs_epi32(d[2 * i], d[2 * i + 1]), ones);
+    }
+    /* per 128-bit half, the half's sum of d0..d3 (z0) and of d4..d7 (z1) */
+    const __m256i z0 = _mm256_madd_epi16(_mm256_packs_epi32(x[0], x[1]), ones);
+    const __m256i z1 = _mm256_madd_epi16(_mm256_packs_epi32(x[2], x[3]), ones);
+    return _mm256_add_epi32(_mm256_blend_epi32(z0, z1, 0xF0), _mm256_permute2x128_si256(z0, z1, 0x21));
+}
+
 /* The fp16 scales of blocks b..b+7 of one row, as floats. */
 SYN_K_INLINE __m256 x86_scales8(const block_q8_0 *x, int64_t b) {
     const __m128i h = _mm_setr_epi16((short)x[b].d, (short)x[b + 1].d, (short)x[b + 2].d, (short)x[b + 3].d,
@@ -183,10 +203,18 @@ SYN_K_INLINE __m256i x86_codes_q8_0(const char *block) {
 }
 
 /* The 32 4-bit codes of a Q4_0 / Q4_1 / Q5_* block's qs: low nibbles are elements 0..15, high
- * 16..31 (qs in both 128-bit halves, the upper shifted by 4). */
+ * 16..31 (qs in both 128-bit halves, the upper shifted by 4). Built with GFNI (the files named
+ * *_gfni_avx512.c), one VGF2P8AFFINEQB does the shift and the mask: each qword's bytes go through
+ * that qword's 8x8 bit matrix (row j of the matrix, byte 7 - j, picks output bit j), the low half's
+ * keeping bits 0-3 and the high half's moving bits 4-7 down. */
 SYN_K_INLINE __m256i x86_nibbles(const uint8_t qs[16]) {
     const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+#if defined(__GFNI__)
+    const long long low = 0x0102040800000000LL, high = 0x1020408000000000LL;
+    return _mm256_gf2p8affine_epi64_epi8(q, _mm256_setr_epi64x(low, low, high, high), 0);
+#else
     return _mm256_and_si256(_mm256_srlv_epi64(q, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
+#endif
 }
 
 /* x plus 16 where element i's fifth bit (bit i of qh) is set. With AVX-512 BW a mask register
@@ -238,7 +266,7 @@ SYN_K_INLINE __m256i x86_codes_q5_0(const char *block) {
     void syn_matvec_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
                                  const void *act, float *y) {                                      \
         x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, act, y, prep_B, dot_unsigned, sizeof(block_##T), \
-                         x86_ucodes_##T);                                                          \
+                         x86_ucodes_##T, x86_reduce8_small);                                       \
     }
 
 /* The Q4_0, Q5_0, Q4_1 and Q5_1 matvecs of a tier whose dot_unsigned(u, a, c) adds u . a (u the
@@ -270,14 +298,23 @@ SYN_K_INLINE short x86_d_at(const char *p) {
     return h;
 }
 
+/* The 4 fp16 d of blocks p, p + bb, ..., p + 3 bb as one 64-bit word, assembled with integer
+ * shifts and ors: the vector shuffle pipes are the matvec's bottleneck, and the integer ALUs are
+ * idle there (8 VPINSRWs per 8 blocks cost the Q5_0 matvec ~4 %). */
+SYN_K_INLINE uint64_t x86_d4_at(const char *p, size_t bb) {
+    uint64_t h = 0;
+    SYN_K_UNROLL(4)
+    for (int i = 0; i < 4; i++) h |= (uint64_t)(uint16_t)x86_d_at(p + (size_t)i * bb) << (16 * i);
+    return h;
+}
+
 SYN_K_INLINE __m256 x86_scales8_at(const char *p, size_t bb) {
-    return _mm256_cvtph_ps(_mm_setr_epi16(x86_d_at(p), x86_d_at(p + bb), x86_d_at(p + 2 * bb), x86_d_at(p + 3 * bb),
-                                          x86_d_at(p + 4 * bb), x86_d_at(p + 5 * bb), x86_d_at(p + 6 * bb),
-                                          x86_d_at(p + 7 * bb)));
+    const __m128i h = _mm_insert_epi64(_mm_cvtsi64_si128((long long)x86_d4_at(p, bb)), (long long)x86_d4_at(p + 4 * bb, bb), 1);
+    return _mm256_cvtph_ps(h);
 }
 
 SYN_K_INLINE __m128 x86_scales4_at(const char *p, size_t bb) {
-    return _mm_cvtph_ps(_mm_setr_epi16(x86_d_at(p), x86_d_at(p + bb), x86_d_at(p + 2 * bb), x86_d_at(p + 3 * bb), 0, 0, 0, 0));
+    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)x86_d4_at(p, bb)));
 }
 
 /* p[k] = (float)isum_k * (f32(w[k].d) * f32(a[k].d)) for k < n_blocks: the products kernels.h's
@@ -285,14 +322,14 @@ SYN_K_INLINE __m128 x86_scales4_at(const char *p, size_t bb) {
  * first block, blocks bb bytes apart, read by codes. The tier's dot gets a zero correction; act's
  * whole-block corrections are added to the tree's sums. */
 SYN_K_INLINE void x86_row_products(int64_t n_blocks, const char *w, size_t bb, const x86_mv_act *act, int64_t b0,
-                                   float *p, x86_dot_block_fn dot, x86_codes_fn codes) {
+                                   float *p, x86_dot_block_fn dot, x86_codes_fn codes, x86_reduce8_fn reduce8) {
     const __m256i zero = _mm256_setzero_si256();
     int64_t b = 0;
     for (; b + 8 <= n_blocks; b += 8) {
         __m256i d[8];
         SYN_K_UNROLL(8)
         for (int i = 0; i < 8; i++) d[i] = dot(codes(w + (size_t)(b + i) * bb), act->qs[b0 + b + i], zero);
-        const __m256i isum = _mm256_add_epi32(x86_reduce8(d), _mm256_loadu_si256((const __m256i *)(act->corr + b0 + b)));
+        const __m256i isum = _mm256_add_epi32(reduce8(d), _mm256_loadu_si256((const __m256i *)(act->corr + b0 + b)));
         const __m256 s = _mm256_mul_ps(x86_scales8_at(w + (size_t)b * bb, bb), _mm256_loadu_ps(act->d + b0 + b));
         _mm256_storeu_ps(p + b, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), s));
     }
@@ -330,7 +367,7 @@ SYN_K_INLINE float x86_chain(float acc, const float *p, int64_t k0, int64_t k1) 
  * row's products are computed, so neither the stream nor the vector units wait on add latency. */
 SYN_K_INLINE void x86_matvec_codes(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                    const block_q8_0 *a, float *y, x86_act_prep_fn prep, x86_dot_block_fn dot,
-                                   size_t bb, x86_codes_fn codes) {
+                                   size_t bb, x86_codes_fn codes, x86_reduce8_fn reduce8) {
     x86_mv_act act;
     if (n_blocks > X86_MV_SPAN) {
         /* Rows too long for the buffers: span by span, each row's sum right after its products. */
@@ -341,7 +378,7 @@ SYN_K_INLINE void x86_matvec_codes(int64_t n_blocks, const void *w, size_t w_row
                 const int64_t kb = n_blocks - b0 < X86_MV_SPAN ? n_blocks - b0 : X86_MV_SPAN;
                 x86_act_prepare(kb, a + b0, &act, prep);
                 x86_row_products(kb, (const char *)w + (size_t)r * w_row_bytes + (size_t)b0 * bb, bb, &act, 0, p, dot,
-                                 codes);
+                                 codes, reduce8);
                 acc = x86_chain(acc, p, 0, kb);
             }
             y[r] = acc;
@@ -357,10 +394,10 @@ SYN_K_INLINE void x86_matvec_codes(int64_t n_blocks, const void *w, size_t w_row
         float prev_acc = 0.0f;
         int64_t b = 0;
         for (; b + 8 <= n_blocks; b += 8) {
-            x86_row_products(8, wr + (size_t)b * bb, bb, &act, b, pc + b, dot, codes);
+            x86_row_products(8, wr + (size_t)b * bb, bb, &act, b, pc + b, dot, codes, reduce8);
             if (r > r0) prev_acc = x86_chain(prev_acc, pp, b, b + 8);
         }
-        x86_row_products(n_blocks - b, wr + (size_t)b * bb, bb, &act, b, pc + b, dot, codes);
+        x86_row_products(n_blocks - b, wr + (size_t)b * bb, bb, &act, b, pc + b, dot, codes, reduce8);
         if (r > r0) y[r - 1] = x86_chain(prev_acc, pp, b, n_blocks);
     }
     if (r1 > r0) y[r1 - 1] = x86_chain(0.0f, p[(r1 - 1 - r0) & 1], 0, n_blocks);
@@ -369,7 +406,7 @@ SYN_K_INLINE void x86_matvec_codes(int64_t n_blocks, const void *w, size_t w_row
 /* Q8_0 decode: x86_matvec_codes over Q8_0 blocks. */
 SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                              const block_q8_0 *a, float *y, x86_act_prep_fn prep, x86_dot_block_fn dot) {
-    x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, a, y, prep, dot, sizeof(block_q8_0), x86_codes_q8_0);
+    x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, a, y, prep, dot, sizeof(block_q8_0), x86_codes_q8_0, x86_reduce8);
 }
 
 /* Q4_1 / Q5_1 rows [r0, r1): y[r] = acc_d + acc_m (kernels.h), acc_d by x86_matvec_codes over the
@@ -377,7 +414,7 @@ SYN_K_INLINE void x86_matvec(int64_t n_blocks, const void *w, size_t w_row_bytes
 SYN_K_INLINE void x86_matvec_codes_min(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                        const syn_act_q8_1 *a, float *y, x86_act_prep_fn prep_zero,
                                        x86_dot_block_fn dot_unsigned, size_t bb, x86_codes_fn codes) {
-    x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, a->q, y, prep_zero, dot_unsigned, bb, codes);
+    x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, a->q, y, prep_zero, dot_unsigned, bb, codes, x86_reduce8_small);
     for (int64_t r = r0; r < r1; r++) {
         const char *row = (const char *)w + (size_t)r * w_row_bytes;
         float acc = 0.0f;

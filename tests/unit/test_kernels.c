@@ -17,6 +17,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
 
 #include "../support/type_kernels_check.h"
 #if defined(__x86_64__)
@@ -52,8 +53,9 @@ static int available_tiers(syn_kernels out[SYN_ISA_COUNT]) {
 }
 
 /* The tiers plus, where AVX-512 VNNI runs, a copy of it whose matmul is AVX-VNNI's 256-bit lane
- * loop (syn_matmul_q8_0_avx512_ymm), so that loop is tested on CPUs without AVX-VNNI too. */
-static int tiers_and_ymm_lanes(syn_kernels out[SYN_ISA_COUNT + 1], const char *names[SYN_ISA_COUNT + 1]) {
+ * loop (syn_matmul_q8_0_avx512_ymm), so that loop is tested on CPUs without AVX-VNNI too; on a CPU
+ * with GFNI, whose avx512-vnni table takes the GFNI matvecs, the copy has the plain ones. */
+static int tiers_and_variants(syn_kernels out[SYN_ISA_COUNT + 1], const char *names[SYN_ISA_COUNT + 1]) {
     int n = available_tiers(out);
     for (int i = 0; i < n; i++) names[i] = syn_isa_name(out[i].isa);
 #if defined(__x86_64__)
@@ -61,7 +63,15 @@ static int tiers_and_ymm_lanes(syn_kernels out[SYN_ISA_COUNT + 1], const char *n
         if (out[i].isa == SYN_ISA_AVX512_VNNI) {
             out[n] = out[i];
             out[n].mat[GGML_TYPE_Q8_0].matmul = syn_matmul_q8_0_avx512_ymm;
-            names[n++] = "avx512-vnni (AVX-VNNI's 256-bit matmul)";
+            names[n] = "avx512-vnni (AVX-VNNI's 256-bit matmul)";
+            if (syn_cpu_has_gfni()) {
+                out[n].mat[GGML_TYPE_Q4_0].matvec = syn_matvec_q4_0_avx512;
+                out[n].mat[GGML_TYPE_Q5_0].matvec = syn_matvec_q5_0_avx512;
+                out[n].mat[GGML_TYPE_Q4_1].matvec = syn_matvec_q4_1_avx512;
+                out[n].mat[GGML_TYPE_Q5_1].matvec = syn_matvec_q5_1_avx512;
+                names[n] = "avx512-vnni (AVX-VNNI's 256-bit matmul, matvecs without GFNI)";
+            }
+            n++;
             break;
         }
     }
@@ -239,7 +249,7 @@ static void test_matmul_matches_matvec_across_edges(void **state) {
     (void)state;
     syn_kernels tiers[SYN_ISA_COUNT + 1];
     const char *names[SYN_ISA_COUNT + 1];
-    const int n_tiers = tiers_and_ymm_lanes(tiers, names);
+    const int n_tiers = tiers_and_variants(tiers, names);
     /* 5, 6, 7: tails of 1-3 tokens after a full 4-token lane tile (AVX-VNNI), or lone tiles of
      * 5-7 of AVX-512's 8; 12 and 15: tails of 4 and 7 after a full 8 */
     static const int64_t token_counts[] = {1, 3, 4, 5, 6, 7, 8, 12, 15, 17, 33};
@@ -315,6 +325,74 @@ static void test_isa_names_and_selection(void **state) {
 #endif
 }
 
+/* The 4- and 5-bit matvecs at the ends of their integer range: every code at its largest (15 or
+ * 31) or zero, against activations of all 127 or all -128 (a code the quantizer never writes, so
+ * the bound is the kernels' own). The x86 tiers add block lanes as int16 (x86_reduce8_small), which
+ * holds only while a lane stays within 4 x 31 x 128; here each output has a known exact value:
+ * with d = 1 and m = 1 a block sums n_code x a x 32 (+ 32 a x m for Q4_1 / Q5_1 through s), an
+ * integer small enough for float. */
+static void test_small_code_extremes(void **state) {
+    (void)state;
+    syn_kernels tiers[SYN_ISA_COUNT + 1];
+    const char *names[SYN_ISA_COUNT + 1];
+    const int n_tiers = tiers_and_variants(tiers, names);
+    enum { N_BLOCKS = 28, N_ROWS = 2 }; /* 28: three 8-block groups and a 4-block tail */
+    static const struct {
+        enum ggml_type type;
+        size_t block_bytes, qs_at, qh_at; /* qh_at 0: no fifth bits */
+        int bias;                         /* the code is q - bias (Q4_0 8, Q5_0 16); 0 for the m types */
+    } types[] = {
+        {GGML_TYPE_Q4_0, sizeof(block_q4_0), offsetof(block_q4_0, qs), 0, 8},
+        {GGML_TYPE_Q5_0, sizeof(block_q5_0), offsetof(block_q5_0, qs), offsetof(block_q5_0, qh), 16},
+        {GGML_TYPE_Q4_1, sizeof(block_q4_1), offsetof(block_q4_1, qs), 0, 0},
+        {GGML_TYPE_Q5_1, sizeof(block_q5_1), offsetof(block_q5_1, qs), offsetof(block_q5_1, qh), 0},
+    };
+    const uint16_t one = syn_k_f32_to_fp16(1.0f);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const size_t bb = types[ti].block_bytes, row_bytes = bb * N_BLOCKS;
+        unsigned char *w = calloc(N_ROWS, row_bytes);
+        for (int r = 0; r < N_ROWS; r++) {
+            for (int b = 0; b < N_BLOCKS; b++) {
+                unsigned char *blk = w + (size_t)r * row_bytes + (size_t)b * bb;
+                memcpy(blk, &one, 2);
+                if (types[ti].bias == 0) memcpy(blk + 2, &one, 2); /* m */
+                if (r == 0) { /* row 0: largest codes; row 1: all zero */
+                    memset(blk + types[ti].qs_at, 0xFF, 16);
+                    if (types[ti].qh_at) memset(blk + types[ti].qh_at, 0xFF, 4);
+                }
+            }
+        }
+        const int q_max = types[ti].qh_at ? 31 : 15;
+        for (int sign = 0; sign < 2; sign++) {
+            const int8_t a_code = sign ? -128 : 127;
+            block_q8_0 act[N_BLOCKS];
+            uint16_t sums[N_BLOCKS];
+            for (int b = 0; b < N_BLOCKS; b++) {
+                act[b].d = one;
+                memset(act[b].qs, (unsigned char)a_code, sizeof act[b].qs);
+                sums[b] = syn_k_f32_to_fp16(32.0f * a_code); /* s = d x sum(qs), exact in fp16 */
+            }
+            const syn_act_q8_1 act1 = {act, sums};
+            const void *arg = types[ti].bias ? (const void *)act : (const void *)&act1;
+            for (int r = 0; r < N_ROWS; r++) {
+                const int code = (r == 0 ? q_max : 0) - types[ti].bias;
+                const float m_term = types[ti].bias ? 0.0f : 32.0f * a_code;
+                const float want = (float)N_BLOCKS * (32.0f * (float)(code * a_code) + m_term);
+                for (int k = 0; k < n_tiers; k++) {
+                    float y[N_ROWS] = {0};
+                    tiers[k].mat[types[ti].type].matvec(N_BLOCKS, w, row_bytes, 0, N_ROWS, arg, y);
+                    if (y[r] != want) {
+                        printf("  %s %s row %d a %d: %.1f, want %.1f\n", names[k], ggml_type_name(types[ti].type), r,
+                               a_code, y[r], want);
+                    }
+                    assert_true(y[r] == want);
+                }
+            }
+        }
+        free(w);
+    }
+}
+
 /* Every quantized type (Q4_0 ... Q6_K, Q8_0): the scalar dot against float64 on the same codes, the
  * Q8_K quantizer's rule, and each tier (the AVX-VNNI lane loop included) bitwise equal to scalar
  * in its activation quantizers, matvec and matmul over the model widths, odd widths and token
@@ -323,7 +401,7 @@ static void test_type_kernels(void **state) {
     (void)state;
     syn_kernels tiers[SYN_ISA_COUNT + 1];
     const char *names[SYN_ISA_COUNT + 1];
-    const int n_tiers = tiers_and_ymm_lanes(tiers, names);
+    const int n_tiers = tiers_and_variants(tiers, names);
     int n_passed = 0;
     assert_int_equal(type_kernels_check_spec(&tiers[0], &n_passed), 0);
     for (int k = 1; k < n_tiers; k++) assert_int_equal(type_kernels_check(&tiers[k], &tiers[0], names[k], &n_passed), 0);
@@ -333,6 +411,7 @@ static void test_type_kernels(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_type_kernels),
+        cmocka_unit_test(test_small_code_extremes),
         cmocka_unit_test(test_block_dots_exact),
         cmocka_unit_test(test_scalar_within_tolerance_of_double),
         cmocka_unit_test(test_tiers_bitwise_equal_scalar),
