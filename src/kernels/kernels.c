@@ -101,6 +101,9 @@ syn_status syn_kernels_get(syn_isa isa, syn_kernels *out) {
             out->mat[GGML_TYPE_Q5_0].matvec = syn_matvec_q5_0_avx512_gfni;
             out->mat[GGML_TYPE_Q4_1].matvec = syn_matvec_q4_1_avx512_gfni;
             out->mat[GGML_TYPE_Q5_1].matvec = syn_matvec_q5_1_avx512_gfni;
+            out->mat[GGML_TYPE_Q4_K] = (syn_type_kernels){syn_matvec_q4_k_avx512_gfni, syn_matmul_q4_k_avx512_gfni};
+            out->mat[GGML_TYPE_Q5_K] = (syn_type_kernels){syn_matvec_q5_k_avx512_gfni, syn_matmul_q5_k_avx512_gfni};
+            out->mat[GGML_TYPE_Q6_K] = (syn_type_kernels){syn_matvec_q6_k_avx512_gfni, syn_matmul_q6_k_avx512_gfni};
         }
         return SYN_OK;
     case SYN_ISA_AVX_VNNI: *out = SYN_K_TABLE(isa, avx2, avxvnni, avx2, avx2); return SYN_OK;

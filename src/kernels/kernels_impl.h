@@ -148,6 +148,7 @@ SYN_K_DECLARE_MATVEC_Q4_Q5(avx512_gfni) /* installed over avx512's where the CPU
 SYN_K_DECLARE_MATVEC_Q4_Q5(avxvnni)
 SYN_K_DECLARE_KQ(avx2)     /* every x86 tier but avx512-vnni */
 SYN_K_DECLARE_KQ(avx512)
+SYN_K_DECLARE_KQ(avx512_gfni) /* installed over avx512's where the CPU has GFNI */
 void syn_quantize_row_q8_1_avx2(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
 void syn_quantize_row_q8_k_avx2(const float *x, block_q8_k *y, int64_t n);
 #endif

@@ -204,14 +204,19 @@ SYN_K_INLINE __m256i x86_codes_q8_0(const char *block) {
 
 /* The 32 4-bit codes of a Q4_0 / Q4_1 / Q5_* block's qs: low nibbles are elements 0..15, high
  * 16..31 (qs in both 128-bit halves, the upper shifted by 4). Built with GFNI (the files named
- * *_gfni_avx512.c), one VGF2P8AFFINEQB does the shift and the mask: each qword's bytes go through
- * that qword's 8x8 bit matrix (row j of the matrix, byte 7 - j, picks output bit j), the low half's
- * keeping bits 0-3 and the high half's moving bits 4-7 down. */
+ * *_gfni_avx512.c), one VGF2P8AFFINEQB does the shift and the mask, the low half's qwords through
+ * GF_LOW4 and the high half's through GF_HIGH4. */
+/* GF2P8AFFINEQB bit matrices (one per qword of the matrix operand): output bit j of a byte is the
+ * parity of the byte AND matrix byte 7 - j, so a matrix whose byte 7 - j is 1 << i moves bit i to j. */
+#define GF_MOVE(from, to) ((long long)((1ull << (from)) << (8 * (7 - (to)))))
+#define GF_LOW4 (GF_MOVE(0, 0) | GF_MOVE(1, 1) | GF_MOVE(2, 2) | GF_MOVE(3, 3))  /* x & 15 */
+#define GF_HIGH4 (GF_MOVE(4, 0) | GF_MOVE(5, 1) | GF_MOVE(6, 2) | GF_MOVE(7, 3)) /* x >> 4 */
+#define GF_BITS45(from) (GF_MOVE((from), 4) | GF_MOVE((from) + 1, 5))          /* ((x >> from) & 3) << 4 */
+
 SYN_K_INLINE __m256i x86_nibbles(const uint8_t qs[16]) {
     const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
 #if defined(__GFNI__)
-    const long long low = 0x0102040800000000LL, high = 0x1020408000000000LL;
-    return _mm256_gf2p8affine_epi64_epi8(q, _mm256_setr_epi64x(low, low, high, high), 0);
+    return _mm256_gf2p8affine_epi64_epi8(q, _mm256_setr_epi64x(GF_LOW4, GF_LOW4, GF_HIGH4, GF_HIGH4), 0);
 #else
     return _mm256_and_si256(_mm256_srlv_epi64(q, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
 #endif

@@ -54,7 +54,8 @@ static int available_tiers(syn_kernels out[SYN_ISA_COUNT]) {
 
 /* The tiers plus, where AVX-512 VNNI runs, a copy of it whose matmul is AVX-VNNI's 256-bit lane
  * loop (syn_matmul_q8_0_avx512_ymm), so that loop is tested on CPUs without AVX-VNNI too; on a CPU
- * with GFNI, whose avx512-vnni table takes the GFNI matvecs, the copy has the plain ones. */
+ * with GFNI, whose avx512-vnni table takes the GFNI builds of the 4-6-bit kernels, the copy has
+ * the plain ones. */
 static int tiers_and_variants(syn_kernels out[SYN_ISA_COUNT + 1], const char *names[SYN_ISA_COUNT + 1]) {
     int n = available_tiers(out);
     for (int i = 0; i < n; i++) names[i] = syn_isa_name(out[i].isa);
@@ -69,7 +70,10 @@ static int tiers_and_variants(syn_kernels out[SYN_ISA_COUNT + 1], const char *na
                 out[n].mat[GGML_TYPE_Q5_0].matvec = syn_matvec_q5_0_avx512;
                 out[n].mat[GGML_TYPE_Q4_1].matvec = syn_matvec_q4_1_avx512;
                 out[n].mat[GGML_TYPE_Q5_1].matvec = syn_matvec_q5_1_avx512;
-                names[n] = "avx512-vnni (AVX-VNNI's 256-bit matmul, matvecs without GFNI)";
+                out[n].mat[GGML_TYPE_Q4_K] = (syn_type_kernels){syn_matvec_q4_k_avx512, syn_matmul_q4_k_avx512};
+                out[n].mat[GGML_TYPE_Q5_K] = (syn_type_kernels){syn_matvec_q5_k_avx512, syn_matmul_q5_k_avx512};
+                out[n].mat[GGML_TYPE_Q6_K] = (syn_type_kernels){syn_matvec_q6_k_avx512, syn_matmul_q6_k_avx512};
+                names[n] = "avx512-vnni (AVX-VNNI's 256-bit matmul, kernels without GFNI)";
             }
             n++;
             break;

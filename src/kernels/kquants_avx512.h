@@ -1,0 +1,384 @@
+/*
+ * kquants_avx512.h: Q4_K, Q5_K and Q6_K x Q8_K matrix kernels of the AVX-512 VNNI tier, built twice:
+ * by kquants_avx512.c, and with GFNI by kquants_gfni_avx512.c (code unpacking by VGF2P8AFFINEQB,
+ * one instruction per shift-and-mask; syn_kernels_get takes that build where the CPU has GFNI).
+ * Each includes this file once and names its kernels with KQ_AVX512_KERNELS(sfx). The integer
+ * scheme of kquants_avx2.c (maddubs of the unsigned codes by the activation, madd by the
+ * sub-block scale as int16, bsums for the mins and Q6_K's -32) on 512-bit vectors, two sub-blocks
+ * (64 codes, 64 contiguous activation bytes) per instruction, the scale pair picked out of one
+ * register by VPERMW, and the per-block sums of the tokens of a pass folded by one reduction tree.
+ * Same int32 sums, same float steps (kernels.h): bitwise equal to scalar and to the AVX2 kernels.
+ */
+#ifndef SYN_KERNELS_KQUANTS_AVX512_H
+#define SYN_KERNELS_KQUANTS_AVX512_H
+
+#include "kernels/codes.h"
+#include "kernels/fp16.h"
+#include "kernels/quants_x86.h"
+
+enum { KQ_TOKENS = 4 }; /* tokens per row pass of matmul */
+
+/* Lane sums of 4 vectors (16 int32 each), token t's in element t. */
+SYN_K_INLINE __m128i reduce4_512(const __m512i v[KQ_TOKENS], const int n_tok) {
+    __m256i h[4];
+    SYN_K_UNROLL(4)
+    for (int t = 0; t < 4; t++)
+        h[t] = t < n_tok ? _mm256_add_epi32(_mm512_castsi512_si256(v[t]), _mm512_extracti64x4_epi64(v[t], 1))
+                         : _mm256_setzero_si256();
+    return x86_reduce4(h);
+}
+
+SYN_K_INLINE __m128i reduce4_256(const __m256i v[KQ_TOKENS], const int n_tok) {
+    __m256i h[4];
+    SYN_K_UNROLL(4)
+    for (int t = 0; t < 4; t++) h[t] = t < n_tok ? v[t] : _mm256_setzero_si256();
+    return x86_reduce4(h);
+}
+
+/* codes (u8) . a (s8) over 64 bytes, times per-16-lane int16 scales: 16 int32 partial sums. */
+SYN_K_INLINE __m512i scaled_dot64(__m512i codes, const int8_t *a, __m512i scale16) {
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(codes, _mm512_loadu_si512((const void *)a)), scale16);
+}
+
+/* y[t * y_stride] (t < n_tok) = kernels.h's Q4_K / Q5_K dot of row w with token t's activation. */
+SYN_K_INLINE void k45_row(int64_t n_blocks, const char *w, size_t block_bytes, size_t qs_at, size_t qh_at,
+                          const block_q8_k *a, int64_t a_stride, float *y, int64_t y_stride, const int n_tok) {
+    float acc[KQ_TOKENS] = {0};
+#if defined(__GFNI__)
+    const __m512i nibbles = _mm512_setr_epi64(GF_LOW4, GF_LOW4, GF_LOW4, GF_LOW4, GF_HIGH4, GF_HIGH4, GF_HIGH4, GF_HIGH4);
+#else
+    const __m512i low4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const __m512i nibble_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+#endif
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const char *blk = w + (size_t)b * block_bytes;
+        const block_q4_k *head = (const block_q4_k *)blk; /* d, dmin and scales: the same in Q5_K */
+        uint8_t sc[8], mn[8];
+        syn_k_scales_k45(head->scales, sc, mn);
+        uint64_t sc64, mn64;
+        memcpy(&sc64, sc, sizeof sc64);
+        memcpy(&mn64, mn, sizeof mn64);
+        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc64)));
+        const __m128i mn8 = _mm_cvtsi64_si128((long long)mn64);
+        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8)); /* min j on lanes 2j, 2j + 1 */
+        const uint8_t *qs = (const uint8_t *)blk + qs_at;
+        const __m512i qh = qh_at ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + qh_at)))
+                                 : _mm512_setzero_si512();
+        __m512i isum[KQ_TOKENS];
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) isum[t] = _mm512_setzero_si512();
+        SYN_K_UNROLL(4)
+        for (int g = 0; g < 4; g++) {
+            /* sub-block 2g (low nibbles) in the lower half, 2g + 1 (high nibbles) in the upper */
+            const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * g)));
+#if defined(__GFNI__)
+            __m512i codes = _mm512_gf2p8affine_epi64_epi8(q, nibbles, 0);
+            if (qh_at) {
+                const __m512i bit = _mm512_setr_epi64(GF_MOVE(2 * g, 4), GF_MOVE(2 * g, 4), GF_MOVE(2 * g, 4), GF_MOVE(2 * g, 4),
+                                                      GF_MOVE(2 * g + 1, 4), GF_MOVE(2 * g + 1, 4), GF_MOVE(2 * g + 1, 4),
+                                                      GF_MOVE(2 * g + 1, 4));
+                codes = _mm512_or_si512(codes, _mm512_gf2p8affine_epi64_epi8(qh, bit, 0));
+            }
+#else
+            __m512i codes = _mm512_and_si512(_mm512_srlv_epi64(q, nibble_shift), low4);
+            if (qh_at) {
+                const __m512i bit = _mm512_setr_epi64(2 * g, 2 * g, 2 * g, 2 * g, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1);
+                codes = _mm512_or_si512(codes, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, bit), one), 4));
+            }
+#endif
+            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * g)), _mm256_set1_epi16((short)(2 * g + 1)), 1);
+            const __m512i scale = _mm512_permutexvar_epi16(pick, sc16);
+            SYN_K_UNROLL(4)
+            for (int t = 0; t < n_tok; t++)
+                isum[t] = _mm512_add_epi32(isum[t], scaled_dot64(codes, a[t * a_stride + b].qs + 64 * g, scale));
+        }
+        __m256i msum[KQ_TOKENS];
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++)
+            msum[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[t * a_stride + b].bsums), mins16);
+        int32_t is[4], ms[4];
+        _mm_storeu_si128((__m128i *)is, reduce4_512(isum, n_tok));
+        _mm_storeu_si128((__m128i *)ms, reduce4_256(msum, n_tok));
+        const float d = x86_fp16_f32(head->d), dmin = x86_fp16_f32(head->dmin);
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) {
+            const float ad = a[t * a_stride + b].d;
+            const float dd = d * ad;
+            const float p = (float)is[t] * dd;
+            acc[t] += p;
+            const float dm = dmin * ad;
+            const float q = (float)ms[t] * dm;
+            acc[t] -= q;
+        }
+    }
+    SYN_K_UNROLL(4)
+    for (int t = 0; t < n_tok; t++) y[t * y_stride] = acc[t];
+}
+
+/* The same for a Q6_K row. */
+SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_k *a, int64_t a_stride, float *y,
+                          int64_t y_stride, const int n_tok) {
+    float acc[KQ_TOKENS] = {0};
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+#if defined(__GFNI__)
+    /* bits 4-5 of the codes from qh bits 0-1 | 2-3 (q[0]) and 4-5 | 6-7 (q[1]); ql's high nibble */
+    const __m512i qh_lo = _mm512_setr_epi64(GF_BITS45(0), GF_BITS45(0), GF_BITS45(0), GF_BITS45(0), GF_BITS45(2), GF_BITS45(2),
+                                            GF_BITS45(2), GF_BITS45(2));
+    const __m512i qh_hi = _mm512_setr_epi64(GF_BITS45(4), GF_BITS45(4), GF_BITS45(4), GF_BITS45(4), GF_BITS45(6), GF_BITS45(6),
+                                            GF_BITS45(6), GF_BITS45(6));
+    const __m512i high4 = _mm512_set1_epi64(GF_HIGH4);
+#else
+    const __m512i low2 = _mm512_set1_epi8(3);
+    const __m512i shift_lo = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), shift_hi = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+#endif
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const block_q6_k *blk = &w[b];
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)blk->scales));
+        const __m512i sc512 = _mm512_castsi256_si512(sc16);
+        __m512i isum[KQ_TOKENS];
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) isum[t] = _mm512_setzero_si512();
+        SYN_K_UNROLL(2)
+        for (int h = 0; h < 2; h++) {
+            /* ql[64h .. 64h + 63]: elements 128h + 0..63 take their low nibbles, + 64..127 their high */
+            const __m512i l = _mm512_loadu_si512((const void *)(blk->ql + 64 * h));
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h)));
+            __m512i q[2]; /* (low nibble & 15) | qh bits, by one VPTERNLOGD: (a & b) | c */
+#if defined(__GFNI__)
+            q[0] = _mm512_ternarylogic_epi32(l, low4, _mm512_gf2p8affine_epi64_epi8(qh, qh_lo, 0), 0xEA);
+            q[1] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(l, high4, 0), _mm512_gf2p8affine_epi64_epi8(qh, qh_hi, 0));
+#else
+            q[0] = _mm512_ternarylogic_epi32(l, low4, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_lo), low2), 4),
+                                             0xEA);
+            q[1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), low4,
+                                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_hi), low2), 4), 0xEA);
+#endif
+            SYN_K_UNROLL(2)
+            for (int k = 0; k < 2; k++) {
+                /* 64 elements from 128h + 64k: sub-blocks j..j + 3, 8 int16 lanes each */
+                const int j = 8 * h + 4 * k;
+                const long long x4 = 0x0001000100010001LL; /* an int16 index in each of 4 lanes */
+                const __m512i pick = _mm512_setr_epi64(j * x4, j * x4, (j + 1) * x4, (j + 1) * x4, (j + 2) * x4,
+                                                       (j + 2) * x4, (j + 3) * x4, (j + 3) * x4);
+                const __m512i scale = _mm512_permutexvar_epi16(pick, sc512);
+                SYN_K_UNROLL(4)
+                for (int t = 0; t < n_tok; t++)
+                    isum[t] = _mm512_add_epi32(isum[t], scaled_dot64(q[k], a[t * a_stride + b].qs + 128 * h + 64 * k, scale));
+            }
+        }
+        /* the codes' -32: 32 * sum_j scale[j] * bsums[j], per token */
+        __m256i bias[KQ_TOKENS];
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) bias[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[t * a_stride + b].bsums), sc16);
+        int32_t is[4], bs[4];
+        _mm_storeu_si128((__m128i *)is, reduce4_512(isum, n_tok));
+        _mm_storeu_si128((__m128i *)bs, reduce4_256(bias, n_tok));
+        const float d = x86_fp16_f32(blk->d);
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) {
+            const float dd = d * a[t * a_stride + b].d;
+            const float p = (float)(is[t] - 32 * bs[t]) * dd;
+            acc[t] += p;
+        }
+    }
+    SYN_K_UNROLL(4)
+    for (int t = 0; t < n_tok; t++) y[t * y_stride] = acc[t];
+}
+
+#include "kernels/kquants_rows.h"
+
+/* ---- Matmul with rows in lanes (prefill) --------------------------------------------------------
+ * As the Q8_0 lane kernels (quants_x86.h): a tile of 16 rows' super-block is unpacked and transposed
+ * once, lane i of w[8g + k] holding dword k of row i's codes 32g..32g+31 (unsigned: Q4_K 0..15, Q5_K
+ * 0..31, Q6_K 0..63), and every token of a chunk runs over it with its activation dwords broadcast:
+ * VPDPBUSD leaves each sub-block's exact int32 sum in each row's lane, VPMULLD scales it by the
+ * lane's own sub-block scale, and the mins (Q4_K / Q5_K) or Q6_K's -32 come from the token's bsums.
+ * The same int32 isum / msum and float steps per (row, token) as the other kernels: bitwise equal. */
+enum {
+    KL_ROWS = 16, /* rows per tile: one 512-bit vector of int32 lanes */
+    KL_TOK = 4,   /* tokens sharing each load of the tile's vectors */
+    KL_TC = 64,   /* tokens per chunk: their outputs stay in cache across the row's super-blocks */
+};
+
+typedef struct kl_tile {
+    __m512i w[8 * 8];  /* [8g + k]: lane i = dword k of row i's codes 32g .. 32g + 31 */
+    __m512i sc[16];    /* lane i: row i's scale of sub-block j (Q4_K / Q5_K: 8 of 32; Q6_K: 16 of 16) */
+    __m512i mn[4];     /* Q4_K / Q5_K, lane i: row i's mins 2m (low int16) and 2m + 1 (high) */
+    __m512 d, dmin;    /* lane i: f32 of row i's d and dmin */
+} kl_tile;
+
+/* Row i's 256 codes of super-block blk as 8 vectors of 32 (codes 32g ..), and its scales into the
+ * tile's transposed arrays. */
+SYN_K_INLINE void kl_unpack_row(uint32_t type, const char *blk, __m256i c[8], int32_t sc[16][KL_ROWS],
+                                int32_t mn[4][KL_ROWS], float *d, float *dmin, int i) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    if (type == GGML_TYPE_Q6_K) {
+        const block_q6_k *b6 = (const block_q6_k *)blk;
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b6->ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b6->ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b6->qh + 32 * h));
+            c[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
+            c[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
+            c[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
+            c[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+        }
+        for (int j = 0; j < 16; j++) sc[j][i] = b6->scales[j];
+        *d = x86_fp16_f32(b6->d);
+        return;
+    }
+    const block_q4_k *head = (const block_q4_k *)blk; /* d, dmin and scales: the same in Q5_K */
+    const bool five = type == GGML_TYPE_Q5_K;
+    const uint8_t *qs = five ? ((const block_q5_k *)blk)->qs : head->qs;
+    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)((const block_q5_k *)blk)->qh) : _mm256_setzero_si256();
+    for (int g = 0; g < 4; g++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
+        c[2 * g] = _mm256_and_si256(q, low4);
+        c[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        if (five) {
+            c[2 * g] = _mm256_or_si256(c[2 * g], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), one), 4));
+            c[2 * g + 1] =
+                _mm256_or_si256(c[2 * g + 1], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g + 1), one), 4));
+        }
+    }
+    uint8_t s8[8], m8[8];
+    syn_k_scales_k45(head->scales, s8, m8);
+    for (int j = 0; j < 8; j++) sc[j][i] = s8[j];
+    for (int m = 0; m < 4; m++) mn[m][i] = (int32_t)((uint32_t)m8[2 * m] | (uint32_t)m8[2 * m + 1] << 16);
+    *d = x86_fp16_f32(head->d);
+    *dmin = x86_fp16_f32(head->dmin);
+}
+
+/* The tile of rows [r, r + 16) (clamped to r1 - 1) at super-block b; prefetches the next one. */
+SYN_K_INLINE void kl_fill(uint32_t type, const char *w, size_t w_row_bytes, size_t block_bytes, int64_t r, int64_t r1,
+                          int64_t b, int64_t n_blocks, kl_tile *t) {
+    __m256i c[KL_ROWS][8];
+    int32_t sc[16][KL_ROWS], mn[4][KL_ROWS];
+    float d[KL_ROWS], dmin[KL_ROWS] = {0};
+    for (int i = 0; i < KL_ROWS; i++) {
+        const char *row = w + (size_t)(r + i < r1 ? r + i : r1 - 1) * w_row_bytes;
+        kl_unpack_row(type, row + (size_t)b * block_bytes, c[i], sc, mn, &d[i], &dmin[i], i);
+        if (b + 1 < n_blocks)
+            for (size_t off = 0; off < block_bytes; off += 64) _mm_prefetch(row + (size_t)(b + 1) * block_bytes + off, _MM_HINT_T0);
+    }
+    for (int g = 0; g < 8; g++) {
+        __m256i x[8], lo[8], hi[8];
+        for (int i = 0; i < 8; i++) x[i] = c[i][g];
+        x86_transpose8_u8(x, lo, 1, false);
+        for (int i = 0; i < 8; i++) x[i] = c[8 + i][g];
+        x86_transpose8_u8(x, hi, 1, false);
+        for (int k = 0; k < 8; k++) t->w[8 * g + k] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[k]), hi[k], 1);
+    }
+    const int n_sc = type == GGML_TYPE_Q6_K ? 16 : 8;
+    for (int j = 0; j < n_sc; j++) t->sc[j] = _mm512_loadu_si512((const void *)sc[j]);
+    if (type != GGML_TYPE_Q6_K)
+        for (int m = 0; m < 4; m++) t->mn[m] = _mm512_loadu_si512((const void *)mn[m]);
+    t->d = _mm512_loadu_ps(d);
+    t->dmin = _mm512_loadu_ps(dmin);
+}
+
+/* Tokens [0, n_tok) of a (their Q8_K block of this super-block a[t * a_stride]) against the tile:
+ * y[t * y_stride + i] for the tile's n_rows lanes, from 0 at the first super-block, else continued. */
+SYN_K_INLINE void kl_tokens(uint32_t type, const kl_tile *tile, const block_q8_k *a, int64_t a_stride, float *y,
+                            int64_t y_stride, int64_t n_rows, bool first, const int n_tok) {
+    __m512i isum[KL_TOK];
+    SYN_K_UNROLL(4)
+    for (int t = 0; t < n_tok; t++) isum[t] = _mm512_setzero_si512();
+    for (int g = 0; g < 8; g++) {
+        __m512i wv[8];
+        SYN_K_UNROLL(8)
+        for (int k = 0; k < 8; k++) wv[k] = _mm512_load_si512((const void *)&tile->w[8 * g + k]);
+        SYN_K_UNROLL(4)
+        for (int t = 0; t < n_tok; t++) {
+            const block_q8_k *at = &a[t * a_stride];
+            const int8_t *q = at->qs + 32 * g;
+            if (type == GGML_TYPE_Q6_K) {
+                /* two sub-blocks of 16: dwords 0-3 and 4-7, each started from its -32 * bsum */
+                __m512i s0 = _mm512_set1_epi32(-32 * at->bsums[2 * g]), s1 = _mm512_set1_epi32(-32 * at->bsums[2 * g + 1]);
+                SYN_K_UNROLL(4)
+                for (int k = 0; k < 4; k++) {
+                    s0 = _mm512_dpbusd_epi32(s0, wv[k], _mm512_set1_epi32(x86_load_i32(q + 4 * k)));
+                    s1 = _mm512_dpbusd_epi32(s1, wv[4 + k], _mm512_set1_epi32(x86_load_i32(q + 16 + 4 * k)));
+                }
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(s0, tile->sc[2 * g]),
+                                                                     _mm512_mullo_epi32(s1, tile->sc[2 * g + 1])));
+            } else {
+                __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+                SYN_K_UNROLL(8)
+                for (int k = 0; k < 8; k++) s[k & 1] = _mm512_dpbusd_epi32(s[k & 1], wv[k], _mm512_set1_epi32(x86_load_i32(q + 4 * k)));
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(s[0], s[1]), tile->sc[g]));
+            }
+        }
+    }
+    const __mmask16 m = n_rows >= KL_ROWS ? (__mmask16)0xFFFF : (__mmask16)((1u << n_rows) - 1);
+    SYN_K_UNROLL(4)
+    for (int t = 0; t < n_tok; t++) {
+        const block_q8_k *at = &a[t * a_stride];
+        float *yt = y + t * y_stride;
+        __m512 acc = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, yt);
+        const __m512 ad = _mm512_set1_ps(at->d);
+        const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(tile->d, ad));
+        acc = _mm512_add_ps(acc, p);
+        if (type != GGML_TYPE_Q6_K) {
+            __m512i msum = _mm512_setzero_si512();
+            SYN_K_UNROLL(4)
+            for (int mi = 0; mi < 4; mi++) {
+                const int32_t b0 = at->bsums[4 * mi] + at->bsums[4 * mi + 1], b1 = at->bsums[4 * mi + 2] + at->bsums[4 * mi + 3];
+                const int32_t pair = (int32_t)(((uint32_t)b0 & 0xFFFFu) | (uint32_t)b1 << 16);
+                msum = _mm512_add_epi32(msum, _mm512_madd_epi16(tile->mn[mi], _mm512_set1_epi32(pair)));
+            }
+            const __m512 q = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(tile->dmin, ad));
+            acc = _mm512_sub_ps(acc, q);
+        }
+        _mm512_mask_storeu_ps(yt, m, acc);
+    }
+}
+
+static void kl_matmul(uint32_t type, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                      const block_q8_k *a, int64_t n_tokens, float *y, int64_t y_stride) {
+    const size_t block_bytes = type == GGML_TYPE_Q4_K ? sizeof(block_q4_k)
+                               : type == GGML_TYPE_Q5_K ? sizeof(block_q5_k)
+                                                        : sizeof(block_q6_k);
+    kl_tile tile;
+    for (int64_t c0 = 0; c0 < n_tokens; c0 += KL_TC) {
+        const int64_t nt = n_tokens - c0 < KL_TC ? n_tokens - c0 : KL_TC;
+        for (int64_t r = r0; r < r1; r += KL_ROWS) {
+            for (int64_t b = 0; b < n_blocks; b++) {
+                kl_fill(type, w, w_row_bytes, block_bytes, r, r1, b, n_blocks, &tile);
+                const block_q8_k *ab = a + c0 * n_blocks + b;
+                float *yr = y + c0 * y_stride + r;
+                int64_t t = 0;
+                for (; t + KL_TOK <= nt; t += KL_TOK)
+                    kl_tokens(type, &tile, ab + t * n_blocks, n_blocks, yr + t * y_stride, y_stride, r1 - r, b == 0, KL_TOK);
+                switch (nt - t) {
+                case 1: kl_tokens(type, &tile, ab + t * n_blocks, n_blocks, yr + t * y_stride, y_stride, r1 - r, b == 0, 1); break;
+                case 2: kl_tokens(type, &tile, ab + t * n_blocks, n_blocks, yr + t * y_stride, y_stride, r1 - r, b == 0, 2); break;
+                case 3: kl_tokens(type, &tile, ab + t * n_blocks, n_blocks, yr + t * y_stride, y_stride, r1 - r, b == 0, 3); break;
+                default: break;
+                }
+            }
+        }
+    }
+}
+
+/* Matmul of a k-quant: rows in lanes once a tile's transposition is shared by enough tokens
+ * (KL_MIN_TOKENS), else a row against KQ_TOKENS tokens per pass. */
+enum { KL_MIN_TOKENS = 8 };
+
+SYN_K_INLINE void k_matmul_any(uint32_t type, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                               const block_q8_k *a, int64_t n_tokens, float *y, int64_t y_stride) {
+    if (n_tokens >= KL_MIN_TOKENS)
+        kl_matmul(type, n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride);
+    else
+        k_matmul(type, n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride);
+}
+
+#define KQ_AVX512_KERNELS(sfx)                                                                     \
+    KQ_KERNELS(q4_k, GGML_TYPE_Q4_K, sfx, k_matmul_any)                                            \
+    KQ_KERNELS(q5_k, GGML_TYPE_Q5_K, sfx, k_matmul_any)                                            \
+    KQ_KERNELS(q6_k, GGML_TYPE_Q6_K, sfx, k_matmul_any)
+
+#endif
