@@ -110,22 +110,30 @@ static void touch(const void *p, size_t n) {
 }
 
 bool syn_file_map_recache_huge(int fd, const void *base, size_t size) {
-    /* The probe: the last whole aligned 2 MiB range (tensor data, not the header just parsed). */
     const uintptr_t mask = (uintptr_t)SYN_HUGE_PAGE_BYTES - 1;
-    if (((uintptr_t)base & mask) != 0 || size < 2 * (size_t)SYN_HUGE_PAGE_BYTES) return false;
-    const size_t probe_off = ((size - 1) & ~(size_t)mask) - SYN_HUGE_PAGE_BYTES;
+    const size_t n_whole = size / SYN_HUGE_PAGE_BYTES; /* whole aligned 2 MiB ranges */
+    if (((uintptr_t)base & mask) != 0 || n_whole < 2) return false;
+    /* One fault per range maps the whole range huge where its cache is one 2 MiB folio. A cache
+     * read back in parts (plain reads, an earlier process) can be a mix, so every range is looked
+     * at: one small range in three cost decode ~15 % at one thread (docs/BENCHMARKS.md). */
+    for (size_t k = 0; k < n_whole; k++) touch((const uint8_t *)base + k * SYN_HUGE_PAGE_BYTES, 1);
+    const size_t huge_before = syn_file_map_huge_bytes(base, size);
+    if (huge_before >= n_whole * (size_t)SYN_HUGE_PAGE_BYTES) return false; /* already huge */
+    /* The probe, the last whole range (tensor data, not the header just parsed): dropped and
+     * faulted again, it must come back as one more huge page, else huge folios are not to be had. */
+    const size_t probe_off = (n_whole - 1) * (size_t)SYN_HUGE_PAGE_BYTES;
     uint8_t *probe = (uint8_t *)base + probe_off;
-    touch(probe, 1);
-    if (syn_file_map_huge_bytes(probe, SYN_HUGE_PAGE_BYTES) > 0) return false; /* already huge */
     if (madvise(probe, SYN_HUGE_PAGE_BYTES, MADV_DONTNEED) != 0 ||
         posix_fadvise(fd, (off_t)probe_off, SYN_HUGE_PAGE_BYTES, POSIX_FADV_DONTNEED) != 0)
         return false;
+    const size_t huge_dropped = syn_file_map_huge_bytes(base, size);
     touch(probe, 1);
-    if (syn_file_map_huge_bytes(probe, SYN_HUGE_PAGE_BYTES) == 0) return false; /* no support */
+    if (syn_file_map_huge_bytes(base, size) < huge_dropped + (size_t)SYN_HUGE_PAGE_BYTES) return false; /* no support */
     /* Unmap this process's pages, so that the whole cache can go, then drop it. */
     if (madvise((void *)base, size, MADV_DONTNEED) != 0) return false;
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    syn_log(SYN_LOG_INFO, "model: the file was cached in 4 KiB pages; its cache was dropped so that "
-                          "it reads back in 2 MiB pages (once)");
+    syn_log(SYN_LOG_INFO, "model: %zu of %zu MiB of the file's cache was in small pages; the cache was dropped so that "
+                          "it reads back in 2 MiB pages (once)",
+            (n_whole * (size_t)SYN_HUGE_PAGE_BYTES - huge_before) >> 20, size >> 20);
     return true;
 }

@@ -11,7 +11,8 @@
  * creates when a MADV_HUGEPAGE mapping faults the range in. A file already cached in small
  * pages (just written or read by a plain read()) stays small until its cache is dropped:
  * syn_file_map_recache_huge() does that, once, after checking on one 2 MiB range that the
- * kernel and the file system would then give huge pages.
+ * kernel and the file system would then give huge pages. A cache may also be a mix (ranges read
+ * back at different times), so the check for "already huge" covers every range.
  */
 #ifndef SYN_CORE_FILE_MAP_H
 #define SYN_CORE_FILE_MAP_H
@@ -35,10 +36,10 @@ syn_status syn_file_open_regular(const char *path, int *fd, uint64_t *size);
 syn_status syn_file_map(int fd, size_t size, const char *path, bool huge, void **out);
 
 /* Makes the page cache of the mapped file hold 2 MiB folios, so that the mapping faults in huge
- * pages: if a probe range already maps huge, nothing is done; otherwise that one range's cache
- * is dropped and faulted again, and only if it then maps huge is the whole file's cache dropped
- * (clean pages only; pages mapped by other processes stay), to be read back, in huge folios, by
- * the next accesses. Returns true when the file's cache was dropped. Never fails: without huge
+ * pages: every whole 2 MiB range is faulted in (one byte each); if all map huge, nothing is done;
+ * otherwise a probe range's cache is dropped and faulted again, and only if it then maps huge is
+ * the whole file's cache dropped (clean pages only; pages mapped by other processes stay), to be
+ * read back, in huge folios, by the next accesses. Returns true when the file's cache was dropped. Never fails: without huge
  * page support it changes nothing. Call before touching the mapping beyond the header. */
 bool syn_file_map_recache_huge(int fd, const void *base, size_t size);
 

@@ -128,6 +128,25 @@ static void test_recache_gives_huge_pages(void **state) {
     (void)sum_pages(base, size);
     assert_int_equal(syn_file_map_huge_bytes(base, size), 0);
     assert_int_equal(munmap(base, size), 0);
+
+    /* A mixed cache: the first range written back (small folios), the rest still huge. One probe
+     * range would find it huge; every range is looked at, so it is dropped and comes back huge. */
+    unsigned char *first = malloc(SYN_HUGE_PAGE_BYTES);
+    assert_int_equal(pread(fd, first, SYN_HUGE_PAGE_BYTES, 0), SYN_HUGE_PAGE_BYTES);
+    assert_int_equal(posix_fadvise(fd, 0, SYN_HUGE_PAGE_BYTES, POSIX_FADV_DONTNEED), 0);
+    int wfd = open(path, O_WRONLY);
+    assert_true(wfd >= 0);
+    for (size_t off = 0; off < SYN_HUGE_PAGE_BYTES; off += 4096) /* 4 KiB writes: small folios */
+        assert_int_equal(pwrite(wfd, first + off, 4096, (off_t)off), 4096);
+    assert_int_equal(fsync(wfd), 0); /* clean, so that the drop can take it */
+    close(wfd);
+    free(first);
+    assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
+    assert_true(syn_file_map_recache_huge(fd, base, size));
+    (void)sum_pages(base, size);
+    assert_true(syn_file_map_huge_bytes(base, size) >= size);
+    assert_int_equal(((const uint8_t *)base)[7], (uint8_t)(7u * 2654435761u >> 11));
+    assert_int_equal(munmap(base, size), 0);
     close(fd);
     free(path);
     test_remove_dir(dir);
