@@ -12,7 +12,7 @@
  * pages (just written or read by a plain read()) stays small until its cache is dropped:
  * syn_file_map_recache_huge() does that, once, after checking on one 2 MiB range that the
  * kernel and the file system would then give huge pages. A cache may also be a mix (ranges read
- * back at different times), so the check for "already huge" covers every range.
+ * back at different times), so the check covers every cached range.
  */
 #ifndef SYN_CORE_FILE_MAP_H
 #define SYN_CORE_FILE_MAP_H
@@ -36,11 +36,13 @@ syn_status syn_file_open_regular(const char *path, int *fd, uint64_t *size);
 syn_status syn_file_map(int fd, size_t size, const char *path, bool huge, void **out);
 
 /* Makes the page cache of the mapped file hold 2 MiB folios, so that the mapping faults in huge
- * pages: every whole 2 MiB range is faulted in (one byte each); if all map huge, nothing is done;
- * otherwise a probe range's cache is dropped and faulted again, and only if it then maps huge is
- * the whole file's cache dropped (clean pages only; pages mapped by other processes stay), to be
- * read back, in huge folios, by the next accesses. Returns true when the file's cache was dropped. Never fails: without huge
- * page support it changes nothing. Call before touching the mapping beyond the header. */
+ * pages. Every whole 2 MiB range that is cached is faulted in (a cached page of it: no read);
+ * ranges not cached are left to be read in huge later. When at least an eighth of the file is
+ * cached in small pages, a probe range's cache is dropped: if it leaves the cache (no other
+ * process maps it) and, faulted again, maps huge, the whole file's cache is dropped (clean pages
+ * only; pages mapped by other processes stay), to be read back in huge folios by the next
+ * accesses. Returns true when the file's cache was dropped. Never fails: without huge page
+ * support it changes nothing. Call before touching the mapping beyond the header. */
 bool syn_file_map_recache_huge(int fd, const void *base, size_t size);
 
 /* Bytes of [base, base + size) currently mapped with huge pages (FilePmdMapped and

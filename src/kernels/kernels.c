@@ -87,6 +87,11 @@ SYN_K_VIA_Q8_0_MATVEC(q5_1, i8mm)
 #define matmul_q5_1_scalar syn_matmul_q5_1_scalar
 
 syn_status syn_kernels_get(syn_isa isa, syn_kernels *out) {
+    return syn_kernels_get_build(isa, syn_cpu_has_gfni(), out);
+}
+
+syn_status syn_kernels_get_build(syn_isa isa, bool gfni, syn_kernels *out) {
+    (void)gfni; /* x86 only */
     if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_kernels_get: NULL output table");
     syn_status st = syn_isa_check(isa);
     if (st != SYN_OK) return st;
@@ -96,7 +101,7 @@ syn_status syn_kernels_get(syn_isa isa, syn_kernels *out) {
     case SYN_ISA_AVX2: *out = SYN_K_TABLE(isa, avx2, avx2, avx2, avx2); return SYN_OK;
     case SYN_ISA_AVX512_VNNI:
         *out = SYN_K_TABLE(isa, avx2, avx512, avx512, avx2);
-        if (syn_cpu_has_gfni()) {
+        if (gfni) {
             out->mat[GGML_TYPE_Q4_0].matvec = syn_matvec_q4_0_avx512_gfni;
             out->mat[GGML_TYPE_Q5_0].matvec = syn_matvec_q5_0_avx512_gfni;
             out->mat[GGML_TYPE_Q4_1].matvec = syn_matvec_q4_1_avx512_gfni;

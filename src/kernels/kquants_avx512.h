@@ -1,7 +1,9 @@
 /*
  * kquants_avx512.h: Q4_K, Q5_K and Q6_K x Q8_K matrix kernels of the AVX-512 VNNI tier, built twice:
- * by kquants_avx512.c, and with GFNI by kquants_gfni_avx512.c (code unpacking by VGF2P8AFFINEQB,
- * one instruction per shift-and-mask; syn_kernels_get takes that build where the CPU has GFNI).
+ * by kquants_avx512.c, and with GFNI by kquants_gfni_avx512.c, whose row kernels (the matvec and
+ * batches under KL_MIN_TOKENS) unpack codes by VGF2P8AFFINEQB, one instruction per shift-and-mask;
+ * the rows-in-lanes matmul is the same in both. syn_kernels_get takes the GFNI build where the
+ * CPU has GFNI.
  * Each includes this file once and names its kernels with KQ_AVX512_KERNELS(sfx). The integer
  * scheme of kquants_avx2.c (maddubs of the unsigned codes by the activation, madd by the
  * sub-block scale as int16, bsums for the mins and Q6_K's -32) on 512-bit vectors, two sub-blocks
@@ -33,6 +35,23 @@ SYN_K_INLINE __m128i reduce4_256(const __m256i v[KQ_TOKENS], const int n_tok) {
     SYN_K_UNROLL(4)
     for (int t = 0; t < 4; t++) h[t] = t < n_tok ? v[t] : _mm256_setzero_si256();
     return x86_reduce4(h);
+}
+
+/* Per token t < n_tok: out_a[t] = the lane sum of a[t] (16 lanes), out_b[t] = that of b[t] (8). One
+ * token (the matvec) takes one shared tree instead of two 4-token trees mostly of zeros. */
+SYN_K_INLINE void reduce_pair(const __m512i a[KQ_TOKENS], const __m256i b[KQ_TOKENS], const int n_tok, int32_t out_a[4],
+                              int32_t out_b[4]) {
+    if (n_tok == 1) {
+        const __m256i a8 = _mm256_add_epi32(_mm512_castsi512_si256(a[0]), _mm512_extracti64x4_epi64(a[0], 1));
+        const __m256i h = _mm256_hadd_epi32(a8, b[0]); /* per 128-bit half: a pairs, then b pairs */
+        const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        const __m128i r = _mm_hadd_epi32(q, q); /* [sum a, sum b, sum a, sum b] */
+        out_a[0] = _mm_cvtsi128_si32(r);
+        out_b[0] = _mm_extract_epi32(r, 1);
+        return;
+    }
+    _mm_storeu_si128((__m128i *)out_a, reduce4_512(a, n_tok));
+    _mm_storeu_si128((__m128i *)out_b, reduce4_256(b, n_tok));
 }
 
 /* codes (u8) . a (s8) over 64 bytes, times per-16-lane int16 scales: 16 int32 partial sums. */
@@ -97,8 +116,7 @@ SYN_K_INLINE void k45_row(int64_t n_blocks, const char *w, size_t block_bytes, s
         for (int t = 0; t < n_tok; t++)
             msum[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[t * a_stride + b].bsums), mins16);
         int32_t is[4], ms[4];
-        _mm_storeu_si128((__m128i *)is, reduce4_512(isum, n_tok));
-        _mm_storeu_si128((__m128i *)ms, reduce4_256(msum, n_tok));
+        reduce_pair(isum, msum, n_tok, is, ms);
         const float d = x86_fp16_f32(head->d), dmin = x86_fp16_f32(head->dmin);
         SYN_K_UNROLL(4)
         for (int t = 0; t < n_tok; t++) {
@@ -171,8 +189,7 @@ SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_
         SYN_K_UNROLL(4)
         for (int t = 0; t < n_tok; t++) bias[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[t * a_stride + b].bsums), sc16);
         int32_t is[4], bs[4];
-        _mm_storeu_si128((__m128i *)is, reduce4_512(isum, n_tok));
-        _mm_storeu_si128((__m128i *)bs, reduce4_256(bias, n_tok));
+        reduce_pair(isum, bias, n_tok, is, bs);
         const float d = x86_fp16_f32(blk->d);
         SYN_K_UNROLL(4)
         for (int t = 0; t < n_tok; t++) {

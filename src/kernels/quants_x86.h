@@ -48,13 +48,13 @@ SYN_K_INLINE __m256i x86_reduce8(const __m256i d[8]) {
     return _mm256_add_epi32(_mm256_blend_epi32(z[0], z[1], 0xF0), _mm256_permute2x128_si256(z[0], z[1], 0x21));
 }
 
+typedef __m256i (*x86_reduce8_fn)(const __m256i d[8]);
+
 /* x86_reduce8 for block dots whose int32 lanes are all within +-16383, as the unsigned 4- and 5-bit
  * codes' are (4 x 31 x 128 at most): lanes then pack to int16 without saturating, and a VPMADDWD by
  * ones adds neighbours, so each level of the tree is a pack and a multiply-add (sums of two lanes
- * still fit int16 for the second level). 15 instructions for 8 blocks where x86_reduce8 takes 27,
- * and the same exact sums. */
-typedef __m256i (*x86_reduce8_fn)(const __m256i d[8]);
-
+ * still fit int16 for the second level). 15 instructions for 8 blocks where x86_reduce8 takes 27
+ * (the same 7 shuffles; the blends and most adds go), and the same exact sums. */
 SYN_K_INLINE __m256i x86_reduce8_small(const __m256i d[8]) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i x[4];
@@ -295,8 +295,7 @@ SYN_K_INLINE __m256i x86_codes_q5_0(const char *block) {
     X86_MATVEC_CODES_MIN(q4_1, tier, prep_zero, dot_unsigned)                                      \
     X86_MATVEC_CODES_MIN(q5_1, tier, prep_zero, dot_unsigned)
 
-/* f32(d) of the blocks at p, p + bb, ..., 8 (or 4) of them (inserted one by one: eight 2-byte
- * stores read back as one vector would stall on store forwarding). */
+/* f32(d) of the blocks at p, p + bb, ..., 8 (or 4) of them. */
 SYN_K_INLINE short x86_d_at(const char *p) {
     short h;
     memcpy(&h, p, sizeof h);

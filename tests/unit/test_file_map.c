@@ -95,6 +95,21 @@ static void test_map_error_names_the_file(void **state) {
     assert_non_null(strstr(syn_last_error(), "no-such.gguf"));
 }
 
+/* Writes [off, off + n) of the file back with its own bytes, 4 KiB at a time (small page-cache
+ * folios), and syncs it (clean pages, which a drop can take). */
+static void rewrite_in_small_folios(int fd, const char *path, size_t off, size_t n) {
+    unsigned char *buf = malloc(n);
+    assert_non_null(buf);
+    assert_int_equal(pread(fd, buf, n, (off_t)off), (ssize_t)n);
+    assert_int_equal(posix_fadvise(fd, (off_t)off, (off_t)n, POSIX_FADV_DONTNEED), 0);
+    int wfd = open(path, O_WRONLY);
+    assert_true(wfd >= 0);
+    for (size_t o = 0; o < n; o += 4096) assert_int_equal(pwrite(wfd, buf + o, 4096, (off_t)(off + o)), 4096);
+    assert_int_equal(fsync(wfd), 0);
+    close(wfd);
+    free(buf);
+}
+
 /* A file cached in 4 KiB folios is dropped once and comes back in 2 MiB pages; a second mapping
  * finds it huge and drops nothing; a 4 KiB-page mapping of the same cache maps no huge page. */
 static void test_recache_gives_huge_pages(void **state) {
@@ -131,21 +146,43 @@ static void test_recache_gives_huge_pages(void **state) {
 
     /* A mixed cache: the first range written back (small folios), the rest still huge. One probe
      * range would find it huge; every range is looked at, so it is dropped and comes back huge. */
-    unsigned char *first = malloc(SYN_HUGE_PAGE_BYTES);
-    assert_int_equal(pread(fd, first, SYN_HUGE_PAGE_BYTES, 0), SYN_HUGE_PAGE_BYTES);
-    assert_int_equal(posix_fadvise(fd, 0, SYN_HUGE_PAGE_BYTES, POSIX_FADV_DONTNEED), 0);
-    int wfd = open(path, O_WRONLY);
-    assert_true(wfd >= 0);
-    for (size_t off = 0; off < SYN_HUGE_PAGE_BYTES; off += 4096) /* 4 KiB writes: small folios */
-        assert_int_equal(pwrite(wfd, first + off, 4096, (off_t)off), 4096);
-    assert_int_equal(fsync(wfd), 0); /* clean, so that the drop can take it */
-    close(wfd);
-    free(first);
+    rewrite_in_small_folios(fd, path, 0, SYN_HUGE_PAGE_BYTES);
     assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
     assert_true(syn_file_map_recache_huge(fd, base, size));
     (void)sum_pages(base, size);
     assert_true(syn_file_map_huge_bytes(base, size) >= size);
     assert_int_equal(((const uint8_t *)base)[7], (uint8_t)(7u * 2654435761u >> 11));
+    assert_int_equal(munmap(base, size), 0);
+
+    /* Another mapping (another process, or --no-huge-pages) holds the whole cache in small pages:
+     * the probe cannot leave the cache, so nothing is dropped, at this load or the next; once that
+     * mapping is gone the cache is dropped and read back huge. */
+    rewrite_in_small_folios(fd, path, 0, size);
+    void *other = NULL;
+    assert_int_equal(syn_file_map(fd, size, path, false, &other), SYN_OK);
+    (void)sum_pages(other, size);
+    for (int load = 0; load < 2; load++) {
+        assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
+        assert_false(syn_file_map_recache_huge(fd, base, size));
+        assert_int_equal(syn_file_map_huge_bytes(base, size), 0);
+        assert_int_equal(munmap(base, size), 0);
+    }
+    assert_int_equal(munmap(other, size), 0);
+    assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
+    assert_true(syn_file_map_recache_huge(fd, base, size));
+    (void)sum_pages(base, size);
+    assert_true(syn_file_map_huge_bytes(base, size) >= size);
+    assert_int_equal(munmap(base, size), 0);
+
+    /* Nothing cached: no range is touched (the mapping reads them in later), nothing is dropped. */
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
+    assert_false(syn_file_map_recache_huge(fd, base, size));
+    unsigned char vec[8 * MIB / 4096];
+    assert_int_equal(mincore(base, size, vec), 0);
+    size_t resident = 0;
+    for (size_t i = 0; i < size / 4096; i++) resident += vec[i] & 1;
+    assert_int_equal(resident, 0);
     assert_int_equal(munmap(base, size), 0);
     close(fd);
     free(path);
@@ -166,6 +203,12 @@ static void test_small_or_unmapped_ranges_count_nothing(void **state) {
 static void test_model_huge_page_switch(void **state) {
     (void)state;
     if (!huge_file_pages_expected(test_data_path(""))) skip();
+    /* Written back first: a fresh clone's file can still be dirty in the page cache, and dirty
+     * pages are not dropped, so they would stay in small folios. */
+    const int fd = open(test_data_path("qwen2-tiny-synth-q8_0.gguf"), O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(fsync(fd), 0);
+    close(fd);
     uint8_t sums[2];
     for (int huge = 0; huge <= 1; huge++) {
         syn_model_params p = syn_model_default_params();

@@ -62,19 +62,14 @@ static int tiers_and_variants(syn_kernels out[SYN_ISA_COUNT + 1], const char *na
 #if defined(__x86_64__)
     for (int i = 0; i < n; i++) {
         if (out[i].isa == SYN_ISA_AVX512_VNNI) {
-            out[n] = out[i];
-            out[n].mat[GGML_TYPE_Q8_0].matmul = syn_matmul_q8_0_avx512_ymm;
-            names[n] = "avx512-vnni (AVX-VNNI's 256-bit matmul)";
             if (syn_cpu_has_gfni()) {
-                out[n].mat[GGML_TYPE_Q4_0].matvec = syn_matvec_q4_0_avx512;
-                out[n].mat[GGML_TYPE_Q5_0].matvec = syn_matvec_q5_0_avx512;
-                out[n].mat[GGML_TYPE_Q4_1].matvec = syn_matvec_q4_1_avx512;
-                out[n].mat[GGML_TYPE_Q5_1].matvec = syn_matvec_q5_1_avx512;
-                out[n].mat[GGML_TYPE_Q4_K] = (syn_type_kernels){syn_matvec_q4_k_avx512, syn_matmul_q4_k_avx512};
-                out[n].mat[GGML_TYPE_Q5_K] = (syn_type_kernels){syn_matvec_q5_k_avx512, syn_matmul_q5_k_avx512};
-                out[n].mat[GGML_TYPE_Q6_K] = (syn_type_kernels){syn_matvec_q6_k_avx512, syn_matmul_q6_k_avx512};
+                assert_int_equal(syn_kernels_get_build(SYN_ISA_AVX512_VNNI, false, &out[n]), SYN_OK);
                 names[n] = "avx512-vnni (AVX-VNNI's 256-bit matmul, kernels without GFNI)";
+            } else {
+                out[n] = out[i];
+                names[n] = "avx512-vnni (AVX-VNNI's 256-bit matmul)";
             }
+            out[n].mat[GGML_TYPE_Q8_0].matmul = syn_matmul_q8_0_avx512_ymm;
             n++;
             break;
         }
