@@ -148,6 +148,8 @@ static void test_recache_gives_huge_pages(void **state) {
      * range would find it huge; every range is looked at, so it is dropped and comes back huge. */
     rewrite_in_small_folios(fd, path, 0, SYN_HUGE_PAGE_BYTES);
     assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
+    (void)sum_pages(base, size);
+    assert_int_equal(syn_file_map_huge_bytes(base, size), size - SYN_HUGE_PAGE_BYTES); /* mixed indeed */
     assert_true(syn_file_map_recache_huge(fd, base, size));
     (void)sum_pages(base, size);
     assert_true(syn_file_map_huge_bytes(base, size) >= size);
@@ -158,7 +160,7 @@ static void test_recache_gives_huge_pages(void **state) {
      * the probe cannot leave the cache, so nothing is dropped, at this load or the next; once that
      * mapping is gone the cache is dropped and read back huge. */
     rewrite_in_small_folios(fd, path, 0, size);
-    void *other = NULL;
+    void *other = NULL; /* 4 KiB pages: maps the small folios as they are */
     assert_int_equal(syn_file_map(fd, size, path, false, &other), SYN_OK);
     (void)sum_pages(other, size);
     for (int load = 0; load < 2; load++) {
