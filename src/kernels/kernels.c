@@ -18,8 +18,9 @@
         syn_k_matvec_unpacked(&via_##T##_##tier, n_blocks, w, w_row_bytes, r0, r1, act, y);        \
     }
 
-/* A tier's matmul of the four types through its Q8_0 kernels; their matvec is the tier's own where
- * it unpacks in registers (x86), else SYN_K_VIA_Q8_0_MATVEC's. */
+/* A tier's matmul of the four types through its Q8_0 kernels (on the VNNI tiers, Q4_1 and Q5_1
+ * only); their matvec is the tier's own where it unpacks in registers (x86), else
+ * SYN_K_VIA_Q8_0_MATVEC's. */
 #define SYN_K_VIA_Q8_0_ALL(tier, unpack_sfx)                                                       \
     SYN_K_VIA_Q8_0(q4_0, tier, unpack_sfx, false)                                                  \
     SYN_K_VIA_Q8_0(q5_0, tier, unpack_sfx, false)                                                  \
@@ -28,8 +29,14 @@
 
 #if defined(__x86_64__)
 SYN_K_VIA_Q8_0_ALL(avx2, avx2)
-SYN_K_VIA_Q8_0_ALL(avx512, avx2)
-SYN_K_VIA_Q8_0_ALL(avxvnni, avx2)
+SYN_K_VIA_Q8_0(q4_1, avx512, avx2, true)
+SYN_K_VIA_Q8_0(q5_1, avx512, avx2, true)
+SYN_K_VIA_Q8_0(q4_1, avxvnni, avx2, true)
+SYN_K_VIA_Q8_0(q5_1, avxvnni, avx2, true)
+#define matmul_q4_0_avx512 syn_matmul_q4_0_avx512 /* the VNNI tiers' own (x86_matmul_codes) */
+#define matmul_q5_0_avx512 syn_matmul_q5_0_avx512
+#define matmul_q4_0_avxvnni syn_matmul_q4_0_avxvnni
+#define matmul_q5_0_avxvnni syn_matmul_q5_0_avxvnni
 #define matvec_q4_0_avx2 syn_matvec_q4_0_avx2
 #define matvec_q5_0_avx2 syn_matvec_q5_0_avx2
 #define matvec_q4_0_avx512 syn_matvec_q4_0_avx512

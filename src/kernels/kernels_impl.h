@@ -128,6 +128,11 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
     void syn_matvec_q4_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
     void syn_matvec_q5_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *);
 
+/* A VNNI tier's Q4_0 / Q5_0 matmul over codes unpacked in registers (quants_x86.h, x86_matmul_codes). */
+#define SYN_K_DECLARE_MATMUL_Q4_Q5_0(sfx)                                                          \
+    void syn_matmul_q4_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
+    void syn_matmul_q5_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t);
+
 /* The k-quant matrix kernels of a tier. */
 #define SYN_K_DECLARE_KQ(sfx)                                                                      \
     void syn_matvec_q4_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
@@ -148,6 +153,8 @@ SYN_K_DECLARE_MAT(avxvnni)
 SYN_K_DECLARE_UNPACK(avx2) /* used by every x86 tier */
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx2)
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx512)
+SYN_K_DECLARE_MATMUL_Q4_Q5_0(avx512)
+SYN_K_DECLARE_MATMUL_Q4_Q5_0(avxvnni)
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx512_gfni) /* installed over avx512's where the CPU has GFNI */
 SYN_K_DECLARE_MATVEC_Q4_Q5(avxvnni)
 SYN_K_DECLARE_KQ(avx2)     /* every x86 tier but avx512-vnni */

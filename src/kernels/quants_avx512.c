@@ -114,3 +114,5 @@ void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_by
 /* Unsigned codes (Q4_0, Q5_0, Q4_1, Q5_1) straight into VPDPBUSD. */
 SYN_K_INLINE __m256i dot_unsigned(__m256i u, __m256i a, __m256i c) { return dpbusd(c, u, a); }
 X86_CODES_MATVECS(avx512, dot_unsigned)
+X86_CODES_MATMULS(avx512, dpbusd, dot_unsigned, 2, 4, 2, lane_run16)
+X86_CODES_MATMULS(avx512_ymm, dpbusd, dot_unsigned, 1, 4, 4, NULL) /* AVX-VNNI's loop, for the tests */

@@ -37,3 +37,4 @@ void syn_matmul_q8_0_avxvnni(int64_t n_blocks, const void *w, size_t w_row_bytes
 /* Unsigned codes (Q4_0, Q5_0, Q4_1, Q5_1) straight into VPDPBUSD. */
 SYN_K_INLINE __m256i dot_unsigned(__m256i u, __m256i a, __m256i c) { return dpbusd(c, u, a); }
 X86_CODES_MATVECS(avxvnni, dot_unsigned)
+X86_CODES_MATMULS(avxvnni, dpbusd, dot_unsigned, 1, 4, 4, NULL)

@@ -11,10 +11,14 @@
 
 #include "kernels/kernels_impl.h"
 
-/* AVX-VNNI's matmul (x86_matmul's 256-bit lane loop: 8-row x 4-token tiles) built with the
+/* AVX-VNNI's matmuls (x86_matmul_codes's 256-bit lane loop: 8-row x 4-token tiles) built with the
  * AVX-512 tier's flags, so that the tests run that loop on CPUs with AVX-512 VNNI but not AVX-VNNI
  * (whose tier syn_kernels_get refuses there). Arguments as kernels.h's matmul_q8_0. */
 void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q4_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q5_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                 const void *act, int64_t n_tokens, float *y, int64_t y_stride);
 
 SYN_K_INLINE __m256i x86_load_qs(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
@@ -72,13 +76,6 @@ SYN_K_INLINE __m256i x86_reduce8_small(const __m256i d[8]) {
 SYN_K_INLINE __m256 x86_scales8(const block_q8_0 *x, int64_t b) {
     const __m128i h = _mm_setr_epi16((short)x[b].d, (short)x[b + 1].d, (short)x[b + 2].d, (short)x[b + 3].d,
                                      (short)x[b + 4].d, (short)x[b + 5].d, (short)x[b + 6].d, (short)x[b + 7].d);
-    return _mm256_cvtph_ps(h);
-}
-
-/* The fp16 scales of block b of eight rows (or tokens), as floats. */
-SYN_K_INLINE __m256 x86_scales8_rows(const block_q8_0 *const x[8], int64_t b) {
-    const __m128i h = _mm_setr_epi16((short)x[0][b].d, (short)x[1][b].d, (short)x[2][b].d, (short)x[3][b].d,
-                                     (short)x[4][b].d, (short)x[5][b].d, (short)x[6][b].d, (short)x[7][b].d);
     return _mm256_cvtph_ps(h);
 }
 
@@ -158,13 +155,6 @@ SYN_K_INLINE __m256 x86_load_lanes(const float *y, int64_t n) {
     return _mm256_loadu_ps(tmp);
 }
 
-/* Pointers to block 0 of rows r .. r+7, rows past r1 - 1 clamped to r1 - 1 (their lanes are
- * computed but never stored). */
-SYN_K_INLINE void x86_tile_rows(const void *w, size_t w_row_bytes, int64_t r, int64_t r1, int n,
-                                const block_q8_0 **rows) {
-    for (int i = 0; i < n; i++) rows[i] = syn_k_wrow(w, w_row_bytes, r + i < r1 ? r + i : r1 - 1);
-}
-
 /* ---- Matvec (decode) ------------------------------------------------------------------------ */
 enum { X86_MV_SPAN = 256 }; /* blocks per pass over a row (bounds the stack buffers) */
 
@@ -201,6 +191,19 @@ typedef __m256i (*x86_codes_fn)(const char *block);
 SYN_K_INLINE __m256i x86_codes_q8_0(const char *block) {
     return _mm256_loadu_si256((const __m256i *)(block + offsetof(block_q8_0, qs)));
 }
+
+/* How the lane matmul reads a weight type: blocks bb bytes apart, fp16 d in their first two bytes,
+ * 32 codes from codes(); offset: the codes are signed (Q8_0) and get +128 to be unsigned for
+ * VPDPBUSD; bias: the int32 sums then start from -bias * sum(a), which makes them exactly kernels.h's
+ * sum of (code - bias or the signed code) * a (Q8_0: 128, Q4_0: 8, Q5_0: 16). */
+typedef struct x86_wblocks {
+    size_t bb;
+    x86_codes_fn codes;
+    bool offset;
+    int32_t bias;
+} x86_wblocks;
+
+#define X86_WB_Q8_0 ((x86_wblocks){sizeof(block_q8_0), x86_codes_q8_0, true, 128})
 
 /* The 32 4-bit codes of a Q4_0 / Q4_1 / Q5_* block's qs: low nibbles are elements 0..15, high
  * 16..31 (qs in both 128-bit halves, the upper shifted by 4). Built with GFNI (the files named
@@ -294,6 +297,22 @@ SYN_K_INLINE __m256i x86_codes_q5_0(const char *block) {
     X86_MATVEC_CODES(q5_0, tier, prep_bias16, dot_unsigned)                                        \
     X86_MATVEC_CODES_MIN(q4_1, tier, prep_zero, dot_unsigned)                                      \
     X86_MATVEC_CODES_MIN(q5_1, tier, prep_zero, dot_unsigned)
+
+/* The Q4_0 and Q5_0 matmuls of a VNNI tier: its lane kernels (x86_matmul_codes's n_vec, n_tok,
+ * min_lanes and run) over the unsigned codes unpacked in registers as each tile is transposed, the
+ * sums started from -8 or -16 * sum(a): no unpacked copy of the rows (unpacked.c, which Q4_1 and
+ * Q5_1 still take). Expanded after X86_CODES_MATVECS, whose prep_bias8 / prep_bias16 the few-token
+ * fallback takes. */
+#define X86_CODES_MATMULS(tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)                    \
+    X86_MATMUL_CODES(q4_0, 8, tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)                \
+    X86_MATMUL_CODES(q5_0, 16, tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)
+#define X86_MATMUL_CODES(T, B, tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)               \
+    void syn_matmul_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
+                                 const void *act, int64_t n_tokens, float *y, int64_t y_stride) { \
+        const x86_wblocks wb = {sizeof(block_##T), x86_ucodes_##T, false, B};                     \
+        x86_matmul_codes(n_blocks, w, w_row_bytes, r0, r1, act, n_tokens, y, y_stride, wb, n_vec, n_tok, min_lanes, dp, \
+                         run, prep_bias##B, dot_unsigned, x86_reduce8_small);                      \
+    }
 
 /* f32(d) of the blocks at p, p + bb, ..., 8 (or 4) of them. */
 SYN_K_INLINE short x86_d_at(const char *p) {
@@ -602,30 +621,40 @@ SYN_K_INLINE uint16_t x86_load_u16(const char *p) {
     return v;
 }
 
-/* Transposes the block at p of 8 rows (x86_rows8_at) into out[j * stride] and its scales into *dw. */
-SYN_K_INLINE void x86_transpose_rows8(const char *p, const x86_rows8 *o, __m256i *out, const int stride, __m256 *dw) {
+/* Transposes the codes of 8 blocks (row i's at b[i]) into out[j * stride] and their scales into *dw. */
+SYN_K_INLINE void x86_transpose_blocks8(const char *const b[8], const x86_wblocks wb, __m256i *out, const int stride,
+                                        __m256 *dw) {
     __m256i x[8];
     uint16_t h[8];
     SYN_K_UNROLL(8)
     for (int i = 0; i < 8; i++) {
-        const char *b = x86_rows8_at(p, o, i);
-        x[i] = _mm256_loadu_si256((const __m256i *)(b + offsetof(block_q8_0, qs)));
-        h[i] = x86_load_u16(b + offsetof(block_q8_0, d));
+        x[i] = wb.codes(b[i]);
+        h[i] = x86_load_u16(b[i]);
     }
-    x86_transpose8_u8(x, out, stride, true);
+    x86_transpose8_u8(x, out, stride, wb.offset);
     *dw = _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], (short)h[4],
                                          (short)h[5], (short)h[6], (short)h[7]));
+}
+
+/* x86_transpose_blocks8 of the block at p of 8 rows (x86_rows8_at). */
+SYN_K_INLINE void x86_transpose_rows8(const char *p, const x86_rows8 *o, const x86_wblocks wb, __m256i *out,
+                                      const int stride, __m256 *dw) {
+    const char *b[8];
+    SYN_K_UNROLL(8)
+    for (int i = 0; i < 8; i++) b[i] = x86_rows8_at(p, o, i);
+    x86_transpose_blocks8(b, wb, out, stride, dw);
 }
 
 /* Transposes blocks [k0, k0 + kb) of rows [r, r + 8 * n_vec) (clamped to r1 - 1) into wp/dwp in
  * x86_lane_tile's layout, prefetching *next's weights on the way. */
 SYN_K_INLINE void x86_transpose_tile(const void *w, size_t w_row_bytes, int64_t r, int64_t r1, int64_t k0, int64_t kb,
-                                     const x86_tile_ref *next, __m256i *wp, __m256 *dwp, const int n_vec) {
+                                     const x86_tile_ref *next, const x86_wblocks wb, __m256i *wp, __m256 *dwp,
+                                     const int n_vec) {
     if (r + 8 * n_vec <= r1 && (!next->row0 || next->n_rows == 8 * n_vec)) {
         /* whole tiles (all but a range's last): fixed row strides, prefetches unrolled likewise */
         const x86_rows8 o = x86_rows8_of(w_row_bytes);
-        const char *p = (const char *)(syn_k_wrow(w, w_row_bytes, r) + k0);
-        for (int64_t k = 0; k < kb; k++, p += sizeof(block_q8_0)) {
+        const char *p = (const char *)w + (size_t)r * w_row_bytes + (size_t)k0 * wb.bb;
+        for (int64_t k = 0; k < kb; k++, p += wb.bb) {
             if (next->row0 && (64 * k < next->bytes || k == kb - 1)) {
                 /* line k of each row, or at the span's last block each row's last byte */
                 const char *q = next->row0 + (64 * k < next->bytes ? 64 * k : next->bytes - 1);
@@ -637,22 +666,25 @@ SYN_K_INLINE void x86_transpose_tile(const void *w, size_t w_row_bytes, int64_t 
             }
             SYN_K_UNROLL(2)
             for (int v = 0; v < n_vec; v++) {
-                x86_transpose_rows8(p + (size_t)v * 8 * w_row_bytes, &o, wp + k * 8 * n_vec + v, n_vec,
+                x86_transpose_rows8(p + (size_t)v * 8 * w_row_bytes, &o, wb, wp + k * 8 * n_vec + v, n_vec,
                                     &dwp[k * n_vec + v]);
             }
         }
         return;
     }
     for (int v = 0; v < n_vec; v++) {
-        const block_q8_0 *rows[8];
-        x86_tile_rows(w, w_row_bytes, r + 8 * v, r1, 8, rows);
+        /* block k0 of rows r + 8v .. + 7, rows past r1 - 1 clamped to it (lanes never stored) */
+        const char *rows[8];
+        for (int i = 0; i < 8; i++) {
+            const int64_t ri = r + 8 * v + i < r1 ? r + 8 * v + i : r1 - 1;
+            rows[i] = (const char *)w + (size_t)ri * w_row_bytes + (size_t)k0 * wb.bb;
+        }
         for (int64_t k = 0; k < kb; k++) {
             if (v == 0) x86_prefetch_tile_line(next, w_row_bytes, k, kb);
-            __m256i x[8];
+            const char *b[8];
             SYN_K_UNROLL(8)
-            for (int i = 0; i < 8; i++) x[i] = x86_load_qs(&rows[i][k0 + k]);
-            x86_transpose8_u8(x, wp + k * 8 * n_vec + v, n_vec, true);
-            dwp[k * n_vec + v] = x86_scales8_rows(rows, k0 + k);
+            for (int i = 0; i < 8; i++) b[i] = rows[i] + (size_t)k * wb.bb;
+            x86_transpose_blocks8(b, wb, wp + k * 8 * n_vec + v, n_vec, &dwp[k * n_vec + v]);
         }
     }
 }
@@ -692,7 +724,8 @@ SYN_K_INLINE void x86_lane_all_tokens(int64_t kb, bool first_span, const __m256i
  * byte is small, still reads the weights at close to memory speed. */
 SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                    const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride,
-                                   const int n_vec, const int n_tok, x86_dpbusd_fn dp, x86_lane_run_fn run) {
+                                   const x86_wblocks wb, const int n_vec, const int n_tok, x86_dpbusd_fn dp,
+                                   x86_lane_run_fn run) {
     x86_act_aux aux[X86_MM_TC * X86_MM_KS];
     __m256i wp[X86_MM_KS * 2 * 8];
     __m256 dwp[X86_MM_KS * 2];
@@ -708,7 +741,7 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
             for (int64_t t = 0; t < nt; t++) {
                 for (int64_t k = 0; k < kb; k++) {
                     const block_q8_0 *blk = &a[(c0 + t) * n_blocks + k0 + k];
-                    aux[t * X86_MM_KS + k] = (x86_act_aux){-128 * x86_block_sum(blk), x86_fp16_f32(blk->d)};
+                    aux[t * X86_MM_KS + k] = (x86_act_aux){-wb.bias * x86_block_sum(blk), x86_fp16_f32(blk->d)};
                 }
             }
             for (int64_t r = r0; r < r1; r += tile_rows) {
@@ -718,11 +751,10 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
                 x86_tile_ref next = {0};
                 if (nk0 < n_blocks) {
                     const int64_t nkb = n_blocks - nk0 < ks ? n_blocks - nk0 : ks;
-                    next = (x86_tile_ref){(const char *)(syn_k_wrow(w, w_row_bytes, nr) + nk0),
-                                          r1 - nr < tile_rows ? r1 - nr : tile_rows,
-                                          nkb * (int64_t)sizeof(block_q8_0)};
+                    next = (x86_tile_ref){(const char *)w + (size_t)nr * w_row_bytes + (size_t)nk0 * wb.bb,
+                                          r1 - nr < tile_rows ? r1 - nr : tile_rows, nkb * (int64_t)wb.bb};
                 }
-                x86_transpose_tile(w, w_row_bytes, r, r1, k0, kb, &next, wp, dwp, n_vec);
+                x86_transpose_tile(w, w_row_bytes, r, r1, k0, kb, &next, wb, wp, dwp, n_vec);
                 if (run) {
                     run(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, aux, nt, y + c0 * y_stride + r,
                         y_stride, r1 - r);
@@ -735,22 +767,33 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
     }
 }
 
-/* Matmul for the VNNI tiers: fewer than min_lanes tokens go through matvec (each token re-reads
- * the weights, from cache), where a transposed tile would be used too few times to pay. On Zen 4
- * with the 256-bit 4-token tile, 2 tokens ran ~1.3x slower through the lanes and 3 about even
- * (min_lanes 4); with AVX-512's 8-token tile, 2 and 3 tokens ran 5-30% faster through the lanes
- * (min_lanes 2). */
+/* Matmul for the VNNI tiers of the weights wb describes: fewer than min_lanes tokens go through the
+ * matvec (x86_matvec_codes with prep, dot and reduce8; each token re-reads the weights, from cache),
+ * where a transposed tile would be used too few times to pay. On Zen 4 with the 256-bit 4-token
+ * tile, 2 tokens ran ~1.3x slower through the lanes and 3 about even (min_lanes 4); with AVX-512's
+ * 8-token tile, 2 and 3 tokens ran 5-30% faster through the lanes (min_lanes 2). */
+SYN_K_INLINE void x86_matmul_codes(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                   const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride,
+                                   const x86_wblocks wb, const int n_vec, const int n_tok, const int min_lanes,
+                                   x86_dpbusd_fn dp, x86_lane_run_fn run, x86_act_prep_fn prep, x86_dot_block_fn dot,
+                                   x86_reduce8_fn reduce8) {
+    if (n_tokens < min_lanes) {
+        for (int64_t t = 0; t < n_tokens; t++) {
+            x86_matvec_codes(n_blocks, w, w_row_bytes, r0, r1, a + t * n_blocks, y + t * y_stride, prep, dot, wb.bb,
+                             wb.codes, reduce8);
+        }
+        return;
+    }
+    x86_matmul_lanes(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, wb, n_vec, n_tok, dp, run);
+}
+
+/* x86_matmul_codes of Q8_0 weights. */
 SYN_K_INLINE void x86_matmul(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                              const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride, const int n_vec,
                              const int n_tok, const int min_lanes, x86_dpbusd_fn dp, x86_lane_run_fn run,
                              x86_act_prep_fn prep, x86_dot_block_fn dot) {
-    if (n_tokens < min_lanes) {
-        for (int64_t t = 0; t < n_tokens; t++) {
-            x86_matvec(n_blocks, w, w_row_bytes, r0, r1, a + t * n_blocks, y + t * y_stride, prep, dot);
-        }
-        return;
-    }
-    x86_matmul_lanes(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, n_vec, n_tok, dp, run);
+    x86_matmul_codes(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, X86_WB_Q8_0, n_vec, n_tok, min_lanes,
+                     dp, run, prep, dot, x86_reduce8);
 }
 
 #endif

@@ -2,9 +2,10 @@
  * syn_k_via_q8_0). A group of rows is unpacked into a stack buffer of Q8_0 blocks of their codes,
  * then the tier's Q8_0 matvec or matmul runs on it: the Q8_0 contract over the codes is exactly
  * these types' (kernels.h), so the result is bitwise the scalar tier's. The unpacking costs a
- * store and a load of 34 bytes per block in L1/L2; matmul repays it over its tokens. Every tier's
- * matmul of these types comes here; of matvec only the ARM tiers' (x86 unpacks in registers:
- * quants_x86.h, x86_matvec_codes). */
+ * store and a load of 34 bytes per block in L1/L2; matmul repays it over its tokens. The matmuls
+ * come here but for Q4_0 / Q5_0 on the VNNI tiers (unpacked in registers as their lane tiles are
+ * transposed: quants_x86.h, x86_matmul_codes); of matvec only the ARM tiers' (x86 unpacks in
+ * registers: x86_matvec_codes). */
 #include "kernels/fp16.h"
 #include "kernels/kernels_impl.h"
 
