@@ -6,7 +6,8 @@
  * CPU has GFNI.
  * Each includes this file once and names its kernels with KQ_AVX512_KERNELS(sfx). The integer
  * scheme of kquants_avx2.c (maddubs of the unsigned codes by the activation, madd by the
- * sub-block scale as int16, bsums for the mins and Q6_K's -32) on 512-bit vectors, two sub-blocks
+ * sub-block scale as int16, here fused with the accumulation as VPDPWSSD; bsums for the mins and
+ * Q6_K's -32) on 512-bit vectors, two sub-blocks
  * (64 codes, 64 contiguous activation bytes) per instruction, the scale pair picked out of one
  * register by VPERMW, and the per-block sums of the tokens of a pass folded by one reduction tree.
  * Same int32 sums, same float steps (kernels.h): bitwise equal to scalar and to the AVX2 kernels.
@@ -54,9 +55,11 @@ SYN_K_INLINE void reduce_pair(const __m512i a[KQ_TOKENS], const __m256i b[KQ_TOK
     _mm_storeu_si128((__m128i *)out_b, reduce4_256(b, n_tok));
 }
 
-/* codes (u8) . a (s8) over 64 bytes, times per-16-lane int16 scales: 16 int32 partial sums. */
-SYN_K_INLINE __m512i scaled_dot64(__m512i codes, const int8_t *a, __m512i scale16) {
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(codes, _mm512_loadu_si512((const void *)a)), scale16);
+/* acc + codes (u8) . a (s8) over 64 bytes, times per-16-lane int16 scales: VPMADDUBSW's int16
+ * pairs, then VPDPWSSD multiplies them by the scales and adds into acc (one instruction where
+ * VPMADDWD and VPADDD took two; the same wrapping int32 arithmetic, so the same sums). */
+SYN_K_INLINE __m512i scaled_dot64_acc(__m512i acc, __m512i codes, const int8_t *a, __m512i scale16) {
+    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(codes, _mm512_loadu_si512((const void *)a)), scale16);
 }
 
 /* y[t * y_stride] (t < n_tok) = kernels.h's Q4_K / Q5_K dot of row w with token t's activation. */
@@ -109,7 +112,7 @@ SYN_K_INLINE void k45_row(int64_t n_blocks, const char *w, size_t block_bytes, s
             const __m512i scale = _mm512_permutexvar_epi16(pick, sc16);
             SYN_K_UNROLL(4)
             for (int t = 0; t < n_tok; t++)
-                isum[t] = _mm512_add_epi32(isum[t], scaled_dot64(codes, a[t * a_stride + b].qs + 64 * g, scale));
+                isum[t] = scaled_dot64_acc(isum[t], codes, a[t * a_stride + b].qs + 64 * g, scale);
         }
         __m256i msum[KQ_TOKENS];
         SYN_K_UNROLL(4)
@@ -181,7 +184,7 @@ SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_
                 const __m512i scale = _mm512_permutexvar_epi16(pick, sc512);
                 SYN_K_UNROLL(4)
                 for (int t = 0; t < n_tok; t++)
-                    isum[t] = _mm512_add_epi32(isum[t], scaled_dot64(q[k], a[t * a_stride + b].qs + 128 * h + 64 * k, scale));
+                    isum[t] = scaled_dot64_acc(isum[t], q[k], a[t * a_stride + b].qs + 128 * h + 64 * k, scale);
             }
         }
         /* the codes' -32: 32 * sum_j scale[j] * bsums[j], per token */
