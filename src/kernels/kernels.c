@@ -7,7 +7,8 @@
 /* Q4_0, Q5_0, Q4_1, Q5_1 on a SIMD tier: its unpacker feeding its Q8_0 kernels (unpacked.c). */
 #define SYN_K_VIA_Q8_0(T, tier, unpack_sfx, has_min)                                               \
     static const syn_k_via_q8_0 via_##T##_##tier = {syn_unpack_##T##_##unpack_sfx, syn_matvec_q8_0_##tier, \
-                                                    syn_matmul_q8_0_##tier, has_min, syn_vec_dot_##T##_scalar}; \
+                                                    syn_matmul_q8_0_##tier, has_min, sizeof(block_##T),      \
+                                                    syn_vec_dot_##T##_scalar};                               \
     static void matmul_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
                                     const void *act, int64_t n_tokens, float *y, int64_t y_stride) { \
         syn_k_matmul_unpacked(&via_##T##_##tier, n_blocks, w, w_row_bytes, r0, r1, act, n_tokens, y, y_stride); \
@@ -18,8 +19,8 @@
         syn_k_matvec_unpacked(&via_##T##_##tier, n_blocks, w, w_row_bytes, r0, r1, act, y);        \
     }
 
-/* A tier's matmul of the four types through its Q8_0 kernels (on the VNNI tiers, Q4_1 and Q5_1
- * only); their matvec is the tier's own where it unpacks in registers (x86), else
+/* A tier's matmul of the four types through its Q8_0 kernels (AVX2 and the ARM tiers; the VNNI
+ * tiers have their own); their matvec is the tier's own where it unpacks in registers (x86), else
  * SYN_K_VIA_Q8_0_MATVEC's. */
 #define SYN_K_VIA_Q8_0_ALL(tier, unpack_sfx)                                                       \
     SYN_K_VIA_Q8_0(q4_0, tier, unpack_sfx, false)                                                  \
@@ -29,14 +30,14 @@
 
 #if defined(__x86_64__)
 SYN_K_VIA_Q8_0_ALL(avx2, avx2)
-SYN_K_VIA_Q8_0(q4_1, avx512, avx2, true)
-SYN_K_VIA_Q8_0(q5_1, avx512, avx2, true)
-SYN_K_VIA_Q8_0(q4_1, avxvnni, avx2, true)
-SYN_K_VIA_Q8_0(q5_1, avxvnni, avx2, true)
 #define matmul_q4_0_avx512 syn_matmul_q4_0_avx512 /* the VNNI tiers' own (x86_matmul_codes) */
 #define matmul_q5_0_avx512 syn_matmul_q5_0_avx512
+#define matmul_q4_1_avx512 syn_matmul_q4_1_avx512
+#define matmul_q5_1_avx512 syn_matmul_q5_1_avx512
 #define matmul_q4_0_avxvnni syn_matmul_q4_0_avxvnni
 #define matmul_q5_0_avxvnni syn_matmul_q5_0_avxvnni
+#define matmul_q4_1_avxvnni syn_matmul_q4_1_avxvnni
+#define matmul_q5_1_avxvnni syn_matmul_q5_1_avxvnni
 #define matvec_q4_0_avx2 syn_matvec_q4_0_avx2
 #define matvec_q5_0_avx2 syn_matvec_q5_0_avx2
 #define matvec_q4_0_avx512 syn_matvec_q4_0_avx512

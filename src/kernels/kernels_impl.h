@@ -106,8 +106,15 @@ typedef struct syn_k_via_q8_0 {
     syn_matvec_fn q8_matvec; /* the tier's Q8_0 kernels */
     syn_matmul_fn q8_matmul;
     bool has_min;            /* Q4_1 / Q5_1: Q8_1 activations, the acc_m term */
+    size_t block_bytes;      /* of the packed type */
     float (*row_dot)(int64_t n_blocks, const void *w, const void *act); /* rows too long to unpack */
 } syn_k_via_q8_0;
+
+/* y[t * y_stride + r] += kernels.h's acc_m of row r with token t (the sum over blocks, in order,
+ * of f32(m) * f32(s)), rows [r0, r1): the term Q4_1 / Q5_1 add to their code sums. Their blocks
+ * are block_bytes apart with m (fp16) right after d; s: each token's n_blocks Q8_1 sums. */
+void syn_k_add_min_terms(int64_t n_blocks, const void *w, size_t w_row_bytes, size_t block_bytes, int64_t r0,
+                         int64_t r1, const uint16_t *s, int64_t n_tokens, float *y, int64_t y_stride);
 
 void syn_k_matvec_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
                            int64_t r1, const void *act, float *y);
@@ -128,10 +135,13 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
     void syn_matvec_q4_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
     void syn_matvec_q5_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *);
 
-/* A VNNI tier's Q4_0 / Q5_0 matmul over codes unpacked in registers (quants_x86.h, x86_matmul_codes). */
-#define SYN_K_DECLARE_MATMUL_Q4_Q5_0(sfx)                                                          \
+/* A VNNI tier's Q4_0 / Q5_0 / Q4_1 / Q5_1 matmul over codes unpacked in registers (quants_x86.h,
+ * x86_matmul_codes). */
+#define SYN_K_DECLARE_MATMUL_Q4_Q5(sfx)                                                            \
     void syn_matmul_q4_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
-    void syn_matmul_q5_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t);
+    void syn_matmul_q5_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
+    void syn_matmul_q4_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
+    void syn_matmul_q5_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t);
 
 /* The k-quant matrix kernels of a tier. */
 #define SYN_K_DECLARE_KQ(sfx)                                                                      \
@@ -153,8 +163,8 @@ SYN_K_DECLARE_MAT(avxvnni)
 SYN_K_DECLARE_UNPACK(avx2) /* used by every x86 tier */
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx2)
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx512)
-SYN_K_DECLARE_MATMUL_Q4_Q5_0(avx512)
-SYN_K_DECLARE_MATMUL_Q4_Q5_0(avxvnni)
+SYN_K_DECLARE_MATMUL_Q4_Q5(avx512)
+SYN_K_DECLARE_MATMUL_Q4_Q5(avxvnni)
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx512_gfni) /* installed over avx512's where the CPU has GFNI */
 SYN_K_DECLARE_MATVEC_Q4_Q5(avxvnni)
 SYN_K_DECLARE_KQ(avx2)     /* every x86 tier but avx512-vnni */

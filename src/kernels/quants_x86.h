@@ -20,6 +20,10 @@ void syn_matmul_q4_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_by
                                 const void *act, int64_t n_tokens, float *y, int64_t y_stride);
 void syn_matmul_q5_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                 const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q4_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q5_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
 
 SYN_K_INLINE __m256i x86_load_qs(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
 
@@ -298,20 +302,31 @@ SYN_K_INLINE __m256i x86_codes_q5_0(const char *block) {
     X86_MATVEC_CODES_MIN(q4_1, tier, prep_zero, dot_unsigned)                                      \
     X86_MATVEC_CODES_MIN(q5_1, tier, prep_zero, dot_unsigned)
 
-/* The Q4_0 and Q5_0 matmuls of a VNNI tier: its lane kernels (x86_matmul_codes's n_vec, n_tok,
- * min_lanes and run) over the unsigned codes unpacked in registers as each tile is transposed, the
- * sums started from -8 or -16 * sum(a): no unpacked copy of the rows (unpacked.c, which Q4_1 and
- * Q5_1 still take). Expanded after X86_CODES_MATVECS, whose prep_bias8 / prep_bias16 the few-token
- * fallback takes. */
+/* The Q4_0, Q5_0, Q4_1 and Q5_1 matmuls of a VNNI tier: its lane kernels (x86_matmul_codes's
+ * n_vec, n_tok, min_lanes and run) over the unsigned codes unpacked in registers as each tile is
+ * transposed, the sums started from -8 or -16 * sum(a) (Q4_0, Q5_0) or from 0 with the m * s terms
+ * added after (Q4_1, Q5_1: syn_k_add_min_terms): no unpacked copy of the rows. Expanded after
+ * X86_CODES_MATVECS, whose prep_bias8 / prep_bias16 / prep_zero the few-token fallback takes. */
 #define X86_CODES_MATMULS(tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)                    \
     X86_MATMUL_CODES(q4_0, 8, tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)                \
-    X86_MATMUL_CODES(q5_0, 16, tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)
+    X86_MATMUL_CODES(q5_0, 16, tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)               \
+    X86_MATMUL_CODES_MIN(q4_1, tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)               \
+    X86_MATMUL_CODES_MIN(q5_1, tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)
 #define X86_MATMUL_CODES(T, B, tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)               \
     void syn_matmul_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
                                  const void *act, int64_t n_tokens, float *y, int64_t y_stride) { \
         const x86_wblocks wb = {sizeof(block_##T), x86_ucodes_##T, false, B};                     \
         x86_matmul_codes(n_blocks, w, w_row_bytes, r0, r1, act, n_tokens, y, y_stride, wb, n_vec, n_tok, min_lanes, dp, \
                          run, prep_bias##B, dot_unsigned, x86_reduce8_small);                      \
+    }
+#define X86_MATMUL_CODES_MIN(T, tier, dp, dot_unsigned, n_vec, n_tok, min_lanes, run)             \
+    void syn_matmul_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
+                                 const void *act, int64_t n_tokens, float *y, int64_t y_stride) { \
+        const syn_act_q8_1 *a1 = act;                                                              \
+        const x86_wblocks wb = {sizeof(block_##T), x86_ucodes_##T, false, 0};                     \
+        x86_matmul_codes(n_blocks, w, w_row_bytes, r0, r1, a1->q, n_tokens, y, y_stride, wb, n_vec, n_tok, min_lanes, \
+                         dp, run, prep_zero, dot_unsigned, x86_reduce8_small);                     \
+        syn_k_add_min_terms(n_blocks, w, w_row_bytes, sizeof(block_##T), r0, r1, a1->s, n_tokens, y, y_stride); \
     }
 
 /* f32(d) of the blocks at p, p + bb, ..., 8 (or 4) of them. */

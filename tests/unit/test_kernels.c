@@ -28,6 +28,10 @@ void syn_matmul_q4_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_by
                                 const void *act, int64_t n_tokens, float *y, int64_t y_stride);
 void syn_matmul_q5_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                 const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q4_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q5_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
 #endif
 
 static uint64_t rng_state = 0x2545f4914f6cdd1du;
@@ -56,10 +60,10 @@ static int available_tiers(syn_kernels out[SYN_ISA_COUNT]) {
     return n;
 }
 
-/* The tiers plus, where AVX-512 VNNI runs, a copy of it whose Q8_0, Q4_0 and Q5_0 matmuls are
- * AVX-VNNI's 256-bit lane loop (syn_matmul_*_avx512_ymm), so that loop is tested on CPUs without
- * AVX-VNNI too; on a CPU with GFNI, whose avx512-vnni table takes the GFNI builds of the 4-6-bit
- * kernels, the copy has the plain ones. */
+/* The tiers plus, where AVX-512 VNNI runs, a copy of it whose Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1
+ * matmuls are AVX-VNNI's 256-bit lane loop (syn_matmul_*_avx512_ymm), so that loop is tested on
+ * CPUs without AVX-VNNI too; on a CPU with GFNI, whose avx512-vnni table takes the GFNI builds of
+ * the 4-6-bit kernels, the copy has the plain ones. */
 static int tiers_and_variants(syn_kernels out[SYN_ISA_COUNT + 1], const char *names[SYN_ISA_COUNT + 1]) {
     int n = available_tiers(out);
     for (int i = 0; i < n; i++) names[i] = syn_isa_name(out[i].isa);
@@ -76,6 +80,8 @@ static int tiers_and_variants(syn_kernels out[SYN_ISA_COUNT + 1], const char *na
             out[n].mat[GGML_TYPE_Q8_0].matmul = syn_matmul_q8_0_avx512_ymm;
             out[n].mat[GGML_TYPE_Q4_0].matmul = syn_matmul_q4_0_avx512_ymm;
             out[n].mat[GGML_TYPE_Q5_0].matmul = syn_matmul_q5_0_avx512_ymm;
+            out[n].mat[GGML_TYPE_Q4_1].matmul = syn_matmul_q4_1_avx512_ymm;
+            out[n].mat[GGML_TYPE_Q5_1].matmul = syn_matmul_q5_1_avx512_ymm;
             n++;
             break;
         }
