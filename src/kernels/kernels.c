@@ -7,8 +7,7 @@
 /* Q4_0, Q5_0, Q4_1, Q5_1 on a SIMD tier: its unpacker feeding its Q8_0 kernels (unpacked.c). */
 #define SYN_K_VIA_Q8_0(T, tier, unpack_sfx, has_min)                                               \
     static const syn_k_via_q8_0 via_##T##_##tier = {syn_unpack_##T##_##unpack_sfx, syn_matvec_q8_0_##tier, \
-                                                    syn_matmul_q8_0_##tier, has_min, sizeof(block_##T),      \
-                                                    syn_vec_dot_##T##_scalar};                               \
+                                                    syn_matmul_q8_0_##tier, has_min, syn_vec_dot_##T##_scalar}; \
     static void matmul_##T##_##tier(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1, \
                                     const void *act, int64_t n_tokens, float *y, int64_t y_stride) { \
         syn_k_matmul_unpacked(&via_##T##_##tier, n_blocks, w, w_row_bytes, r0, r1, act, n_tokens, y, y_stride); \

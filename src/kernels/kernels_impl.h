@@ -106,15 +106,15 @@ typedef struct syn_k_via_q8_0 {
     syn_matvec_fn q8_matvec; /* the tier's Q8_0 kernels */
     syn_matmul_fn q8_matmul;
     bool has_min;            /* Q4_1 / Q5_1: Q8_1 activations, the acc_m term */
-    size_t block_bytes;      /* of the packed type */
     float (*row_dot)(int64_t n_blocks, const void *w, const void *act); /* rows too long to unpack */
 } syn_k_via_q8_0;
 
 /* y[t * y_stride + r] += kernels.h's acc_m of row r with token t (the sum over blocks, in order,
- * of f32(m) * f32(s)), rows [r0, r1): the term Q4_1 / Q5_1 add to their code sums. Their blocks
- * are block_bytes apart with m (fp16) right after d; s: each token's n_blocks Q8_1 sums. */
-void syn_k_add_min_terms(int64_t n_blocks, const void *w, size_t w_row_bytes, size_t block_bytes, int64_t r0,
-                         int64_t r1, const uint16_t *s, int64_t n_tokens, float *y, int64_t y_stride);
+ * of m * f32(s)), r < nr: the term Q4_1 / Q5_1 add to their code sums. m: the rows' m as floats,
+ * [nr][n_blocks], nr * n_blocks <= SYN_K_MIN_TERMS_MAX; s: each token's n_blocks Q8_1 sums. */
+enum { SYN_K_MIN_TERMS_MAX = 4096 };
+void syn_k_add_min_terms(int64_t n_blocks, const float *m, int64_t nr, const uint16_t *s, int64_t n_tokens, float *y,
+                         int64_t y_stride);
 
 void syn_k_matvec_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
                            int64_t r1, const void *act, float *y);

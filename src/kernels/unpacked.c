@@ -14,6 +14,7 @@ enum {
     MM_GROUP_BYTES = 128 * 1024, /* matmul: up to 16 rows (a full AVX-512 tile) even for long rows */
     MAX_GROUP_BLOCKS = MM_GROUP_BYTES / sizeof(block_q8_0),
 };
+_Static_assert((int)MAX_GROUP_BLOCKS <= (int)SYN_K_MIN_TERMS_MAX, "a group's m fits syn_k_add_min_terms's buffers");
 
 /* acc_m of kernels.h: m[b] * s[b] added in order from 0 (s already as floats). */
 static float min_term(const float *m, const float *s, int64_t n_blocks) {
@@ -66,44 +67,18 @@ static void sums_f32(const uint16_t *s, int64_t n_blocks, float *out) {
     for (int64_t b = 0; b < n_blocks; b++) out[b] = syn_k_fp16_to_f32(s[b]);
 }
 
-void syn_k_add_min_terms(int64_t n_blocks, const void *w, size_t w_row_bytes, size_t block_bytes, int64_t r0,
-                         int64_t r1, const uint16_t *s, int64_t n_tokens, float *y, int64_t y_stride) {
-    float mt[MAX_GROUP_BLOCKS], sf[MAX_GROUP_BLOCKS], acc[MAX_GROUP_BLOCKS];
-    if (n_blocks > (int64_t)MAX_GROUP_BLOCKS) { /* rows too long for the buffers: one at a time */
-        for (int64_t t = 0; t < n_tokens; t++) {
-            for (int64_t r = r0; r < r1; r++) {
-                const char *row = (const char *)w + (size_t)r * w_row_bytes;
-                float a = 0.0f;
-                for (int64_t b = 0; b < n_blocks; b++) {
-                    uint16_t m;
-                    memcpy(&m, row + (size_t)b * block_bytes + 2, sizeof m);
-                    const float p = syn_k_fp16_to_f32(m) * syn_k_fp16_to_f32(s[t * n_blocks + b]);
-                    a += p;
-                }
-                y[t * y_stride + r] = y[t * y_stride + r] + a;
-            }
-        }
-        return;
-    }
-    const int64_t group = (int64_t)MAX_GROUP_BLOCKS / n_blocks;
-    for (int64_t g0 = r0; g0 < r1; g0 += group) {
-        const int64_t g1 = g0 + group < r1 ? g0 + group : r1, nr = g1 - g0;
-        /* m transposed to [block][row], so each block's step is one pass over the rows
-         * (vectorizable), each row's sum still in block order */
-        for (int64_t r = 0; r < nr; r++) {
-            const char *row = (const char *)w + (size_t)(g0 + r) * w_row_bytes;
-            for (int64_t b = 0; b < n_blocks; b++) {
-                uint16_t m;
-                memcpy(&m, row + (size_t)b * block_bytes + 2, sizeof m); /* after d in both types */
-                mt[b * nr + r] = syn_k_fp16_to_f32(m);
-            }
-        }
-        for (int64_t t = 0; t < n_tokens; t++) {
-            sums_f32(s + t * n_blocks, n_blocks, sf);
-            min_terms_rows(mt, sf, n_blocks, nr, acc);
-            float *yt = y + t * y_stride + g0;
-            for (int64_t r = 0; r < nr; r++) yt[r] = yt[r] + acc[r];
-        }
+void syn_k_add_min_terms(int64_t n_blocks, const float *m, int64_t nr, const uint16_t *s, int64_t n_tokens, float *y,
+                         int64_t y_stride) {
+    float mt[SYN_K_MIN_TERMS_MAX], sf[SYN_K_MIN_TERMS_MAX], acc[SYN_K_MIN_TERMS_MAX];
+    /* m transposed to [block][row], so each block's step is one pass over the rows
+     * (vectorizable), each row's sum still in block order */
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t b = 0; b < n_blocks; b++) mt[b * nr + r] = m[r * n_blocks + b];
+    for (int64_t t = 0; t < n_tokens; t++) {
+        sums_f32(s + t * n_blocks, n_blocks, sf);
+        min_terms_rows(mt, sf, n_blocks, nr, acc);
+        float *yt = y + t * y_stride;
+        for (int64_t r = 0; r < nr; r++) yt[r] = yt[r] + acc[r];
     }
 }
 
@@ -164,6 +139,6 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
         const int64_t g1 = g0 + group < r1 ? g0 + group : r1;
         unpack_group(v, n_blocks, w, w_row_bytes, g0, g1, buf, m);
         v->q8_matmul(n_blocks, buf, (size_t)n_blocks * sizeof(block_q8_0), 0, g1 - g0, aq, n_tokens, y + g0, y_stride);
+        if (v->has_min) syn_k_add_min_terms(n_blocks, m, g1 - g0, a1->s, n_tokens, y + g0, y_stride);
     }
-    if (v->has_min) syn_k_add_min_terms(n_blocks, w, w_row_bytes, v->block_bytes, r0, r1, a1->s, n_tokens, y, y_stride);
 }
