@@ -3,9 +3,9 @@
  * then the tier's Q8_0 matvec or matmul runs on it: the Q8_0 contract over the codes is exactly
  * these types' (kernels.h), so the result is bitwise the scalar tier's. The unpacking costs a
  * store and a load of 34 bytes per block in L1/L2; matmul repays it over its tokens. The matmuls
- * come here but for Q4_0 / Q5_0 on the VNNI tiers (unpacked in registers as their lane tiles are
- * transposed: quants_x86.h, x86_matmul_codes); of matvec only the ARM tiers' (x86 unpacks in
- * registers: x86_matvec_codes). */
+ * of AVX2 and the ARM tiers come here (the VNNI tiers unpack in registers as their lane tiles are
+ * transposed: quants_x86.h, x86_matmul_codes, and take only syn_k_add_min_terms from here); of
+ * matvec only the ARM tiers' (x86 unpacks in registers: x86_matvec_codes). */
 #include "kernels/fp16.h"
 #include "kernels/kernels_impl.h"
 
