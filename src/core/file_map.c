@@ -117,10 +117,24 @@ static bool range_cached(const uint8_t *p, unsigned char *vec) {
     return false;
 }
 
+/* Whether mincore() shows this process the file's page cache: Linux does so only to a process that
+ * owns the file (or is root) or may write it, and reports every page as cached to the others. */
+static bool cache_visible(int fd) {
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) return false;
+    if (sb.st_uid == geteuid() || geteuid() == 0) return true;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0;
+}
+
 bool syn_file_map_recache_huge(int fd, const void *base, size_t size) {
     const uintptr_t mask = (uintptr_t)SYN_HUGE_PAGE_BYTES - 1;
     const size_t n_whole = size / SYN_HUGE_PAGE_BYTES; /* whole aligned 2 MiB ranges */
     if (((uintptr_t)base & mask) != 0 || n_whole < 2 || sysconf(_SC_PAGESIZE) != 4096) return false;
+    /* Without a true picture of the cache, touching "cached" ranges would read a cold file in here,
+     * and the probe would always look held: leave the cache as it is. */
+    if (!cache_visible(fd)) return false;
     unsigned char vec[SYN_HUGE_PAGE_BYTES / 4096];
     /* A cache read back in parts (plain reads, earlier processes) can be a mix, so every range
      * that is cached is looked at: one fault maps it huge where its cache is one 2 MiB folio. A

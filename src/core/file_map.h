@@ -42,7 +42,8 @@ syn_status syn_file_map(int fd, size_t size, const char *path, bool huge, void *
  * process maps it) and, faulted again, maps huge, the whole file's cache is dropped (clean pages
  * only; pages mapped by other processes stay), to be read back in huge folios by the next
  * accesses. Returns true when the file's cache was dropped. Never fails: without huge page
- * support it changes nothing. Call before touching the mapping beyond the header. */
+ * support, or where mincore() cannot see the file's cache (a file this process neither owns nor
+ * may write), it changes nothing. Call before touching the mapping beyond the header. */
 bool syn_file_map_recache_huge(int fd, const void *base, size_t size);
 
 /* Bytes of [base, base + size) currently mapped with huge pages (FilePmdMapped and

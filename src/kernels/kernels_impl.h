@@ -112,7 +112,7 @@ typedef struct syn_k_via_q8_0 {
 /* y[t * y_stride + r] += kernels.h's acc_m of row r with token t (the sum over blocks, in order,
  * of m * f32(s)), r < nr: the term Q4_1 / Q5_1 add to their code sums. m: the rows' m as floats,
  * [nr][n_blocks], nr * n_blocks <= SYN_K_MIN_TERMS_MAX; s: each token's n_blocks Q8_1 sums. */
-enum { SYN_K_MIN_TERMS_MAX = 4096 };
+enum { SYN_K_MIN_TERMS_MAX = 8192 };
 void syn_k_add_min_terms(int64_t n_blocks, const float *m, int64_t nr, const uint16_t *s, int64_t n_tokens, float *y,
                          int64_t y_stride);
 

@@ -1,8 +1,10 @@
 /*
- * quants_avx512.c: AVX-512 VNNI Q8_0 matrix kernels (the quantizer and single-row dot are AVX2's).
+ * quants_avx512.c: AVX-512 VNNI matrix kernels of Q8_0 and (through the same drivers) Q4_0, Q5_0,
+ * Q4_1, Q5_1; the quantizer and single-row dot are AVX2's.
  *
  * Strategy (quants_x86.h has the drivers): VPDPBUSD multiplies unsigned by signed bytes, so the
- * weights are offset by +128 (exact for any int8) and the int32 sums start from -128 * sum(a).
+ * Q8_0 weights are offset by +128 (exact for any int8) and the int32 sums start from -128 * sum(a)
+ * (the 4- and 5-bit codes are unsigned already: their sums start from -8 or -16 * sum(a), or 0).
  * Matvec streams rows front to back, folding each row's per-block sums with hadd trees. Matmul
  * puts rows in lanes (weights transposed per tile, activation dwords broadcast), so it needs no
  * horizontal sums; its tile is 16 rows (one 512-bit vector) x up to 8 tokens. Elsewhere the 256-bit

@@ -188,8 +188,10 @@ SYN_K_INLINE void x86_act_prepare(int64_t n, const block_q8_0 *a, x86_mv_act *ac
     }
 }
 
-/* A weight block's 32 int8 codes (kernels.h: for Q8_0 its qs, for Q4_0 / Q5_0 the unpacked q - 8 /
- * q - 16), from the block's first byte; every such type keeps its fp16 d in its first two bytes. */
+/* A weight block's 32 codes, from the block's first byte: Q8_0's signed qs (x86_codes_q8_0), or the
+ * 4- and 5-bit types' unsigned q (x86_ucodes_*; kernels.h's codes are q - 8 / q - 16 for Q4_0 /
+ * Q5_0, the bias going into the sums' correction). Every such type keeps its fp16 d in its first
+ * two bytes. */
 typedef __m256i (*x86_codes_fn)(const char *block);
 
 SYN_K_INLINE __m256i x86_codes_q8_0(const char *block) {
@@ -329,8 +331,9 @@ enum { X86_MIN_GROUP_ROWS = 128 };
                                  const void *act, int64_t n_tokens, float *y, int64_t y_stride) { \
         const syn_act_q8_1 *a1 = act;                                                              \
         const size_t bb = sizeof(block_##T);                                                       \
-        int64_t group = SYN_K_MIN_TERMS_MAX / n_blocks;                                            \
+        int64_t group = n_blocks > 0 ? SYN_K_MIN_TERMS_MAX / n_blocks : X86_MIN_GROUP_ROWS;        \
         if (group > X86_MIN_GROUP_ROWS) group = X86_MIN_GROUP_ROWS;                                \
+        if (group > 16) group -= group % 16; /* whole 16-row tiles */                              \
         if (group < 1) {                                                                           \
             for (int64_t t = 0; t < n_tokens; t++) {                                               \
                 const syn_act_q8_1 at = {a1->q + t * n_blocks, a1->s + t * n_blocks};              \
@@ -505,10 +508,11 @@ SYN_K_INLINE void x86_matvec_codes_min(int64_t n_blocks, const void *w, size_t w
 
 /* ---- Matmul with lanes = rows (VNNI tiers) -------------------------------------------------
  * VPDPBUSD sums 4 u8 x s8 products per int32 lane. A tile's weights are transposed so that lane
- * i of vector j holds bytes 4j..4j+3 of row i's block, offset by +128 to make them unsigned; each
- * activation dword is broadcast. Eight VPDPBUSDs then leave row i's whole-block int32 dot with
- * token t in lane i, after starting from -128 * sum(a) (exact): no horizontal sums at all, and
- * each lane follows kernels.h's float sequence. */
+ * i of vector j holds codes 4j..4j+3 of row i's block, unsigned (Q8_0's offset by +128, the 4- and
+ * 5-bit types' as they are: x86_wblocks); each activation dword is broadcast. Eight VPDPBUSDs
+ * then leave row i's whole-block int32 dot with token t in lane i, after starting from
+ * -bias * sum(a) (exact): no horizontal sums at all, and each lane follows kernels.h's float
+ * sequence. */
 enum {
     X86_MM_KS = 32,  /* most blocks per k-span (bounds the stack buffers; the sums continue in y) */
     X86_MM_LONG = 64, /* calls with this many tokens take the longest spans (see x86_matmul_lanes) */

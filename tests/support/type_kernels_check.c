@@ -194,10 +194,12 @@ int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char 
         for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
             for (size_t j = 0; j < sizeof tokens / sizeof tokens[0]; j++)
                 n_failed += check_shape(k, ref, name, tc, 1 + 23 + (int64_t)(next_u32() % 20), widths[i], tokens[j], n_passed);
+        /* a prompt's worth: 64+ tokens take the lane matmuls' longest k-spans */
+        n_failed += check_shape(k, ref, name, tc, 37, widths[1], 70, n_passed);
     }
     /* rows longer than the unpacked types' stack buffer (unpacked.c: 3855 blocks) take the row-dot
-     * path, and past SYN_K_MIN_TERMS_MAX (4096) the x86 Q4_1 / Q5_1 matmul takes its matvec */
-    static const int64_t long_rows[] = {4000, 4200};
+     * path, and past SYN_K_MIN_TERMS_MAX (8192) the x86 Q4_1 / Q5_1 matmul takes its matvec */
+    static const int64_t long_rows[] = {4000, 8200};
     for (size_t c = 0; c < 4; c++)
         for (size_t i = 0; i < 2; i++) n_failed += check_shape(k, ref, name, &cases[c], 3, long_rows[i], 2, n_passed);
     return n_failed;

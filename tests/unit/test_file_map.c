@@ -10,7 +10,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/statfs.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -192,6 +194,50 @@ static void test_recache_gives_huge_pages(void **state) {
     free(dir);
 }
 
+/* A process that neither owns the file nor may write it sees every page as cached in mincore()
+ * (Linux hides the cache from it): the check must then leave the file alone, not read a cold file
+ * in by touching "cached" ranges. Needs root, to run the check as another user. */
+static void test_recache_leaves_a_hidden_cache_alone(void **state) {
+    (void)state;
+    char *dir = test_make_temp_dir();
+    if (geteuid() != 0 || !huge_file_pages_expected(dir)) {
+        test_remove_dir(dir);
+        free(dir);
+        skip();
+    }
+    assert_int_equal(chmod(dir, 0755), 0);
+    const size_t size = 8 * MIB;
+    char *path = write_pattern_file(dir, size); /* root's, mode 0644 */
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0); /* cold */
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* as nobody: check, and report what the check returned */
+        if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+        const int cfd = open(path, O_RDONLY);
+        void *cbase = NULL;
+        if (cfd < 0 || syn_file_map(cfd, size, path, true, &cbase) != SYN_OK) _exit(3);
+        _exit(syn_file_map_recache_huge(cfd, cbase, size) ? 1 : 0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    void *base = NULL; /* as root, mincore tells the truth: nothing was read in */
+    assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
+    unsigned char vec[8 * MIB / 4096];
+    assert_int_equal(mincore(base, size, vec), 0);
+    size_t resident = 0;
+    for (size_t i = 0; i < size / 4096; i++) resident += vec[i] & 1;
+    assert_int_equal(resident, 0);
+    assert_int_equal(munmap(base, size), 0);
+    close(fd);
+    free(path);
+    test_remove_dir(dir);
+    free(dir);
+}
+
 static void test_small_or_unmapped_ranges_count_nothing(void **state) {
     (void)state;
     int local = 0;
@@ -232,6 +278,7 @@ int main(void) {
         cmocka_unit_test(test_mapping_is_aligned_and_holds_the_file),
         cmocka_unit_test(test_map_error_names_the_file),
         cmocka_unit_test(test_recache_gives_huge_pages),
+        cmocka_unit_test(test_recache_leaves_a_hidden_cache_alone),
         cmocka_unit_test(test_small_or_unmapped_ranges_count_nothing),
         cmocka_unit_test(test_model_huge_page_switch),
     };
