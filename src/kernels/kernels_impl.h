@@ -170,6 +170,19 @@ SYN_K_DECLARE_MATVEC_Q4_Q5(avxvnni)
 SYN_K_DECLARE_KQ(avx2)     /* every x86 tier but avx512-vnni */
 SYN_K_DECLARE_KQ(avx512)
 SYN_K_DECLARE_KQ(avx512_gfni) /* installed over avx512's where the CPU has GFNI */
+/* AVX-VNNI's matmuls (x86_matmul_codes's 256-bit lane loop: 8-row x 4-token tiles) built with the
+ * AVX-512 tier's flags (quants_avx512.c), so that the tests run that loop on CPUs with AVX-512
+ * VNNI but not AVX-VNNI, whose tier syn_kernels_get refuses there. */
+void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q4_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q5_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q4_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q5_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
 void syn_quantize_row_q8_1_avx2(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
 void syn_quantize_row_q8_k_avx2(const float *x, block_q8_k *y, int64_t n);
 #endif

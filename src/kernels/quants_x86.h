@@ -11,20 +11,6 @@
 
 #include "kernels/kernels_impl.h"
 
-/* AVX-VNNI's matmuls (x86_matmul_codes's 256-bit lane loop: 8-row x 4-token tiles) built with the
- * AVX-512 tier's flags, so that the tests run that loop on CPUs with AVX-512 VNNI but not AVX-VNNI
- * (whose tier syn_kernels_get refuses there). Arguments as kernels.h's matmul_q8_0. */
-void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q4_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q5_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q4_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q5_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-
 SYN_K_INLINE __m256i x86_load_qs(const block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
 
 SYN_K_INLINE float x86_fp16_f32(uint16_t h) { return _cvtsh_ss(h); }

@@ -61,6 +61,16 @@ static bool huge_file_pages_expected(const char *dir) {
     return ext4_large_folios || fs.f_type == 0x58465342; /* XFS */
 }
 
+/* 4 KiB pages of [p, p + n) (n <= 8 MiB) in the page cache, as mincore() tells this process. */
+static size_t resident_pages(const void *p, size_t n) {
+    unsigned char vec[8 * MIB / 4096];
+    assert_true(n <= 8 * MIB);
+    assert_int_equal(mincore((void *)p, n, vec), 0);
+    size_t resident = 0;
+    for (size_t i = 0; i < n / 4096; i++) resident += vec[i] & 1;
+    return resident;
+}
+
 static uint8_t sum_pages(const uint8_t *p, size_t n) {
     uint8_t s = 0;
     for (size_t i = 0; i < n; i += 4096) s ^= ((const volatile uint8_t *)p)[i];
@@ -182,11 +192,7 @@ static void test_recache_gives_huge_pages(void **state) {
     assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
     assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
     assert_false(syn_file_map_recache_huge(fd, base, size));
-    unsigned char vec[8 * MIB / 4096];
-    assert_int_equal(mincore(base, size, vec), 0);
-    size_t resident = 0;
-    for (size_t i = 0; i < size / 4096; i++) resident += vec[i] & 1;
-    assert_int_equal(resident, 0);
+    assert_int_equal(resident_pages(base, size), 0);
     assert_int_equal(munmap(base, size), 0);
     close(fd);
     free(path);
@@ -226,11 +232,7 @@ static void test_recache_leaves_a_hidden_cache_alone(void **state) {
     assert_int_equal(WEXITSTATUS(status), 0);
     void *base = NULL; /* as root, mincore tells the truth: nothing was read in */
     assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
-    unsigned char vec[8 * MIB / 4096];
-    assert_int_equal(mincore(base, size, vec), 0);
-    size_t resident = 0;
-    for (size_t i = 0; i < size / 4096; i++) resident += vec[i] & 1;
-    assert_int_equal(resident, 0);
+    assert_int_equal(resident_pages(base, size), 0);
     assert_int_equal(munmap(base, size), 0);
     close(fd);
     free(path);

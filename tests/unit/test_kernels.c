@@ -20,19 +20,6 @@
 #include "kernels/kernels_impl.h"
 
 #include "../support/type_kernels_check.h"
-#if defined(__x86_64__)
-/* Declared in kernels/quants_x86.h, which only ISA-flagged files can include. */
-void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q4_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q5_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q4_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q5_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-#endif
 
 static uint64_t rng_state = 0x2545f4914f6cdd1du;
 static uint32_t rng_next(void) {
