@@ -187,7 +187,7 @@ SYN_K_INLINE __m256i x86_codes_q8_0(const char *block) {
 /* How the lane matmul reads a weight type: blocks bb bytes apart, fp16 d in their first two bytes,
  * 32 codes from codes(); offset: the codes are signed (Q8_0) and get +128 to be unsigned for
  * VPDPBUSD; bias: the int32 sums then start from -bias * sum(a), which makes them exactly kernels.h's
- * sum of (code - bias or the signed code) * a (Q8_0: 128, Q4_0: 8, Q5_0: 16). */
+ * sum of (code - bias or the signed code) * a (Q8_0: 128, Q4_0: 8, Q5_0: 16, Q4_1 / Q5_1: 0). */
 typedef struct x86_wblocks {
     size_t bb;
     x86_codes_fn codes;
