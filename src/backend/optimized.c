@@ -68,9 +68,11 @@ typedef struct opt_act_bufs {
 enum {
     OPT_MAX_BATCH = 512,      /* tokens per slice: bounds the scratch buffers */
     OPT_ROWS_PER_CHUNK = 64,  /* matrix rows per job chunk: a multiple of Q8_0 blocks and tiles */
+    OPT_TILE_ROWS = 16,       /* the matmul kernels' row tile (kernels.h) */
     OPT_OUT_ROWS_PER_CHUNK = 256,
     OPT_FFN_DECODE_SHARE = 4,      /* ffn chunks per thread when decoding one token */
     OPT_FFN_DECODE_MIN_ROWS = 256, /* and at least this many rows per chunk (kernels.h) */
+    OPT_BATCH_SHARE = 4,           /* chunks per thread of each matrix when a step has several tokens */
 };
 
 /* Norm weights and biases as float32: views of F32 tensors, copies of others; NULL when the model
@@ -96,7 +98,6 @@ typedef struct opt_state {
     int32_t kv_dim;  /* n_head_kv * head_dim */
     int32_t qkv_dim; /* q_dim + 2 * kv_dim: one token's row of the qkv buffer */
     int32_t group;   /* query heads per kv head */
-    int32_t heads_per_chunk;
     unsigned fmt_all;      /* the activation formats (OPT_FMT_* bits) of every matrix of the model */
 
     opt_layer_vecs *vecs; /* [n_layer] */
@@ -332,7 +333,6 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     s->kv_dim = hp->kv_dim;
     s->qkv_dim = hp->q_dim + 2 * hp->kv_dim;
     s->group = hp->n_head / hp->n_head_kv;
-    s->heads_per_chunk = hp->head_dim >= OPT_ROWS_PER_CHUNK ? 1 : OPT_ROWS_PER_CHUNK / hp->head_dim;
     s->fmt_all = fmt_of(&model->output);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &model->layers[l];
@@ -605,10 +605,31 @@ static void store_kv(const opt_state *s, bool is_k, const float *row, int32_t h0
     }
 }
 
+/* Rows per chunk of a matrix of n_rows rows, a multiple of align. One token: OPT_ROWS_PER_CHUNK.
+ * Several: about OPT_BATCH_SHARE chunks per thread, as each matmul call prepares its activation
+ * (block sums, scales) and transposes its weight tiles once for all its rows: with 64-row chunks
+ * that preparation was ~8 % of a 512-token prefill. */
+static int64_t rows_per_chunk(const opt_state *s, int64_t n_rows, int64_t align) {
+    int64_t rows = OPT_ROWS_PER_CHUNK;
+    if (s->n_act > 1) {
+        const int64_t parts = (int64_t)OPT_BATCH_SHARE * s->n_threads, share = (n_rows + parts - 1) / parts;
+        rows = share > rows ? share : rows;
+    }
+    return (rows + align - 1) / align * align;
+}
+
+/* Heads of q, k or v per qkv chunk: OPT_ROWS_PER_CHUNK rows' worth for one token, and for several
+ * about OPT_BATCH_SHARE chunks of q per thread (rows_per_chunk says why). */
+static int32_t qkv_heads_per_chunk(const opt_state *s) {
+    const syn_hparams *hp = &s->model->hp;
+    const int64_t rows = rows_per_chunk(s, (int64_t)hp->n_head * hp->head_dim, 1);
+    return rows <= hp->head_dim ? 1 : (int32_t)(rows / hp->head_dim);
+}
+
 /* Chunk -> (matrix 0/1/2 = q/k/v, heads [h0, h1)). */
 static void qkv_chunk(const opt_state *s, int64_t chunk, int *mat, int32_t *h0, int32_t *h1) {
     const syn_hparams *hp = &s->model->hp;
-    const int32_t hpc = s->heads_per_chunk;
+    const int32_t hpc = qkv_heads_per_chunk(s);
     const int64_t nq = (hp->n_head + hpc - 1) / hpc, nk = (hp->n_head_kv + hpc - 1) / hpc;
     int32_t n_heads = hp->n_head;
     if (chunk < nq) {
@@ -628,7 +649,7 @@ static void qkv_chunk(const opt_state *s, int64_t chunk, int *mat, int32_t *h0, 
 
 static int64_t qkv_n_chunks(const opt_state *s) {
     const syn_hparams *hp = &s->model->hp;
-    const int32_t hpc = s->heads_per_chunk;
+    const int32_t hpc = qkv_heads_per_chunk(s);
     return (hp->n_head + hpc - 1) / hpc + 2 * ((hp->n_head_kv + hpc - 1) / hpc);
 }
 
@@ -685,11 +706,15 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
     return 0;
 }
 
+static int64_t residual_rows_per_chunk(const opt_state *s) {
+    return rows_per_chunk(s, s->model->hp.n_embd, OPT_TILE_ROWS);
+}
+
 /* proj = W rows of this chunk; x += proj for those rows. W is wo or w_down (n_embd rows). */
 static int residual_rows(opt_state *s, const syn_tensor *w, int64_t chunk, int thread) {
     const size_t ne = (size_t)s->model->hp.n_embd;
     int64_t r0, r1;
-    syn_chunk_rows((int64_t)ne, OPT_ROWS_PER_CHUNK, chunk, &r0, &r1);
+    syn_chunk_rows((int64_t)ne, residual_rows_per_chunk(s), chunk, &r0, &r1);
     mat_rows(s, w, r0, r1, s->proj, (int64_t)ne, thread);
     for (size_t t = 0; t < s->n; t++)
         for (int64_t r = r0; r < r1; r++) s->x[t * ne + (size_t)r] += s->proj[t * ne + (size_t)r];
@@ -706,21 +731,21 @@ static int job_down(void *ctx, int64_t chunk, int thread) {
     return residual_rows(s, &s->model->layers[s->layer].w_down, chunk, thread);
 }
 
-/* Rows of gate/up per ffn chunk. Prefill: OPT_ROWS_PER_CHUNK, for matmul's tiles. One token: a
+/* Rows of gate/up per ffn chunk. Several tokens: rows_per_chunk's, in matmul's tiles. One token: a
  * chunk reads gate's rows and then up's, so each chunk restarts two weight streams; long chunks
  * (about OPT_FFN_DECODE_SHARE per thread, leaving some to steal from a late thread) keep the
  * streams sequential (measured: 1 thread 36.5 -> 39.5 tok/s over 64-row chunks; 256-row chunks
  * gained about half of that).
  * A multiple of w_down's activation block, so each chunk quantizes whole blocks of silu(gate) * up. */
 static int64_t ffn_rows_per_chunk(const opt_state *s) {
-    const int64_t block = fmt_block(fmt_of(&s->model->layers[s->layer].w_down));
-    int64_t rows = OPT_ROWS_PER_CHUNK;
+    const int64_t block = fmt_block(fmt_of(&s->model->layers[s->layer].w_down)), nff = s->model->hp.n_ff;
     if (s->n == 1) {
-        const int64_t nff = s->model->hp.n_ff, parts = (int64_t)OPT_FFN_DECODE_SHARE * s->n_threads;
-        rows = (nff + parts - 1) / parts;
+        const int64_t parts = (int64_t)OPT_FFN_DECODE_SHARE * s->n_threads;
+        int64_t rows = (nff + parts - 1) / parts;
         rows = rows > OPT_FFN_DECODE_MIN_ROWS ? rows : OPT_FFN_DECODE_MIN_ROWS;
+        return (rows + block - 1) / block * block;
     }
-    return (rows + block - 1) / block * block;
+    return rows_per_chunk(s, nff, block > OPT_TILE_ROWS ? block : OPT_TILE_ROWS);
 }
 
 /* Rows [r0, r1) of gate and of up, then silu(gate) * up into gate, quantized for w_down (whose rows
@@ -795,14 +820,14 @@ static syn_status forward_layer(opt_state *s, int32_t l) {
     if (st == SYN_OK) st = run(s, (int64_t)s->n * hp->n_head_kv, job_attention, "attention");
     if (st == SYN_OK && s->wo_fmt && !s->attn_quant_fused) st = quantize_rows(s, s->attn, &s->hq, s->wo_fmt, s->q_dim);
     s->act_f = s->attn;
-    if (st == SYN_OK) st = run(s, (ne + OPT_ROWS_PER_CHUNK - 1) / OPT_ROWS_PER_CHUNK, job_wo, "wo");
+    if (st == SYN_OK) st = run(s, (ne + residual_rows_per_chunk(s) - 1) / residual_rows_per_chunk(s), job_wo, "wo");
 
     if (st == SYN_OK) st = norm_rows(s, s->vecs[l].ffn_norm, NULL, s->n, fmt_of(&L->w_gate) | fmt_of(&L->w_up));
     s->act_f = s->h;
     if (st == SYN_OK) st = run(s, (nff + ffn_rows_per_chunk(s) - 1) / ffn_rows_per_chunk(s), job_ffn, "ffn");
     s->act_f = s->gate;
     s->act_q = &s->hq_ff;
-    if (st == SYN_OK) st = run(s, (ne + OPT_ROWS_PER_CHUNK - 1) / OPT_ROWS_PER_CHUNK, job_down, "down");
+    if (st == SYN_OK) st = run(s, (ne + residual_rows_per_chunk(s) - 1) / residual_rows_per_chunk(s), job_down, "down");
     return st;
 }
 

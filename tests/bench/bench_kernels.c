@@ -121,8 +121,10 @@ int main(int argc, char **argv) {
                 const size_t row_bytes = (size_t)n_blocks * sizeof(block_q8_0);
                 const size_t mat_bytes = row_bytes * (size_t)cases[c].rows;
                 const size_t n_copies = pool_bytes / mat_bytes;
-                /* the row chunks kernels.h recommends: long sequential streams for matvec */
-                const int64_t rows_per_chunk = cases[c].tokens == 1 ? 256 : 64;
+                /* the row chunks kernels.h recommends and the optimized backend gives: long sequential
+                 * streams for matvec; for matmul about 4 chunks per thread, at least 64 rows, in tiles */
+                const int64_t share = (cases[c].rows + 4 * n_threads - 1) / (4 * n_threads);
+                const int64_t rows_per_chunk = cases[c].tokens == 1 ? 256 : share < 64 ? 64 : (share + 15) / 16 * 16;
                 job j = {.k = &k, .row_bytes = row_bytes, .n_rows = cases[c].rows, .n_blocks = n_blocks,
                          .n_tokens = cases[c].tokens, .rows_per_chunk = rows_per_chunk, .a = a, .y = y};
                 const int64_t n_chunks = (cases[c].rows + rows_per_chunk - 1) / rows_per_chunk;
