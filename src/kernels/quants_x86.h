@@ -766,7 +766,8 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
     __m256 dwp[X86_MM_KS * 2];
     /* Spans of 32 blocks when a transposed tile serves many tokens (a 896-wide row tile is then one
      * contiguous read: 512-token calls ~10-15% faster than with 16), of 16 for a few tokens (where
-     * 32 ran ~15% slower; kernel bench on Zen 5). aux keeps its X86_MM_KS stride either way. */
+     * 32 ran ~15% slower, and 20-40 % at 5 tokens on 2026-12-01; kernel bench). aux keeps its
+     * X86_MM_KS stride either way. */
     const int64_t ks = n_tokens >= X86_MM_LONG ? X86_MM_KS : X86_MM_KS / 2;
     const int64_t tile_rows = 8 * n_vec, n_tiles = (r1 - r0 + tile_rows - 1) / tile_rows;
     for (int64_t c0 = 0; c0 < n_tokens; c0 += X86_MM_TC) {

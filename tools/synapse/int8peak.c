@@ -10,7 +10,7 @@
 #include "args.h"
 #include "synapse.h"
 
-/* Rounds per thread and pass: about 20 ms of a Zen 5 core at 12 chains of 64 multiply-adds. */
+/* Rounds per thread and pass: about 20 ms of a Zen 4 or Zen 5 core at 12 chains of 64 multiply-adds. */
 enum { PEAK_ROUNDS = 4 << 20 };
 
 uint64_t int8peak_chain_avx512(uint64_t iters);
