@@ -2,6 +2,7 @@
  * vector's hwcaps on aarch64). Detection is read-only and cheap, so nothing is cached. */
 #include "kernels/cpu_features.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -73,6 +74,56 @@ bool syn_cpu_has_gfni(void) {
     return false;
 #endif
 }
+
+#if defined(__x86_64__)
+void syn_cpu_describe(char *buf, size_t n) {
+    if (n == 0) return;
+    unsigned r[12] = {0}, a, b, c, d;
+    if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+        for (unsigned i = 0; i < 3; i++)
+            __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+    }
+    char brand[sizeof r + 1]; /* 48 bytes, space-padded, NUL-terminated when shorter */
+    memcpy(brand, r, sizeof r);
+    brand[sizeof r] = '\0';
+    size_t start = 0, end = strlen(brand);
+    while (brand[start] == ' ') start++;
+    while (end > start && brand[end - 1] == ' ') end--;
+    brand[end] = '\0';
+    const char *name = brand + start;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) {
+        snprintf(buf, n, "%s", *name ? name : "unknown x86-64 CPU");
+        return;
+    }
+    /* CPUID.1:EAX: the displayed family adds the extended family to 15; the model takes the
+     * extended model bits for families 6 and 15 and up. */
+    const unsigned base_family = (a >> 8) & 0xFu, base_model = (a >> 4) & 0xFu;
+    const unsigned family = base_family == 0xFu ? base_family + ((a >> 20) & 0xFFu) : base_family;
+    const unsigned model = base_family >= 6u ? (((a >> 16) & 0xFu) << 4) | base_model : base_model;
+    snprintf(buf, n, "%s (family %u, model %u)", *name ? name : "x86-64", family, model);
+}
+#elif defined(__aarch64__)
+void syn_cpu_describe(char *buf, size_t n) {
+    if (n == 0) return;
+    unsigned implementer = 0, part = 0;
+    bool have_impl = false, have_part = false;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f) && !(have_impl && have_part)) {
+        if (!have_impl) have_impl = sscanf(line, "CPU implementer : %x", &implementer) == 1;
+        if (!have_part) have_part = sscanf(line, "CPU part : %x", &part) == 1;
+    }
+    if (f) fclose(f);
+    if (have_impl && have_part)
+        snprintf(buf, n, "aarch64 (implementer 0x%02x, part 0x%03x)", implementer, part);
+    else
+        snprintf(buf, n, "aarch64");
+}
+#else
+void syn_cpu_describe(char *buf, size_t n) {
+    if (n > 0) snprintf(buf, n, "unknown CPU");
+}
+#endif
 
 /* NULL when available, else what is missing (for the error message). */
 static const char *missing_feature(syn_isa isa) {

@@ -25,6 +25,15 @@ check "min and max are the samples' extremes" \
     test "$(jq '[.[] | .min_ts == (.samples_ts | min) and .max_ts == (.samples_ts | max)] | all' "$tmp/bench.json")" = true
 check "the in-run bandwidth is positive and plausible (0.1-10000 GB/s)" \
     test "$(jq '[.[] | .bandwidth_gbs > 0.1 and .bandwidth_gbs < 10000] | all' "$tmp/bench.json")" = true
+# The CPU named in every row; on x86 its family and model as the kernel decodes them too.
+check "every row names the cpu" \
+    test "$(jq '[.[] | .cpu | type == "string" and length > 0] | all' "$tmp/bench.json")" = true
+if [ "$(uname -m)" = x86_64 ]; then
+    family=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+    model=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+    check "the cpu's family and model agree with /proc/cpuinfo" \
+        test "$(jq -r '.[0].cpu' "$tmp/bench.json" | grep -o '(family [0-9]*, model [0-9]*)')" = "(family $family, model $model)"
+fi
 check "backend optimized, a real isa tier, f32 KV" \
     test "$(jq -r '[.[] | .backend + " " + (.isa != "none" and .isa != "auto" | tostring) + " " + .kv_type] | unique | .[]' "$tmp/bench.json")" = "optimized true f32"
 # The tiny model ties its output to the embedding, so a decode step reads every tensor once: the

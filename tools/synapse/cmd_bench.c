@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "backend/backend.h"
 #include "int8peak.h"
+#include "kernels/cpu_features.h"
 #include "membw.h"
 #include "model/model.h"
 
@@ -50,7 +51,9 @@ const char usage_bench[] =
     "                          \"samples_ts\", \"median_ts\", \"avg_ts\", \"stddev_ts\", \"min_ts\", \"max_ts\",\n"
     "                          \"bandwidth_gbs\", \"weight_bytes_per_token\", \"kv_bytes_per_token\",\n"
     "                          \"int8_peak_gmacs\", \"macs_per_token\", \"efficiency\" (tg: of the\n"
-    "                          bandwidth ceiling, pp: of the int8 peak; null where not measured)}\n"
+    "                          bandwidth ceiling, pp: of the int8 peak; null where not measured),\n"
+    "                          \"cpu\" (CPUID's brand string, family and model; aarch64: the\n"
+    "                          implementer and part codes)}\n"
     "  --e2e                   whole processes instead: for every -t and -n, runs `synapse run -m\n"
     "                          MODEL --tokens " BENCH_E2E_PROMPT " -n N --temp 0 --ignore-eos -t T\n"
     "                          -c C --json` (plus the backend options) once as a warm-up, then -r\n"
@@ -330,7 +333,10 @@ static int print_row(const bench_model *m, const bench_opts *o, const bench_resu
 static void print_bandwidth(const bench_model *m, const bench_opts *o, const double *bw, const double *peak,
                             const membw_buffer *buf, const syn_model *model) {
     double mb = (double)m->bytes_per_token / 1e6, gmacs = (double)m->macs_per_token / 1e9;
-    printf("\nmemory read bandwidth and int8 peak, measured before and after each thread count's tests (the "
+    char cpu[160];
+    syn_cpu_describe(cpu, sizeof cpu);
+    printf("\ncpu: %s\n", cpu);
+    printf("memory read bandwidth and int8 peak, measured before and after each thread count's tests (the "
            "better of two probes, each the best of %d passes):\n", BW_PASSES);
     for (size_t i = 0; i < o->n_threads; i++) {
         printf("  %3d thread%s %6.1f GB/s  -> decode ceiling %.1f tok/s at %.1f MB of weights per token",
@@ -355,8 +361,10 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
     json_t *samples = json_doubles(r->ts, (size_t)o->reps);
     const double e = efficiency(m, r);
     json_t *eff = e >= 0 ? json_real(e) : json_null();
+    char cpu[160];
+    syn_cpu_describe(cpu, sizeof cpu);
     return json_pack("{s:o, s:s, s:I, s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:f, "
-                     "s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:I, s:o}",
+                     "s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:I, s:o, s:o}",
                      "model_file", json_text(m->path), "model_type", m->type, "model_size",
                      (json_int_t)m->info.weight_bytes, "model_n_params", (json_int_t)m->info.n_params,
                      "backend", backend_name(o->g.backend), "isa", r->isa, "kv_type",
@@ -367,7 +375,7 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
                      r->st.min, "max_ts", r->st.max, "bandwidth_gbs", r->bw_gbs,
                      "weight_bytes_per_token", (json_int_t)m->bytes_per_token, "kv_bytes_per_token",
                      r->tg ? kv_bytes_per_token(m, r) : 0.0, "int8_peak_gmacs", r->peak_gmacs, "macs_per_token",
-                     (json_int_t)m->macs_per_token, "efficiency", eff);
+                     (json_int_t)m->macs_per_token, "efficiency", eff, "cpu", json_text(cpu));
 }
 
 void bench_random_tokens(int32_t *ids, size_t n, int32_t n_vocab) {
