@@ -79,7 +79,7 @@ bool syn_cpu_has_gfni(void) {
 void syn_cpu_describe(char *buf, size_t n) {
     if (n == 0) return;
     unsigned r[12] = {0}, a, b, c, d;
-    if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+    if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) { /* int in clang's cpuid.h */
         for (unsigned i = 0; i < 3; i++)
             __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
     }
