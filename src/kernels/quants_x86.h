@@ -660,15 +660,20 @@ SYN_K_INLINE uint16_t x86_load_u16(const char *p) {
 SYN_K_INLINE void x86_transpose_blocks8(const char *const b[8], const x86_wblocks wb, __m256i *out, const int stride,
                                         __m256 *dw) {
     __m256i x[8];
-    uint16_t h[8];
     SYN_K_UNROLL(8)
-    for (int i = 0; i < 8; i++) {
-        x[i] = wb.codes(b[i]);
-        h[i] = x86_load_u16(b[i]);
-    }
+    for (int i = 0; i < 8; i++) x[i] = wb.codes(b[i]);
     x86_transpose8_u8(x, out, stride, wb.offset);
-    *dw = _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], (short)h[4],
-                                         (short)h[5], (short)h[6], (short)h[7]));
+    /* each scale inserted straight from memory (VPINSRW m16): built from words loaded into
+     * general registers first, GCC ran short of them and bounced the words through mask registers */
+    __m128i h = _mm_cvtsi32_si128(x86_load_u16(b[0]));
+    h = _mm_insert_epi16(h, x86_load_u16(b[1]), 1);
+    h = _mm_insert_epi16(h, x86_load_u16(b[2]), 2);
+    h = _mm_insert_epi16(h, x86_load_u16(b[3]), 3);
+    h = _mm_insert_epi16(h, x86_load_u16(b[4]), 4);
+    h = _mm_insert_epi16(h, x86_load_u16(b[5]), 5);
+    h = _mm_insert_epi16(h, x86_load_u16(b[6]), 6);
+    h = _mm_insert_epi16(h, x86_load_u16(b[7]), 7);
+    *dw = _mm256_cvtph_ps(h);
 }
 
 /* x86_transpose_blocks8 of the block at p of 8 rows (x86_rows8_at). */
