@@ -503,7 +503,6 @@ enum {
     X86_MM_KS = 32,  /* most blocks per k-span (bounds the stack buffers; the sums continue in y) */
     X86_MM_LONG = 64, /* calls with this many tokens take the longest spans (see x86_matmul_lanes) */
     X86_MM_TC = 256, /* tokens per chunk */
-    X86_MM_PF_AHEAD = 1, /* (row tile, span) steps ahead that a tile prefetches (2-4 measured no better) */
 };
 
 typedef __m256i (*x86_dpbusd_fn)(__m256i acc, __m256i u8, __m256i s8);
@@ -757,11 +756,36 @@ SYN_K_INLINE void x86_lane_all_tokens(int64_t kb, bool first_span, const __m256i
     }
 }
 
+/* The weights one (row tile, span) step transposes: rows [r, r + tile_rows) clamped to r1, blocks
+ * [k0, k0 + ks) clamped to n_blocks; all NULL past the last step (what x86_prefetch_tile_line
+ * takes as "nothing to prefetch"). */
+SYN_K_INLINE x86_tile_ref x86_tile_at(const void *w, size_t w_row_bytes, int64_t r, int64_t r1, int64_t tile_rows,
+                                      int64_t k0, int64_t ks, int64_t n_blocks, const x86_wblocks wb) {
+    if (r >= r1 || k0 >= n_blocks) return (x86_tile_ref){0};
+    const int64_t kb = n_blocks - k0 < ks ? n_blocks - k0 : ks;
+    return (x86_tile_ref){(const char *)w + (size_t)r * w_row_bytes + (size_t)k0 * wb.bb,
+                          r1 - r < tile_rows ? r1 - r : tile_rows, kb * (int64_t)wb.bb};
+}
+
+/* aux[t * X86_MM_KS + k] for tokens [c0, c0 + nt) and blocks [k0, k0 + kb) of a. */
+SYN_K_INLINE void x86_span_aux(const block_q8_0 *a, int64_t n_blocks, int64_t c0, int64_t nt, int64_t k0, int64_t kb,
+                               int32_t bias, x86_act_aux *aux) {
+    for (int64_t t = 0; t < nt; t++) {
+        for (int64_t k = 0; k < kb; k++) {
+            const block_q8_0 *blk = &a[(c0 + t) * n_blocks + k0 + k];
+            aux[t * X86_MM_KS + k] = (x86_act_aux){-bias * x86_block_sum(blk), x86_fp16_f32(blk->d)};
+        }
+    }
+}
+
 /* Matmul over rows [r0, r1) and n_tokens tokens in row tiles of 8 * n_vec rows and token tiles of
- * n_tok (n_vec <= 2, n_tok <= 4), or the tier's run for the token loop if not NULL. Loops: token chunk, k-span (activation corrections), row tile
- * (weights transposed once, used by every token of the chunk), token tile. Each (row tile, span)
- * prefetches the weights of the one after it, so a call with few tokens, whose compute per weight
- * byte is small, still reads the weights at close to memory speed. */
+ * n_tok (n_vec <= 2, n_tok <= 4), or the tier's run for the token loop if not NULL. Each (row
+ * tile, span) step transposes the tile's weights once for every token of the chunk, and
+ * prefetches the weights of the step after it, so a call with few tokens, whose compute per
+ * weight byte is small, still reads the weights at close to memory speed. Step order: when the
+ * activation's corrections of every span fit aux at once (few tokens), a row tile's spans one
+ * after the other, which reads the weights front to back as matvec does; otherwise (many tokens)
+ * span by span over all tiles, with that span's corrections. */
 SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
                                    const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride,
                                    const x86_wblocks wb, const int n_vec, const int n_tok, x86_dpbusd_fn dp,
@@ -775,34 +799,34 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
      * X86_MM_KS stride either way. */
     const int64_t ks = n_tokens >= X86_MM_LONG ? X86_MM_KS : X86_MM_KS / 2;
     const int64_t tile_rows = 8 * n_vec, n_tiles = (r1 - r0 + tile_rows - 1) / tile_rows;
+    const int64_t n_spans = (n_blocks + ks - 1) / ks;
     for (int64_t c0 = 0; c0 < n_tokens; c0 += X86_MM_TC) {
         const int64_t nt = n_tokens - c0 < X86_MM_TC ? n_tokens - c0 : X86_MM_TC;
-        for (int64_t k0 = 0; k0 < n_blocks; k0 += ks) {
-            const int64_t kb = n_blocks - k0 < ks ? n_blocks - k0 : ks;
-            for (int64_t t = 0; t < nt; t++) {
-                for (int64_t k = 0; k < kb; k++) {
-                    const block_q8_0 *blk = &a[(c0 + t) * n_blocks + k0 + k];
-                    aux[t * X86_MM_KS + k] = (x86_act_aux){-wb.bias * x86_block_sum(blk), x86_fp16_f32(blk->d)};
-                }
+        const bool tiles_outer = nt * n_spans <= X86_MM_TC; /* every span's aux fits at once */
+        if (tiles_outer) {
+            for (int64_t sp = 0; sp < n_spans; sp++) {
+                const int64_t k0 = sp * ks, kb = n_blocks - k0 < ks ? n_blocks - k0 : ks;
+                x86_span_aux(a, n_blocks, c0, nt, k0, kb, wb.bias, aux + sp * nt * X86_MM_KS);
             }
-            for (int64_t r = r0; r < r1; r += tile_rows) {
-                /* the (row tile, span) X86_MM_PF_AHEAD steps after this one in loop order, if any */
-                const int64_t step = (k0 / ks) * n_tiles + (r - r0) / tile_rows + X86_MM_PF_AHEAD;
-                const int64_t nr = r0 + (step % n_tiles) * tile_rows, nk0 = (step / n_tiles) * ks;
-                x86_tile_ref next = {0};
-                if (nk0 < n_blocks) {
-                    const int64_t nkb = n_blocks - nk0 < ks ? n_blocks - nk0 : ks;
-                    next = (x86_tile_ref){(const char *)w + (size_t)nr * w_row_bytes + (size_t)nk0 * wb.bb,
-                                          r1 - nr < tile_rows ? r1 - nr : tile_rows, nkb * (int64_t)wb.bb};
-                }
-                x86_transpose_tile(w, w_row_bytes, r, r1, k0, kb, &next, wb, wp, dwp, n_vec);
-                if (run) {
-                    run(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, aux, nt, y + c0 * y_stride + r,
-                        y_stride, r1 - r);
-                } else {
-                    x86_lane_all_tokens(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, aux, nt,
-                                        y + c0 * y_stride + r, y_stride, r1 - r, n_vec, n_tok, dp);
-                }
+        }
+        for (int64_t step = 0; step < n_tiles * n_spans; step++) {
+            /* step -> (row tile, span) in the chosen order; likewise the next step, to prefetch */
+            const int64_t tile = tiles_outer ? step / n_spans : step % n_tiles;
+            const int64_t sp = tiles_outer ? step % n_spans : step / n_tiles;
+            const int64_t next_tile = tiles_outer ? (step + 1) / n_spans : (step + 1) % n_tiles;
+            const int64_t next_sp = tiles_outer ? (step + 1) % n_spans : (step + 1) / n_tiles;
+            const int64_t r = r0 + tile * tile_rows, k0 = sp * ks, kb = n_blocks - k0 < ks ? n_blocks - k0 : ks;
+            if (!tiles_outer && tile == 0) x86_span_aux(a, n_blocks, c0, nt, k0, kb, wb.bias, aux);
+            const x86_act_aux *xa = tiles_outer ? aux + sp * nt * X86_MM_KS : aux;
+            const x86_tile_ref next = x86_tile_at(w, w_row_bytes, r0 + next_tile * tile_rows, r1, tile_rows,
+                                                  next_sp * ks, ks, n_blocks, wb);
+            x86_transpose_tile(w, w_row_bytes, r, r1, k0, kb, &next, wb, wp, dwp, n_vec);
+            if (run) {
+                run(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, xa, nt, y + c0 * y_stride + r, y_stride,
+                    r1 - r);
+            } else {
+                x86_lane_all_tokens(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, xa, nt,
+                                    y + c0 * y_stride + r, y_stride, r1 - r, n_vec, n_tok, dp);
             }
         }
     }
