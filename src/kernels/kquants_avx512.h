@@ -320,15 +320,15 @@ SYN_K_INLINE void kl_tokens(uint32_t type, const kl_tile *tile, const block_q8_k
                 __m512i s0 = _mm512_set1_epi32(-32 * at->bsums[2 * g]), s1 = _mm512_set1_epi32(-32 * at->bsums[2 * g + 1]);
                 SYN_K_UNROLL(4)
                 for (int k = 0; k < 4; k++) {
-                    s0 = _mm512_dpbusd_epi32(s0, wv[k], _mm512_set1_epi32(x86_load_i32(q + 4 * k)));
-                    s1 = _mm512_dpbusd_epi32(s1, wv[4 + k], _mm512_set1_epi32(x86_load_i32(q + 16 + 4 * k)));
+                    s0 = x86_dpbusd_bcast(s0, wv[k], q + 4 * k);
+                    s1 = x86_dpbusd_bcast(s1, wv[4 + k], q + 16 + 4 * k);
                 }
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(s0, tile->sc[2 * g]),
                                                                      _mm512_mullo_epi32(s1, tile->sc[2 * g + 1])));
             } else {
                 __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
                 SYN_K_UNROLL(8)
-                for (int k = 0; k < 8; k++) s[k & 1] = _mm512_dpbusd_epi32(s[k & 1], wv[k], _mm512_set1_epi32(x86_load_i32(q + 4 * k)));
+                for (int k = 0; k < 8; k++) s[k & 1] = x86_dpbusd_bcast(s[k & 1], wv[k], q + 4 * k);
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(s[0], s[1]), tile->sc[g]));
             }
         }

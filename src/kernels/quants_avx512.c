@@ -55,7 +55,7 @@ SYN_K_INLINE void lane_tile16(int64_t kb, const __m256i *wp, const __m256 *dwp, 
             __m512i half[2] = {_mm512_set1_epi32(aux[t * X86_MM_KS + k].corr), _mm512_setzero_si512()};
             SYN_K_UNROLL(8)
             for (int j = 0; j < 8; j++) {
-                half[j & 1] = _mm512_dpbusd_epi32(half[j & 1], wv[j], _mm512_set1_epi32(x86_load_i32(q + 4 * j)));
+                half[j & 1] = x86_dpbusd_bcast(half[j & 1], wv[j], q + 4 * j);
             }
             const __m512i isum = _mm512_add_epi32(half[0], half[1]);
             const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(aux[t * X86_MM_KS + k].d));
