@@ -96,7 +96,7 @@ void syn_cpu_describe(char *buf, size_t n) {
         return;
     }
     /* CPUID.1:EAX: the displayed family adds the extended family to 15; the model takes the
-     * extended model bits for families 6 and 15 and up. */
+     * extended model bits from base family 6 up, as Linux's x86_model() does (/proc/cpuinfo). */
     const unsigned base_family = (a >> 8) & 0xFu, base_model = (a >> 4) & 0xFu;
     const unsigned family = base_family == 0xFu ? base_family + ((a >> 20) & 0xFFu) : base_family;
     const unsigned model = base_family >= 6u ? (((a >> 16) & 0xFu) << 4) | base_model : base_model;

@@ -197,6 +197,13 @@ int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char 
         /* a prompt's worth: 64+ tokens take the lane matmuls' longest k-spans */
         n_failed += check_shape(k, ref, name, tc, 37, widths[1], 70, n_passed);
     }
+    /* the x86 lane matmul's two step orders (quants_x86.h, x86_matmul_lanes): a row tile's spans in
+     * turn while tokens x spans <= 256 (25 tokens x 10 spans of 152 blocks), span by span past it
+     * (26), and a call of two token chunks (300 tokens over 33 blocks: 256 x 2 spans, then 44 x 2) */
+    static const int64_t order_shapes[][2] = {{152, 25}, {152, 26}, {33, 300}};
+    for (size_t c = 0; c < 5; c++) /* the 32-value types */
+        for (size_t i = 0; i < 3; i++)
+            n_failed += check_shape(k, ref, name, &cases[c], 21, order_shapes[i][0], order_shapes[i][1], n_passed);
     /* rows longer than the unpacked types' stack buffer (unpacked.c: 3855 blocks) take the row-dot
      * path, and past SYN_K_MIN_TERMS_MAX (8192) the x86 Q4_1 / Q5_1 matmul takes its matvec */
     static const int64_t long_rows[] = {4000, 8200};
