@@ -820,15 +820,15 @@ static syn_status forward_layer(opt_state *s, int32_t l) {
     if (st == SYN_OK) st = run(s, (int64_t)s->n * hp->n_head_kv, job_attention, "attention");
     if (st == SYN_OK && s->wo_fmt && !s->attn_quant_fused) st = quantize_rows(s, s->attn, &s->hq, s->wo_fmt, s->q_dim);
     s->act_f = s->attn;
-    const int64_t residual_rows = residual_rows_per_chunk(s);
-    if (st == SYN_OK) st = run(s, (ne + residual_rows - 1) / residual_rows, job_wo, "wo");
+    const int64_t wo_down_rows = residual_rows_per_chunk(s); /* rows per wo / w_down chunk */
+    if (st == SYN_OK) st = run(s, (ne + wo_down_rows - 1) / wo_down_rows, job_wo, "wo");
 
     if (st == SYN_OK) st = norm_rows(s, s->vecs[l].ffn_norm, NULL, s->n, fmt_of(&L->w_gate) | fmt_of(&L->w_up));
     s->act_f = s->h;
     if (st == SYN_OK) st = run(s, (nff + ffn_rows_per_chunk(s) - 1) / ffn_rows_per_chunk(s), job_ffn, "ffn");
     s->act_f = s->gate;
     s->act_q = &s->hq_ff;
-    if (st == SYN_OK) st = run(s, (ne + residual_rows - 1) / residual_rows, job_down, "down");
+    if (st == SYN_OK) st = run(s, (ne + wo_down_rows - 1) / wo_down_rows, job_down, "down");
     return st;
 }
 
