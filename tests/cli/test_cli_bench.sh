@@ -91,6 +91,7 @@ capture "$SYNAPSE" bench --e2e -m "$M" -t 1 -n 4 -c 64 -r 2 --json
 check "--e2e --json exits 0" test "$rc" -eq 0
 check "--e2e reports wall, ttft, load, decode and peak RSS, all positive" \
     test "$(jq '[.[] | .median_wall_ms > 0 and .median_ttft_ms > 0 and .median_load_ms > 0 and .median_decode_ts > 0 and .median_peak_rss_mib > 0] | all' "$tmp/out" 2>/dev/null)" = true
+check "--e2e names the cpu" test "$(jq '[.[] | .cpu | type == "string" and length > 0] | all' "$tmp/out" 2>/dev/null)" = true
 check "--e2e: the process outlasts its time to first token" \
     test "$(jq '.[0] | .median_wall_ms > .median_ttft_ms' "$tmp/out" 2>/dev/null)" = true
 check "--e2e: the RSS holds at least the mapped model (~10 MiB)" \

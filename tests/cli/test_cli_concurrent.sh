@@ -162,6 +162,8 @@ check "positive aggregate and decode figures" \
     test "$(jq '[.[] | .median_ts > 0 and .median_decode_ts > 0 and (.samples_ts | length) == 1] | all' "$tmp/b.json")" = true
 check "speedups are relative to N = 1 (1 for N = 1)" \
     test "$(jq '.[0].speedup_decode_ts == 1 and ((.[1].speedup_decode_ts - .[1].median_decode_ts / .[0].median_decode_ts) | fabs) < 1e-6 * .[1].speedup_decode_ts' "$tmp/b.json")" = true
+check "every row names the cpu, as the plain bench does" \
+    test "$(jq '[.[] | .cpu | type == "string" and length > 0] | all' "$tmp/b.json")" = true
 check "the test shape: 5-token prompts, 4 tokens, 1 thread" \
     test "$(jq -c '[.[] | [.n_prompt, .n_gen, .n_threads]] | unique' "$tmp/b.json")" = "[[5,4,1]]"
 capture "$SYNAPSE" bench -m "$M" --concurrent 2,3 -t 1 -n 3 -r 2 --json

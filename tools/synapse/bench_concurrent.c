@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "kernels/cpu_features.h"
 
 enum { PROMPT_LEN = 5 };
 
@@ -128,11 +129,14 @@ static json_t *ratio_json(double num, const conc_case *one, bool decode) {
 static int print_json_results(const bench_model *m, const bench_opts *o, const char *isa, int32_t n_threads,
                               int32_t n_gen, const conc_case *cases, size_t n) {
     const conc_case *one = find_one(cases, n);
+    char cpu[160];
+    syn_cpu_describe(cpu, sizeof cpu);
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++) {
         const conc_case *c = &cases[i];
         json_t *obj = json_pack(
-            "{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:o, s:o}",
+            "{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:o, s:o, "
+            "s:o}",
             "model_file", json_text(m->path), "model_type", m->type, "isa", isa, "kv_type",
             o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads", n_threads, "n_requests", c->n, "n_prompt",
             PROMPT_LEN, "n_gen", n_gen, "reps", o->reps, "samples_ts", json_doubles(c->ts, (size_t)o->reps),
@@ -140,7 +144,7 @@ static int print_json_results(const bench_model *m, const bench_opts *o, const c
             "samples_decode_ts", json_doubles(c->decode_ts, (size_t)o->reps), "median_decode_ts",
             c->decode_st.median, "stddev_decode_ts", c->decode_st.stddev, "min_decode_ts", c->decode_st.min,
             "max_decode_ts", c->decode_st.max, "speedup_ts", ratio_json(c->st.median, one, false),
-            "speedup_decode_ts", ratio_json(c->decode_st.median, one, true));
+            "speedup_decode_ts", ratio_json(c->decode_st.median, one, true), "cpu", json_text(cpu));
         if (json_array_append_new(arr, obj) != 0) {
             json_decref(arr);
             arr = NULL;

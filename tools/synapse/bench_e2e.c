@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "bench.h"
+#include "kernels/cpu_features.h"
 
 extern char **environ;
 
@@ -167,8 +168,10 @@ static int print_row(const bench_opts *o, int32_t n_threads, int32_t n_gen, cons
 
 static json_t *series_json(const bench_opts *o, int32_t n_threads, int32_t n_gen, const e2e_series *s) {
     size_t n = (size_t)o->reps;
+    char cpu[160];
+    syn_cpu_describe(cpu, sizeof cpu);
     return json_pack("{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
-                     "s:o, s:o, s:o}",
+                     "s:o, s:o, s:o, s:o}",
                      "model_file", json_text(o->g.model_path), "backend", backend_name(o->g.backend), "isa",
                      s->isa, "kv_type", o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads",
                      n_threads, "n_ctx", (int)o->g.n_ctx, "n_prompt", BENCH_E2E_PROMPT_LEN, "n_gen",
@@ -179,7 +182,7 @@ static json_t *series_json(const bench_opts *o, int32_t n_threads, int32_t n_gen
                      bench_stats_of(s->rss_mib, n).median, "max_peak_rss_mib",
                      bench_stats_of(s->rss_mib, n).max, "samples_wall_ms", json_doubles(s->wall_ms, n),
                      "samples_ttft_ms", json_doubles(s->ttft_ms, n), "samples_peak_rss_mib",
-                     json_doubles(s->rss_mib, n));
+                     json_doubles(s->rss_mib, n), "cpu", json_text(cpu));
 }
 
 int bench_e2e(const bench_opts *o) {

@@ -78,7 +78,7 @@ const char usage_bench[] =
     "                          \"reps\", \"samples_ts\", \"median_ts\", \"stddev_ts\", \"min_ts\",\n"
     "                          \"max_ts\", \"samples_decode_ts\", \"median_decode_ts\",\n"
     "                          \"stddev_decode_ts\", \"min_decode_ts\", \"max_decode_ts\",\n"
-    "                          \"speedup_ts\", \"speedup_decode_ts\" (null without N = 1)}\n";
+    "                          \"speedup_ts\", \"speedup_decode_ts\" (null without N = 1), \"cpu\"}\n";
 
 enum {
     DEFAULT_REPS = 5,
