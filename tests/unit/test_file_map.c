@@ -77,6 +77,26 @@ static uint8_t sum_pages(const uint8_t *p, size_t n) {
     return s;
 }
 
+/* A fresh temporary folder for a huge-page test, or the test skipped (folder removed) where the
+ * file system cannot give a mapping 2 MiB pages, or where it needs root and does not run as root. */
+static char *huge_test_dir(bool needs_root) {
+    char *dir = test_make_temp_dir();
+    if ((needs_root && geteuid() != 0) || !huge_file_pages_expected(dir)) {
+        test_remove_dir(dir);
+        free(dir);
+        skip();
+    }
+    return dir;
+}
+
+/* Closes fd and removes the test's file and folder. */
+static void remove_test_file(int fd, char *path, char *dir) {
+    close(fd);
+    free(path);
+    test_remove_dir(dir);
+    free(dir);
+}
+
 static void test_mapping_is_aligned_and_holds_the_file(void **state) {
     (void)state;
     char *dir = test_make_temp_dir();
@@ -93,10 +113,7 @@ static void test_mapping_is_aligned_and_holds_the_file(void **state) {
         assert_int_equal(b[size - 1], (uint8_t)((size - 1) * 2654435761u >> 11));
         assert_int_equal(munmap(base, size), 0);
     }
-    close(fd);
-    free(path);
-    test_remove_dir(dir);
-    free(dir);
+    remove_test_file(fd, path, dir);
 }
 
 static void test_map_error_names_the_file(void **state) {
@@ -126,12 +143,7 @@ static void rewrite_in_small_folios(int fd, const char *path, size_t off, size_t
  * finds it huge and drops nothing; a 4 KiB-page mapping of the same cache maps no huge page. */
 static void test_recache_gives_huge_pages(void **state) {
     (void)state;
-    char *dir = test_make_temp_dir();
-    if (!huge_file_pages_expected(dir)) {
-        test_remove_dir(dir);
-        free(dir);
-        skip();
-    }
+    char *dir = huge_test_dir(false);
     const size_t size = 8 * MIB;
     char *path = write_pattern_file(dir, size);
     int fd = open(path, O_RDONLY);
@@ -194,10 +206,7 @@ static void test_recache_gives_huge_pages(void **state) {
     assert_false(syn_file_map_recache_huge(fd, base, size));
     assert_int_equal(resident_pages(base, size), 0);
     assert_int_equal(munmap(base, size), 0);
-    close(fd);
-    free(path);
-    test_remove_dir(dir);
-    free(dir);
+    remove_test_file(fd, path, dir);
 }
 
 /* A process that neither owns the file nor may write it sees every page as cached in mincore()
@@ -205,12 +214,7 @@ static void test_recache_gives_huge_pages(void **state) {
  * in by touching "cached" ranges. Needs root, to run the check as another user. */
 static void test_recache_leaves_a_hidden_cache_alone(void **state) {
     (void)state;
-    char *dir = test_make_temp_dir();
-    if (geteuid() != 0 || !huge_file_pages_expected(dir)) {
-        test_remove_dir(dir);
-        free(dir);
-        skip();
-    }
+    char *dir = huge_test_dir(true);
     assert_int_equal(chmod(dir, 0755), 0);
     const size_t size = 8 * MIB;
     char *path = write_pattern_file(dir, size); /* root's, mode 0644 */
@@ -234,10 +238,7 @@ static void test_recache_leaves_a_hidden_cache_alone(void **state) {
     assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
     assert_int_equal(resident_pages(base, size), 0);
     assert_int_equal(munmap(base, size), 0);
-    close(fd);
-    free(path);
-    test_remove_dir(dir);
-    free(dir);
+    remove_test_file(fd, path, dir);
 }
 
 static void test_small_or_unmapped_ranges_count_nothing(void **state) {
