@@ -2,10 +2,10 @@
  * optimized_simd.h: the float32 math of the optimized backend (attention, SwiGLU, float dot
  * products), behind a small table so that ISA-specific builds of the same source can slot in.
  *
- * Every function is written with 8-lane vectors whose lanes follow a fixed order of IEEE
- * operations (no reassociation, no fused multiply-add: -std=c11 keeps GCC from contracting), so
- * results are bitwise identical whatever vector width the compiler lowers them to, and never
- * depend on how many tokens share a step.
+ * Every function is written with 8-lane vectors (SwiGLU: the flavour's widest) whose lanes follow
+ * a fixed order of IEEE operations (no reassociation, no fused multiply-add: -std=c11 keeps GCC from
+ * contracting), so results are bitwise identical whatever vector width the compiler lowers them
+ * to, and never depend on how many tokens share a step.
  */
 #ifndef SYN_BACKEND_OPTIMIZED_SIMD_H
 #define SYN_BACKEND_OPTIMIZED_SIMD_H

@@ -58,39 +58,65 @@ V8_INLINE float v8_fold_max(v8f v) {
     return m;
 }
 
+/* The flavour's widest vector (AVX-512: 16 lanes; otherwise 8, which GCC lowers well everywhere,
+ * where it lowers 16 lanes on AVX2 through memory), for streams of independent elements. */
+#if defined(__AVX512F__)
+#define OPT_WIDE_LANES 16
+#else
+#define OPT_WIDE_LANES 8
+#endif
+typedef float vwf __attribute__((vector_size(4 * OPT_WIDE_LANES)));
+typedef int32_t vwi __attribute__((vector_size(4 * OPT_WIDE_LANES)));
+
 /* exp(x), relative error ~2e-7: x = n ln2 + r (|r| <= ln2/2, Cody-Waite split of ln2 so n*ln2_hi
  * is exact), degree-6 Taylor polynomial for e^r, then 2^n through the exponent bits. Inputs are
- * clamped to [-87, 88] so 2^n stays a normal number (exp(-87) ~ 1.6e-38 stands in for 0). */
-V8_INLINE v8f v8_exp(v8f x) {
-    const v8f lo = v8_set1(-87.0f), hi = v8_set1(88.0f);
-    x = v8_select(x < lo, lo, x);
-    x = v8_select(x > hi, hi, x);
-    const v8f magic = v8_set1(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
-    const v8f n = (x * v8_set1(1.44269504088896341f) + magic) - magic;
-    v8f r = x - n * v8_set1(0.693145751953125f);
-    r = r - n * v8_set1(1.42860682030941723e-6f);
-    v8f p = v8_set1(1.0f / 720.0f);
-    p = p * r + v8_set1(1.0f / 120.0f);
-    p = p * r + v8_set1(1.0f / 24.0f);
-    p = p * r + v8_set1(1.0f / 6.0f);
-    p = p * r + v8_set1(0.5f);
-    p = p * r + v8_set1(1.0f);
-    p = p * r + v8_set1(1.0f);
-    const v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
-    return p * (v8f)bits;
-}
+ * clamped to [-87, 88] so 2^n stays a normal number (exp(-87) ~ 1.6e-38 stands in for 0). One body
+ * for each vector type VF (VI: its integer type). */
+#define OPT_DEFINE_EXP(name, VF, VI)                                                                                   \
+    V8_INLINE VF name(VF x) {                                                                                          \
+        const VF zero = {0}, lo = zero - 87.0f, hi = zero + 88.0f;                                                     \
+        x = (VF)((((VI)lo) & (VI)(x < lo)) | (((VI)x) & ~(VI)(x < lo)));                                               \
+        x = (VF)((((VI)hi) & (VI)(x > hi)) | (((VI)x) & ~(VI)(x > hi)));                                               \
+        const VF magic = zero + 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */                         \
+        const VF n = (x * 1.44269504088896341f + magic) - magic;                                                       \
+        VF r = x - n * 0.693145751953125f;                                                                             \
+        r = r - n * 1.42860682030941723e-6f;                                                                           \
+        VF p = r * (1.0f / 720.0f) + (1.0f / 120.0f);                                                                  \
+        p = p * r + (1.0f / 24.0f);                                                                                    \
+        p = p * r + (1.0f / 6.0f);                                                                                     \
+        p = p * r + 0.5f;                                                                                              \
+        p = p * r + 1.0f;                                                                                              \
+        p = p * r + 1.0f;                                                                                              \
+        const VI bits = (__builtin_convertvector(n, VI) + 127) << 23;                                                  \
+        return p * (VF)bits;                                                                                           \
+    }
+OPT_DEFINE_EXP(v8_exp, v8f, v8i)
+OPT_DEFINE_EXP(vw_exp, vwf, vwi)
 
-/* silu(g) * u on 8 lanes. */
-V8_INLINE v8f v8_swiglu(v8f g, v8f u) { return g / (v8_set1(1.0f) + v8_exp(-g)) * u; }
+/* silu(g) * u lane-wise: g / (1 + exp(-g)) * u. */
+#define OPT_SWIGLU(g, u, exp) ((g) / (1.0f + exp(-(g))) * (u))
 
 static void swiglu(float *g, const float *u, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) v8_store(g + i, v8_swiglu(v8_load(g + i), v8_load(u + i)));
+    /* two wide vectors a step: their exponentials' dependency chains (~80 cycles each) interleave,
+     * where one vector a step left the core waiting on them (1.6x faster with AVX-512 on Zen 4) */
+    for (; i + 2 * OPT_WIDE_LANES <= n; i += 2 * OPT_WIDE_LANES) {
+        vwf g0, g1, u0, u1;
+        memcpy(&g0, g + i, sizeof g0);
+        memcpy(&g1, g + i + OPT_WIDE_LANES, sizeof g1);
+        memcpy(&u0, u + i, sizeof u0);
+        memcpy(&u1, u + i + OPT_WIDE_LANES, sizeof u1);
+        g0 = OPT_SWIGLU(g0, u0, vw_exp);
+        g1 = OPT_SWIGLU(g1, u1, vw_exp);
+        memcpy(g + i, &g0, sizeof g0);
+        memcpy(g + i + OPT_WIDE_LANES, &g1, sizeof g1);
+    }
+    for (; i + 8 <= n; i += 8) v8_store(g + i, OPT_SWIGLU(v8_load(g + i), v8_load(u + i), v8_exp));
     if (i < n) { /* the tail through the same lane-wise code */
         float gt[8] = {0}, ut[8] = {0};
         memcpy(gt, g + i, sizeof(float) * (size_t)(n - i));
         memcpy(ut, u + i, sizeof(float) * (size_t)(n - i));
-        v8_store(gt, v8_swiglu(v8_load(gt), v8_load(ut)));
+        v8_store(gt, OPT_SWIGLU(v8_load(gt), v8_load(ut), v8_exp));
         memcpy(g + i, gt, sizeof(float) * (size_t)(n - i));
     }
 }
