@@ -48,6 +48,7 @@ struct syn_request {
     int32_t max_tokens;  /* > 0: what the caller's 0 meant resolved against the context */
     uint32_t max_blocks; /* blocks for positions [0, n_prompt + max_tokens - 1) */
     bool ignore_eos;
+    bool greedy;         /* temperature <= 0: the sampler draws nothing at random */
     int32_t *stop;       /* [n_stop] */
     size_t n_stop;
     char **stop_strs;    /* [n_stop_strs] NUL-terminated copies */
@@ -523,6 +524,7 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
     r->max_tokens = p->max_tokens ? p->max_tokens : (int32_t)(e->n_ctx - n);
     r->max_blocks = blocks_for((uint64_t)n + (uint64_t)r->max_tokens - 1);
     r->ignore_eos = p->ignore_eos;
+    r->greedy = p->sampling.temperature <= 0.0f;
     r->n_stop = p->n_stop_tokens;
     r->on_token = p->on_token;
     r->user_data = p->user_data;
@@ -898,14 +900,19 @@ static bool stream_token(const syn_engine *e, syn_request *r, int32_t id, const 
 /* Samples r's next token from logits and applies the stop conditions. */
 static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint64_t step) {
     const syn_tokenizer *tok = syn_model_tokenizer(e->model);
-    const float *l = logits;
-    if (r->ignore_eos) { /* as `synapse run --ignore-eos`: end-of-generation tokens cannot be drawn */
+    int32_t id = -1;
+    syn_status st = SYN_ERR_INTERNAL;
+    /* With --ignore-eos end-of-generation tokens cannot be drawn. A greedy choice that is no such
+     * token is also the choice with them masked (masking only lowers them), so the masked copy of
+     * the logits (600 KB for Qwen2, per request and step) is made only when it is needed. */
+    if (!r->ignore_eos || r->greedy) {
+        st = syn_sampler_sample(r->sampler, logits, e->n_vocab, r->ids, r->n_prompt + r->n_out, &id);
+    }
+    if (r->ignore_eos && (!r->greedy || (st == SYN_OK && syn_token_is_eog(tok, id)))) {
         memcpy(e->masked, logits, sizeof *e->masked * (size_t)e->n_vocab);
         for (size_t i = 0; i < e->n_eog; i++) e->masked[e->eog_ids[i]] = -INFINITY;
-        l = e->masked;
+        st = syn_sampler_sample(r->sampler, e->masked, e->n_vocab, r->ids, r->n_prompt + r->n_out, &id);
     }
-    int32_t id = -1;
-    syn_status st = syn_sampler_sample(r->sampler, l, e->n_vocab, r->ids, r->n_prompt + r->n_out, &id);
     if (st != SYN_OK) {
         mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
         return;

@@ -186,17 +186,53 @@ static syn_status nan_logit(const float *logits) {
                     "syn_sampler_sample: logits[%d] is NaN (a numerical fault upstream)", i);
 }
 
-/* Greedy without a repetition penalty: the first index of the maximum, read in place. The scan
- * is the NaN check too. */
+/* Greedy without a repetition penalty: the first index of the maximum, read in place; the scan is
+ * the NaN check too. GCC vector extensions (SSE2 or NEON, whatever the build targets): 4 groups
+ * of 4 lanes, each lane keeping its maximum (strict >, so its first occurrence) and that index;
+ * then the smallest index among the lanes whose maximum equals (==, so -0 and +0 alike) the
+ * overall one, which is exactly what a scalar first-strict-maximum scan returns. Qwen2's 151,936
+ * logits, paid per request per step: 39-49 us, against 151 us for the scalar compare-and-branch
+ * loop it replaced (Zen 4, best of 200 calls). */
+typedef float sampler_v4f __attribute__((vector_size(16)));
+typedef int32_t sampler_v4i __attribute__((vector_size(16)));
+enum { GREEDY_GROUPS = 4, GREEDY_STEP = 4 * GREEDY_GROUPS };
+
 static syn_status greedy_in_place(const float *logits, int32_t n_vocab, int32_t *token) {
-    int32_t best = 0;
+    int32_t best = 0, i = 0;
     float max = logits[0];
     bool has_nan = false;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        const float v = logits[i];
-        has_nan |= isnan(v);
-        if (v > max) {
-            max = v;
+    if (n_vocab >= GREEDY_STEP) {
+        sampler_v4f m[GREEDY_GROUPS];
+        sampler_v4i at[GREEDY_GROUPS], nan = {0};
+        for (int g = 0; g < GREEDY_GROUPS; g++) {
+            memcpy(&m[g], logits + 4 * g, sizeof m[g]);
+            at[g] = (sampler_v4i){4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3};
+        }
+        sampler_v4i idx = {0, 1, 2, 3};
+        for (; i + GREEDY_STEP <= n_vocab; i += GREEDY_STEP) {
+#pragma GCC unroll 4 /* unrolled, the groups stay in registers */
+            for (int g = 0; g < GREEDY_GROUPS; g++, idx += 4) {
+                sampler_v4f x;
+                memcpy(&x, logits + i + 4 * g, sizeof x);
+                const sampler_v4i gt = x > m[g];
+                nan |= x != x;
+                m[g] = (sampler_v4f)(((sampler_v4i)x & gt) | ((sampler_v4i)m[g] & ~gt));
+                at[g] = (idx & gt) | (at[g] & ~gt);
+            }
+        }
+        for (int j = 0; j < 4; j++) has_nan |= nan[j] != 0;
+        for (int g = 0; g < GREEDY_GROUPS; g++)
+            for (int j = 0; j < 4; j++)
+                if (m[g][j] > max) max = m[g][j];
+        best = n_vocab;
+        for (int g = 0; g < GREEDY_GROUPS; g++)
+            for (int j = 0; j < 4; j++)
+                if (m[g][j] == max && at[g][j] < best) best = at[g][j];
+    }
+    for (; i < n_vocab; i++) { /* the tail, after every earlier index */
+        has_nan |= isnan(logits[i]);
+        if (logits[i] > max) {
+            max = logits[i];
             best = i;
         }
     }

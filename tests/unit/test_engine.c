@@ -1041,28 +1041,83 @@ static void test_cancel_queued_and_failed_step(void **state) {
     syn_engine_free(e);
 }
 
-/* A copy of the tiny model in dir whose token_embd row `id` has a NaN scale: with the tied output
- * projection, logits[id] is NaN after every token (the prompt must avoid id). Returns its path. */
-static char *write_nan_model(const char *dir, int32_t id) {
+/* A copy of the tiny model, dir/name, whose token_embd rows ids[0..n_ids) have every block scale
+ * set to the fp16 bits `scale`: with the tied output projection that scales logits[id] (a NaN
+ * makes it NaN after every token; prompts must avoid the ids). Returns its path. */
+static char *write_scaled_rows_model(const char *dir, const char *name, const int32_t *ids, size_t n_ids,
+                                     uint16_t scale) {
     const char *src = test_data_path("qwen2-tiny-synth-q8_0.gguf");
     gguf_file *g = NULL;
     assert_int_equal(gguf_open(src, &g), SYN_OK);
     const gguf_tensor *t = gguf_find_tensor(g, "token_embd.weight");
     assert_non_null(t);
     assert_int_equal(t->type, GGML_TYPE_Q8_0);
-    const size_t row_at = (size_t)((const uint8_t *)t->data - g->base) + (size_t)id * ggml_row_size(t->type, t->ne[0]);
+    const size_t data_at = (size_t)((const uint8_t *)t->data - g->base);
+    const size_t row_bytes = (size_t)ggml_row_size(t->type, t->ne[0]), n_blocks = (size_t)t->ne[0] / 32;
     gguf_close(g);
     size_t size = 0;
     uint8_t *bytes = test_read_file(src, &size);
     assert_non_null(bytes);
-    const uint8_t fp16_nan[2] = {0x00, 0x7e}; /* the row's first block scale, little-endian */
-    memcpy(bytes + row_at, fp16_nan, sizeof fp16_nan);
-    char *path = malloc(strlen(dir) + 16);
+    const uint8_t le[2] = {(uint8_t)(scale & 0xff), (uint8_t)(scale >> 8)};
+    for (size_t i = 0; i < n_ids; i++)
+        for (size_t b = 0; b < n_blocks; b++) memcpy(bytes + data_at + (size_t)ids[i] * row_bytes + b * 34, le, 2);
+    char *path = malloc(strlen(dir) + strlen(name) + 2);
     assert_non_null(path);
-    sprintf(path, "%s/nan.gguf", dir);
+    sprintf(path, "%s/%s", dir, name);
     assert_int_equal(test_write_file(path, bytes, size), 0);
     free(bytes);
     return path;
+}
+
+static syn_model *load_model_file(const char *path) {
+    syn_model_params mp = syn_model_default_params();
+    mp.prefetch = false;
+    syn_model *model = NULL;
+    assert_int_equal(syn_model_load(path, &mp, &model), SYN_OK);
+    return model;
+}
+
+/* With ignore_eos, greedy requests whose unmasked choice is an end-of-generation token get the
+ * masked logits' choice: the engine samples a greedy request unmasked and masks only when that
+ * picked such a token. A model whose EOG rows are scaled up (fp16 64.0 scales) picks them often;
+ * every request must match the masked reference, and the unmasked runs must stop on EOG at least
+ * once (or this test would not reach that path). */
+static void test_ignore_eos_greedy_masks_when_needed(void **state) {
+    const fixture *f = *state;
+    enum { N = 8 };
+    int32_t eog[8];
+    size_t n_eog = 0;
+    for (int32_t id = 0; id < f->n_vocab && n_eog < 8; id++)
+        if (syn_token_is_eog(f->tok, id)) eog[n_eog++] = id;
+    assert_true(n_eog > 0);
+    char *dir = test_make_temp_dir();
+    assert_non_null(dir);
+    char *path = write_scaled_rows_model(dir, "loud_eog.gguf", eog, n_eog, 0x5400);
+    fixture g = *f;
+    g.model = load_model_file(path);
+    job jobs[N];
+    trace want[N];
+    int eog_stops = 0;
+    for (size_t k = 0; k < N; k++) {
+        jobs[k] = (job){.prompt = f->tokens + 300 + 50 * k, .n_prompt = 10, .max_tokens = 12,
+                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k].sampling.temperature = 0.0f;
+        for (size_t i = 0; i < jobs[k].n_prompt; i++) assert_false(syn_token_is_eog(f->tok, jobs[k].prompt[i]));
+        reference(&g, &jobs[k], SYN_KV_F32, &want[k]);
+        job unmasked = jobs[k];
+        unmasked.ignore_eos = false;
+        trace t;
+        reference(&g, &unmasked, SYN_KV_F32, &t);
+        eog_stops += t.n < (size_t)unmasked.max_tokens;
+    }
+    printf("greedy runs that stop on an EOG token without ignore_eos: %d of %d\n", eog_stops, N);
+    assert_true(eog_stops > 0);
+    syn_engine_params ep = engine_params(4, 2, 64);
+    run_and_compare(&g, &ep, jobs, want, NULL, N, "ignore_eos, scaled EOG rows");
+    syn_model_free(g.model);
+    test_remove_dir(dir);
+    free(path);
+    free(dir);
 }
 
 /* NaN logits fail their request (SYN_FINISH_ERROR, the sampler's status and message naming the
@@ -1073,11 +1128,9 @@ static void test_nan_logits_fail_the_request(void **state) {
     enum { NAN_ID = 1000 };
     char *dir = test_make_temp_dir();
     assert_non_null(dir);
-    char *path = write_nan_model(dir, NAN_ID);
-    syn_model_params mp = syn_model_default_params();
-    mp.prefetch = false;
-    syn_model *model = NULL;
-    assert_int_equal(syn_model_load(path, &mp, &model), SYN_OK);
+    const int32_t nan_id = NAN_ID;
+    char *path = write_scaled_rows_model(dir, "nan.gguf", &nan_id, 1, 0x7e00);
+    syn_model *model = load_model_file(path);
     syn_engine_params ep = engine_params(2, 1, 64);
     syn_engine *e = NULL;
     assert_int_equal(syn_engine_new(model, &ep, &e), SYN_OK);
@@ -1222,6 +1275,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_queued_and_failed_step),
         cmocka_unit_test(test_free_with_outstanding_requests),
         cmocka_unit_test(test_nan_logits_fail_the_request),
+        cmocka_unit_test(test_ignore_eos_greedy_masks_when_needed),
         cmocka_unit_test(test_finished_requests_release_memory),
         cmocka_unit_test(test_huge_kv_budget_costs_nothing),
     };

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -44,6 +45,57 @@ static void test_greedy_first_maximum(void **state) {
     syn_sampler *s = NULL;
     assert_int_equal(syn_sampler_new(&p, &s), SYN_OK);
     assert_int_equal(sample_once(s, logits, 5), 1); /* ties go to the first index */
+    syn_sampler_free(s);
+}
+
+/* The specification of greedy: the first index whose logit is strictly above every earlier one. */
+static int32_t first_maximum(const float *logits, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* Long rows take greedy's vector scan (groups of 16, then a scalar tail): every length from 1 to
+ * 100 and the maximum planted at each position, repeated in later lanes, groups and the tail;
+ * zeros of either sign as the maximum; all -inf; and a NaN anywhere is refused by its index. */
+static void test_greedy_long_rows(void **state) {
+    (void)state;
+    syn_sampler_params p = plain(0.0f);
+    syn_sampler *s = NULL;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_OK);
+    float l[100];
+    uint32_t rng = 12345;
+    for (int32_t n = 1; n <= 100; n++) {
+        for (int32_t at = 0; at < n; at++) {
+            for (int32_t i = 0; i < n; i++) {
+                rng = rng * 1664525u + 1013904223u;
+                l[i] = (float)(rng >> 8) / (float)(1u << 24) - 2.0f; /* [-2, -1) */
+            }
+            l[at] = 3.0f;
+            if (at + 5 < n) l[at + 5] = 3.0f; /* a tie in another lane or group: the first wins */
+            if (at + 17 < n) l[at + 17] = 3.0f;
+            const int32_t got = sample_once(s, l, n);
+            if (got != first_maximum(l, n) || got != at) fail_msg("n %d, maximum at %d: got %d", n, at, got);
+        }
+    }
+    for (int32_t i = 0; i < 40; i++) l[i] = -1.0f;
+    l[7] = -0.0f;
+    l[23] = 0.0f;
+    l[38] = -0.0f;
+    assert_int_equal(sample_once(s, l, 40), 7); /* -0 == +0: the first zero */
+    for (int32_t i = 0; i < 40; i++) l[i] = -INFINITY;
+    assert_int_equal(sample_once(s, l, 40), 0);
+    for (int32_t at = 0; at < 40; at++) {
+        for (int32_t i = 0; i < 40; i++) l[i] = (float)i;
+        l[at] = NAN;
+        int32_t tok = -7;
+        char want[32];
+        snprintf(want, sizeof want, "logits[%d] is NaN", at);
+        assert_int_equal(syn_sampler_sample(s, l, 40, NULL, 0, &tok), SYN_ERR_INVALID_ARGUMENT);
+        assert_int_equal(tok, -7);
+        assert_non_null(strstr(syn_last_error(), want));
+    }
     syn_sampler_free(s);
 }
 
@@ -231,6 +283,7 @@ static void test_invalid_parameters(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_first_maximum),
+        cmocka_unit_test(test_greedy_long_rows),
         cmocka_unit_test(test_temperature_one_matches_softmax),
         cmocka_unit_test(test_temperature_sharpens),
         cmocka_unit_test(test_top_k_keeps_k_best),
