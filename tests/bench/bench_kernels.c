@@ -111,6 +111,8 @@ int main(int argc, char **argv) {
                 {"matmul 896x4864 x 8 tok", 896, 4864, 8, true},   {"matmul 896x4864 x 16 tok", 896, 4864, 16, true},
                 {"matmul 4864x896 x 64 tok", 4864, 896, 64, true}, {"matmul 896x4864 x 64 tok", 896, 4864, 64, true},
                 {"matmul 4864x896 x 512 tok", 4864, 896, 512, true},
+                /* the logits of 5 and 16 requests' decode step, in the backend's output chunks */
+                {"matmul 151936x896 x 5 tok", 151936, 896, 5, true}, {"matmul 151936x896 x 16 tok", 151936, 896, 16, true},
             };
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
                 if (isa == SYN_ISA_SCALAR && cases[c].tokens > 1) continue;
@@ -122,9 +124,12 @@ int main(int argc, char **argv) {
                 const size_t mat_bytes = row_bytes * (size_t)cases[c].rows;
                 const size_t n_copies = pool_bytes / mat_bytes;
                 /* the row chunks kernels.h recommends and the optimized backend gives: long sequential
-                 * streams for matvec; for matmul about 4 chunks per thread, at least 64 rows, in tiles */
+                 * streams for matvec; for matmul about 4 chunks per thread, at least 64 rows, in
+                 * tiles; the output projection (big_rows) 256 rows for any token count */
                 const int64_t share = (cases[c].rows + 4 * n_threads - 1) / (4 * n_threads);
-                const int64_t rows_per_chunk = cases[c].tokens == 1 ? 256 : share < 64 ? 64 : (share + 15) / 16 * 16;
+                const int64_t rows_per_chunk = cases[c].tokens == 1 || cases[c].rows == big_rows ? 256
+                                               : share < 64                                     ? 64
+                                                                                                : (share + 15) / 16 * 16;
                 job j = {.k = &k, .row_bytes = row_bytes, .n_rows = cases[c].rows, .n_blocks = n_blocks,
                          .n_tokens = cases[c].tokens, .rows_per_chunk = rows_per_chunk, .a = a, .y = y};
                 const int64_t n_chunks = (cases[c].rows + rows_per_chunk - 1) / rows_per_chunk;
