@@ -196,6 +196,12 @@ int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char 
                 n_failed += check_shape(k, ref, name, tc, 1 + 23 + (int64_t)(next_u32() % 20), widths[i], tokens[j], n_passed);
         /* a prompt's worth: 64+ tokens take the lane matmuls' longest k-spans */
         n_failed += check_shape(k, ref, name, tc, 37, widths[1], 70, n_passed);
+        /* 1 to 3 rows (check_shape's matvec starts at row 1): the x86 matvec finishes each row's
+         * sum while the next row's products are computed, the last row after the loop */
+        for (int64_t n_rows = 2; n_rows <= 4; n_rows++) {
+            n_failed += check_shape(k, ref, name, tc, n_rows, widths[0], 1, n_passed);
+            n_failed += check_shape(k, ref, name, tc, n_rows, widths[3], 2, n_passed);
+        }
     }
     /* the x86 lane matmul's two step orders (quants_x86.h, x86_matmul_lanes): a row tile's spans in
      * turn while tokens x spans <= 256 (25 tokens x 10 spans of 152 blocks), span by span past it
