@@ -148,6 +148,9 @@ SYN_API int32_t syn_token_bos(const syn_tokenizer *tok); /* beginning-of-sequenc
 SYN_API bool syn_token_is_eog(const syn_tokenizer *tok,
                               int32_t id); /* ends generation (EOS, <|im_end|>, ...) */
 SYN_API int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok);
+/* The end-of-generation ids (those syn_token_is_eog accepts), ascending: returns their count and
+ * points *ids at them (the tokenizer's own array, valid while its model is loaded). */
+SYN_API int32_t syn_tokenizer_eog_ids(const syn_tokenizer *tok, const int32_t **ids);
 
 /* Encodes len bytes of UTF-8 text (NFC-normalised first). With parse_special, special-token text
  * such as "<|im_start|>" becomes its id; otherwise it is split as plain text. No BOS is added.
@@ -304,6 +307,16 @@ SYN_API void syn_sampler_free(syn_sampler *s);
  * *token is then unchanged. */
 SYN_API syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_vocab,
                                       const int32_t *history, size_t n_history, int32_t *token);
+
+/* syn_sampler_sample as if the logits of banned[0..n_banned) were -inf (e.g. the end-of-generation
+ * tokens, for --ignore-eos); logits are still not modified. A greedy sampler reads the logits as
+ * they are and masks only when its choice is banned (the masked choice is then the same: masking
+ * only lowers banned tokens); otherwise the sampler masks a copy it keeps ([n_vocab] floats).
+ * Errors: those of syn_sampler_sample; SYN_ERR_INVALID_ARGUMENT for banned NULL with n_banned > 0
+ * or a banned id outside [0, n_vocab); SYN_ERR_NO_MEMORY. */
+SYN_API syn_status syn_sampler_sample_banned(syn_sampler *s, const float *logits, int32_t n_vocab,
+                                             const int32_t *history, size_t n_history, const int32_t *banned,
+                                             size_t n_banned, int32_t *token);
 
 /* ---------------------------------------------------------------------------------------------
  * Engine: many concurrent requests over one model

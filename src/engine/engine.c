@@ -48,7 +48,6 @@ struct syn_request {
     int32_t max_tokens;  /* > 0: what the caller's 0 meant resolved against the context */
     uint32_t max_blocks; /* blocks for positions [0, n_prompt + max_tokens - 1) */
     bool ignore_eos;
-    bool greedy;         /* temperature <= 0: the sampler draws nothing at random */
     int32_t *stop;       /* [n_stop] */
     size_t n_stop;
     char **stop_strs;    /* [n_stop_strs] NUL-terminated copies */
@@ -113,8 +112,7 @@ struct syn_engine {
     bool *b_want;
     float *logits;        /* [logits_rows][n_vocab] */
     uint32_t logits_rows;
-    float *masked;        /* [n_vocab] logits with end-of-generation tokens masked */
-    int32_t *eog_ids;     /* [n_eog] the vocabulary's end-of-generation tokens */
+    const int32_t *eog_ids; /* [n_eog] the vocabulary's end-of-generation tokens (the tokenizer's) */
     size_t n_eog;
 
     /* Mutex. */
@@ -293,8 +291,6 @@ static void free_scheduler_state(syn_engine *e) {
     free(e->b_blocks);
     free(e->b_want);
     free(e->logits);
-    free(e->masked);
-    free(e->eog_ids);
     e->backend = NULL;
     e->pool = NULL;
 }
@@ -340,18 +336,10 @@ syn_status syn_engine_new(const syn_model *model, const syn_engine_params *param
         e->b_pos = malloc(sizeof *e->b_pos * n_step);
         e->b_blocks = malloc(sizeof *e->b_blocks * n_step);
         e->b_want = malloc(sizeof *e->b_want * n_step);
-        e->masked = malloc(sizeof *e->masked * (size_t)e->n_vocab);
-        if (!e->active || !e->b_tokens || !e->b_pos || !e->b_blocks || !e->b_want || !e->masked)
+        if (!e->active || !e->b_tokens || !e->b_pos || !e->b_blocks || !e->b_want)
             st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_new: out of memory for %d-token steps", params->max_step_tokens);
     }
-    if (st == SYN_OK) { /* listed once: masking them is then a few stores per sampled token */
-        const syn_tokenizer *tok = syn_model_tokenizer(model);
-        for (int32_t id = 0; id < e->n_vocab; id++) e->n_eog += syn_token_is_eog(tok, id);
-        e->eog_ids = malloc(sizeof *e->eog_ids * (e->n_eog ? e->n_eog : 1));
-        if (!e->eog_ids) st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_new: out of memory");
-        for (int32_t id = 0, i = 0; st == SYN_OK && id < e->n_vocab; id++)
-            if (syn_token_is_eog(tok, id)) e->eog_ids[i++] = id;
-    }
+    if (st == SYN_OK) e->n_eog = (size_t)syn_tokenizer_eog_ids(syn_model_tokenizer(model), &e->eog_ids);
     if (st == SYN_OK) {
         e->stats.kv_blocks_total = kv_pool_capacity(e->pool);
         e->stats.kv_block_bytes = e->ops->kv_block_bytes(e->backend);
@@ -524,7 +512,6 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
     r->max_tokens = p->max_tokens ? p->max_tokens : (int32_t)(e->n_ctx - n);
     r->max_blocks = blocks_for((uint64_t)n + (uint64_t)r->max_tokens - 1);
     r->ignore_eos = p->ignore_eos;
-    r->greedy = p->sampling.temperature <= 0.0f;
     r->n_stop = p->n_stop_tokens;
     r->on_token = p->on_token;
     r->user_data = p->user_data;
@@ -901,18 +888,9 @@ static bool stream_token(const syn_engine *e, syn_request *r, int32_t id, const 
 static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint64_t step) {
     const syn_tokenizer *tok = syn_model_tokenizer(e->model);
     int32_t id = -1;
-    syn_status st = SYN_ERR_INTERNAL;
-    /* With --ignore-eos end-of-generation tokens cannot be drawn. A greedy choice that is no such
-     * token is also the choice with them masked (masking only lowers them), so the masked copy of
-     * the logits (600 KB for Qwen2, per request and step) is made only when it is needed. */
-    if (!r->ignore_eos || r->greedy) {
-        st = syn_sampler_sample(r->sampler, logits, e->n_vocab, r->ids, r->n_prompt + r->n_out, &id);
-    }
-    if (r->ignore_eos && (!r->greedy || (st == SYN_OK && syn_token_is_eog(tok, id)))) {
-        memcpy(e->masked, logits, sizeof *e->masked * (size_t)e->n_vocab);
-        for (size_t i = 0; i < e->n_eog; i++) e->masked[e->eog_ids[i]] = -INFINITY;
-        st = syn_sampler_sample(r->sampler, e->masked, e->n_vocab, r->ids, r->n_prompt + r->n_out, &id);
-    }
+    /* as `synapse run --ignore-eos`: end-of-generation tokens cannot be drawn */
+    const syn_status st = syn_sampler_sample_banned(r->sampler, logits, e->n_vocab, r->ids, r->n_prompt + r->n_out,
+                                                    e->eog_ids, r->ignore_eos ? e->n_eog : 0, &id);
     if (st != SYN_OK) {
         mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
         return;

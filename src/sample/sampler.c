@@ -26,6 +26,8 @@ struct syn_sampler {
     uint64_t rng[4];
     candidate *cands; /* [cap] */
     int32_t cap;
+    float *masked; /* [masked_cap] syn_sampler_sample_banned's copy of the logits */
+    int32_t masked_cap;
 };
 
 syn_sampler_params syn_sampler_default_params(void) {
@@ -93,6 +95,7 @@ syn_status syn_sampler_new(const syn_sampler_params *params, syn_sampler **out) 
 void syn_sampler_free(syn_sampler *s) {
     if (!s) return;
     free(s->cands);
+    free(s->masked);
     free(s);
 }
 
@@ -338,4 +341,36 @@ syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_voc
         n = p->top_k;
     }
     return draw(s, c, n, token);
+}
+
+syn_status syn_sampler_sample_banned(syn_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+                                     size_t n_history, const int32_t *banned, size_t n_banned, int32_t *token) {
+    syn_clear_error();
+    if (!s || !logits || !token || n_vocab <= 0 || (!banned && n_banned))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_sampler_sample_banned: invalid argument");
+    for (size_t i = 0; i < n_banned; i++)
+        if (banned[i] < 0 || banned[i] >= n_vocab)
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_sampler_sample_banned: banned id %d is outside [0, %d)",
+                            banned[i], n_vocab);
+    if (s->params.temperature <= 0.0f || n_banned == 0) {
+        /* Greedy draws nothing at random, so a first look costs nothing but the scan: a choice
+         * that is not banned is also the choice with the banned tokens at -inf. */
+        int32_t id = -1;
+        const syn_status st = syn_sampler_sample(s, logits, n_vocab, history, n_history, &id);
+        bool is_banned = false;
+        for (size_t i = 0; st == SYN_OK && i < n_banned; i++) is_banned |= banned[i] == id;
+        if (st != SYN_OK || !is_banned) {
+            if (st == SYN_OK) *token = id;
+            return st;
+        }
+    }
+    if (s->masked_cap < n_vocab) {
+        float *m = realloc(s->masked, sizeof *m * (size_t)n_vocab);
+        if (!m) return syn_fail(SYN_ERR_NO_MEMORY, "syn_sampler_sample_banned: out of memory");
+        s->masked = m;
+        s->masked_cap = n_vocab;
+    }
+    memcpy(s->masked, logits, sizeof *s->masked * (size_t)n_vocab);
+    for (size_t i = 0; i < n_banned; i++) s->masked[banned[i]] = -INFINITY;
+    return syn_sampler_sample(s, s->masked, n_vocab, history, n_history, token);
 }

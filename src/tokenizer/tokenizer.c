@@ -339,6 +339,11 @@ static syn_status index_specials(syn_tokenizer *tok) {
         tok->specials[j] = id;
     }
     if (tok->eos >= 0) tok->tokens[tok->eos].eog = true;
+    for (int32_t i = 0; i < tok->n_tokens; i++) tok->n_eog += tok->tokens[i].eog;
+    tok->eog = malloc((size_t)(tok->n_eog ? tok->n_eog : 1) * sizeof *tok->eog);
+    if (!tok->eog) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
+    for (int32_t i = 0, k = 0; i < tok->n_tokens; i++)
+        if (tok->tokens[i].eog) tok->eog[k++] = i;
     return SYN_OK;
 }
 
@@ -380,6 +385,7 @@ void tokenizer_free(syn_tokenizer *tok) {
     free(tok->text_slots);
     free(tok->merge_slots);
     free(tok->specials);
+    free(tok->eog);
     free(tok);
 }
 
@@ -393,6 +399,11 @@ int32_t syn_token_bos(const syn_tokenizer *tok) { return tok ? tok->bos : -1; }
 
 bool syn_token_is_eog(const syn_tokenizer *tok, int32_t id) {
     return tok && id >= 0 && id < tok->n_tokens && tok->tokens[id].eog;
+}
+
+int32_t syn_tokenizer_eog_ids(const syn_tokenizer *tok, const int32_t **ids) {
+    if (ids) *ids = tok ? tok->eog : NULL;
+    return tok ? tok->n_eog : 0;
 }
 
 int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok) { return tok ? tok->n_vocab : 0; }

@@ -71,6 +71,9 @@ struct syn_tokenizer {
     int32_t n_specials;
     bool special_first_byte[256]; /* some special token starts with this byte */
 
+    int32_t *eog; /* [n_eog] the end-of-generation ids, ascending */
+    int32_t n_eog;
+
     int32_t bos, eos, pad;    /* -1: absent */
     uint32_t max_token_bytes; /* longest token text; decoded tokens are never longer */
 

@@ -99,6 +99,51 @@ static void test_greedy_long_rows(void **state) {
     syn_sampler_free(s);
 }
 
+/* syn_sampler_sample_banned: banned tokens are never drawn, greedy or sampled, and the result is
+ * exactly syn_sampler_sample's on a copy with those logits at -inf (the same draws for a seed);
+ * the logits are left as they were; bad lists are refused. */
+static void test_banned_tokens(void **state) {
+    (void)state;
+    float logits[40], masked[40];
+    for (int i = 0; i < 40; i++) logits[i] = (float)((i * 7) % 11) * 0.3f;
+    logits[9] = 9.0f; /* the best, then 31 */
+    logits[31] = 8.0f;
+    const int32_t banned[] = {9, 3};
+    memcpy(masked, logits, sizeof masked);
+    masked[9] = masked[3] = -INFINITY;
+    syn_sampler_params modes[3] = {plain(0.0f), plain(1.0f), syn_sampler_default_params()};
+    modes[2].repeat_penalty = 1.2f;
+    const int32_t history[] = {31, 5};
+    for (size_t m = 0; m < 3; m++) {
+        syn_sampler *s = NULL, *ref = NULL;
+        assert_int_equal(syn_sampler_new(&modes[m], &s), SYN_OK);
+        assert_int_equal(syn_sampler_new(&modes[m], &ref), SYN_OK);
+        for (int i = 0; i < 300; i++) {
+            int32_t got = -1, want = -1;
+            assert_int_equal(syn_sampler_sample_banned(s, logits, 40, history, 2, banned, 2, &got), SYN_OK);
+            assert_int_equal(syn_sampler_sample(ref, masked, 40, history, 2, &want), SYN_OK);
+            if (got != want || got == 9 || got == 3) fail_msg("mode %zu, draw %d: %d, want %d", m, i, got, want);
+        }
+        int32_t tok = -1; /* nothing banned: syn_sampler_sample itself */
+        assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, NULL, 0, &tok), SYN_OK);
+        if (m == 0) assert_int_equal(tok, 9);
+        syn_sampler_free(s);
+        syn_sampler_free(ref);
+    }
+    assert_true(logits[9] == 9.0f && logits[3] == (float)((3 * 7) % 11) * 0.3f);
+    syn_sampler_params p = plain(0.0f);
+    syn_sampler *s = NULL;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_OK);
+    int32_t tok = -7;
+    const int32_t out_of_range[] = {40}, negative[] = {-1};
+    assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, out_of_range, 1, &tok), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "banned id 40"));
+    assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, negative, 1, &tok), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, NULL, 1, &tok), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(tok, -7);
+    syn_sampler_free(s);
+}
+
 /* Logits log(0.5), log(0.3), log(0.2) at temperature 1 give those probabilities. */
 static void test_temperature_one_matches_softmax(void **state) {
     (void)state;
@@ -284,6 +329,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_first_maximum),
         cmocka_unit_test(test_greedy_long_rows),
+        cmocka_unit_test(test_banned_tokens),
         cmocka_unit_test(test_temperature_one_matches_softmax),
         cmocka_unit_test(test_temperature_sharpens),
         cmocka_unit_test(test_top_k_keeps_k_best),

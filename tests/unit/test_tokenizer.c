@@ -122,6 +122,19 @@ static void test_vocab_facts(void **state) {
     assert_false(syn_token_is_eog(qwen, -1));
     assert_false(syn_token_is_eog(qwen, QWEN_N_VOCAB));
     assert_int_equal(syn_token_eos(NULL), -1);
+    /* the list of them: exactly the ids syn_token_is_eog accepts, ascending */
+    const int32_t *eog = NULL;
+    const int32_t n_eog = syn_tokenizer_eog_ids(qwen, &eog);
+    int32_t k = 0;
+    for (int32_t id = 0; id < QWEN_N_VOCAB; id++) {
+        if (!syn_token_is_eog(qwen, id)) continue;
+        assert_true(k < n_eog);
+        assert_int_equal(eog[k++], id);
+    }
+    assert_int_equal(k, n_eog);
+    assert_true(n_eog >= 2);
+    assert_int_equal(syn_tokenizer_eog_ids(NULL, &eog), 0);
+    assert_null(eog);
 }
 
 /* Every case of tests/data/qwen2-tokenizer-cases.json (llama-tokenize / Hugging Face output). */

@@ -1,7 +1,6 @@
 /* generate.c: the sample -> stream -> decode loop behind `synapse run` and `synapse chat`. */
 #include "generate.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,24 +40,20 @@ static int emit(const gen_request *req, gen_result *res, const char *s, size_t n
     return text_append(&res->text, s, n);
 }
 
-/* The loop proper; masked is [n_vocab] scratch when end-of-generation tokens are masked out. */
-static int run_loop(const gen_request *req, token_vec *history, gen_result *res,
-                    syn_detok_stream *detok, float *masked) {
+/* The loop proper. */
+static int run_loop(const gen_request *req, token_vec *history, gen_result *res, syn_detok_stream *detok) {
     int32_t n_vocab = syn_tokenizer_n_vocab(req->tok);
+    const int32_t *eog = NULL; /* with ignore_eos: the tokens that cannot be drawn */
+    const int32_t n_eog = req->ignore_eos ? syn_tokenizer_eog_ids(req->tok, &eog) : 0;
     char piece[1024]; /* enough for any Qwen2 token (see syn_detok_stream_push) */
     size_t n_piece = 0;
     int rc;
     for (int32_t i = 0; i < req->n_predict; i++) {
         const float *logits = syn_context_logits(req->ctx);
         if (!logits) return fail_runtime("no logits to sample from (nothing decoded)");
-        if (masked) {
-            memcpy(masked, logits, (size_t)n_vocab * sizeof *masked);
-            for (int32_t id = 0; id < n_vocab; id++)
-                if (syn_token_is_eog(req->tok, id)) masked[id] = -INFINITY;
-            logits = masked;
-        }
         int32_t id = -1;
-        if (syn_sampler_sample(req->sampler, logits, n_vocab, history->ids, history->n, &id) != SYN_OK)
+        if (syn_sampler_sample_banned(req->sampler, logits, n_vocab, history->ids, history->n, eog, (size_t)n_eog,
+                                      &id) != SYN_OK)
             return fail_lib("sampling failed at generated token %d", i);
         if (i == 0) res->t_first_ms = now_ms();
         if (!req->ignore_eos && syn_token_is_eog(req->tok, id)) {
@@ -87,15 +82,7 @@ int generate(const gen_request *req, token_vec *history, gen_result *res) {
     memset(res, 0, sizeof *res);
     syn_detok_stream *detok = NULL;
     if (syn_detok_stream_new(req->tok, &detok) != SYN_OK) return fail_lib("cannot start the detokenizer");
-    float *masked = NULL;
-    if (req->ignore_eos) {
-        masked = malloc((size_t)syn_tokenizer_n_vocab(req->tok) * sizeof *masked);
-        if (!masked) {
-            syn_detok_stream_free(detok);
-            return fail_runtime("out of memory for the logits");
-        }
-    }
-    int rc = run_loop(req, history, res, detok, masked);
+    int rc = run_loop(req, history, res, detok);
     if (rc == EXIT_OK) {
         /* Whatever the detokenizer still holds (an incomplete character) comes out now. */
         char piece[1024];
@@ -106,7 +93,6 @@ int generate(const gen_request *req, token_vec *history, gen_result *res) {
             rc = emit(req, res, piece, n_piece);
     }
     res->t_end_ms = now_ms();
-    free(masked);
     syn_detok_stream_free(detok);
     return rc;
 }
