@@ -1,9 +1,10 @@
 /*
  * optimized_simd_impl.h: the body of the optimized backend's float math (see optimized_simd.h),
- * included once per build flavour: optimized_simd.c (portable) and optimized_simd_avx2.c (x86
- * AVX2). The includer defines OPT_SIMD_SFX; every function here is static except the table getter
- * opt_simd_table_<sfx>. GCC vector extensions give 8-lane code that each flavour lowers to its own
- * instructions; lane-wise IEEE operations make the flavours bitwise equal.
+ * included once per build flavour: optimized_simd.c (portable), optimized_simd_avx2.c (x86 AVX2)
+ * and optimized_simd_avx512.c. The includer defines OPT_SIMD_SFX; every function here is static
+ * except the table getter opt_simd_table_<sfx>. GCC vector extensions give 8-lane code (SwiGLU:
+ * the flavour's widest) that each flavour lowers to its own instructions; lane-wise IEEE
+ * operations make the flavours bitwise equal.
  */
 #ifndef OPT_SIMD_SFX
 #error "define OPT_SIMD_SFX before including optimized_simd_impl.h"

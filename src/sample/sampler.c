@@ -354,15 +354,17 @@ syn_status syn_sampler_sample_banned(syn_sampler *s, const float *logits, int32_
                             banned[i], n_vocab);
     if (s->params.temperature <= 0.0f || n_banned == 0) {
         /* Greedy draws nothing at random, so a first look costs nothing but the scan: a choice
-         * that is not banned is also the choice with the banned tokens at -inf. */
+         * that is not banned is also the choice with the banned tokens at -inf. A failure (a NaN)
+         * goes on to the masked copy too, where a NaN in a banned logit no longer counts. */
         int32_t id = -1;
         const syn_status st = syn_sampler_sample(s, logits, n_vocab, history, n_history, &id);
         bool is_banned = false;
         for (size_t i = 0; st == SYN_OK && i < n_banned; i++) is_banned |= banned[i] == id;
-        if (st != SYN_OK || !is_banned) {
-            if (st == SYN_OK) *token = id;
-            return st;
+        if (st == SYN_OK && !is_banned) {
+            *token = id;
+            return SYN_OK;
         }
+        if (n_banned == 0) return st;
     }
     if (s->masked_cap < n_vocab) {
         float *m = realloc(s->masked, sizeof *m * (size_t)n_vocab);

@@ -127,6 +127,20 @@ static void test_banned_tokens(void **state) {
         int32_t tok = -1; /* nothing banned: syn_sampler_sample itself */
         assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, NULL, 0, &tok), SYN_OK);
         if (m == 0) assert_int_equal(tok, 9);
+        const int32_t other[] = {3}; /* the best not banned: greedy's first look is its answer */
+        assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, other, 1, &tok), SYN_OK);
+        if (m == 0) assert_int_equal(tok, 9);
+        float nan_banned[40]; /* a NaN in a banned logit does not count: it is -inf */
+        memcpy(nan_banned, logits, sizeof nan_banned);
+        nan_banned[3] = NAN;
+        assert_int_equal(syn_sampler_sample_banned(s, nan_banned, 40, NULL, 0, other, 1, &tok), SYN_OK);
+        assert_int_not_equal(tok, 3);
+        if (m == 0) assert_int_equal(tok, 9);
+        nan_banned[9] = NAN; /* ... but one elsewhere is still refused */
+        tok = -7;
+        assert_int_equal(syn_sampler_sample_banned(s, nan_banned, 40, NULL, 0, other, 1, &tok), SYN_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(syn_last_error(), "logits[9] is NaN"));
+        assert_int_equal(tok, -7);
         syn_sampler_free(s);
         syn_sampler_free(ref);
     }
