@@ -428,10 +428,11 @@ SYN_K_INLINE void kl_matmul(uint32_t type, int64_t n_blocks, const void *w, size
  * (kl_min_tokens), else a row against KQ_TOKENS tokens per pass. Where each path is faster (896 x
  * 4864 in cache, 1 thread, best of 3 x 100 calls, 2026-12-02): Q4_K from 5 tokens (4: 0.35 against
  * 0.32 ms, 5: 0.35 against 0.48), Q6_K from 6 (5: 0.49 against 0.41, 6: 0.43 against 0.46, 7: 0.45
- * against 0.53), with kl_fill's whole-tile transposition of the stored bytes; Q5_K, whose
- * threshold was not measured again, from 8 as before. */
+ * against 0.53), Q5_K from 5 (4: 0.32-0.38 against 0.35-0.40, about even; 5: 0.35 against 0.50-0.58),
+ * with kl_fill's whole-tile transposition of the stored bytes. Within ~20 % the host's noise decides
+ * (Q4_K at 4 tokens measured 0.35 against 0.32 once and 0.30 against 0.33 another time). */
 SYN_K_INLINE int64_t kl_min_tokens(uint32_t type) {
-    return type == GGML_TYPE_Q4_K ? 5 : type == GGML_TYPE_Q6_K ? 6 : 8;
+    return type == GGML_TYPE_Q6_K ? 6 : 5;
 }
 
 SYN_K_INLINE void k_matmul_any(uint32_t type, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
