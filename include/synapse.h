@@ -309,9 +309,10 @@ SYN_API syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32
                                       const int32_t *history, size_t n_history, int32_t *token);
 
 /* syn_sampler_sample as if the logits of banned[0..n_banned) were -inf, a NaN among them included
- * (e.g. the end-of-generation tokens, for --ignore-eos); logits are still not modified. A greedy sampler reads the logits as
- * they are and masks only when its choice is banned (the masked choice is then the same: masking
- * only lowers banned tokens); otherwise the sampler masks a copy it keeps ([n_vocab] floats).
+ * (e.g. the end-of-generation tokens, for --ignore-eos); logits are still not modified. A greedy
+ * sampler reads the logits as they are and masks only when its choice is banned (the masked
+ * choice is then the same: masking only lowers banned tokens); otherwise the sampler masks a copy
+ * it keeps ([n_vocab] floats, allocated on first use, freed with the sampler).
  * Errors: those of syn_sampler_sample; SYN_ERR_INVALID_ARGUMENT for banned NULL with n_banned > 0
  * or a banned id outside [0, n_vocab); SYN_ERR_NO_MEMORY. */
 SYN_API syn_status syn_sampler_sample_banned(syn_sampler *s, const float *logits, int32_t n_vocab,

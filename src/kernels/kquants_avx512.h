@@ -208,9 +208,9 @@ SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_
 #include "kernels/kquants_rows.h"
 
 /* ---- Matmul with rows in lanes (prefill) --------------------------------------------------------
- * As the Q8_0 lane kernels (quants_x86.h): a tile of 16 rows' super-block is transposed and unpacked
- * once (kl_fill), lane i of w[8g + k] holding dword k of row i's codes 32g..32g+31 (unsigned: Q4_K 0..15, Q5_K
- * 0..31, Q6_K 0..63), and every token of a chunk runs over it with its activation dwords broadcast:
+ * As the Q8_0 lane kernels (quants_x86.h): a tile of 16 rows' super-block is transposed and
+ * unpacked once (kl_fill), lane i of w[8g + k] holding dword k of row i's codes 32g..32g+31
+ * (unsigned: Q4_K 0..15, Q5_K 0..31, Q6_K 0..63), and every token of a chunk runs over it with its activation dwords broadcast:
  * VPDPBUSD leaves each sub-block's exact int32 sum in each row's lane, VPMULLD scales it by the
  * lane's own sub-block scale, and the mins (Q4_K / Q5_K) or Q6_K's -32 come from the token's bsums.
  * The same int32 isum / msum and float steps per (row, token) as the other kernels: bitwise equal. */
@@ -237,9 +237,10 @@ SYN_K_INLINE void kl_transpose16(const char *const rows[KL_ROWS], size_t at, __m
     for (int k = 0; k < 8; k++) out[k] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[k]), hi[k], 1);
 }
 
-/* kl_fill for Q6_K in the manner of kl_fill_k45: ql and qh transposed as they are, the 6-bit codes
- * assembled lane-wise (low nibbles of ql, 2-bit fields of qh); the 16 int8 scales and d gathered as 4 + 1
- * dwords per row (d's from 2 bytes before it: the dword after would run past the block). */
+/* kl_fill for Q6_K in the manner of kl_fill_k45: ql and qh transposed as they are, the 6-bit
+ * codes assembled lane-wise (low nibbles of ql, 2-bit fields of qh); the 16 int8 scales and d
+ * gathered as 4 + 1 dwords per row (d's from 2 bytes before it: the dword after would run past the
+ * block). dmin and mn stay unset: Q6_K's kl_tokens reads neither. */
 SYN_K_INLINE void kl_fill_q6_k(const char *const rows[KL_ROWS], __m512i row_offsets, kl_tile *t) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
     for (int h = 0; h < 2; h++) {
@@ -284,10 +285,13 @@ SYN_K_INLINE void kl_fill_k45(const char *const rows[KL_ROWS], __m512i row_offse
         __m512i packed[8];
         kl_transpose16(rows, qs_at + (size_t)32 * (size_t)g2, packed);
         for (int k = 0; k < 8; k++) {
-            __m512i lo = _mm512_and_si512(packed[k], low4), hi = _mm512_and_si512(_mm512_srli_epi16(packed[k], 4), low4);
+            __m512i lo = _mm512_and_si512(packed[k], low4);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed[k], 4), low4);
             if (five) { /* bit 2 g2 of each qh byte for the low half's codes, bit 2 g2 + 1 for the high */
-                lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh[k], 2 * g2), one), 4));
-                hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh[k], 2 * g2 + 1), one), 4));
+                const __m512i b_lo = _mm512_and_si512(_mm512_srli_epi16(qh[k], 2 * g2), one);
+                const __m512i b_hi = _mm512_and_si512(_mm512_srli_epi16(qh[k], 2 * g2 + 1), one);
+                lo = _mm512_or_si512(lo, _mm512_slli_epi16(b_lo, 4));
+                hi = _mm512_or_si512(hi, _mm512_slli_epi16(b_hi, 4));
             }
             t->w[8 * (2 * g2) + k] = lo;
             t->w[8 * (2 * g2 + 1) + k] = hi;
