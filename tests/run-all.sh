@@ -3,7 +3,8 @@
 #   1. unit tests (cmocka), release build          build/tests/test_*
 #   2. the same unit tests under ASan + UBSan       build-debug/tests/test_*
 #   3. command-line tests                           tests/cli/test_*.sh (against build/synapse)
-#   4. the GGUF reader and the server's request parser fuzzed for a bounded time (libFuzzer)
+#   4. the GGUF reader, the server's request parser and the tokenizer fuzzed for a bounded time
+#      (libFuzzer)
 # Counts are per test case for cmocka suites and per script for the rest.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +80,9 @@ if command -v clang >/dev/null; then
         rm -rf "$gguf_seeds"
         # The server's request parser (JSON body -> engine request), seeded with valid bodies.
         run_fuzzer fuzz_openai_request tests/fuzz/openai-seeds "${SYNAPSE_FUZZ_SECONDS:-30}" 8192
+        # The tokenizer (text -> ids -> text, checked against utf8proc), seeded with the texts of
+        # tests/data/qwen2-tokenizer-cases.json.
+        run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-20}" 4096
     else
         record fuzz/build 1
         printf '%-6s %-40s %s\n' fuzz "make fuzz" FAILED
