@@ -4,8 +4,12 @@
  *   - text utf8proc cannot decode is refused with SYN_ERR_INVALID_ARGUMENT, and nothing else is;
  *   - accepted text, with and without special-token parsing, gives ids inside the vocabulary whose
  *     decoding, whole (syn_detokenize) and one id at a time (syn_detok_stream), is exactly the NFC
- *     form of the text as utf8proc composes it: the byte-level BPE loses nothing.
+ *     form of the text as utf8proc composes it: the byte-level BPE loses nothing;
+ *   - the same bytes read as token ids (3 bytes each, modulo the vocabulary: any sequence a model
+ *     may generate) stream out as valid UTF-8 only, and exactly as the ids' bytes whenever those
+ *     are valid UTF-8 themselves.
  * Built by `make fuzz`; run from the repository root. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +68,55 @@ static void check_decodes_to(const int32_t *ids, size_t n_ids, const uint8_t *wa
     syn_detok_stream_free(s);
 }
 
+/* Whether utf8proc decodes s[0, n) whole. */
+static bool valid_utf8(const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        const utf8proc_ssize_t k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k <= 0) return false;
+        i += (size_t)k;
+    }
+    return true;
+}
+
+/* Any id sequence through syn_detok_stream: valid UTF-8 pieces, the ids' own bytes when valid. */
+static void check_stream_of_ids(const uint8_t *data, size_t size) {
+    const int32_t n_vocab = syn_tokenizer_n_vocab(tok);
+    const size_t n_ids = size / 3;
+    int32_t *ids = malloc(sizeof *ids * (n_ids + 1));
+    REQUIRE(ids);
+    for (size_t i = 0; i < n_ids; i++)
+        ids[i] = (int32_t)(((uint32_t)data[3 * i] | (uint32_t)data[3 * i + 1] << 8 | (uint32_t)data[3 * i + 2] << 16) %
+                           (uint32_t)n_vocab);
+    size_t n_raw = 0;
+    const syn_status st = syn_detokenize(tok, ids, n_ids, NULL, 0, &n_raw);
+    REQUIRE(st == (n_raw ? SYN_ERR_BUFFER_TOO_SMALL : SYN_OK));
+    uint8_t *raw = malloc(n_raw + 1);
+    REQUIRE(raw);
+    REQUIRE(syn_detokenize(tok, ids, n_ids, (char *)raw, n_raw + 1, &n_raw) == SYN_OK);
+    const bool raw_valid = valid_utf8(raw, n_raw);
+
+    syn_detok_stream *s = NULL;
+    REQUIRE(syn_detok_stream_new(tok, &s) == SYN_OK);
+    char piece[1024];
+    size_t at = 0;
+    for (size_t i = 0; i <= n_ids; i++) {
+        size_t k = 0;
+        if (i < n_ids)
+            REQUIRE(syn_detok_stream_push(s, ids[i], piece, sizeof piece, &k) == SYN_OK);
+        else
+            REQUIRE(syn_detok_stream_flush(s, piece, sizeof piece, &k) == SYN_OK);
+        REQUIRE(k < sizeof piece && piece[k] == '\0');
+        REQUIRE(valid_utf8((const uint8_t *)piece, k));
+        if (raw_valid) REQUIRE(at + k <= n_raw && memcmp(piece, raw + at, k) == 0);
+        at += k;
+    }
+    if (raw_valid) REQUIRE(at == n_raw);
+    syn_detok_stream_free(s);
+    free(raw);
+    free(ids);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     utf8proc_uint8_t *nfc = NULL;
@@ -88,5 +141,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(ids);
     }
     free(nfc);
+    check_stream_of_ids(data, size);
     return 0;
 }
