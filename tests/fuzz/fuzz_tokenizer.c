@@ -38,36 +38,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-/* Decodes ids whole and streamed; both must equal want[0, n_want). */
-static void check_decodes_to(const int32_t *ids, size_t n_ids, const uint8_t *want, size_t n_want) {
-    size_t n = 0;
-    REQUIRE(syn_detokenize(tok, ids, n_ids, NULL, 0, &n) == (n_want ? SYN_ERR_BUFFER_TOO_SMALL : SYN_OK));
-    REQUIRE(n == n_want);
-    char *whole = malloc(n_want + 1);
-    REQUIRE(whole);
-    REQUIRE(syn_detokenize(tok, ids, n_ids, whole, n_want + 1, &n) == SYN_OK && n == n_want);
-    REQUIRE(memcmp(whole, want, n_want) == 0);
-    free(whole);
-
-    /* A valid text's pieces come out as whole characters, never U+FFFD, and add up to the text. */
-    syn_detok_stream *s = NULL;
-    REQUIRE(syn_detok_stream_new(tok, &s) == SYN_OK);
-    char piece[1024];
-    size_t at = 0;
-    for (size_t i = 0; i <= n_ids; i++) {
-        size_t k = 0;
-        if (i < n_ids)
-            REQUIRE(syn_detok_stream_push(s, ids[i], piece, sizeof piece, &k) == SYN_OK);
-        else
-            REQUIRE(syn_detok_stream_flush(s, piece, sizeof piece, &k) == SYN_OK);
-        REQUIRE(k < sizeof piece && piece[k] == '\0');
-        REQUIRE(at + k <= n_want && memcmp(piece, want + at, k) == 0);
-        at += k;
-    }
-    REQUIRE(at == n_want);
-    syn_detok_stream_free(s);
-}
-
 /* Whether utf8proc decodes s[0, n) whole. */
 static bool valid_utf8(const uint8_t *s, size_t n) {
     for (size_t i = 0; i < n;) {
@@ -79,23 +49,20 @@ static bool valid_utf8(const uint8_t *s, size_t n) {
     return true;
 }
 
-/* Any id sequence through syn_detok_stream: valid UTF-8 pieces, the ids' own bytes when valid. */
-static void check_stream_of_ids(const uint8_t *data, size_t size) {
-    const int32_t n_vocab = syn_tokenizer_n_vocab(tok);
-    const size_t n_ids = size / 3;
-    int32_t *ids = malloc(sizeof *ids * (n_ids + 1));
-    REQUIRE(ids);
-    for (size_t i = 0; i < n_ids; i++)
-        ids[i] = (int32_t)(((uint32_t)data[3 * i] | (uint32_t)data[3 * i + 1] << 8 | (uint32_t)data[3 * i + 2] << 16) %
-                           (uint32_t)n_vocab);
-    size_t n_raw = 0;
-    const syn_status st = syn_detokenize(tok, ids, n_ids, NULL, 0, &n_raw);
-    REQUIRE(st == (n_raw ? SYN_ERR_BUFFER_TOO_SMALL : SYN_OK));
-    uint8_t *raw = malloc(n_raw + 1);
-    REQUIRE(raw);
-    REQUIRE(syn_detokenize(tok, ids, n_ids, (char *)raw, n_raw + 1, &n_raw) == SYN_OK);
-    const bool raw_valid = valid_utf8(raw, n_raw);
+/* syn_detokenize of ids into a new buffer (its length asked first); *n_bytes: the length. */
+static uint8_t *detokenize_whole(const int32_t *ids, size_t n_ids, size_t *n_bytes) {
+    size_t n = 0;
+    const syn_status st = syn_detokenize(tok, ids, n_ids, NULL, 0, &n);
+    REQUIRE(st == (n ? SYN_ERR_BUFFER_TOO_SMALL : SYN_OK));
+    uint8_t *out = malloc(n + 1);
+    REQUIRE(out);
+    REQUIRE(syn_detokenize(tok, ids, n_ids, (char *)out, n + 1, n_bytes) == SYN_OK && *n_bytes == n);
+    return out;
+}
 
+/* ids pushed one at a time through syn_detok_stream, then flushed: every piece NUL-terminated and
+ * valid UTF-8, and with want given, the pieces add up to want[0, n_want). */
+static void check_stream(const int32_t *ids, size_t n_ids, const uint8_t *want, size_t n_want) {
     syn_detok_stream *s = NULL;
     REQUIRE(syn_detok_stream_new(tok, &s) == SYN_OK);
     char piece[1024];
@@ -108,11 +75,26 @@ static void check_stream_of_ids(const uint8_t *data, size_t size) {
             REQUIRE(syn_detok_stream_flush(s, piece, sizeof piece, &k) == SYN_OK);
         REQUIRE(k < sizeof piece && piece[k] == '\0');
         REQUIRE(valid_utf8((const uint8_t *)piece, k));
-        if (raw_valid) REQUIRE(at + k <= n_raw && memcmp(piece, raw + at, k) == 0);
+        if (want) REQUIRE(at + k <= n_want && memcmp(piece, want + at, k) == 0);
         at += k;
     }
-    if (raw_valid) REQUIRE(at == n_raw);
+    if (want) REQUIRE(at == n_want);
     syn_detok_stream_free(s);
+}
+
+/* The input read as token ids (3 bytes each, modulo the vocabulary): the ids' bytes, streamed,
+ * exactly when those bytes are valid UTF-8 (else only valid pieces). */
+static void check_ids_stream(const uint8_t *data, size_t size) {
+    const int32_t n_vocab = syn_tokenizer_n_vocab(tok);
+    const size_t n_ids = size / 3;
+    int32_t *ids = malloc(sizeof *ids * (n_ids + 1));
+    REQUIRE(ids);
+    for (size_t i = 0; i < n_ids; i++)
+        ids[i] = (int32_t)(((uint32_t)data[3 * i] | (uint32_t)data[3 * i + 1] << 8 | (uint32_t)data[3 * i + 2] << 16) %
+                           (uint32_t)n_vocab);
+    size_t n_raw = 0;
+    uint8_t *raw = detokenize_whole(ids, n_ids, &n_raw);
+    check_stream(ids, n_ids, valid_utf8(raw, n_raw) ? raw : NULL, n_raw);
     free(raw);
     free(ids);
 }
@@ -137,10 +119,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         REQUIRE(syn_tokenize(tok, (const char *)data, size, special, ids, n_ids + 1, &n_again) == SYN_OK);
         REQUIRE(n_again == n_ids);
         for (size_t i = 0; i < n_ids; i++) REQUIRE(ids[i] >= 0 && ids[i] < n_vocab);
-        check_decodes_to(ids, n_ids, nfc, (size_t)n_nfc);
+        size_t n_text = 0;
+        uint8_t *text = detokenize_whole(ids, n_ids, &n_text);
+        REQUIRE(n_text == (size_t)n_nfc && memcmp(text, nfc, n_text) == 0);
+        check_stream(ids, n_ids, nfc, (size_t)n_nfc);
+        free(text);
         free(ids);
     }
     free(nfc);
-    check_stream_of_ids(data, size);
+    check_ids_stream(data, size);
     return 0;
 }
