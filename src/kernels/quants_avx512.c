@@ -42,8 +42,9 @@ void syn_matvec_q8_0_avx512(int64_t n_blocks, const void *w, size_t w_row_bytes,
 enum { LANES_TOK = 8 };
 
 SYN_K_INLINE void lane_tile16(int64_t kb, const __m256i *wp, const __m256 *dwp, const block_q8_0 *a, int64_t n_blocks,
-                              const x86_act_aux *aux, __m512 *acc, const int n_tok) {
+                              const x86_act_aux *aux, __m512 *acc, const int n_tok, const x86_tile_ref *pf) {
     for (int64_t k = 0; k < kb; k++) {
+        x86_prefetch_tile_line(pf, k, kb);
         __m512i wv[8];
         SYN_K_UNROLL(8)
         for (int j = 0; j < 8; j++) wv[j] = _mm512_loadu_si512((const void *)(wp + (k * 8 + j) * 2));
@@ -64,38 +65,43 @@ SYN_K_INLINE void lane_tile16(int64_t kb, const __m256i *wp, const __m256 *dwp, 
     }
 }
 
-/* Tokens [0, n_tok) of a's tile: sums start at 0 in the first span and continue from y after. */
+/* Tokens [0, n_tok) of a's tile: sums start at 0 in the first span and continue from y after;
+ * *pf's lines are prefetched on the way. */
 SYN_K_INLINE void lane_tokens16(int64_t kb, bool first_span, const __m256i *wp, const __m256 *dwp, const block_q8_0 *a,
                                 int64_t n_blocks, const x86_act_aux *aux, float *y, int64_t y_stride, int64_t n_rows,
-                                const int n_tok) {
+                                const int n_tok, const x86_tile_ref *pf) {
     const __mmask16 m = n_rows >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n_rows) - 1);
     __m512 acc[LANES_TOK];
     SYN_K_UNROLL(8)
     for (int t = 0; t < n_tok; t++) acc[t] = first_span ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + t * y_stride);
-    lane_tile16(kb, wp, dwp, a, n_blocks, aux, acc, n_tok);
+    lane_tile16(kb, wp, dwp, a, n_blocks, aux, acc, n_tok, pf);
     SYN_K_UNROLL(8)
     for (int t = 0; t < n_tok; t++) _mm512_mask_storeu_ps(y + t * y_stride, m, acc[t]);
 }
 
-/* x86_lane_run_fn for 16-row tiles (n_vec 2): token tiles of LANES_TOK, then one of the rest. */
+/* x86_lane_run_fn for 16-row tiles (n_vec 2): token tiles of LANES_TOK, then one of the rest; the
+ * first token tile prefetches *pf. */
 static void lane_run16(int64_t kb, bool first_span, const __m256i *wp, const __m256 *dwp, const block_q8_0 *a,
-                       int64_t n_blocks, const x86_act_aux *aux, int64_t nt, float *y, int64_t y_stride, int64_t n_rows) {
+                       int64_t n_blocks, const x86_act_aux *aux, int64_t nt, float *y, int64_t y_stride, int64_t n_rows,
+                       const x86_tile_ref *pf) {
+    static const x86_tile_ref none = {0};
     int64_t t = 0;
     for (; t + LANES_TOK <= nt; t += LANES_TOK) {
         lane_tokens16(kb, first_span, wp, dwp, a + t * n_blocks, n_blocks, aux + t * X86_MM_KS, y + t * y_stride,
-                      y_stride, n_rows, LANES_TOK);
+                      y_stride, n_rows, LANES_TOK, t == 0 ? pf : &none);
     }
+    if (t > 0) pf = &none;
     const block_q8_0 *at = a + t * n_blocks;
     const x86_act_aux *xt = aux + t * X86_MM_KS;
     float *yt = y + t * y_stride;
     switch (nt - t) {
-    case 1: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 1); break;
-    case 2: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 2); break;
-    case 3: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 3); break;
-    case 4: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 4); break;
-    case 5: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 5); break;
-    case 6: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 6); break;
-    case 7: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 7); break;
+    case 1: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 1, pf); break;
+    case 2: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 2, pf); break;
+    case 3: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 3, pf); break;
+    case 4: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 4, pf); break;
+    case 5: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 5, pf); break;
+    case 6: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 6, pf); break;
+    case 7: lane_tokens16(kb, first_span, wp, dwp, at, n_blocks, xt, yt, y_stride, n_rows, 7, pf); break;
     default: break;
     }
 }
