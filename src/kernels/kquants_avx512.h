@@ -324,17 +324,18 @@ SYN_K_INLINE void kl_fill_k45(const char *const rows[KL_ROWS], __m512i row_offse
     t->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
 }
 
-/* The tile of rows [r, r + 16) (clamped to r1 - 1) at super-block b; prefetches the next one.
+/* The tile of rows [r, r + 16) (clamped to r1 - 1) at super-block b; prefetches the next super-block
+ * of its first pf_rows rows (kl_matmul: the token loop asks for the others).
  * The gathers take int32 offsets: w_row_bytes <= INT32_MAX / KL_ROWS (k_matmul_any sees to it). */
 SYN_K_INLINE void kl_fill(uint32_t type, const char *w, size_t w_row_bytes, size_t block_bytes, int64_t r, int64_t r1,
-                          int64_t b, int64_t n_blocks, kl_tile *t) {
+                          int64_t b, int64_t n_blocks, int pf_rows, kl_tile *t) {
     const char *rows[KL_ROWS];
     int32_t off[KL_ROWS];
     for (int i = 0; i < KL_ROWS; i++) {
         const int64_t ri = r + i < r1 ? i : r1 - 1 - r;
         off[i] = (int32_t)((size_t)ri * w_row_bytes);
         rows[i] = w + (size_t)r * w_row_bytes + (size_t)off[i] + (size_t)b * block_bytes;
-        if (b + 1 < n_blocks)
+        if (b + 1 < n_blocks && i < pf_rows)
             for (size_t o = 0; o < block_bytes; o += 64) _mm_prefetch(rows[i] + block_bytes + o, _MM_HINT_T0);
     }
     const __m512i row_offsets = _mm512_loadu_si512((const void *)off);
@@ -344,14 +345,24 @@ SYN_K_INLINE void kl_fill(uint32_t type, const char *w, size_t w_row_bytes, size
         kl_fill_k45(rows, row_offsets, type == GGML_TYPE_Q5_K, t);
 }
 
+/* What a token call prefetches: the bytes at p + g * row_bytes for g < 8 (the next super-block of 8
+ * of the tile's rows; p NULL: nothing). */
+typedef struct kl_prefetch {
+    const char *p;
+    size_t row_bytes, bytes;
+} kl_prefetch;
+
 /* Tokens [0, n_tok) of a (their Q8_K block of this super-block a[t * a_stride]) against the tile:
- * y[t * y_stride + i] for the tile's n_rows lanes, from 0 at the first super-block, else continued. */
+ * y[t * y_stride + i] for the tile's n_rows lanes, from 0 at the first super-block, else continued.
+ * Step g prefetches *pf's row g, so those lines are asked for while the tokens run. */
 SYN_K_INLINE void kl_tokens(uint32_t type, const kl_tile *tile, const block_q8_k *a, int64_t a_stride, float *y,
-                            int64_t y_stride, int64_t n_rows, bool first, const int n_tok) {
+                            int64_t y_stride, int64_t n_rows, bool first, const int n_tok, const kl_prefetch *pf) {
     __m512i isum[KL_TOK];
     SYN_K_UNROLL(4)
     for (int t = 0; t < n_tok; t++) isum[t] = _mm512_setzero_si512();
     for (int g = 0; g < 8; g++) {
+        if (pf->p)
+            for (size_t o = 0; o < pf->bytes; o += 64) _mm_prefetch(pf->p + (size_t)g * pf->row_bytes + o, _MM_HINT_T0);
         __m512i wv[8];
         SYN_K_UNROLL(8)
         for (int k = 0; k < 8; k++) wv[k] = _mm512_load_si512((const void *)&tile->w[8 * g + k]);
@@ -411,16 +422,30 @@ SYN_K_INLINE void kl_matmul(uint32_t type, int64_t n_blocks, const void *w, size
         const int64_t nt = n_tokens - c0 < KL_TC ? n_tokens - c0 : KL_TC;
         for (int64_t r = r0; r < r1; r += KL_ROWS) {
             for (int64_t b = 0; b < n_blocks; b++) {
-                kl_fill(type, w, w_row_bytes, block_bytes, r, r1, b, n_blocks, &tile);
+                /* A call of one chunk (a decode step of several sequences, a short prompt) reads the
+                 * weights once, from memory: a whole tile's rows 8-15 have their next super-block
+                 * prefetched by the first token call, so the lines are asked for while the tokens run
+                 * too, as in x86_matmul_lanes (cold, 1 thread: 0.89-0.92x the time at 5-16 tokens).
+                 * Longer calls find the weights in cache from their second chunk on, and the split
+                 * cost pp512 3-9 % there (docs/BENCHMARKS.md). */
+                const bool split = n_tokens <= KL_TC && r + KL_ROWS <= r1 && b + 1 < n_blocks;
+                kl_prefetch pf = {split ? (const char *)w + (size_t)(r + 8) * w_row_bytes + (size_t)(b + 1) * block_bytes
+                                        : NULL,
+                                  w_row_bytes, block_bytes};
+                kl_fill(type, w, w_row_bytes, block_bytes, r, r1, b, n_blocks, split ? 8 : KL_ROWS, &tile);
                 const block_q8_k *ab = a + c0 * n_blocks + b;
                 float *yr = y + c0 * y_stride + r;
+                const int64_t n_rows = r1 - r;
                 int64_t t = 0;
-                for (; t + KL_TOK <= nt; t += KL_TOK)
-                    kl_tokens(type, &tile, ab + t * n_blocks, n_blocks, yr + t * y_stride, y_stride, r1 - r, b == 0, KL_TOK);
+                for (; t + KL_TOK <= nt; t += KL_TOK, pf.p = NULL)
+                    kl_tokens(type, &tile, ab + t * n_blocks, n_blocks, yr + t * y_stride, y_stride, n_rows, b == 0, KL_TOK,
+                              &pf);
+                const block_q8_k *at = ab + t * n_blocks;
+                float *yt = yr + t * y_stride;
                 switch (nt - t) {
-                case 1: kl_tokens(type, &tile, ab + t * n_blocks, n_blocks, yr + t * y_stride, y_stride, r1 - r, b == 0, 1); break;
-                case 2: kl_tokens(type, &tile, ab + t * n_blocks, n_blocks, yr + t * y_stride, y_stride, r1 - r, b == 0, 2); break;
-                case 3: kl_tokens(type, &tile, ab + t * n_blocks, n_blocks, yr + t * y_stride, y_stride, r1 - r, b == 0, 3); break;
+                case 1: kl_tokens(type, &tile, at, n_blocks, yt, y_stride, n_rows, b == 0, 1, &pf); break;
+                case 2: kl_tokens(type, &tile, at, n_blocks, yt, y_stride, n_rows, b == 0, 2, &pf); break;
+                case 3: kl_tokens(type, &tile, at, n_blocks, yt, y_stride, n_rows, b == 0, 3, &pf); break;
                 default: break;
                 }
             }
