@@ -184,7 +184,8 @@ fuzz:
 	clang -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=address,undefined,fuzzer \
 	    tests/fuzz/fuzz_openai_request.c tools/synapse/serve/openai_request.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_openai_request
-	clang -std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_tokenizer.c \
+	clang -std=c11 -O1 -g -Iinclude -Isrc $(shell pkg-config --cflags libutf8proc 2>/dev/null) \
+	    -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_tokenizer.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_tokenizer
 
 format:

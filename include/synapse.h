@@ -152,8 +152,10 @@ SYN_API int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok);
  * points *ids at them (the tokenizer's own array, valid while its model is loaded). */
 SYN_API int32_t syn_tokenizer_eog_ids(const syn_tokenizer *tok, const int32_t **ids);
 
-/* Encodes len bytes of UTF-8 text (NFC-normalised first). With parse_special, special-token text
- * such as "<|im_start|>" becomes its id; otherwise it is split as plain text. No BOS is added.
+/* Encodes len bytes of UTF-8 text. Special-token text is found in the raw text first: with
+ * parse_special every special token (such as "<|im_start|>") becomes its id; without it only the
+ * user-defined ones (such as Qwen2.5's "<tool_call>") do, and the rest is split as plain text. The
+ * text between special tokens is NFC-normalised, each piece on its own. No BOS is added.
  * Writes at most cap ids; *n_ids receives the full count. Returns SYN_ERR_BUFFER_TOO_SMALL (with
  * *n_ids set) when cap is too small, SYN_ERR_INVALID_ARGUMENT for invalid UTF-8. */
 SYN_API syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len,

@@ -425,9 +425,10 @@ SYN_K_INLINE void kl_matmul(uint32_t type, int64_t n_blocks, const void *w, size
                 /* A call of one chunk (a decode step of several sequences, a short prompt) reads the
                  * weights once, from memory: a whole tile's rows 8-15 have their next super-block
                  * prefetched by the first token call, so the lines are asked for while the tokens run
-                 * too, as in x86_matmul_lanes (cold, 1 thread: 0.89-0.92x the time at 5-16 tokens).
-                 * Longer calls find the weights in cache from their second chunk on, and the split
-                 * cost pp512 3-9 % there (docs/BENCHMARKS.md). */
+                 * too, as in x86_matmul_lanes (cold, 1 thread: medians 0.89-0.92x the time at 5-16
+                 * tokens, through the host's swings; with the weights in cache Q6_K at 8 tokens paid
+                 * ~4 %). Longer calls find the weights in cache from their second chunk on, and the
+                 * split cost pp512 3-9 % there (docs/BENCHMARKS.md). */
                 const bool split = n_tokens <= KL_TC && r + KL_ROWS <= r1 && b + 1 < n_blocks;
                 kl_prefetch pf = {split ? (const char *)w + (size_t)(r + 8) * w_row_bytes + (size_t)(b + 1) * block_bytes
                                         : NULL,

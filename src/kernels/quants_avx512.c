@@ -86,11 +86,10 @@ static void lane_run16(int64_t kb, bool first_span, const __m256i *wp, const __m
                        const x86_tile_ref *pf) {
     static const x86_tile_ref none = {0};
     int64_t t = 0;
-    for (; t + LANES_TOK <= nt; t += LANES_TOK) {
+    for (; t + LANES_TOK <= nt; t += LANES_TOK, pf = &none) {
         lane_tokens16(kb, first_span, wp, dwp, a + t * n_blocks, n_blocks, aux + t * X86_MM_KS, y + t * y_stride,
-                      y_stride, n_rows, LANES_TOK, t == 0 ? pf : &none);
+                      y_stride, n_rows, LANES_TOK, pf);
     }
-    if (t > 0) pf = &none;
     const block_q8_0 *at = a + t * n_blocks;
     const x86_act_aux *xt = aux + t * X86_MM_KS;
     float *yt = y + t * y_stride;

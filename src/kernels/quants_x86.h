@@ -630,8 +630,8 @@ typedef struct x86_tile_ref {
  * the next tile's rows past its first 8: x86_matmul_lanes), this fetches all of next's lines one
  * tile ahead (64 * kb >= 34 * kb bytes), so the weights stream from memory while this tile
  * computes instead of stalling its loads; the hardware prefetcher alone handles the 16 short
- * interleaved row streams poorly. Into L2 (T1): on Zen 4, T0 was no faster than no prefetch (L1's
- * few miss buffers cap the lines in flight), T1 cut 5-token calls on cold weights by ~25-30%. */
+ * interleaved row streams poorly. Into L2 (T1): with the output projection cold at 5 tokens, no
+ * prefetch took 2.3x the time and T0 or NTA (into L1) ~2.0x (docs/BENCHMARKS.md, 2026-12-02). */
 SYN_K_INLINE void x86_prefetch_tile_line(const x86_tile_ref *next, int64_t k, int64_t kb) {
     if (!next->row0) return;
     for (int64_t i = 0; i < next->n_rows; i++) {
@@ -715,9 +715,10 @@ SYN_K_INLINE void x86_transpose_tile(const void *w, size_t w_row_bytes, int64_t 
                 /* line k of each row, or at the span's last block each row's last byte */
                 const char *q = next->row0 + (64 * k < next->bytes ? 64 * k : next->bytes - 1);
                 SYN_K_UNROLL(2)
-                for (int v = 0; v < pf_vecs; v++, q += 8 * w_row_bytes) {
+                for (int v = 0; v < pf_vecs; v++) {
                     SYN_K_UNROLL(8)
-                    for (int i = 0; i < 8; i++) _mm_prefetch(x86_rows8_at(q, &o, i), _MM_HINT_T1);
+                    for (int i = 0; i < 8; i++)
+                        _mm_prefetch(x86_rows8_at(q + (size_t)v * 8 * w_row_bytes, &o, i), _MM_HINT_T1);
                 }
             }
             SYN_K_UNROLL(2)
@@ -838,10 +839,10 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
             const x86_act_aux *xa = tiles_outer ? aux + sp * nt * X86_MM_KS : aux;
             const x86_tile_ref next = x86_tile_at(w, w_row_bytes, r0 + next_tile * tile_rows, r1, tile_rows,
                                                   next_sp * ks, ks, n_blocks, wb);
-            /* A tier's own token loop prefetches the next tile's rows past its first 8, so that the
-             * lines are asked for all through the step, not only while the tile is transposed
-             * (docs/BENCHMARKS.md: 16 requests +5 %, pp64 +12 %, 5 requests and pp512 unchanged;
-             * every prefetch from the token loop instead ran slower) */
+            /* A tier's own token loop prefetches the next tile's rows past its first 8 (from its
+             * first token tile), so that lines are asked for while the tokens run too, not only
+             * while the tile is transposed (docs/BENCHMARKS.md: 16 requests +5 %, pp64 +12.5 %, 5
+             * requests and pp512 unchanged; every prefetch from the token loop instead ran slower) */
             x86_tile_ref head = next, rest = {0};
             if (run && next.n_rows > 8) {
                 head.n_rows = 8;

@@ -1,10 +1,15 @@
 /* fuzz_tokenizer.c: libFuzzer target: any bytes as text through the Qwen2.5 tokenizer (the one the
- * tiny test model carries; SYNAPSE_FUZZ_MODEL names another file). Besides what the sanitizers
- * catch, it checks syn_tokenize's promises against an independent judge, utf8proc:
+ * tiny test model carries; SYNAPSE_FUZZ_MODEL names another file with a Qwen2 vocabulary, which
+ * the 1024-byte stream buffer below relies on). Besides what the sanitizers catch, it checks
+ * syn_tokenize's promises, with utf8proc as the judge of UTF-8 validity (syn_tokenize has its own
+ * decoder) and of NFC (which syn_tokenize computes with utf8proc too):
  *   - text utf8proc cannot decode is refused with SYN_ERR_INVALID_ARGUMENT, and nothing else is;
  *   - accepted text, with and without special-token parsing, gives ids inside the vocabulary whose
- *     decoding, whole (syn_detokenize) and one id at a time (syn_detok_stream), is exactly the NFC
- *     form of the text as utf8proc composes it: the byte-level BPE loses nothing;
+ *     decoding, whole (syn_detokenize) and one id at a time (syn_detok_stream, the same bytes), is
+ *     canonically equivalent to the text (the same NFC form), and exactly its NFC form when it
+ *     holds no '<' (every special token starts with one; the text between special tokens is
+ *     normalised piece by piece, so "<tool_call>" + U+0338 keeps the U+0338 that whole-text NFC
+ *     would compose with the '>'): the byte-level BPE loses nothing;
  *   - the same bytes read as token ids (3 bytes each, modulo the vocabulary: any sequence a model
  *     may generate) stream out as valid UTF-8 only, and exactly as the ids' bytes whenever those
  *     are valid UTF-8 themselves.
@@ -47,6 +52,19 @@ static bool valid_utf8(const uint8_t *s, size_t n) {
         i += (size_t)k;
     }
     return true;
+}
+
+/* utf8proc's NFC form of s[0, n) (malloc'd; NULL if utf8proc cannot decode it), its length in
+ * *n_nfc. */
+static uint8_t *nfc_of(const uint8_t *s, size_t n, size_t *n_nfc) {
+    utf8proc_uint8_t *nfc = NULL;
+    const utf8proc_ssize_t k = utf8proc_map(s, (utf8proc_ssize_t)n, &nfc, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    if (k < 0) {
+        free(nfc);
+        return NULL;
+    }
+    *n_nfc = (size_t)k;
+    return nfc;
 }
 
 /* syn_detokenize of ids into a new buffer (its length asked first); *n_bytes: the length. */
@@ -101,14 +119,13 @@ static void check_ids_stream(const uint8_t *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    utf8proc_uint8_t *nfc = NULL;
-    const utf8proc_ssize_t n_nfc =
-        utf8proc_map(data, (utf8proc_ssize_t)size, &nfc, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    size_t n_nfc = 0;
+    uint8_t *nfc = nfc_of(data, size, &n_nfc);
     const int32_t n_vocab = syn_tokenizer_n_vocab(tok);
     for (int special = 0; special <= 1; special++) {
         size_t n_ids = 0;
         const syn_status st = syn_tokenize(tok, (const char *)data, size, special, NULL, 0, &n_ids);
-        if (n_nfc < 0) { /* utf8proc cannot decode it */
+        if (!nfc) { /* utf8proc cannot decode it */
             REQUIRE(st == SYN_ERR_INVALID_ARGUMENT);
             continue;
         }
@@ -119,10 +136,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         REQUIRE(syn_tokenize(tok, (const char *)data, size, special, ids, n_ids + 1, &n_again) == SYN_OK);
         REQUIRE(n_again == n_ids);
         for (size_t i = 0; i < n_ids; i++) REQUIRE(ids[i] >= 0 && ids[i] < n_vocab);
-        size_t n_text = 0;
+        size_t n_text = 0, n_text_nfc = 0;
         uint8_t *text = detokenize_whole(ids, n_ids, &n_text);
-        REQUIRE(n_text == (size_t)n_nfc && memcmp(text, nfc, n_text) == 0);
-        check_stream(ids, n_ids, nfc, (size_t)n_nfc);
+        uint8_t *text_nfc = nfc_of(text, n_text, &n_text_nfc);
+        REQUIRE(text_nfc && n_text_nfc == n_nfc && memcmp(text_nfc, nfc, n_nfc) == 0);
+        if (!memchr(data, '<', size)) REQUIRE(n_text == n_nfc && memcmp(text, nfc, n_nfc) == 0);
+        check_stream(ids, n_ids, text, n_text);
+        free(text_nfc);
         free(text);
         free(ids);
     }
