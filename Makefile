@@ -177,7 +177,7 @@ debug:
 	$(MAKE) BUILD=build-debug OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
 
 fuzz:
-	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 SAN="-fsanitize=address,undefined,fuzzer-no-link -Wno-unknown-warning-option" lib
+	$(MAKE) -j$(NPROC) BUILD=build-fuzz CC=clang OPT=-O1 SAN="-fsanitize=address,undefined,fuzzer-no-link -Wno-unknown-warning-option" lib
 	@mkdir -p build-fuzz
 	clang -std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_gguf.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_gguf
