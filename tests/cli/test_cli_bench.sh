@@ -25,6 +25,8 @@ check "min and max are the samples' extremes" \
     test "$(jq '[.[] | .min_ts == (.samples_ts | min) and .max_ts == (.samples_ts | max)] | all' "$tmp/bench.json")" = true
 check "the in-run bandwidth is positive and plausible (0.1-10000 GB/s)" \
     test "$(jq '[.[] | .bandwidth_gbs > 0.1 and .bandwidth_gbs < 10000] | all' "$tmp/bench.json")" = true
+check "the median probe pass is positive and no faster than the best (the ceiling)" \
+    test "$(jq '[.[] | .bandwidth_median_gbs > 0 and .bandwidth_median_gbs <= .bandwidth_gbs] | all' "$tmp/bench.json")" = true
 # The CPU named in every row; on x86 its family and model as the kernel decodes them too.
 check "every row names the cpu" \
     test "$(jq '[.[] | .cpu | type == "string" and length > 0] | all' "$tmp/bench.json")" = true
@@ -84,7 +86,7 @@ capture "$SYNAPSE" bench -m "$M" -t 1 -p 5 -n 4 -r 1
 check "the table has a header and one row per test" \
     test "$(grep -c '^| ' "$tmp/out")" -eq 4 -a "$(grep -c '| pp5 \|| tg4 ' "$tmp/out")" -eq 2
 check "the tg row shows an efficiency percentage" grep -q '| tg4 .*[0-9]% |$' "$tmp/out"
-check "a bandwidth line per thread count" grep -q '^ *1 thread: *[0-9.]* GB/s' "$tmp/out"
+check "a bandwidth line per thread count, its median pass in brackets" grep -q '^ *1 thread: *[0-9.]* GB/s ([0-9.]*) ->' "$tmp/out"
 
 # --- --e2e -------------------------------------------------------------------------------------
 capture "$SYNAPSE" bench --e2e -m "$M" -t 1 -n 4 -c 64 -r 2 --json

@@ -27,16 +27,17 @@ const char usage_bench[] =
     "  t/s is the median \"±\" the sample standard deviation of those runs. Before and after each\n"
     "  thread count's tests the memory read bandwidth is measured in the same run (that many\n"
     "  threads, each reading its own slice of a resident 1 GiB buffer in 2 MiB pages where the\n"
-    "  kernel allows; best of 5 passes, the better of the two probes), and tg rows get\n"
-    "  eff = t/s x bytes read per token / bandwidth: the share of the memory-bound ceiling\n"
-    "  reached. Bytes per token: the weights of the file (a tied embedding counted once, as the\n"
-    "  output projection; an untied file's token embedding is left out: one row is read), plus\n"
-    "  the KV cache one step reads, at the test's mean depth (tgN @ dD: D + 2 + (N - 1) / 2\n"
-    "  positions of every layer's keys and values, in the --kv-type's element size). Likewise\n"
-    "  the int8 multiply-add peak of the kernel tier's dot instruction is measured before and\n"
-    "  after (every thread running independent chains of it; avx512-vnni, avx-vnni and avx2),\n"
-    "  and pp rows get eff = t/s x multiply-adds per token / peak: the block matrices' weights\n"
-    "  (the output projection and attention left out), the share of the compute ceiling.\n"
+    "  kernel allows; 5 passes each probe), and tg rows get eff = t/s x bytes read per token /\n"
+    "  bandwidth, the best of those 10 passes (their median is printed beside it): the share of\n"
+    "  the memory-bound ceiling reached. Bytes per token: the weights of the file (a tied\n"
+    "  embedding counted once, as the output projection; an untied file's token embedding is\n"
+    "  left out: one row is read), plus the KV cache one step reads, at the test's mean depth\n"
+    "  (tgN @ dD: D + 2 + (N - 1) / 2 positions of every layer's keys and values, in the\n"
+    "  --kv-type's element size). Likewise the int8 multiply-add peak of the kernel tier's dot\n"
+    "  instruction is measured before and after (every thread running independent chains of\n"
+    "  it; avx512-vnni, avx-vnni and avx2), and pp rows get eff = t/s x multiply-adds per token /\n"
+    "  peak: the block matrices' weights (the output projection and attention left out), the\n"
+    "  share of the compute ceiling.\n"
     "  -m, --model FILE        the GGUF model (loaded without background prefetch: the warm-up\n"
     "                          runs map the pages)\n"
     "  -t, --threads LIST      thread counts, each 1..256, e.g. 1,2 (default: one per online CPU)\n"
@@ -49,9 +50,10 @@ const char usage_bench[] =
     "                          \"model_size\", \"model_n_params\", \"backend\", \"isa\", \"kv_type\",\n"
     "                          \"n_threads\", \"test\", \"n_prompt\", \"n_gen\", \"n_depth\", \"reps\",\n"
     "                          \"samples_ts\", \"median_ts\", \"avg_ts\", \"stddev_ts\", \"min_ts\", \"max_ts\",\n"
-    "                          \"bandwidth_gbs\", \"weight_bytes_per_token\", \"kv_bytes_per_token\",\n"
-    "                          \"int8_peak_gmacs\", \"macs_per_token\", \"efficiency\" (tg: of the\n"
-    "                          bandwidth ceiling, pp: of the int8 peak; null where not measured),\n"
+    "                          \"bandwidth_gbs\", \"bandwidth_median_gbs\", \"weight_bytes_per_token\",\n"
+    "                          \"kv_bytes_per_token\", \"int8_peak_gmacs\", \"macs_per_token\",\n"
+    "                          \"efficiency\" (tg: of the bandwidth ceiling, pp: of the int8 peak;\n"
+    "                          null where not measured),\n"
     "                          \"cpu\" (CPUID's brand string, family and model; aarch64: the\n"
     "                          implementer and part codes)}\n"
     "  --e2e                   whole processes instead: for every -t and -n, runs `synapse run -m\n"
@@ -245,7 +247,8 @@ typedef struct bench_result {
     int32_t n_tokens;  /* P for ppP, N for tgN */
     int32_t depth;
     const char *isa;   /* static, from syn_context_isa_name */
-    double bw_gbs;     /* this thread count's in-run bandwidth */
+    double bw_gbs;     /* this thread count's in-run bandwidth: its probes' best pass */
+    double bw_median_gbs; /* and their median pass */
     double peak_gmacs; /* this thread count's in-run int8 peak (0: not measured for the tier) */
     syn_kv_type kv_type;
     double *ts;        /* [reps] tokens per second */
@@ -330,17 +333,17 @@ static int print_row(const bench_model *m, const bench_opts *o, const bench_resu
     return check_stdout();
 }
 
-static void print_bandwidth(const bench_model *m, const bench_opts *o, const double *bw, const double *peak,
+static void print_bandwidth(const bench_model *m, const bench_opts *o, const bench_stats *bw, const double *peak,
                             const membw_buffer *buf, const syn_model *model) {
     double mb = (double)m->bytes_per_token / 1e6, gmacs = (double)m->macs_per_token / 1e9;
     char cpu[160];
     syn_cpu_describe(cpu, sizeof cpu);
     printf("\ncpu: %s\n", cpu);
     printf("memory read bandwidth and int8 peak, measured before and after each thread count's tests (the "
-           "better of two probes, each the best of %d passes):\n", BW_PASSES);
+           "best of two probes' %d passes each; the bandwidth's median pass in brackets):\n", BW_PASSES);
     for (size_t i = 0; i < o->n_threads; i++) {
-        printf("  %3d thread%s %6.1f GB/s  -> decode ceiling %.1f tok/s at %.1f MB of weights per token",
-               o->threads[i], o->threads[i] == 1 ? ": " : "s:", bw[i], bw[i] * 1e3 / mb, mb);
+        printf("  %3d thread%s %6.1f GB/s (%.1f) -> decode ceiling %.1f tok/s at %.1f MB of weights per token",
+               o->threads[i], o->threads[i] == 1 ? ": " : "s:", bw[i].max, bw[i].median, bw[i].max * 1e3 / mb, mb);
         if (peak[i] > 0)
             printf("; %.0f G int8 MAC/s -> prefill ceiling %.0f tok/s at %.3f G per token", peak[i],
                    peak[i] / gmacs, gmacs);
@@ -364,7 +367,7 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
     char cpu[160];
     syn_cpu_describe(cpu, sizeof cpu);
     return json_pack("{s:o, s:s, s:I, s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:f, "
-                     "s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:I, s:o, s:o}",
+                     "s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:I, s:o, s:o}",
                      "model_file", json_text(m->path), "model_type", m->type, "model_size",
                      (json_int_t)m->info.weight_bytes, "model_n_params", (json_int_t)m->info.n_params,
                      "backend", backend_name(o->g.backend), "isa", r->isa, "kv_type",
@@ -373,6 +376,7 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
                      "n_depth", r->depth, "reps", o->reps, "samples_ts", samples, "median_ts",
                      r->st.median, "avg_ts", r->st.mean, "stddev_ts", r->st.stddev, "min_ts",
                      r->st.min, "max_ts", r->st.max, "bandwidth_gbs", r->bw_gbs,
+                     "bandwidth_median_gbs", r->bw_median_gbs,
                      "weight_bytes_per_token", (json_int_t)m->bytes_per_token, "kv_bytes_per_token",
                      r->tg ? kv_bytes_per_token(m, r) : 0.0, "int8_peak_gmacs", r->peak_gmacs, "macs_per_token",
                      (json_int_t)m->macs_per_token, "efficiency", eff, "cpu", json_text(cpu));
@@ -475,7 +479,8 @@ static int bench_speed(const bench_opts *o) {
     size_t n_tests = o->n_depths * (o->n_prompts + o->n_gens) * o->n_threads;
     int32_t *ids = NULL;
     bench_result *results = NULL;
-    double *samples = NULL, *bw = NULL, *peak = NULL;
+    double *samples = NULL, *peak = NULL;
+    bench_stats *bw = NULL;
     membw_buffer *buf = NULL;
     size_t n_results = 0;
     if (m.info.n_ctx_train <= 0 || n_ctx > (uint64_t)m.info.n_ctx_train) {
@@ -504,21 +509,23 @@ static int bench_speed(const bench_opts *o) {
 
     if (!o->json && (rc = print_header()) != EXIT_OK) goto done;
     for (size_t t = 0; rc == EXIT_OK && t < o->n_threads; t++) {
-        /* The host's bandwidth moves within seconds: the ceiling is the better of a probe
+        /* The host's bandwidth moves within seconds: the ceiling is the best pass of a probe
          * before and one after this thread count's tests, so that efficiency is not inflated by
-         * one probe landing in a slow moment. */
-        double before = 0, after = 0, peak_before = 0, peak_after = 0;
+         * one probe landing in a slow moment; their median pass shows how far the host's
+         * typical moment is below it. */
+        double passes[2 * BW_PASSES], peak_before = 0, peak_after = 0;
         const size_t first = n_results;
-        if ((rc = membw_measure(buf, o->threads[t], BW_PASSES, &before)) != EXIT_OK ||
+        if ((rc = membw_measure(buf, o->threads[t], BW_PASSES, passes)) != EXIT_OK ||
             (chain && (rc = int8peak_measure(chain, o->threads[t], BW_PASSES, &peak_before)) != EXIT_OK))
             break;
         rc = bench_threads(model, o, o->threads[t], (uint32_t)n_ctx, ids, results, &n_results);
-        if (rc == EXIT_OK) rc = membw_measure(buf, o->threads[t], BW_PASSES, &after);
+        if (rc == EXIT_OK) rc = membw_measure(buf, o->threads[t], BW_PASSES, passes + BW_PASSES);
         if (rc == EXIT_OK && chain) rc = int8peak_measure(chain, o->threads[t], BW_PASSES, &peak_after);
-        bw[t] = before > after ? before : after;
+        if (rc == EXIT_OK) bw[t] = bench_stats_of(passes, 2 * BW_PASSES);
         peak[t] = peak_before > peak_after ? peak_before : peak_after;
         for (size_t i = first; i < n_results; i++) {
-            results[i].bw_gbs = bw[t];
+            results[i].bw_gbs = bw[t].max;
+            results[i].bw_median_gbs = bw[t].median;
             results[i].peak_gmacs = peak[t];
             if (rc == EXIT_OK && !o->json) rc = print_row(&m, o, &results[i]);
         }

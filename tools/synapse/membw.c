@@ -90,16 +90,15 @@ static uint64_t read_slice(const u64x2 *p, size_t n_lines) {
     return s[0] + s[1];
 }
 
-/* Every pass starts and ends at a barrier shared by all readers; best_ms (reader 0's) receives
- * the fastest pass. */
-static void run_passes(reader *r, double *best_ms) {
+/* Every pass starts and ends at a barrier shared by all readers; pass_ms (reader 0's, else NULL)
+ * receives each pass's time. */
+static void run_passes(reader *r, double *pass_ms) {
     for (int32_t pass = 0; pass < r->n_passes; pass++) {
         pthread_barrier_wait(r->barrier);
         double t0 = now_ms();
         r->sum += read_slice(r->begin, r->n_lines);
         pthread_barrier_wait(r->barrier);
-        double ms = now_ms() - t0;
-        if (best_ms && (pass == 0 || ms < *best_ms)) *best_ms = ms;
+        if (pass_ms) pass_ms[pass] = now_ms() - t0;
     }
 }
 
@@ -120,7 +119,7 @@ static void *reader_main(void *arg) {
     return NULL;
 }
 
-int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *gb_per_s) {
+int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *pass_gb_per_s) {
     if (n_threads < 1 || n_passes < 1)
         return fail_runtime("bandwidth: %d threads, %d passes: need at least one of each", n_threads, n_passes);
     reader *readers = calloc((size_t)n_threads, sizeof *readers);
@@ -145,8 +144,7 @@ int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *
         err = pthread_create(&threads[started], NULL, reader_main, &readers[started]);
     if (err != 0) started--; /* the last attempt made no thread */
     gate_set(&start, err == 0 ? GATE_GO : GATE_CANCEL);
-    double best_ms = 0;
-    if (err == 0) run_passes(&readers[0], &best_ms);
+    if (err == 0) run_passes(&readers[0], pass_gb_per_s); /* milliseconds until converted below */
     for (int32_t i = 1; i < started; i++) pthread_join(threads[i], NULL);
     pthread_barrier_destroy(&barrier);
     pthread_mutex_destroy(&start.mutex);
@@ -156,6 +154,7 @@ int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *
     if (err != 0)
         return fail_runtime("bandwidth: cannot start thread %d of %d: %s", started + 1, n_threads,
                             strerror(err));
-    *gb_per_s = best_ms > 0 ? (double)b->bytes / (best_ms * 1e6) : 0.0;
+    for (int32_t i = 0; i < n_passes; i++)
+        pass_gb_per_s[i] = pass_gb_per_s[i] > 0 ? (double)b->bytes / (pass_gb_per_s[i] * 1e6) : 0.0;
     return EXIT_OK;
 }

@@ -1,8 +1,8 @@
 /*
  * membw.h: the machine's memory read bandwidth, measured the way a decode step reads weights:
  * every thread streams its own contiguous slice of a buffer far larger than the caches, with
- * vector loads, and the figure is the best of several passes. `synapse bench` measures it in the
- * same run as the speeds it compares with it, because the host's other load moves it.
+ * vector loads, pass after pass. `synapse bench` measures it in the same run as the speeds it
+ * compares with it, because the host's other load moves it.
  */
 #ifndef SYNAPSE_TOOL_MEMBW_H
 #define SYNAPSE_TOOL_MEMBW_H
@@ -22,7 +22,8 @@ size_t membw_bytes(const membw_buffer *b);
 size_t membw_huge_page_bytes(const membw_buffer *b);
 
 /* Reads the whole buffer n_passes times with n_threads threads (each its own 1/n_threads slice)
- * and stores the best pass's rate in *gb_per_s (1e9 bytes per second). Returns the exit code. */
-int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *gb_per_s);
+ * and stores each pass's rate in pass_gb_per_s[0 .. n_passes) (1e9 bytes per second). Returns
+ * the exit code. */
+int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *pass_gb_per_s);
 
 #endif
