@@ -15,7 +15,8 @@ SAN     ?=
 LIB_PKGS := libpcre2-8 libutf8proc
 PKGS     := $(LIB_PKGS) jansson libmicrohttpd
 NPROC   := $(shell nproc 2>/dev/null || echo 2)
-TARGET_ARCH_NAME := $(shell $(CC) -dumpmachine | cut -d- -f1)
+# Quiet when no compiler exists yet (a bare Debian before `make run` installs one).
+TARGET_ARCH_NAME := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
 
 CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-format-truncation -fPIC \

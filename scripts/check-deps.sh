@@ -61,7 +61,9 @@ need build-essential "running an ASan+UBSan binary" "$work/asan"
 # The libFuzzer target (clang with its compiler-rt runtimes).
 need clang "clang" have clang
 printf '#include <stdint.h>\n#include <stddef.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n' >"$work/fz.c"
-need clang "a libFuzzer build (clang -fsanitize=address,undefined,fuzzer)" \
+# The runtimes are not in Debian's clang package but in libclang-rt-MAJOR-dev (only a Recommends).
+clang_major=$(clang -dumpversion | cut -d. -f1)
+need "libclang-rt-$clang_major-dev" "a libFuzzer build (clang -fsanitize=address,undefined,fuzzer: its runtimes)" \
     clang -fsanitize=address,undefined,fuzzer "$work/fz.c" -o "$work/fz"
 
 # The aarch64 cross build of the ARM kernels, run under qemu-user.
@@ -80,7 +82,9 @@ need binutils "nm (exported-symbol test)" have nm
 need curl "curl (server tests)" have curl
 need strace "strace (pauses a model load in the file-truncation test)" have strace
 need nodejs "node (the openai client and browser tests)" have node
-need nodejs "npm (installs the pinned test packages)" have npm
+need npm "npm (installs the pinned test packages)" have npm
+need python3 "python3 (an independent check of gen-model's quantization)" have python3
+need procps "pgrep / pkill (stopping servers' children in the tests)" have pkill
 need chromium "chromium (the chat page test)" test -x /usr/bin/chromium
 need haproxy "haproxy (the cluster test: HAProxy in front of synapse serve nodes)" test -x /usr/sbin/haproxy
 exit 0
