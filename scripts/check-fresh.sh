@@ -18,6 +18,7 @@ set -euo pipefail
 
 usage() { sed -n '/^#   scripts/,/^# DIR/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
+args=("$@")
 host_ca=no mirror=http://deb.debian.org/debian rev=HEAD keep=no dir=
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -35,7 +36,7 @@ done
 # The root's mounts (proc, sys, dev, the source) are made in a private mount namespace of this
 # script's own: nothing propagates to the host's /dev, and all of them go when the script ends.
 if [ -z "${CHECK_FRESH_PRIVATE_MOUNTS:-}" ] && [ "$(id -u)" -eq 0 ]; then
-    exec env CHECK_FRESH_PRIVATE_MOUNTS=1 unshare --mount --propagation private "$0" "$@"
+    exec env CHECK_FRESH_PRIVATE_MOUNTS=1 unshare --mount --propagation private "$0" "${args[@]}"
 fi
 die() { echo "check-fresh: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap and chroot)"
