@@ -25,8 +25,8 @@ extern "C" {
 #endif
 
 /* MAJOR is the ABI version: libsynapse.so.MAJOR is the shared library's soname. */
-#define SYN_VERSION_MAJOR 0
-#define SYN_VERSION_MINOR 1
+#define SYN_VERSION_MAJOR 1
+#define SYN_VERSION_MINOR 0
 #define SYN_VERSION_PATCH 0
 
 /* The library is built with hidden visibility: only declarations marked SYN_API are exported from
@@ -51,11 +51,14 @@ typedef enum syn_status {
     SYN_ERR_CONTEXT_FULL = -6,     /* the tokens do not fit in the context */
     SYN_ERR_BUFFER_TOO_SMALL = -7, /* the output buffer is too small; the needed size is returned */
     SYN_ERR_UNAVAILABLE = -8,      /* the request needs something this CPU or build lacks */
-    SYN_ERR_INTERNAL = -9          /* a bug in Synapse */
+    SYN_ERR_INTERNAL = -9,         /* a bug in Synapse */
+    SYN_ERR_STATE = -10,           /* the call does not fit the object's state (a finished
+                                    * request cancelled, a submission to an engine shutting down) */
+    SYN_ERR_NOT_FOUND = -11        /* the asked-for item (a metadata key) does not exist */
 } syn_status;
 
 /* A static English name for a status ("ok", "format error", ...). Never NULL. */
-SYN_API const char *syn_status_str(syn_status status);
+SYN_API const char *syn_status_name(syn_status status);
 
 /* The message of the calling thread's most recent error ("" when none). Owned by the library. */
 SYN_API const char *syn_last_error(void);
@@ -129,11 +132,13 @@ typedef struct syn_model_info {
 /* Fills *info. The pointers inside live as long as the model. */
 SYN_API void syn_model_get_info(const syn_model *model, syn_model_info *info);
 
-/* Writes the GGUF metadata value of key as text into buf (cap bytes, NUL-terminated, truncated
- * to fit; arrays are summarised as "[type x count]"). buf may be NULL (cap is then ignored) to
- * ask for the length only. Returns the length of the full text, or -1 when the key is absent (or
- * model or key is NULL). */
-SYN_API int64_t syn_model_meta_str(const syn_model *model, const char *key, char *buf, size_t cap);
+/* Writes the GGUF metadata value of key as text into buf (cap bytes, NUL-terminated; arrays are
+ * summarised as "[type x count]"); *n_bytes receives the full text's length without the NUL.
+ * buf may be NULL with cap 0 to ask for the length only. Errors: SYN_ERR_NOT_FOUND (no such key),
+ * SYN_ERR_BUFFER_TOO_SMALL (buf then holds the text cut to cap - 1 bytes),
+ * SYN_ERR_INVALID_ARGUMENT. */
+SYN_API syn_status syn_model_meta_str(const syn_model *model, const char *key, char *buf,
+                                      size_t cap, size_t *n_bytes);
 
 /* ---------------------------------------------------------------------------------------------
  * Tokenizer (owned by the model; immutable, thread-safe)
@@ -143,28 +148,41 @@ typedef struct syn_tokenizer syn_tokenizer;
 
 SYN_API const syn_tokenizer *syn_model_tokenizer(const syn_model *model);
 
-SYN_API int32_t syn_token_eos(const syn_tokenizer *tok); /* end-of-sequence id, -1 if none */
-SYN_API int32_t syn_token_bos(const syn_tokenizer *tok); /* beginning-of-sequence id, -1 if none */
-SYN_API bool syn_token_is_eog(const syn_tokenizer *tok,
-                              int32_t id); /* ends generation (EOS, <|im_end|>, ...) */
 SYN_API int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok);
-/* The end-of-generation ids (those syn_token_is_eog accepts), ascending: returns their count and
- * points *ids at them (the tokenizer's own array, valid while its model is loaded). */
+SYN_API int32_t syn_tokenizer_bos(const syn_tokenizer *tok); /* beginning-of-sequence id, -1: none */
+SYN_API int32_t syn_tokenizer_eos(const syn_tokenizer *tok); /* end-of-sequence id, -1: none */
+/* Whether a prompt made from text starts with BOS / ends with EOS (syn_tokenize's add_special):
+ * tokenizer.ggml.add_bos_token / add_eos_token, or where a key is absent the pre-tokenizer's
+ * default (as llama.cpp's: BOS for llama-bpe, none for qwen2; never EOS). */
+SYN_API bool syn_tokenizer_adds_bos(const syn_tokenizer *tok);
+SYN_API bool syn_tokenizer_adds_eos(const syn_tokenizer *tok);
+/* Whether id ends generation (EOS, <|im_end|>, <|eot_id|>, ...). */
+SYN_API bool syn_tokenizer_is_eog(const syn_tokenizer *tok, int32_t id);
+/* The end-of-generation ids (those syn_tokenizer_is_eog accepts), ascending: returns their count
+ * and points *ids at them (the tokenizer's own array, valid while its model is loaded). */
 SYN_API int32_t syn_tokenizer_eog_ids(const syn_tokenizer *tok, const int32_t **ids);
+/* tokenizer.chat_template (NUL-terminated, owned by the tokenizer), or NULL when the file has
+ * none. */
+SYN_API const char *syn_tokenizer_chat_template(const syn_tokenizer *tok);
 
 /* Encodes len bytes of UTF-8 text. Special-token text is found in the raw text first: with
  * parse_special every special token (such as "<|im_start|>") becomes its id; without it only the
  * user-defined ones (such as Qwen2.5's "<tool_call>") do, and the rest is split as plain text. The
- * text between special tokens is NFC-normalised, each piece on its own. No BOS is added.
- * Writes at most cap ids; *n_ids receives the full count. Returns SYN_ERR_BUFFER_TOO_SMALL (with
- * *n_ids set) when cap is too small, SYN_ERR_INVALID_ARGUMENT for invalid UTF-8. */
+ * text between special tokens is NFC-normalised, each piece on its own. With add_special the
+ * tokenizer's prompt policy applies (as llama.h's add_special): a BOS first when
+ * syn_tokenizer_adds_bos (one only: when the text's own first token is that BOS, as a chat
+ * template writes it, it is not doubled), an EOS last when syn_tokenizer_adds_eos (unless the
+ * text already ends with it). Writes at most cap ids; *n_ids receives the full count. Returns
+ * SYN_ERR_BUFFER_TOO_SMALL (with *n_ids set) when cap is too small, SYN_ERR_INVALID_ARGUMENT for
+ * invalid UTF-8. */
 SYN_API syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len,
-                                bool parse_special, int32_t *ids, size_t cap, size_t *n_ids);
+                                bool add_special, bool parse_special, int32_t *ids, size_t cap,
+                                size_t *n_ids);
 
 /* Writes the bytes of token id (byte-level BPE decoded; may be part of a UTF-8 character) into buf.
  * *n_bytes receives the full length. Errors: SYN_ERR_INVALID_ARGUMENT, SYN_ERR_BUFFER_TOO_SMALL. */
-SYN_API syn_status syn_token_to_bytes(const syn_tokenizer *tok, int32_t id, char *buf, size_t cap,
-                                      size_t *n_bytes);
+SYN_API syn_status syn_tokenizer_token_bytes(const syn_tokenizer *tok, int32_t id, char *buf,
+                                             size_t cap, size_t *n_bytes);
 
 /* Decodes n ids into buf (not NUL-terminated); *n_bytes receives the full length. */
 SYN_API syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n, char *buf,
@@ -196,9 +214,11 @@ typedef struct syn_chat_message {
 
 /* Renders messages in the model's chat format, ending with an open assistant turn when
  * add_assistant_prompt. template_name NULL: recognise the GGUF's tokenizer.chat_template
- * (SYN_ERR_UNSUPPORTED when it is not recognised); "chatml" or "llama3": force that format. Output is UTF-8 in buf
- * (NUL-terminated); *n_bytes receives the full length without the NUL. Qwen2.5's template adds
- * the default system prompt when the first message is not a system message. */
+ * (SYN_ERR_UNSUPPORTED when it is not recognised); "chatml" or "llama3": force that format.
+ * Output is UTF-8 in buf (NUL-terminated); *n_bytes receives the full length without the NUL.
+ * Qwen2.5's template adds the default system prompt when the first message is not a system
+ * message. The text is a prompt's text: tokenize it with add_special, which adds the BOS the
+ * tokenizer asks for (Llama 3's <|begin_of_text|>) exactly once. */
 SYN_API syn_status syn_chat_format(const syn_model *model, const char *template_name,
                                    const syn_chat_message *messages, size_t n_messages,
                                    bool add_assistant_prompt, char *buf, size_t cap,
@@ -242,7 +262,8 @@ typedef enum syn_kv_type {
 } syn_kv_type;
 
 typedef struct syn_context_params {
-    uint32_t n_ctx;      /* tokens the KV cache holds; 0: the model's training context */
+    uint32_t n_ctx;      /* tokens the KV cache holds; default 4096; 0: the model's training
+                          * context */
     int32_t n_threads;   /* worker threads; 0: one per online CPU */
     syn_backend backend; /* default SYN_BACKEND_OPTIMIZED */
     syn_isa_tier isa;    /* kernel tier of the optimized backend; default SYN_TIER_AUTO */
@@ -441,9 +462,10 @@ typedef struct syn_token_event {
  * queued does not. Return false to stop the request (it finishes as SYN_FINISH_CANCELLED). */
 typedef bool (*syn_token_fn)(const syn_token_event *event, void *user_data);
 
-/* The prompt is exactly one of: prompt_tokens, prompt_text (tokenized with special tokens
- * parsed) or messages (rendered by syn_chat_format with chat_template and an open assistant
- * turn, then tokenized). No BOS is added. */
+/* The prompt is exactly one of: prompt_tokens (taken as given: nothing is added), prompt_text
+ * (tokenized with special tokens parsed and the tokenizer's prompt policy, syn_tokenize's
+ * add_special) or messages (rendered by syn_chat_format with chat_template and an open assistant
+ * turn, then tokenized as prompt_text is). */
 typedef struct syn_request_params {
     const int32_t *prompt_tokens; /* [n_prompt_tokens] */
     size_t n_prompt_tokens;

@@ -14,7 +14,7 @@ static _Thread_local char last_error[ERROR_MESSAGE_CAP];
 static syn_log_fn log_callback;
 static void *log_user_data;
 
-const char *syn_status_str(syn_status status) {
+const char *syn_status_name(syn_status status) {
     switch (status) {
     case SYN_OK: return "ok";
     case SYN_ERR_INVALID_ARGUMENT: return "invalid argument";
@@ -26,6 +26,8 @@ const char *syn_status_str(syn_status status) {
     case SYN_ERR_BUFFER_TOO_SMALL: return "buffer too small";
     case SYN_ERR_UNAVAILABLE: return "unavailable";
     case SYN_ERR_INTERNAL: return "internal error";
+    case SYN_ERR_STATE: return "wrong state";
+    case SYN_ERR_NOT_FOUND: return "not found";
     }
     return "unknown status";
 }

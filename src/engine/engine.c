@@ -32,6 +32,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/kv_pool.h"
+#include "synapse_internal.h"
 #include "threads/compute_pool.h"
 
 enum { DETOK_PIECE = 1024 }; /* enough for any Qwen2 token (syn_detok_stream_push) */
@@ -391,18 +392,10 @@ void syn_engine_get_stats(syn_engine *e, syn_engine_stats *out) {
  * Submission
  * ------------------------------------------------------------------------------------------- */
 
-/* Tokenizes text (parse_special) into a malloc'd *ids. */
+/* A text prompt into a malloc'd *ids, with the tokenizer's prompt policy (BOS) and specials. */
 static syn_status tokenize_text(const syn_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n) {
-    /* Byte-level BPE gives at most one token per byte. */
-    int32_t *buf = malloc(sizeof *buf * (len + 1));
-    if (!buf) return syn_fail(SYN_ERR_NO_MEMORY, "prompt of %zu bytes: out of memory", len);
-    syn_status st = syn_tokenize(tok, text, len, true, buf, len + 1, n);
-    if (st != SYN_OK) {
-        free(buf);
-        return syn_fail_context(st, "prompt text");
-    }
-    *ids = buf;
-    return SYN_OK;
+    syn_status st = syn_tokenize_new(tok, text, len, true, true, ids, n);
+    return st == SYN_OK ? st : syn_fail_context(st, "prompt text");
 }
 
 /* The request's prompt as a malloc'd id array, from whichever source params name. */
@@ -896,7 +889,7 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
         return;
     }
     if (r->n_out == 0) r->t_first = now_ms();
-    if (!r->ignore_eos && syn_token_is_eog(tok, id)) {
+    if (!r->ignore_eos && syn_tokenizer_is_eog(tok, id)) {
         mark_finished(r, SYN_FINISH_EOG, SYN_OK, NULL);
         return;
     }

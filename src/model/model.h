@@ -66,7 +66,6 @@ struct syn_model {
     syn_layer *layers;      /* [n_layer] */
     struct syn_tokenizer *tokenizer;
     char *name;            /* general.name, "" when absent */
-    char *chat_template;   /* tokenizer.chat_template, NULL when absent */
     uint64_t n_params;     /* elements of the bound tensors (tied output counted once) */
     uint64_t weight_bytes; /* bytes of the bound tensors */
     char *tensor_names;    /* the pool behind every syn_tensor.name */

@@ -352,13 +352,10 @@ syn_status syn_model_load_gguf(gguf_file *f, const syn_model_params *params, syn
     if (st == SYN_OK) st = bind_tensors(m);
     if (st == SYN_OK) st = tokenizer_load(f, m->hp.n_vocab, &m->tokenizer);
     if (st == SYN_OK) {
-        gguf_str name = {0, ""}, tmpl = {0, NULL};
-        if ((st = gguf_get_str_opt(f, "general.name", &name)) == SYN_OK &&
-            (st = gguf_get_str_opt(f, "tokenizer.chat_template", &tmpl)) == SYN_OK) {
+        gguf_str name = {0, ""};
+        if ((st = gguf_get_str_opt(f, "general.name", &name)) == SYN_OK) {
             m->name = copy_str(name);
-            m->chat_template = tmpl.data ? copy_str(tmpl) : NULL;
-            if (!m->name || (tmpl.data && !m->chat_template))
-                st = syn_fail(SYN_ERR_NO_MEMORY, "syn_model_load: out of memory");
+            if (!m->name) st = syn_fail(SYN_ERR_NO_MEMORY, "syn_model_load: out of memory");
         }
     }
     if (st != SYN_OK) {
@@ -398,7 +395,6 @@ void syn_model_free(syn_model *model) {
     free(model->layers);
     free(model->tensor_names);
     free(model->name);
-    free(model->chat_template);
     gguf_close(model->gguf);
     free(model);
 }
@@ -446,17 +442,31 @@ static int format_float(char *buf, size_t cap, float v) {
     return len;
 }
 
-int64_t syn_model_meta_str(const syn_model *model, const char *key, char *buf, size_t cap) {
-    if (!buf) cap = 0; /* only the length is asked for */
-    const gguf_kv *kv = model ? gguf_find_kv(model->gguf, key) : NULL;
+/* The full length in *n_bytes; buf holds what fits. */
+static syn_status meta_text_out(char *buf, size_t cap, const char *text, size_t len,
+                                size_t *n_bytes) {
+    copy_out(buf, cap, text, len);
+    *n_bytes = len;
+    if (len >= cap)
+        return syn_fail(SYN_ERR_BUFFER_TOO_SMALL,
+                        "syn_model_meta_str: the value needs %zu bytes and a NUL, cap is %zu", len,
+                        cap);
+    return SYN_OK;
+}
+
+syn_status syn_model_meta_str(const syn_model *model, const char *key, char *buf, size_t cap,
+                              size_t *n_bytes) {
+    if (!model || !key || !n_bytes || (!buf && cap > 0))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_model_meta_str: %s is NULL",
+                        !model ? "model" : !key ? "key" : !n_bytes ? "n_bytes" : "buf");
+    *n_bytes = 0;
+    const gguf_kv *kv = gguf_find_kv(model->gguf, key);
     if (!kv) {
         if (cap > 0) buf[0] = '\0';
-        return -1;
+        return syn_fail(SYN_ERR_NOT_FOUND, "the file has no metadata key '%s'", key);
     }
-    if (kv->type == GGUF_TYPE_STRING) {
-        copy_out(buf, cap, kv->value.str.data, (size_t)kv->value.str.len);
-        return (int64_t)kv->value.str.len;
-    }
+    if (kv->type == GGUF_TYPE_STRING)
+        return meta_text_out(buf, cap, kv->value.str.data, (size_t)kv->value.str.len, n_bytes);
     char text[96];
     int len;
     switch (kv->type) {
@@ -478,6 +488,5 @@ int64_t syn_model_meta_str(const syn_model *model, const char *key, char *buf, s
                        kv->value.arr.count);
         break;
     }
-    copy_out(buf, cap, text, (size_t)len);
-    return len;
+    return meta_text_out(buf, cap, text, (size_t)len, n_bytes);
 }

@@ -4,6 +4,7 @@
 #include <utf8proc.h>
 
 #include "core/error.h"
+#include "synapse_internal.h"
 #include "tokenizer/tokenizer_internal.h"
 
 /* A candidate merge of the adjacent symbols starting at byte `left` of the word. It is stale, and
@@ -23,6 +24,9 @@ typedef struct encoder {
     int32_t *ids; /* the caller's buffer [cap]; ids past cap are counted, not stored */
     size_t cap;
     size_t n;
+    int32_t last;     /* the last id emitted, -1 before any */
+    int32_t drop_bos; /* the BOS already emitted for add_special: the text's own first token is
+                       * dropped when it is that BOS too (a template that writes it), else -1 */
 
     int32_t *sym_id; /* [work_cap]: token id of the symbol at each position, -1 once merged away */
     int32_t *prev, *next; /* [work_cap]: neighbouring symbol positions, -1 at the ends */
@@ -35,8 +39,12 @@ typedef struct encoder {
 } encoder;
 
 static void emit(encoder *e, int32_t id) {
+    bool duplicate_bos = id == e->drop_bos && e->n == 1;
+    e->drop_bos = -1;
+    if (duplicate_bos) return;
     if (e->n < e->cap) e->ids[e->n] = id;
     e->n++;
+    e->last = id;
 }
 
 static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
@@ -206,8 +214,8 @@ static syn_status encode(encoder *e, const char *text, size_t len, bool parse_sp
     return encode_plain(e, text + plain_start, len - plain_start);
 }
 
-syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, bool parse_special,
-                        int32_t *ids, size_t cap, size_t *n_ids) {
+syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, bool add_special,
+                        bool parse_special, int32_t *ids, size_t cap, size_t *n_ids) {
     if (!tok || !n_ids || (!text && len > 0) || (!ids && cap > 0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenize: %s is NULL",
                         !tok               ? "tok"
@@ -224,10 +232,15 @@ syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, 
         i += (size_t)k;
     }
 
-    encoder e = {.tok = tok, .ids = ids, .cap = cap};
+    encoder e = {.tok = tok, .ids = ids, .cap = cap, .last = -1, .drop_bos = -1};
+    if (add_special && tok->add_bos) {
+        emit(&e, tok->bos);
+        e.drop_bos = tok->bos;
+    }
     e.md = pcre2_match_data_create_from_pattern(tok->pretok, NULL);
     syn_status st = e.md ? encode(&e, text, len, parse_special)
                          : syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
+    if (st == SYN_OK && add_special && tok->add_eos && e.last != tok->eos) emit(&e, tok->eos);
     pcre2_match_data_free(e.md);
     free(e.sym_id);
     free(e.prev);
@@ -239,5 +252,27 @@ syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, 
     if (e.n > cap)
         return syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "syn_tokenize: %zu ids do not fit in cap %zu",
                         e.n, cap);
+    return SYN_OK;
+}
+
+syn_status syn_tokenize_new(const syn_tokenizer *tok, const char *text, size_t len,
+                            bool add_special, bool parse_special, int32_t **ids, size_t *n_ids) {
+    if (!ids || !n_ids)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenize_new: %s is NULL",
+                        !ids ? "ids" : "n_ids");
+    *ids = NULL;
+    *n_ids = 0;
+    /* Byte-level BPE gives at most one token per byte, add_special at most two more. */
+    if (len > SIZE_MAX / sizeof **ids - 2)
+        return syn_fail(SYN_ERR_NO_MEMORY, "text of %zu bytes: out of memory", len);
+    int32_t *buf = malloc((len + 2) * sizeof *buf);
+    if (!buf) return syn_fail(SYN_ERR_NO_MEMORY, "text of %zu bytes: out of memory", len);
+    syn_status st = syn_tokenize(tok, text, len, add_special, parse_special, buf, len + 2, n_ids);
+    if (st != SYN_OK) {
+        free(buf);
+        *n_ids = 0;
+        return st;
+    }
+    *ids = buf;
     return SYN_OK;
 }

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "model/model.h"
 #include "tokenizer/tokenizer_internal.h"
 
 static const char qwen25_default_system[] =
@@ -94,7 +93,7 @@ syn_status syn_chat_format(const syn_model *model, const char *template_name,
                                                       : "buf");
     chat_style style = {CHAT_CHATML, NULL};
     if (!template_name) {
-        syn_status st = chat_template_recognise(model->chat_template, &style);
+        syn_status st = chat_template_recognise(syn_model_tokenizer(model)->chat_template, &style);
         if (st != SYN_OK) return st;
     } else if (strcmp(template_name, "llama3") == 0) {
         style.format = CHAT_LLAMA3;

@@ -116,14 +116,14 @@ static syn_status check_id(const syn_tokenizer *tok, int32_t id, const char *wha
     return SYN_OK;
 }
 
-syn_status syn_token_to_bytes(const syn_tokenizer *tok, int32_t id, char *buf, size_t cap,
+syn_status syn_tokenizer_token_bytes(const syn_tokenizer *tok, int32_t id, char *buf, size_t cap,
                               size_t *n_bytes) {
     if (!tok || !n_bytes || (!buf && cap > 0))
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_token_to_bytes: %s is NULL",
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenizer_token_bytes: %s is NULL",
                         !tok       ? "tok"
                         : !n_bytes ? "n_bytes"
                                    : "buf");
-    syn_status st = check_id(tok, id, "syn_token_to_bytes");
+    syn_status st = check_id(tok, id, "syn_tokenizer_token_bytes");
     if (st != SYN_OK) return st;
     if (id >= tok->n_tokens) {
         *n_bytes = 0;
@@ -136,14 +136,14 @@ syn_status syn_token_to_bytes(const syn_tokenizer *tok, int32_t id, char *buf, s
         return SYN_OK;
     }
     uint8_t *tmp = malloc(t->len ? t->len : 1);
-    if (!tmp) return syn_fail(SYN_ERR_NO_MEMORY, "syn_token_to_bytes: out of memory");
+    if (!tmp) return syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenizer_token_bytes: out of memory");
     size_t n = tok_decode_token(tok, id, tmp);
     *n_bytes = n;
     if (n <= cap) memcpy(buf, tmp, n);
     free(tmp);
     if (n > cap)
         return syn_fail(SYN_ERR_BUFFER_TOO_SMALL,
-                        "syn_token_to_bytes: token %d needs %zu bytes, cap is %zu", id, n, cap);
+                        "syn_tokenizer_token_bytes: token %d needs %zu bytes, cap is %zu", id, n, cap);
     return SYN_OK;
 }
 

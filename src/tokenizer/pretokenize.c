@@ -24,10 +24,12 @@
     "|[" WS "]+"
 
 /* llama-bpe (Llama 3) also takes a word that is itself a token as that token, without merges
- * (Hugging Face's ignore_merges, llama.cpp's LLAMA3 pre-tokenizer type). */
+ * (Hugging Face's ignore_merges, llama.cpp's LLAMA3 pre-tokenizer type), and its prompts start
+ * with BOS when the file does not say (llama.cpp's default for that type; Llama 3 GGUFs often
+ * carry no tokenizer.ggml.add_bos_token). */
 static const pretok_kind kinds[] = {
-    {"qwen2", SPLIT_PATTERN(""), false},
-    {"llama-bpe", SPLIT_PATTERN("{1,3}"), true},
+    {"qwen2", SPLIT_PATTERN(""), false, false},
+    {"llama-bpe", SPLIT_PATTERN("{1,3}"), true, true},
 };
 
 const pretok_kind *pretok_find(const char *name, size_t len) {

@@ -307,6 +307,30 @@ static syn_status load_special_ids(syn_tokenizer *tok, const gguf_file *f) {
     return st;
 }
 
+/* The prompt policy and the chat template: what the tokenizer's metadata says text becomes. */
+static syn_status load_prompt_keys(syn_tokenizer *tok, const gguf_file *f) {
+    tok->add_bos = tok->pretok_kind->add_bos && tok->bos >= 0; /* a default asks only if it can */
+    tok->add_eos = false;
+    syn_status st = gguf_get_bool_opt(f, "tokenizer.ggml.add_bos_token", &tok->add_bos);
+    if (st == SYN_OK) st = gguf_get_bool_opt(f, "tokenizer.ggml.add_eos_token", &tok->add_eos);
+    if (st == SYN_OK && tok->add_bos && tok->bos < 0)
+        st = syn_fail(SYN_ERR_FORMAT,
+                      "tokenizer.ggml.add_bos_token asks for a BOS but the file names no "
+                      "tokenizer.ggml.bos_token_id");
+    if (st == SYN_OK && tok->add_eos && tok->eos < 0)
+        st = syn_fail(SYN_ERR_FORMAT,
+                      "tokenizer.ggml.add_eos_token asks for an EOS but the file names no "
+                      "tokenizer.ggml.eos_token_id");
+    gguf_str tmpl = {0, NULL};
+    if (st == SYN_OK) st = gguf_get_str_opt(f, "tokenizer.chat_template", &tmpl);
+    if (st != SYN_OK || !tmpl.data) return st;
+    tok->chat_template = malloc((size_t)tmpl.len + 1);
+    if (!tok->chat_template) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
+    memcpy(tok->chat_template, tmpl.data, (size_t)tmpl.len);
+    tok->chat_template[tmpl.len] = '\0';
+    return SYN_OK;
+}
+
 /* Collects the tokens matched as units and marks the end-of-generation ones. */
 static syn_status index_specials(syn_tokenizer *tok) {
     int32_t n = 0;
@@ -365,6 +389,7 @@ syn_status tokenizer_load(const gguf_file *f, int32_t n_vocab_model, syn_tokeniz
 
     st = load_tokens(tok, f, n_vocab_model);
     if (st == SYN_OK) st = load_special_ids(tok, f);
+    if (st == SYN_OK) st = load_prompt_keys(tok, f);
     if (st == SYN_OK) st = check_byte_level_text(tok);
     if (st == SYN_OK) st = build_text_index(tok);
     if (st == SYN_OK) st = load_merges(tok, f);
@@ -386,6 +411,7 @@ void tokenizer_free(syn_tokenizer *tok) {
     free(tok->merge_slots);
     free(tok->specials);
     free(tok->eog);
+    free(tok->chat_template);
     free(tok);
 }
 
@@ -393,11 +419,19 @@ void tokenizer_free(syn_tokenizer *tok) {
  * Public accessors
  * ------------------------------------------------------------------------------------------- */
 
-int32_t syn_token_eos(const syn_tokenizer *tok) { return tok ? tok->eos : -1; }
+int32_t syn_tokenizer_eos(const syn_tokenizer *tok) { return tok ? tok->eos : -1; }
 
-int32_t syn_token_bos(const syn_tokenizer *tok) { return tok ? tok->bos : -1; }
+int32_t syn_tokenizer_bos(const syn_tokenizer *tok) { return tok ? tok->bos : -1; }
 
-bool syn_token_is_eog(const syn_tokenizer *tok, int32_t id) {
+bool syn_tokenizer_adds_bos(const syn_tokenizer *tok) { return tok && tok->add_bos; }
+
+bool syn_tokenizer_adds_eos(const syn_tokenizer *tok) { return tok && tok->add_eos; }
+
+const char *syn_tokenizer_chat_template(const syn_tokenizer *tok) {
+    return tok ? tok->chat_template : NULL;
+}
+
+bool syn_tokenizer_is_eog(const syn_tokenizer *tok, int32_t id) {
     return tok && id >= 0 && id < tok->n_tokens && tok->tokens[id].eog;
 }
 

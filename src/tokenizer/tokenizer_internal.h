@@ -75,6 +75,10 @@ struct syn_tokenizer {
     int32_t n_eog;
 
     int32_t bos, eos, pad;    /* -1: absent */
+    /* What text becomes as a prompt (syn_tokenize's add_special): tokenizer.ggml.add_bos_token and
+     * add_eos_token, or the pre-tokenizer's default where a key is absent. */
+    bool add_bos, add_eos;
+    char *chat_template; /* tokenizer.chat_template, NUL-terminated copy; NULL when absent */
     uint32_t max_token_bytes; /* longest token text; decoded tokens are never longer */
 
     const struct pretok_kind *pretok_kind; /* tokenizer.ggml.pre's entry of the table */
@@ -97,6 +101,7 @@ typedef struct pretok_kind {
     const char *name;    /* "qwen2", "llama-bpe" */
     const char *pattern; /* PCRE2, UTF + UCP */
     bool ignore_merges;  /* a word that is a whole token becomes that token without BPE */
+    bool add_bos;        /* a prompt starts with BOS unless tokenizer.ggml.add_bos_token says */
 } pretok_kind;
 
 /* The entry named name[0..len), or NULL. */

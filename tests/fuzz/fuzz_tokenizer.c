@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int32_t n_vocab = syn_tokenizer_n_vocab(tok);
     for (int special = 0; special <= 1; special++) {
         size_t n_ids = 0;
-        const syn_status st = syn_tokenize(tok, (const char *)data, size, special, NULL, 0, &n_ids);
+        const syn_status st = syn_tokenize(tok, (const char *)data, size, false, special, NULL, 0, &n_ids);
         if (!nfc) { /* utf8proc cannot decode it */
             REQUIRE(st == SYN_ERR_INVALID_ARGUMENT);
             continue;
@@ -133,7 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int32_t *ids = malloc(sizeof *ids * (n_ids + 1));
         REQUIRE(ids);
         size_t n_again = 0;
-        REQUIRE(syn_tokenize(tok, (const char *)data, size, special, ids, n_ids + 1, &n_again) == SYN_OK);
+        REQUIRE(syn_tokenize(tok, (const char *)data, size, false, special, ids, n_ids + 1, &n_again) == SYN_OK);
         REQUIRE(n_again == n_ids);
         for (size_t i = 0; i < n_ids; i++) REQUIRE(ids[i] >= 0 && ids[i] < n_vocab);
         size_t n_text = 0, n_text_nfc = 0;

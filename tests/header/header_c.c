@@ -13,9 +13,9 @@ int main(void) {
     syn_model *model = NULL;
     syn_status st = syn_model_load("/nonexistent/model.gguf", &mp, &model);
     if (st >= 0 || model || !strstr(syn_last_error(), "/nonexistent/model.gguf")) {
-        printf("unexpected: %s (%s)\n", syn_status_str(st), syn_last_error());
+        printf("unexpected: %s (%s)\n", syn_status_name(st), syn_last_error());
         return 1;
     }
-    printf("C: %s, n_ctx %u, temperature %.2f\n", syn_status_str(st), cp.n_ctx, sp.temperature);
+    printf("C: %s, n_ctx %u, temperature %.2f\n", syn_status_name(st), cp.n_ctx, sp.temperature);
     return 0;
 }

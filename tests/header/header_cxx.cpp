@@ -10,13 +10,13 @@ int main() {
     syn_model *model = nullptr;
     syn_status st = syn_model_load("/nonexistent/model.gguf", &mp, &model);
     if (st >= 0 || model != nullptr || std::strstr(syn_last_error(), "/nonexistent") == nullptr) {
-        std::printf("unexpected: %s\n", syn_status_str(st));
+        std::printf("unexpected: %s\n", syn_status_name(st));
         return 1;
     }
     syn_sampler_params sp = syn_sampler_default_params();
     syn_sampler *s = nullptr;
     if (syn_sampler_new(&sp, &s) != SYN_OK) return 1;
     syn_sampler_free(s);
-    std::printf("C++: %s\n", syn_status_str(st));
+    std::printf("C++: %s\n", syn_status_name(st));
     return 0;
 }

@@ -97,7 +97,7 @@ static void test_tokenizes_to_control_tokens(void **state) {
                      SYN_OK);
     int32_t ids[64];
     size_t n;
-    assert_int_equal(syn_tokenize(syn_model_tokenizer(model), buf, len, true, ids, 64, &n), SYN_OK);
+    assert_int_equal(syn_tokenize(syn_model_tokenizer(model), buf, len, false, true, ids, 64, &n), SYN_OK);
     assert_true(n > 6);
     assert_int_equal(ids[0], 151644);     /* <|im_start|> */
     assert_int_equal(ids[n - 3], 151644); /* <|im_start|> assistant \n */
@@ -111,8 +111,9 @@ static void test_recognise(void **state) {
     (void)state;
     chat_style style;
     /* the tiny model's own template (Qwen2.5) */
-    assert_non_null(model->chat_template);
-    assert_int_equal(chat_template_recognise(model->chat_template, &style), SYN_OK);
+    const char *own = syn_tokenizer_chat_template(syn_model_tokenizer(model));
+    assert_non_null(own);
+    assert_int_equal(chat_template_recognise(own, &style), SYN_OK);
     assert_string_equal(style.default_system,
                         "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
     /* Qwen2's template (abridged, as published with Qwen2-Instruct) */
@@ -141,7 +142,9 @@ static void test_recognise(void **state) {
 static void test_unrecognised_model_template(void **state) {
     (void)state;
     struct syn_model other = *model;
-    other.chat_template = "{% for m in messages %}<start_of_turn>{{ m['role'] }}{% endfor %}";
+    struct syn_tokenizer other_tok = *model->tokenizer;
+    other.tokenizer = &other_tok;
+    other_tok.chat_template = (char *)"{% for m in messages %}<start_of_turn>{{ m['role'] }}{% endfor %}";
     const syn_chat_message user[] = {{"user", "hi"}};
     char buf[256];
     size_t len;
@@ -149,7 +152,7 @@ static void test_unrecognised_model_template(void **state) {
                      SYN_ERR_UNSUPPORTED);
     expect_chat(&other, "chatml", user, 1, true,
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
-    other.chat_template = NULL;
+    other_tok.chat_template = NULL;
     assert_int_equal(syn_chat_format(&other, NULL, user, 1, true, buf, sizeof buf, &len),
                      SYN_ERR_UNSUPPORTED);
 }
@@ -228,7 +231,9 @@ static void test_llama3_template(void **state) {
     char *dir = NULL;
     syn_model *m = load_llama3_chat_model(&dir);
     chat_style style;
-    assert_int_equal(chat_template_recognise(m->chat_template, &style), SYN_OK);
+    assert_int_equal(chat_template_recognise(syn_tokenizer_chat_template(syn_model_tokenizer(m)),
+                                             &style),
+                     SYN_OK);
     assert_int_equal(style.format, CHAT_LLAMA3);
     const syn_chat_message turns[] = {
         {"system", "You are terse."},

@@ -136,12 +136,12 @@ static void reference(const fixture *f, const job *j, syn_kv_type kv, trace *out
         if (j->ignore_eos) {
             memcpy(masked, logits, sizeof *masked * (size_t)f->n_vocab);
             for (int32_t id = 0; id < f->n_vocab; id++)
-                if (syn_token_is_eog(f->tok, id)) masked[id] = -1.0f / 0.0f;
+                if (syn_tokenizer_is_eog(f->tok, id)) masked[id] = -1.0f / 0.0f;
             logits = masked;
         }
         int32_t id;
         assert_int_equal(syn_sampler_sample(sampler, logits, f->n_vocab, history, n_hist, &id), SYN_OK);
-        if (!j->ignore_eos && syn_token_is_eog(f->tok, id)) break;
+        if (!j->ignore_eos && syn_tokenizer_is_eog(f->tok, id)) break;
         out->tokens[out->n] = id;
         out->hashes[out->n++] = h;
         history[n_hist++] = id;
@@ -672,7 +672,7 @@ static void test_stop_strings(void **state) {
     for (size_t i = 0; i < full.n; i++) {
         char piece[256];
         size_t len = 0;
-        assert_int_equal(syn_token_to_bytes(f->tok, full.tokens[i], piece, sizeof piece, &len), SYN_OK);
+        assert_int_equal(syn_tokenizer_token_bytes(f->tok, full.tokens[i], piece, sizeof piece, &len), SYN_OK);
         ends[i] = end += len;
     }
     assert_int_equal(end, full.text_len);
@@ -766,7 +766,7 @@ static void test_text_chat_stream_stop(void **state) {
     const char *text = "Hello, world! Tell me about <|im_start|>concurrency.";
     int32_t ids[128];
     size_t n_ids = 0;
-    assert_int_equal(syn_tokenize(f->tok, text, strlen(text), true, ids, 128, &n_ids), SYN_OK);
+    assert_int_equal(syn_tokenize(f->tok, text, strlen(text), false, true, ids, 128, &n_ids), SYN_OK);
     job j = {.prompt = ids, .n_prompt = n_ids, .max_tokens = 12, .sampling = syn_sampler_default_params(),
              .ignore_eos = true};
     j.sampling.temperature = 0.0f;
@@ -813,7 +813,7 @@ static void test_text_chat_stream_stop(void **state) {
     char chat[1024];
     size_t chat_len = 0;
     assert_int_equal(syn_chat_format(f->model, NULL, msgs, 2, true, chat, sizeof chat, &chat_len), SYN_OK);
-    assert_int_equal(syn_tokenize(f->tok, chat, chat_len, true, ids, 128, &n_ids), SYN_OK);
+    assert_int_equal(syn_tokenize(f->tok, chat, chat_len, false, true, ids, 128, &n_ids), SYN_OK);
     j.n_prompt = n_ids;
     reference(f, &j, SYN_KV_F32, &want);
     memset(&got, 0, sizeof got);
@@ -1088,7 +1088,7 @@ static void test_ignore_eos_greedy_masks_when_needed(void **state) {
     int32_t eog[8];
     size_t n_eog = 0;
     for (int32_t id = 0; id < f->n_vocab && n_eog < 8; id++)
-        if (syn_token_is_eog(f->tok, id)) eog[n_eog++] = id;
+        if (syn_tokenizer_is_eog(f->tok, id)) eog[n_eog++] = id;
     assert_true(n_eog > 0);
     char *dir = test_make_temp_dir();
     assert_non_null(dir);
@@ -1102,7 +1102,7 @@ static void test_ignore_eos_greedy_masks_when_needed(void **state) {
         jobs[k] = (job){.prompt = f->tokens + 300 + 50 * k, .n_prompt = 10, .max_tokens = 12,
                         .sampling = syn_sampler_default_params(), .ignore_eos = true};
         jobs[k].sampling.temperature = 0.0f;
-        for (size_t i = 0; i < jobs[k].n_prompt; i++) assert_false(syn_token_is_eog(f->tok, jobs[k].prompt[i]));
+        for (size_t i = 0; i < jobs[k].n_prompt; i++) assert_false(syn_tokenizer_is_eog(f->tok, jobs[k].prompt[i]));
         reference(&g, &jobs[k], SYN_KV_F32, &want[k]);
         job unmasked = jobs[k];
         unmasked.ignore_eos = false;

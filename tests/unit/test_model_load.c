@@ -56,8 +56,8 @@ static void check_readme_hparams(const syn_model *m) {
     const uint64_t per_layer = E + E * E + E + E * KV + KV + E * KV + KV + E * E + E + 3 * E * F;
     assert_int_equal(info.n_params, (uint64_t)E * V + E + L * per_layer);
     assert_ptr_equal(m->output.data, m->tok_embd.data);
-    assert_non_null(m->chat_template);
-    assert_non_null(strstr(m->chat_template, "<|im_start|>"));
+    assert_non_null(syn_tokenizer_chat_template(syn_model_tokenizer(m)));
+    assert_non_null(strstr(syn_tokenizer_chat_template(syn_model_tokenizer(m)), "<|im_start|>"));
     assert_non_null(syn_model_tokenizer(m));
 }
 
@@ -79,7 +79,7 @@ static void test_q8_0_model_loads(void **state) {
     assert_int_equal(m->layers[0].bk.ne[0], KV);
     assert_int_equal(m->layers[0].bk.ne[1], 1);
     assert_int_equal(m->output_norm.type, GGML_TYPE_F32);
-    assert_int_equal(syn_token_eos(syn_model_tokenizer(m)), 151645); /* Qwen2.5's <|im_end|> */
+    assert_int_equal(syn_tokenizer_eos(syn_model_tokenizer(m)), 151645); /* Qwen2.5's <|im_end|> */
     syn_model_free(m);
 }
 
@@ -236,30 +236,46 @@ static void test_meta_str(void **state) {
     (void)state;
     syn_model *m = load("qwen2-tiny-synth-q8_0.gguf", false);
     char buf[64];
-    assert_int_equal(syn_model_meta_str(m, "qwen2.embedding_length", buf, sizeof buf), 2);
+    size_t n = 0;
+    assert_int_equal(syn_model_meta_str(m, "qwen2.embedding_length", buf, sizeof buf, &n), SYN_OK);
+    assert_int_equal(n, 2);
     assert_string_equal(buf, "64");
     assert_int_equal(
-        syn_model_meta_str(m, "qwen2.attention.layer_norm_rms_epsilon", buf, sizeof buf), 5);
+        syn_model_meta_str(m, "qwen2.attention.layer_norm_rms_epsilon", buf, sizeof buf, &n),
+        SYN_OK);
+    assert_int_equal(n, 5);
     assert_string_equal(buf, "1e-06");
-    syn_model_meta_str(m, "qwen2.rope.freq_base", buf, sizeof buf);
+    assert_int_equal(syn_model_meta_str(m, "qwen2.rope.freq_base", buf, sizeof buf, &n), SYN_OK);
     assert_true(strtod(buf, NULL) == 1e6);
-    assert_int_equal(syn_model_meta_str(m, "tokenizer.ggml.add_bos_token", buf, sizeof buf), 5);
+    assert_int_equal(syn_model_meta_str(m, "tokenizer.ggml.add_bos_token", buf, sizeof buf, &n),
+                     SYN_OK);
     assert_string_equal(buf, "false");
-    syn_model_meta_str(m, "tokenizer.ggml.tokens", buf, sizeof buf);
+    assert_int_equal(syn_model_meta_str(m, "tokenizer.ggml.tokens", buf, sizeof buf, &n), SYN_OK);
     assert_string_equal(buf, "[string x 151936]");
-    syn_model_meta_str(m, "tokenizer.ggml.token_type", buf, sizeof buf);
+    assert_int_equal(syn_model_meta_str(m, "tokenizer.ggml.token_type", buf, sizeof buf, &n),
+                     SYN_OK);
     assert_string_equal(buf, "[int32 x 151936]");
-    assert_int_equal(syn_model_meta_str(m, "general.architecture", buf, sizeof buf), 5);
+    assert_int_equal(syn_model_meta_str(m, "general.architecture", buf, sizeof buf, &n), SYN_OK);
+    assert_int_equal(n, 5);
     assert_string_equal(buf, "qwen2");
-    /* Truncated to the buffer, the full length still returned. */
-    assert_int_equal(syn_model_meta_str(m, "general.architecture", buf, 3), 5);
+    /* Cut to the buffer, the full length still returned. */
+    assert_int_equal(syn_model_meta_str(m, "general.architecture", buf, 3, &n),
+                     SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(n, 5);
     assert_string_equal(buf, "qw");
-    assert_int_equal(syn_model_meta_str(m, "general.architecture", NULL, 0), 5);
-    assert_int_equal(syn_model_meta_str(m, "general.architecture", NULL, sizeof buf), 5); /* measures */
-    assert_int_equal(syn_model_meta_str(NULL, "general.architecture", NULL, sizeof buf), -1);
-    assert_int_equal(syn_model_meta_str(m, NULL, buf, sizeof buf), -1);
-    assert_int_equal(syn_model_meta_str(m, "no.such.key", buf, sizeof buf), -1);
+    assert_int_equal(syn_model_meta_str(m, "general.architecture", NULL, 0, &n),
+                     SYN_ERR_BUFFER_TOO_SMALL); /* measures */
+    assert_int_equal(n, 5);
+    assert_int_equal(syn_model_meta_str(m, "general.architecture", NULL, sizeof buf, &n),
+                     SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_model_meta_str(NULL, "general.architecture", buf, sizeof buf, &n),
+                     SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_model_meta_str(m, NULL, buf, sizeof buf, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_model_meta_str(m, "general.architecture", buf, sizeof buf, NULL),
+                     SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_model_meta_str(m, "no.such.key", buf, sizeof buf, &n), SYN_ERR_NOT_FOUND);
     assert_string_equal(buf, "");
+    assert_non_null(strstr(syn_last_error(), "no.such.key"));
     syn_model_free(m);
 }
 

@@ -53,11 +53,11 @@ static int group_teardown(void **state) {
 static int32_t *tokenize(const syn_tokenizer *tok, const char *text, size_t len, bool special,
                          size_t *n) {
     size_t need = 0;
-    syn_status st = syn_tokenize(tok, text, len, special, NULL, 0, &need);
+    syn_status st = syn_tokenize(tok, text, len, false, special, NULL, 0, &need);
     assert_true(st == SYN_OK || st == SYN_ERR_BUFFER_TOO_SMALL);
     int32_t *ids = malloc((need ? need : 1) * sizeof *ids);
     assert_non_null(ids);
-    assert_int_equal(syn_tokenize(tok, text, len, special, ids, need, n), SYN_OK);
+    assert_int_equal(syn_tokenize(tok, text, len, false, special, ids, need, n), SYN_OK);
     assert_int_equal(*n, need);
     return ids;
 }
@@ -113,21 +113,21 @@ static void assert_ids(const int32_t *got, size_t n_got, const int32_t *want, si
 static void test_vocab_facts(void **state) {
     (void)state;
     assert_int_equal(syn_tokenizer_n_vocab(qwen), QWEN_N_VOCAB);
-    assert_int_equal(syn_token_bos(qwen), QWEN_ENDOFTEXT); /* the GGUF's bos/eos ids */
-    assert_int_equal(syn_token_eos(qwen), QWEN_IM_END);
-    assert_true(syn_token_is_eog(qwen, QWEN_IM_END));
-    assert_true(syn_token_is_eog(qwen, QWEN_ENDOFTEXT));
-    assert_false(syn_token_is_eog(qwen, QWEN_IM_START));
-    assert_false(syn_token_is_eog(qwen, 9707));
-    assert_false(syn_token_is_eog(qwen, -1));
-    assert_false(syn_token_is_eog(qwen, QWEN_N_VOCAB));
-    assert_int_equal(syn_token_eos(NULL), -1);
-    /* the list of them: exactly the ids syn_token_is_eog accepts, ascending */
+    assert_int_equal(syn_tokenizer_bos(qwen), QWEN_ENDOFTEXT); /* the GGUF's bos/eos ids */
+    assert_int_equal(syn_tokenizer_eos(qwen), QWEN_IM_END);
+    assert_true(syn_tokenizer_is_eog(qwen, QWEN_IM_END));
+    assert_true(syn_tokenizer_is_eog(qwen, QWEN_ENDOFTEXT));
+    assert_false(syn_tokenizer_is_eog(qwen, QWEN_IM_START));
+    assert_false(syn_tokenizer_is_eog(qwen, 9707));
+    assert_false(syn_tokenizer_is_eog(qwen, -1));
+    assert_false(syn_tokenizer_is_eog(qwen, QWEN_N_VOCAB));
+    assert_int_equal(syn_tokenizer_eos(NULL), -1);
+    /* the list of them: exactly the ids syn_tokenizer_is_eog accepts, ascending */
     const int32_t *eog = NULL;
     const int32_t n_eog = syn_tokenizer_eog_ids(qwen, &eog);
     int32_t k = 0;
     for (int32_t id = 0; id < QWEN_N_VOCAB; id++) {
-        if (!syn_token_is_eog(qwen, id)) continue;
+        if (!syn_tokenizer_is_eog(qwen, id)) continue;
         assert_true(k < n_eog);
         assert_int_equal(eog[k++], id);
     }
@@ -305,12 +305,12 @@ static void test_invalid_utf8(void **state) {
     } cases[] = {
         {"abc\xff"
          "def",
-         7, 3},                     /* never a UTF-8 byte */
-        {"ab\xc3", 3, 2},           /* truncated at the end */
-        {"\xc0\xaf", 2, 0},         /* overlong '/' */
-        {"x\xed\xa0\x80", 4, 1},    /* UTF-16 surrogate */
+         7, 3},                    /* never a UTF-8 byte */
+        {"ab\xc3", 3, 2},          /* truncated at the end */
+        {"\xc0\xaf", 2, 0},        /* overlong '/' */
+        {"x\xed\xa0\x80", 4, 1},   /* UTF-16 surrogate */
         {"\xf4\x90\x80\x80", 4, 0}, /* above U+10FFFF */
-        {"ok \x80", 4, 3},          /* stray continuation byte */
+        {"ok \x80", 4, 3},         /* stray continuation byte */
         {"\xe2\x82"
          "A",
          3, 0}, /* lead byte then ASCII */
@@ -318,7 +318,7 @@ static void test_invalid_utf8(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int32_t ids[16];
         size_t n = 99;
-        assert_int_equal(syn_tokenize(qwen, cases[i].text, cases[i].len, false, ids, 16, &n),
+        assert_int_equal(syn_tokenize(qwen, cases[i].text, cases[i].len, false, false, ids, 16, &n),
                          SYN_ERR_INVALID_ARGUMENT);
         char want[64];
         snprintf(want, sizeof want, "byte offset %zu", cases[i].offset);
@@ -332,20 +332,20 @@ static void test_buffer_protocol(void **state) {
     const char *text = "Hello world! How are you doing today?";
     static const int32_t want[] = {9707, 1879, 0, 2585, 525, 498, 3730, 3351, 30};
     size_t n = 0;
-    assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, NULL, 0, &n),
+    assert_int_equal(syn_tokenize(qwen, text, strlen(text), false, true, NULL, 0, &n),
                      SYN_ERR_BUFFER_TOO_SMALL);
     assert_int_equal(n, 9);
     int32_t ids[9];
-    assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, ids, 8, &n),
+    assert_int_equal(syn_tokenize(qwen, text, strlen(text), false, true, ids, 8, &n),
                      SYN_ERR_BUFFER_TOO_SMALL);
     assert_int_equal(n, 9);
     assert_memory_equal(ids, want, 8 * sizeof *ids); /* what fits is written */
-    assert_int_equal(syn_tokenize(qwen, text, strlen(text), true, ids, 9, &n), SYN_OK);
+    assert_int_equal(syn_tokenize(qwen, text, strlen(text), false, true, ids, 9, &n), SYN_OK);
     assert_ids(ids, n, want, 9, "exact cap");
-    assert_int_equal(syn_tokenize(qwen, "", 0, true, NULL, 0, &n), SYN_OK);
+    assert_int_equal(syn_tokenize(qwen, "", 0, false, true, NULL, 0, &n), SYN_OK);
     assert_int_equal(n, 0);
-    assert_int_equal(syn_tokenize(qwen, NULL, 3, true, ids, 9, &n), SYN_ERR_INVALID_ARGUMENT);
-    assert_int_equal(syn_tokenize(qwen, text, 3, true, NULL, 9, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_tokenize(qwen, NULL, 3, false, true, ids, 9, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_tokenize(qwen, text, 3, false, true, NULL, 9, &n), SYN_ERR_INVALID_ARGUMENT);
 
     char buf[8];
     size_t k;
@@ -360,22 +360,22 @@ static void test_token_to_bytes(void **state) {
     (void)state;
     char buf[64];
     size_t n;
-    assert_int_equal(syn_token_to_bytes(qwen, 220, buf, sizeof buf, &n), SYN_OK); /* "Ġ" */
+    assert_int_equal(syn_tokenizer_token_bytes(qwen, 220, buf, sizeof buf, &n), SYN_OK); /* "Ġ" */
     assert_int_equal(n, 1);
     assert_int_equal(buf[0], ' ');
-    assert_int_equal(syn_token_to_bytes(qwen, 198, buf, sizeof buf, &n), SYN_OK); /* "Ċ" */
+    assert_int_equal(syn_tokenizer_token_bytes(qwen, 198, buf, sizeof buf, &n), SYN_OK); /* "Ċ" */
     assert_int_equal(n, 1);
     assert_int_equal(buf[0], '\n');
-    assert_int_equal(syn_token_to_bytes(qwen, 9707, buf, sizeof buf, &n), SYN_OK);
+    assert_int_equal(syn_tokenizer_token_bytes(qwen, 9707, buf, sizeof buf, &n), SYN_OK);
     assert_int_equal(n, 5);
     assert_memory_equal(buf, "Hello", 5);
-    assert_int_equal(syn_token_to_bytes(qwen, QWEN_IM_START, buf, sizeof buf, &n), SYN_OK);
+    assert_int_equal(syn_tokenizer_token_bytes(qwen, QWEN_IM_START, buf, sizeof buf, &n), SYN_OK);
     assert_int_equal(n, 12);
     assert_memory_equal(buf, "<|im_start|>", 12);
-    assert_int_equal(syn_token_to_bytes(qwen, QWEN_IM_START, buf, 3, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(syn_tokenizer_token_bytes(qwen, QWEN_IM_START, buf, 3, &n), SYN_ERR_BUFFER_TOO_SMALL);
     assert_int_equal(n, 12);
-    assert_int_equal(syn_token_to_bytes(qwen, -1, buf, sizeof buf, &n), SYN_ERR_INVALID_ARGUMENT);
-    assert_int_equal(syn_token_to_bytes(qwen, QWEN_N_VOCAB, buf, sizeof buf, &n),
+    assert_int_equal(syn_tokenizer_token_bytes(qwen, -1, buf, sizeof buf, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_tokenizer_token_bytes(qwen, QWEN_N_VOCAB, buf, sizeof buf, &n),
                      SYN_ERR_INVALID_ARGUMENT);
 }
 
@@ -393,7 +393,7 @@ static void test_stream_split_character(void **state) {
     for (size_t i = 0; i < n; i++) {
         char bytes[64], chunk[1024];
         size_t nb, k;
-        assert_int_equal(syn_token_to_bytes(qwen, ids[i], bytes, sizeof bytes, &nb), SYN_OK);
+        assert_int_equal(syn_tokenizer_token_bytes(qwen, ids[i], bytes, sizeof bytes, &nb), SYN_OK);
         if (!valid_utf8(bytes, nb)) partial_tokens++;
         assert_int_equal(syn_detok_stream_push(s, ids[i], chunk, sizeof chunk, &k), SYN_OK);
         assert_int_equal(strlen(chunk), k); /* NUL-terminated */
@@ -420,14 +420,14 @@ static void test_stream_invalid_bytes(void **state) {
     for (int32_t id = 0; id < 1000 && (e2 < 0 || b82 < 0); id++) {
         char b[8];
         size_t n;
-        assert_int_equal(syn_token_to_bytes(qwen, id, b, sizeof b, &n), SYN_OK);
+        assert_int_equal(syn_tokenizer_token_bytes(qwen, id, b, sizeof b, &n), SYN_OK);
         if (n == 1 && (uint8_t)b[0] == 0xE2) e2 = id;
         if (n == 1 && (uint8_t)b[0] == 0x82) b82 = id;
     }
     assert_true(e2 >= 0 && b82 >= 0);
     int32_t letter_a;
     size_t n;
-    assert_int_equal(syn_tokenize(qwen, "A", 1, false, &letter_a, 1, &n), SYN_OK);
+    assert_int_equal(syn_tokenize(qwen, "A", 1, false, false, &letter_a, 1, &n), SYN_OK);
 
     syn_detok_stream *s;
     assert_int_equal(syn_detok_stream_new(qwen, &s), SYN_OK);
@@ -574,7 +574,7 @@ static syn_status load_tiny(const tiny_spec *spec, int32_t n_vocab_model, gguf_f
 
 static tiny_spec tiny_default(void) {
     return (tiny_spec){"gpt2", "qwen2", tiny_merges, sizeof tiny_merges / sizeof tiny_merges[0],
-                       -1,     false,   false};
+                       -1,    false,  false};
 }
 
 static void expect_ids(const syn_tokenizer *tok, const char *text, bool special,
@@ -608,14 +608,14 @@ static void test_tiny_bpe(void **state) {
     expect_ids(tok, plain, false, bytes, 10);
     expect_ids(tok, "a<tool>b", false, (const int32_t[]){'a', TINY_TOOL, 'b'}, 3);
 
-    assert_int_equal(syn_token_eos(tok), -1);
-    assert_int_equal(syn_token_bos(tok), -1);
-    assert_true(syn_token_is_eog(tok, TINY_IM_END)); /* by its name */
+    assert_int_equal(syn_tokenizer_eos(tok), -1);
+    assert_int_equal(syn_tokenizer_bos(tok), -1);
+    assert_true(syn_tokenizer_is_eog(tok, TINY_IM_END)); /* by its name */
     assert_int_equal(syn_tokenizer_n_vocab(tok), TINY_COUNT + 10);
     /* embedding rows past the token list decode to nothing */
     char buf[8];
     size_t n = 99;
-    assert_int_equal(syn_token_to_bytes(tok, TINY_COUNT + 3, buf, sizeof buf, &n), SYN_OK);
+    assert_int_equal(syn_tokenizer_token_bytes(tok, TINY_COUNT + 3, buf, sizeof buf, &n), SYN_OK);
     assert_int_equal(n, 0);
     tokenizer_free(tok);
     gguf_close(f);
@@ -662,12 +662,12 @@ static void test_load_refusals(void **state) {
         const char *merge;
         const char *needle;
     } bad[] = {
-        {"ab", "tokenizer.ggml.merges[1]"},   /* no space */
+        {"ab", "tokenizer.ggml.merges[1]"},  /* no space */
         {"a  b", "tokenizer.ggml.merges[1]"}, /* two spaces */
-        {" ab", "tokenizer.ggml.merges[1]"},  /* empty left part */
-        {"a ", "tokenizer.ggml.merges[1]"},   /* empty right part */
-        {"ab zz", "the right part"},          /* not a token */
-        {"c a", "the merged token"},          /* "ca" is not a token */
+        {" ab", "tokenizer.ggml.merges[1]"}, /* empty left part */
+        {"a ", "tokenizer.ggml.merges[1]"},  /* empty right part */
+        {"ab zz", "the right part"},         /* not a token */
+        {"c a", "the merged token"},         /* "ca" is not a token */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *merges[] = {"a b", bad[i].merge};

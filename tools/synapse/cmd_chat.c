@@ -129,11 +129,9 @@ static int turn(const chat_opts *o, const syn_model *model, syn_context *ctx, sy
     int32_t *ids = NULL;
     token_vec prompt = {0};
     gen_result res = {0};
-    int32_t bos = prompt_bos(model);
     int rc = conv_add(conv, "user", line, len);
     if (rc == EXIT_OK) rc = format_chat(model, o->g.chat_template, conv->msgs, conv->n, &text, &text_len);
-    if (rc == EXIT_OK && bos >= 0) rc = tokens_push(&prompt, bos);
-    if (rc == EXIT_OK) rc = tokenize_text(tok, text, text_len, true, &ids, &n_ids);
+    if (rc == EXIT_OK) rc = tokenize_text(tok, text, text_len, true, true, &ids, &n_ids);
     if (rc == EXIT_OK) rc = tokens_append(&prompt, ids, n_ids);
     if (rc == EXIT_OK) rc = sync_cache(ctx, history, prompt.ids, prompt.n, &reused);
     if (rc == EXIT_OK) {

@@ -23,7 +23,8 @@
 #include "kernels/blocks.h"
 
 const char usage_gen_model[] =
-    "synapse gen-model --preset NAME --seed S [--type TYPE] --tokenizer-from GGUF -o OUT\n"
+    "synapse gen-model --preset NAME --seed S [--type TYPE] --tokenizer-from GGUF\n"
+    "                  [--add-bos-token true|false] -o OUT\n"
     "  Writes a random-weight model with the tensors, shapes, types and metadata layout of a real\n"
     "  one. Presets (all with tied embeddings unless said):\n"
     "    qwen2.5-0.5b  qwen2: 24 blocks, width 896, 14 heads, 2 KV heads, FFN 4864, vocab 151936,\n"
@@ -42,7 +43,8 @@ const char usage_gen_model[] =
     "  biases F32; f32 makes every tensor F32. Every tokenizer.* key (vocabulary, merges, chat\n"
     "  template) is copied from the --tokenizer-from GGUF; a vocabulary smaller than the preset's\n"
     "  is padded with unused tokens [PADn] (as llama.cpp's converters pad one), a larger one is\n"
-    "  refused. The same seed gives the same file. OUT appears whole or not at all: the model is\n"
+    "  refused. --add-bos-token writes tokenizer.ggml.add_bos_token over the copied value (the\n"
+    "  prompt policy: whether prompts start with BOS). The same seed gives the same file. OUT appears whole or not at all: the model is\n"
     "  written to a new hidden file beside it (.OUT.XXXXXXXX), synced, then renamed over it; an\n"
     "  OUT that exists as anything but a regular file (a symbolic link, FIFO, device or\n"
     "  directory) is refused (exit 1) and left as it is.\n";
@@ -105,6 +107,7 @@ typedef struct gen_model_opts {
     const type_mix *mix;
     const char *tokenizer_from;
     const char *out;
+    int add_bos_token; /* -1: copied from the tokenizer's file; 0 / 1: written as false / true */
 } gen_model_opts;
 
 /* How a tensor's values are drawn. */
@@ -367,7 +370,7 @@ static syn_status write_padded_array(gguf_writer *w, const char *key, const gguf
  * padded. The preset's pre-tokenizer name replaces the source's (or follows its keys where it has
  * none). */
 static syn_status write_tokenizer(gguf_writer *w, const gguf_file *f, uint64_t n_tokens, uint64_t n_vocab,
-                                  const char *pre) {
+                                  const char *pre, int add_bos_token) {
     const int32_t unused = TOKEN_TYPE_UNUSED;
     const float pad_score = -1000.0f;
     syn_status st = SYN_OK;
@@ -376,7 +379,9 @@ static syn_status write_tokenizer(gguf_writer *w, const gguf_file *f, uint64_t n
         const gguf_kv *kv = &f->kvs[i];
         if (!(kv->key.len > 10 && memcmp(kv->key.data, "tokenizer.", 10) == 0)) continue;
         const bool pad = n_tokens < n_vocab;
-        if (pre && gguf_str_eq(kv->key, "tokenizer.ggml.pre")) {
+        if (add_bos_token >= 0 && gguf_str_eq(kv->key, "tokenizer.ggml.add_bos_token")) {
+            continue; /* written below */
+        } else if (pre && gguf_str_eq(kv->key, "tokenizer.ggml.pre")) {
             st = gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
             wrote_pre = true;
         } else if (pad && gguf_str_eq(kv->key, "tokenizer.ggml.tokens")) {
@@ -390,6 +395,8 @@ static syn_status write_tokenizer(gguf_writer *w, const gguf_file *f, uint64_t n
         }
     }
     if (st == SYN_OK && pre && !wrote_pre) st = gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
+    if (st == SYN_OK && add_bos_token >= 0)
+        st = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos_token == 1);
     return st;
 }
 
@@ -435,7 +442,7 @@ static syn_status write_metadata(gguf_writer *w, const gen_model_opts *o, const 
     }
     /* general.file_type where llama.cpp's converter (F32) and quantizer (the rest) put it. */
     if (o->mix->type == GGML_TYPE_F32) SET(gguf_writer_set_u32(w, "general.file_type", o->mix->file_type));
-    SET(write_tokenizer(w, tok_file, n_tokens, n_vocab, p->pre));
+    SET(write_tokenizer(w, tok_file, n_tokens, n_vocab, p->pre, o->add_bos_token));
     if (o->mix->type != GGML_TYPE_F32) {
         SET(gguf_writer_set_u32(w, "general.quantization_version", 2));
         SET(gguf_writer_set_u32(w, "general.file_type", o->mix->file_type));
@@ -577,6 +584,11 @@ static int parse_args(int argc, char **argv, gen_model_opts *o) {
             if (!o->mix) return fail_usage("--type: unknown type '%s' (expected " TYPE_NAMES ")", v);
         } else if (strcmp(arg, "--tokenizer-from") == 0) {
             if ((rc = args_value(&it, arg, &o->tokenizer_from)) != EXIT_OK) return rc;
+        } else if (strcmp(arg, "--add-bos-token") == 0) {
+            if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
+            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+                return fail_usage("--add-bos-token: expected true or false, got '%s'", v);
+            o->add_bos_token = strcmp(v, "true") == 0;
         } else if (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) {
             if ((rc = args_value(&it, arg, &o->out)) != EXIT_OK) return rc;
         } else {
@@ -593,6 +605,7 @@ static int parse_args(int argc, char **argv, gen_model_opts *o) {
 int cmd_gen_model(int argc, char **argv) {
     gen_model_opts o = {0};
     o.mix = &mixes[0]; /* q8_0 */
+    o.add_bos_token = -1;
     int rc = parse_args(argc, argv, &o);
     if (rc == EXIT_OK) rc = gen_model(&o);
     return rc == ARGS_HELP ? EXIT_OK : rc;

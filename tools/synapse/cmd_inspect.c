@@ -191,11 +191,13 @@ static int print_inspect_text(const char *path, const syn_model *model, const sy
         size_t klen = kv->key.len < sizeof key - 1 ? kv->key.len : sizeof key - 1;
         memcpy(key, kv->key.data, klen);
         key[klen] = '\0';
-        int64_t vlen = syn_model_meta_str(model, key, value, sizeof value);
+        size_t vlen = 0;
+        syn_status vst = syn_model_meta_str(model, key, value, sizeof value, &vlen);
         fputs("  ", stdout);
         pad(print_escaped(kv->key.data, kv->key.len, sizeof key - 1), 42);
         printf(" %-8s ", gguf_type_name(kv->type));
-        if (vlen >= 0) print_escaped(value, strlen(value), 96);
+        if (vst == SYN_OK || vst == SYN_ERR_BUFFER_TOO_SMALL)
+            print_escaped(value, strlen(value), 96);
         putchar('\n');
     }
     printf("tensors (%" PRIu64 "):\n", f->n_tensors);

@@ -166,11 +166,9 @@ static int build_prompt(const syn_model *model, const run_opts *o, token_vec *pr
         text = chat_text;
     }
     const syn_tokenizer *tok = syn_model_tokenizer(model);
-    int32_t bos = prompt_bos(model);
-    if (rc == EXIT_OK && bos >= 0) rc = tokens_push(prompt, bos);
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    if (rc == EXIT_OK) rc = tokenize_text(tok, text, len, true, &ids, &n_ids);
+    if (rc == EXIT_OK) rc = tokenize_text(tok, text, len, true, true, &ids, &n_ids);
     if (rc == EXIT_OK) rc = tokens_append(prompt, ids, n_ids);
     free(ids);
     free(file_text);

@@ -6,10 +6,12 @@
 #include "common.h"
 
 const char usage_tokenize[] =
-    "synapse tokenize -m MODEL (--text TEXT | -f FILE) [--no-parse-special] [--json]\n"
-    "  Prints the token ids of the text (no BOS is added): comma-separated on one line, or\n"
+    "synapse tokenize -m MODEL (--text TEXT | -f FILE) [--add-special] [--no-parse-special]\n"
+    "                 [--json]\n"
+    "  Prints the token ids of the text itself: comma-separated on one line, or\n"
     "  {\"ids\": [...]} with --json. -f reads the file's exact bytes. Special-token text such as\n"
-    "  <|im_start|> becomes its id unless --no-parse-special.\n";
+    "  <|im_start|> becomes its id unless --no-parse-special. --add-special applies the model's\n"
+    "  prompt policy (a BOS when tokenizer.ggml.add_bos_token asks, as run and serve do).\n";
 
 const char usage_detokenize[] =
     "synapse detokenize -m MODEL --tokens 1,2,3\n"
@@ -21,6 +23,7 @@ typedef struct tokenize_opts {
     const char *text;
     const char *file;
     int n_sources;
+    bool add_special;
     bool parse_special;
     bool json;
 } tokenize_opts;
@@ -42,6 +45,8 @@ static int parse_tokenize_args(int argc, char **argv, tokenize_opts *o) {
         } else if (strcmp(arg, "-f") == 0 || strcmp(arg, "--file") == 0) {
             if ((rc = args_value(&it, arg, &o->file)) != EXIT_OK) return rc;
             o->n_sources++;
+        } else if (strcmp(arg, "--add-special") == 0) {
+            o->add_special = true;
         } else if (strcmp(arg, "--no-parse-special") == 0) {
             o->parse_special = false;
         } else if (strcmp(arg, "--json") == 0) {
@@ -73,7 +78,7 @@ static int tokenize(const tokenize_opts *o) {
     rc = load_model(o->model_path, false, false, &model);
     if (rc == EXIT_OK)
         rc = tokenize_text(syn_model_tokenizer(model), o->file ? file_text : o->text, len,
-                           o->parse_special, &ids, &n);
+                           o->add_special, o->parse_special, &ids, &n);
     if (rc == EXIT_OK) rc = print_ids(ids, n, o->json);
     free(ids);
     syn_model_free(model);

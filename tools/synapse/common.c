@@ -1,6 +1,8 @@
 /* common.c: option groups, set-up helpers and JSON output shared by the synapse subcommands. */
 #include "common.h"
 
+#include "synapse_internal.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -314,31 +316,11 @@ int read_file(const char *path, char **data, size_t *len) {
     return EXIT_OK;
 }
 
-int32_t prompt_bos(const syn_model *model) {
-    char v[8];
-    if (syn_model_meta_str(model, "tokenizer.ggml.add_bos_token", v, sizeof v) < 0) return -1;
-    if (strcmp(v, "true") != 0 && strcmp(v, "1") != 0) return -1;
-    return syn_token_bos(syn_model_tokenizer(model));
-}
-
-int tokenize_text(const syn_tokenizer *tok, const char *text, size_t len, bool parse_special,
-                  int32_t **ids, size_t *n) {
-    /* Byte-level BPE never yields more tokens than bytes: one pass is the norm. */
-    size_t cap = len + 1;
-    for (;;) {
-        int32_t *buf = malloc(cap * sizeof *buf);
-        if (!buf) return fail_runtime("out of memory tokenizing %zu bytes", len);
-        size_t need = 0;
-        syn_status st = syn_tokenize(tok, text, len, parse_special, buf, cap, &need);
-        if (st == SYN_OK) {
-            *ids = buf;
-            *n = need;
-            return EXIT_OK;
-        }
-        free(buf);
-        if (st != SYN_ERR_BUFFER_TOO_SMALL || need <= cap) return fail_lib("cannot tokenize the text");
-        cap = need;
-    }
+int tokenize_text(const syn_tokenizer *tok, const char *text, size_t len, bool add_special,
+                  bool parse_special, int32_t **ids, size_t *n) {
+    if (syn_tokenize_new(tok, text, len, add_special, parse_special, ids, n) != SYN_OK)
+        return fail_lib("cannot tokenize the text");
+    return EXIT_OK;
 }
 
 int format_chat(const syn_model *model, const char *template_name, const syn_chat_message *msgs,

@@ -96,13 +96,9 @@ const char *backend_name(syn_backend backend);
 /* The file's exact bytes, NUL-terminated for convenience (*len excludes the NUL). Caller frees. */
 int read_file(const char *path, char **data, size_t *len);
 
-/* The BOS id to put in front of a tokenized text prompt, or -1: only when the GGUF's
- * tokenizer.ggml.add_bos_token asks for one (Qwen2's does not). */
-int32_t prompt_bos(const syn_model *model);
-
-/* syn_tokenize into a malloc'd array sized to fit. Caller frees *ids. */
-int tokenize_text(const syn_tokenizer *tok, const char *text, size_t len, bool parse_special,
-                  int32_t **ids, size_t *n);
+/* syn_tokenize into a malloc'd array sized to fit, as an exit code. Caller frees *ids. */
+int tokenize_text(const syn_tokenizer *tok, const char *text, size_t len, bool add_special,
+                  bool parse_special, int32_t **ids, size_t *n);
 
 /* syn_chat_format into a malloc'd NUL-terminated string. Caller frees *text. */
 int format_chat(const syn_model *model, const char *template_name, const syn_chat_message *msgs,

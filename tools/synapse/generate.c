@@ -56,7 +56,7 @@ static int run_loop(const gen_request *req, token_vec *history, gen_result *res,
                                       &id) != SYN_OK)
             return fail_lib("sampling failed at generated token %d", i);
         if (i == 0) res->t_first_ms = now_ms();
-        if (!req->ignore_eos && syn_token_is_eog(req->tok, id)) {
+        if (!req->ignore_eos && syn_tokenizer_is_eog(req->tok, id)) {
             res->stop = STOP_EOG;
             return EXIT_OK;
         }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "run.h"
+#include "synapse_internal.h"
 
 /* Requests in flight per engine slot: submitted (or failed before submission) but not reported
  * yet. Two per slot keep every slot busy while the oldest request is awaited. */
@@ -107,26 +108,11 @@ static bool build_line_prompt(const syn_model *model, const run_opts *o, const c
         }
         text = chat;
     }
-    const syn_tokenizer *tok = syn_model_tokenizer(model);
-    const int32_t bos = prompt_bos(model);
-    const size_t first = bos >= 0 ? 1 : 0;
-    /* Byte-level BPE yields at most one token per byte: one pass is the norm. */
-    size_t cap = len + 1, need = 0;
-    for (;;) {
-        r->prompt = malloc((first + cap) * sizeof *r->prompt);
-        if (!r->prompt) goto oom;
-        syn_status st = syn_tokenize(tok, text, len, true, r->prompt + first, cap, &need);
-        if (st == SYN_OK) break;
-        free(r->prompt);
-        r->prompt = NULL;
-        if (st != SYN_ERR_BUFFER_TOO_SMALL || need <= cap) {
-            snprintf(r->error, sizeof r->error, "cannot tokenize the line: %s", syn_last_error());
-            goto done;
-        }
-        cap = need;
+    if (syn_tokenize_new(syn_model_tokenizer(model), text, len, true, true, &r->prompt,
+                         &r->n_prompt) != SYN_OK) {
+        snprintf(r->error, sizeof r->error, "cannot tokenize the line: %s", syn_last_error());
+        goto done;
     }
-    if (bos >= 0) r->prompt[0] = bos;
-    r->n_prompt = first + need;
     ok = true;
     goto done;
 oom:

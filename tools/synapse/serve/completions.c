@@ -46,7 +46,7 @@ typedef struct completion {
 static json_t *token_logprob(const syn_tokenizer *tok, int32_t id, double logprob) {
     char bytes[256];
     size_t len = 0;
-    if (syn_token_to_bytes(tok, id, bytes, sizeof bytes, &len) != SYN_OK) len = 0;
+    if (syn_tokenizer_token_bytes(tok, id, bytes, sizeof bytes, &len) != SYN_OK) len = 0;
     json_t *b = json_array();
     for (size_t i = 0; b && i < len; i++) json_array_append_new(b, json_integer((unsigned char)bytes[i]));
     return json_pack("{s:o, s:f, s:o}", "token", json_utf8(bytes, len), "logprob", logprob, "bytes", b);

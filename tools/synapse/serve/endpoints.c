@@ -194,16 +194,21 @@ enum MHD_Result handle_tokenize(http_request *hr) {
         return MHD_YES;
     }
     json_t *content = json_object_get(body, "content"), *special = json_object_get(body, "parse_special");
+    json_t *add = json_object_get(body, "add_special");
     enum MHD_Result r;
     if (!json_is_string(content)) {
         r = http_send_error(hr, 400, "invalid_request_error", "content", NULL, "'content' must be a string");
     } else if (special && !json_is_boolean(special)) {
         r = http_send_error(hr, 400, "invalid_request_error", "parse_special", NULL, "'parse_special' must be a boolean");
+    } else if (add && !json_is_boolean(add)) {
+        r = http_send_error(hr, 400, "invalid_request_error", "add_special", NULL, "'add_special' must be a boolean");
     } else {
         int32_t *ids = NULL;
         size_t n = 0;
+        /* As llama-server's /tokenize: the text's own tokens unless add_special asks for the
+         * prompt policy (BOS). */
         if (tokenize_text(m->tok, json_string_value(content), json_string_length(content),
-                          !json_is_false(special), &ids, &n) != EXIT_OK)
+                          json_is_true(add), !json_is_false(special), &ids, &n) != EXIT_OK)
             r = http_send_error(hr, 400, "invalid_request_error", "content", NULL, "cannot tokenize: %s", syn_last_error());
         else
             r = http_send_json(hr, 200, json_pack("{s:o}", "tokens", json_ids(ids, n)));
