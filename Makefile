@@ -1,6 +1,7 @@
 # Synapse build. `make help` lists the targets.
 #
-# Layout: src/**.c -> libsynapse.{a,so}; tools/synapse/*.c -> the synapse tool;
+# Layout: src/**.c -> libsynapse.{a,so}; tools/**.c -> the synapse tool (main.c dispatching to
+# tools/cli/, tools/serve/ and tools/cluster/, on tools/common/);
 # tests/unit/test_*.c -> one cmocka binary each. Kernel files named *_avx2.c, *_avx512.c,
 # *_avxvnni.c (x86) or *_dotprod.c, *_i8mm.c (aarch64) get their ISA's flags and are built only
 # for their architecture; everything else is portable C11 (no -march=native anywhere).
@@ -37,7 +38,7 @@ else
 LIB_SRC := $(filter-out $(X86_SRC) $(ARM_SRC),$(ALL_LIB_SRC))
 endif
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-TOOL_SRC := $(sort $(wildcard tools/synapse/*.c tools/synapse/serve/*.c tools/synapse/cluster/*.c))
+TOOL_SRC := $(sort $(wildcard tools/*.c tools/*/*.c))
 ifneq ($(TARGET_ARCH_NAME),x86_64)
 TOOL_SRC := $(filter-out %_avx2.c %_avx512.c %_avxvnni.c,$(TOOL_SRC))
 endif
@@ -138,7 +139,10 @@ uninstall:
 	    $(DESTDIR)$(INCLUDEDIR)/synapse.h $(DESTDIR)$(PKGCONFIGDIR)/synapse.pc $(DESTDIR)$(BINDIR)/synapse
 
 # The chat page is assembled into the binary (.incbin), which -MMD does not see.
-$(BUILD)/tools/synapse/serve/endpoints.o: tools/synapse/serve/chat.html
+$(BUILD)/tools/serve/endpoints.o: tools/serve/chat.html
+
+# The tools see include/synapse.h and, of src/, only src/synapse_internal.h (tests/cli/test_boundary.sh).
+$(TOOL_OBJ): CPPFLAGS += -Itools
 
 $(TOOL): $(TOOL_OBJ) $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB_A) $(LDLIBS)
@@ -146,12 +150,6 @@ $(TOOL): $(TOOL_OBJ) $(LIB_A)
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(LIB_A) $(LDLIBS) -lcmocka
-
-# gen-model's quantizers are the tool's, not the library's: their test links them besides.
-$(BUILD)/tests/test_gen_quantize: $(BUILD)/tests/unit/test_gen_quantize.o $(BUILD)/tools/synapse/gen_quantize.o \
-    $(TEST_SUPPORT_OBJ) $(LIB_A)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(LDLIBS) -lcmocka
 
 # Writes the corrupted-GGUF corpus for the CLI tests (tests/support/bad_gguf.c holds the cases).
 $(BUILD)/make_bad_gguf: $(BUILD)/tests/tools/make_bad_gguf.o $(BUILD)/tests/support/bad_gguf.o $(LIB_A)
@@ -183,7 +181,7 @@ fuzz:
 	clang -std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_gguf.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_gguf
 	clang -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=address,undefined,fuzzer \
-	    tests/fuzz/fuzz_openai_request.c tools/synapse/serve/openai_request.c \
+	    -Itools tests/fuzz/fuzz_openai_request.c tools/serve/openai_request.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_openai_request
 	clang -std=c11 -O1 -g -Iinclude -Isrc $(shell pkg-config --cflags libutf8proc 2>/dev/null) \
 	    -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_tokenizer.c \

@@ -15,7 +15,61 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gguf/gguf.h" /* the GGUF reader and writer, the ggml type table */
 #include "synapse.h"
+
+/* ---- Errors ---- */
+
+/* Records a formatted one-line message as the calling thread's last error (syn_last_error) and
+ * returns status, so that failure paths read `return syn_fail(SYN_ERR_FORMAT, "tensor '%s': ...",
+ * name);`. The tools use it in the callbacks they hand the library (the GGUF writer's fill). */
+syn_status syn_fail(syn_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- Models ---- */
+
+/* The parsed GGUF file behind model: its metadata and tensor table (inspect). */
+const gguf_file *syn_model_gguf(const syn_model *model);
+
+/* What one token costs a model, for the benchmark's ceilings. */
+typedef struct syn_model_work {
+    uint64_t token_embd_bytes;       /* the token embedding matrix */
+    uint64_t kv_values_per_position; /* K and V values of one position, all layers */
+    uint64_t macs_per_token;         /* multiply-adds of the block matrices */
+    uint32_t block_matrix_type;      /* ggml type of the first block's query matrix */
+} syn_model_work;
+void syn_model_get_work(const syn_model *model, syn_model_work *out);
+
+/* Writes x[n] as ggml_type into dst (ggml_row_size(ggml_type, n) bytes); n is a multiple of the
+ * type's block size. Types: F32, Q8_0 (ggml's own rule, bit for bit), Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q4_K, Q5_K, Q6_K; false (nothing written) for any other. Deterministic: the same floats give
+ * the same bytes. Simple quantizers, not llama-quantize's search (gen-model's random weights). */
+bool syn_quantize_weight_row(uint32_t ggml_type, const float *x, int64_t n, void *dst);
+
+/* ---- The CPU ---- */
+
+/* Names this CPU in buf (at most n bytes, NUL-terminated), for benchmark reports: on x86-64 the
+ * CPUID brand string and the family and model numbers, on aarch64 /proc/cpuinfo's implementer
+ * and part codes; "unknown CPU" where neither is readable. */
+void syn_cpu_describe(char *buf, size_t n);
+
+/* The concrete tier a context asking for tier runs (SYN_TIER_AUTO: this CPU's fastest).
+ * SYN_ERR_UNAVAILABLE for a tier this CPU or build lacks. */
+syn_status syn_isa_tier_resolve(syn_isa_tier tier, syn_isa_tier *out);
+
+/* The huge page size the mappings align to (2 MiB, x86-64's and arm64's with 4 KiB pages). */
+enum { SYN_HUGE_PAGE_BYTES = 2 << 20 };
+
+/* Bytes of [base, base + size) currently mapped with huge pages (FilePmdMapped and
+ * AnonHugePages of /proc/self/smaps); 0 where that file cannot be read. */
+size_t syn_file_map_huge_bytes(const void *base, size_t size);
+
+/* ---- Text ---- */
+
+/* Examines the UTF-8 sequence at s[0..n) (n >= 1). Returns its length (1..4) when it is a
+ * complete, well-formed character (*cp receives it); 0 when s is a well-formed but truncated
+ * start of one; otherwise -k, where k >= 1 is the length of the maximal ill-formed subpart (the
+ * bytes one U+FFFD replaces, as Unicode recommends). */
+int syn_utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
 
 /* ---- Tokenizing ---- */
 

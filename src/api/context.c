@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "synapse_internal.h"
 
 struct syn_context {
     const struct syn_model *model;
@@ -182,4 +183,16 @@ syn_status syn_context_truncate(syn_context *ctx, uint32_t n_keep) {
     if (n_keep < ctx->n_past) ctx->has_logits = false; /* they belonged to a dropped token */
     ctx->n_past = n_keep;
     return SYN_OK;
+}
+
+syn_status syn_isa_tier_resolve(syn_isa_tier tier, syn_isa_tier *out) {
+    syn_isa isa = SYN_ISA_SCALAR;
+    syn_status st = syn_resolve_tier(tier, &isa);
+    for (int t = SYN_TIER_AUTO + 1; st == SYN_OK && t < N_TIERS; t++) {
+        if (tier_isa[t] == isa) {
+            *out = (syn_isa_tier)t;
+            return SYN_OK;
+        }
+    }
+    return st == SYN_OK ? syn_fail(SYN_ERR_INTERNAL, "isa %d has no public tier", (int)isa) : st;
 }

@@ -3,10 +3,7 @@
 #define SYN_CORE_ERROR_H
 
 #include "synapse.h"
-
-/* Records a formatted one-line message as the calling thread's last error and returns status,
- * so that failure paths read `return syn_fail(SYN_ERR_FORMAT, "tensor '%s': ...", name);`. */
-syn_status syn_fail(syn_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include "synapse_internal.h" /* syn_fail */
 
 /* Prefixes the current last-error message with a formatted context ("loading X: <old message>"). */
 syn_status syn_fail_context(syn_status status, const char *fmt, ...)

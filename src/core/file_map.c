@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "synapse_internal.h"
 
 static const char *file_kind(mode_t mode) {
     if (S_ISDIR(mode)) return "a directory";

@@ -22,8 +22,7 @@
 #include <stdint.h>
 
 #include "synapse.h"
-
-enum { SYN_HUGE_PAGE_BYTES = 2 << 20 };
+#include "synapse_internal.h" /* SYN_HUGE_PAGE_BYTES, syn_file_map_huge_bytes */
 
 /* Opens path read-only as *fd and gives its size, refusing anything but a regular file: a FIFO
  * (whose open() would wait for a writer), a directory, a device (which is never opened), a socket.
@@ -46,8 +45,6 @@ syn_status syn_file_map(int fd, size_t size, const char *path, bool huge, void *
  * may write), it changes nothing. Call before touching the mapping beyond the header. */
 bool syn_file_map_recache_huge(int fd, const void *base, size_t size);
 
-/* Bytes of [base, base + size) currently mapped with huge pages (FilePmdMapped and
- * AnonHugePages of /proc/self/smaps); 0 where that file cannot be read. */
-size_t syn_file_map_huge_bytes(const void *base, size_t size);
+/* syn_file_map_huge_bytes: declared in synapse_internal.h (the tools' benchmark uses it). */
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "synapse_internal.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

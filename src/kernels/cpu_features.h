@@ -38,10 +38,7 @@ syn_isa syn_isa_best(void);
  * its GFNI builds of the 4- and 5-bit matvecs (same results, fewer instructions). */
 bool syn_cpu_has_gfni(void);
 
-/* Names this CPU in buf (at most n bytes, NUL-terminated), for benchmark reports: on x86-64 the
- * CPUID brand string and the family and model numbers (AMD family 25 is Zen 3 / Zen 4, 26 Zen 5),
- * on aarch64 /proc/cpuinfo's implementer and part codes; "unknown CPU" where neither is readable. */
-void syn_cpu_describe(char *buf, size_t n);
+/* syn_cpu_describe (the benchmark's CPU name): declared in synapse_internal.h. */
 
 /* "auto" -> syn_isa_best(); any other name -> syn_isa_parse() then syn_isa_check(). Never falls
  * back silently: an unavailable tier is SYN_ERR_UNAVAILABLE. */

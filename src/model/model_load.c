@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/file_map.h"
+#include "synapse_internal.h"
 #include "model/model.h"
 #include "model/wtype.h"
 #include "tokenizer/tokenizer.h"
@@ -489,4 +490,22 @@ syn_status syn_model_meta_str(const syn_model *model, const char *key, char *buf
         break;
     }
     return meta_text_out(buf, cap, text, (size_t)len, n_bytes);
+}
+
+const gguf_file *syn_model_gguf(const syn_model *model) { return model ? model->gguf : NULL; }
+
+void syn_model_get_work(const syn_model *model, syn_model_work *out) {
+    const syn_hparams *hp = &model->hp;
+    *out = (syn_model_work){
+        .token_embd_bytes = model->tok_embd.row_bytes * (uint64_t)model->tok_embd.ne[1],
+        .kv_values_per_position =
+            2ull * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim,
+        .block_matrix_type = hp->n_layer > 0 ? model->layers[0].wq.type : GGML_TYPE_COUNT,
+    };
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const syn_layer *L = &model->layers[l];
+        const syn_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            out->macs_per_token += (uint64_t)mats[i]->ne[0] * (uint64_t)mats[i]->ne[1];
+    }
 }

@@ -225,7 +225,7 @@ syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, 
     *n_ids = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        int k = utf8_next((const uint8_t *)text + i, len - i, &cp);
+        int k = syn_utf8_next((const uint8_t *)text + i, len - i, &cp);
         if (k <= 0)
             return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                             "syn_tokenize: invalid UTF-8 at byte offset %zu", i);

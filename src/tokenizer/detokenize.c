@@ -23,7 +23,7 @@ void byte_level_tables(uint16_t byte_cp[256], int16_t cp_byte[BYTE_LEVEL_CP_LIMI
     }
 }
 
-int utf8_next(const uint8_t *s, size_t n, uint32_t *cp) {
+int syn_utf8_next(const uint8_t *s, size_t n, uint32_t *cp) {
     uint8_t b0 = s[0];
     if (b0 < 0x80) {
         *cp = b0;
@@ -102,7 +102,7 @@ size_t tok_decode_token(const syn_tokenizer *tok, int32_t id, uint8_t *out) {
     size_t n = 0;
     for (size_t i = 0; i < t->len;) {
         uint32_t cp = 0;
-        int k = utf8_next(s + i, t->len - i, &cp);
+        int k = syn_utf8_next(s + i, t->len - i, &cp);
         out[n++] = (uint8_t)tok->cp_byte[cp];
         i += (size_t)k;
     }
@@ -228,7 +228,7 @@ static size_t stream_render(syn_detok_stream *s, const uint8_t *in, size_t n, bo
     *n_tail = 0;
     while (i < n) {
         uint32_t cp;
-        int k = utf8_next(in + i, n - i, &cp);
+        int k = syn_utf8_next(in + i, n - i, &cp);
         if (k > 0) {
             memcpy(s->text + out, in + i, (size_t)k);
             out += (size_t)k;

@@ -194,7 +194,7 @@ static syn_status check_byte_level_text(const syn_tokenizer *tok) {
         const uint8_t *s = (const uint8_t *)t->text;
         for (uint32_t j = 0; j < t->len;) {
             uint32_t cp = s[j];
-            int k = cp < 0x80 ? 1 : utf8_next(s + j, t->len - j, &cp);
+            int k = cp < 0x80 ? 1 : syn_utf8_next(s + j, t->len - j, &cp);
             if (k <= 0)
                 return syn_fail(SYN_ERR_FORMAT,
                                 "tokenizer.ggml.tokens[%d]: invalid UTF-8 at byte %u", i, j);

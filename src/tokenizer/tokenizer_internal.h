@@ -15,6 +15,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "synapse_internal.h" /* syn_utf8_next */
 #include "tokenizer/tokenizer.h"
 
 /* GGUF tokenizer.ggml.token_type values. */
@@ -125,11 +126,6 @@ syn_status pretok_split(const pcre2_code *code, pcre2_match_data *md, const char
  * U+0100 upwards. */
 void byte_level_tables(uint16_t byte_cp[256], int16_t cp_byte[BYTE_LEVEL_CP_LIMIT]);
 
-/* Examines the UTF-8 sequence at s[0..n) (n >= 1). Returns its length (1..4) when it is a
- * complete, well-formed character (*cp receives it); 0 when s is a well-formed but truncated
- * start of one; otherwise -k, where k >= 1 is the length of the maximal ill-formed subpart (the
- * bytes one U+FFFD replaces, as Unicode recommends). */
-int utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
 
 /* Writes cp as UTF-8 into out[4]; returns the length. cp must be a Unicode scalar value. */
 int utf8_put(uint32_t cp, char out[4]);

@@ -195,7 +195,7 @@ done
 # Each quantized file is the F32 file of the same seed quantized: the reference backend's logits
 # (all 432) stay close to the F32 model's, by a relative RMS difference that grows as the bits
 # shrink (measured: q8_0 0.020, q6_k 0.068, q5_k_m 0.131, q4_k_m 0.241, q4_0 0.262; a wrong
-# layout or scale gives ~1.4, uncorrelated logits). tests/unit/test_gen_quantize.c checks the
+# layout or scale gives ~1.4, uncorrelated logits). tests/unit/test_weight_quantize.c checks the
 # quantizers value by value.
 check "gen-model test-qwen3 f32" gen_preset test-qwen3 5 f32 tests/data/arch/qwen3-s5-q8_0.gguf "$tmp/qwen3-f32.gguf"
 all_logits() { "$SYNAPSE" eval -m "$1" --backend reference --tokens 85,322,31,96,374,12,300,77 --top 432 --json; }

@@ -1,12 +1,12 @@
 /* fuzz_openai_request.c: libFuzzer target: any bytes as the body of a chat completion and of a
- * completion request (tools/synapse/serve/openai_request.c). A body is either refused with a
+ * completion request (tools/serve/openai_request.c). A body is either refused with a
  * complete error or accepted with every field in range; both are checked here. Built by
  * `make fuzz`. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "../../tools/synapse/serve/openai_request.h"
+#include "serve/openai_request.h"
 
 /* Traps (a crash libFuzzer reports) when a promise of oa_request_parse is broken. */
 #define REQUIRE(cond)                                                                              \

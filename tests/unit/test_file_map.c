@@ -21,6 +21,7 @@
 #include "core/file_map.h"
 #include "model/model.h"
 #include "synapse.h"
+#include "synapse_internal.h"
 
 enum { MIB = 1 << 20 };
 

@@ -1,0 +1,155 @@
+/*
+ * server.h: `synapse serve`, an OpenAI-compatible HTTP server over one syn_engine.
+ *
+ *   cmd_serve.c     options, start-up (HTTP first, so /health answers 503 while the model loads),
+ *                   signals and the graceful stop
+ *   http.c          libmicrohttpd glue: one thread per connection, body limits, API key, routing,
+ *                   the one log line per request, JSON and error responses
+ *   completions.c   /v1/chat/completions and /v1/completions: engine requests, SSE streaming,
+ *                   logprobs, the response objects
+ *   endpoints.c     /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page
+ *   admin.c         POST /admin/models and DELETE /admin/models/ALIAS: residency at run time
+ *   models.c        the models a node serves, each with its engine, on shared compute threads
+ *   openai_request.c  the request body -> oa_request (pure; fuzzed)
+ *
+ * Threading: libmicrohttpd runs each connection on its own thread, and a handler may block there
+ * (a streaming response waits for the engine's next token). The engine's scheduler thread calls
+ * the token callbacks, which only append to a per-request buffer under its mutex.
+ */
+#ifndef SYNAPSE_SERVE_SERVER_H
+#define SYNAPSE_SERVE_SERVER_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "synapse.h"
+#include "common/text.h"
+
+/* A model given on the command line: -m PATH [--alias NAME]. */
+typedef struct model_arg {
+    const char *path;
+    const char *alias; /* NULL: the file name without ".gguf" */
+} model_arg;
+
+typedef struct server_opts {
+    model_arg *models; /* [n_models] (malloc'd) */
+    size_t n_models;
+    const char *host;
+    uint16_t port;
+    int32_t n_parallel;
+    int32_t n_threads;
+    const char *api_key; /* NULL: no authentication */
+    uint32_t n_ctx;      /* per request; 0: the model's training context */
+    uint32_t kv_budget_mib;
+    uint32_t max_queue;      /* requests waiting for a slot before 503 */
+    uint32_t timeout_s;      /* idle connection timeout */
+    uint32_t grace_s;        /* on SIGINT/SIGTERM: how long running requests may finish */
+    size_t max_body_bytes;   /* larger bodies get 413 */
+    uint32_t max_connections;
+    bool huge_pages;
+    syn_isa_tier isa;
+    syn_kv_type kv_type;
+} server_opts;
+
+/* Running totals for /metrics (the engine keeps the token counts). */
+typedef struct server_counters {
+    atomic_uint_fast64_t by_status[600]; /* responses by HTTP status */
+    atomic_uint_fast64_t cancelled;      /* clients gone before their request finished */
+} server_counters;
+
+/* One served model. Fields other than users and draining are fixed once it is listed. */
+typedef struct served_model {
+    char *alias;
+    char *path;
+    syn_model *model;
+    syn_engine *engine;
+    const syn_tokenizer *tok;
+    int32_t n_parallel;
+    long long created; /* when it was loaded (Unix time), for /v1/models */
+    int users;         /* requests holding it (models_lock) */
+    bool draining;     /* being removed: found by no lookup (models_lock) */
+    struct served_model *next;
+} served_model;
+
+typedef struct server {
+    server_opts opts;
+    syn_compute_pool *pool; /* the compute threads every model's engine shares */
+    pthread_mutex_t models_lock;
+    pthread_cond_t models_idle; /* a draining model's last request finished */
+    served_model *models;       /* in load order */
+    atomic_bool ready;    /* the command line's models are loaded: /health 200 */
+    atomic_bool stopping; /* SIGINT/SIGTERM seen: new completions get 503 */
+    atomic_uint active_completions;
+    pthread_mutex_t completions_lock;
+    struct completion *completions; /* the submitted ones, for the stop (completions_lock) */
+    struct MHD_Daemon *daemon;
+    server_counters counters;
+} server;
+
+/* One HTTP request in flight: what the access handler accumulates and the log line reports. */
+typedef struct http_request {
+    server *srv;
+    struct MHD_Connection *conn;
+    char method[8];
+    char path[128];
+    double start_ms;
+    text_buf body; /* the upload so far, NUL-terminated once anything came */
+    bool body_too_large;
+    bool responded;
+    unsigned status;
+    uint64_t prompt_tokens, completion_tokens;
+} http_request;
+
+/* Loads path as alias and starts its engine; 0, or -1 with err filled. */
+int models_load(server *srv, const char *path, const char *alias, char *err, size_t cap);
+/* The model named alias (NULL: the only one, when there is exactly one), held until
+ * models_release; NULL when there is none or it is being removed. */
+served_model *models_acquire(server *srv, const char *alias);
+void models_release(server *srv, served_model *m);
+/* Stops lookups of alias, waits for its requests to finish, then frees it; -1: no such model. */
+int models_unload(server *srv, const char *alias);
+/* The served aliases as "'a', 'b'" into buf; returns how many. */
+size_t models_names(server *srv, char *buf, size_t cap);
+/* Frees every model and its engine, once no connection is left. */
+void models_free_all(server *srv);
+
+/* Cancels every running completion (the stop, after its grace period); their connections then
+ * end at once. */
+void completions_cancel_all(server *srv);
+
+/* The request body ("" when none came). */
+static inline const char *http_body(const http_request *hr) { return hr->body.data ? hr->body.data : ""; }
+
+/* Starts the HTTP daemon on opts.host:opts.port; 0 or an exit status (error printed). */
+int http_start(server *srv);
+/* The port listened on (the one the kernel chose for --port 0). */
+uint16_t http_port(const server *srv);
+void http_stop(server *srv);
+
+/* Responses. Each queues the response, records the status and returns MHD's answer. */
+enum MHD_Result http_send_json(http_request *hr, unsigned status, json_t *body); /* steals body */
+enum MHD_Result http_send_text(http_request *hr, unsigned status, const char *content_type,
+                               const char *text, size_t len);
+/* An OpenAI-shaped error. */
+enum MHD_Result http_send_error(http_request *hr, unsigned status, const char *type,
+                                const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* Whether the client's connection is still open (a closed one cancels its request). */
+bool http_client_alive(http_request *hr);
+
+/* Endpoint handlers (the body is complete when they run). */
+enum MHD_Result handle_completions(http_request *hr, bool chat);
+enum MHD_Result handle_models(http_request *hr);
+enum MHD_Result handle_health(http_request *hr);
+enum MHD_Result handle_metrics(http_request *hr);
+enum MHD_Result handle_tokenize(http_request *hr);
+enum MHD_Result handle_detokenize(http_request *hr);
+enum MHD_Result handle_chat_page(http_request *hr);
+enum MHD_Result handle_admin_load(http_request *hr);
+enum MHD_Result handle_admin_unload(http_request *hr); /* path /admin/models/ALIAS */
+
+#endif
