@@ -3,7 +3,7 @@
 # includes the public synapse.h, the library's one internal header synapse_internal.h and the
 # tools' own headers, nothing else of src/; the library never includes anything of tools/; the
 # tools' folders depend downwards only (cli, serve and cluster on common; common on nothing of
-# theirs; main.c on the commands).
+# theirs; main.c on the commands); no two files, in src/ or tools/, call each other.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/cli/lib.sh
@@ -49,6 +49,16 @@ probe=$(cd "$tmp" && scan)
 check "a tool including model/model.h is reported" grep -q 'probe_src.c -> model/model.h' <<<"$probe"
 check "cli including serve's header is reported" grep -q 'probe_sideways.c.*another' <<<"$probe"
 check "common including cli's header is reported" grep -q 'probe_up.c.*no program' <<<"$probe"
+
+# No two files call each other (the layers call downwards only), in the library or the tools.
+cycles=$(python3 tests/tools/call_cycles.py src tools)
+check "no two files of src/ or tools/ call each other" test -z "$cycles"
+[ -n "$cycles" ] && echo "$cycles"
+mkdir -p "$tmp/cyc"
+printf 'void b(void);\nvoid a(void) { b(); }\n' >"$tmp/cyc/a.c"
+printf 'void a(void);\nvoid b(void) { a(); }\n' >"$tmp/cyc/b.c"
+check "two files calling each other are reported" \
+    sh -c "! python3 tests/tools/call_cycles.py '$tmp/cyc' >/dev/null"
 
 lib_to_tools=$(grep -rlE '#[[:space:]]*include[[:space:]]*"[^"]*tools/' src include || true)
 check "the library includes nothing of tools/" test -z "$lib_to_tools"

@@ -203,7 +203,7 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    rc = http_start(&srv);
+    rc = http_start(&srv, serve_routes, serve_n_routes);
     if (rc == EXIT_OK) {
         fprintf(stderr, "synapse serve: listening on http://%s:%u/ (model loading)\n", srv.opts.host, http_port(&srv));
         rc = start_models(&srv);

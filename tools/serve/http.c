@@ -115,43 +115,15 @@ static bool authorized(http_request *hr) {
     return auth && strncmp(auth, "Bearer ", 7) == 0 && strcmp(auth + 7, key) == 0;
 }
 
-typedef struct route {
-    const char *path; /* the whole path, or with prefix its start */
-    bool prefix;
-    const char *method;
-    bool needs_key;
-    enum MHD_Result (*handle)(http_request *hr);
-} route;
-
-static enum MHD_Result chat_completions(http_request *hr) { return handle_completions(hr, true); }
-static enum MHD_Result completions(http_request *hr) { return handle_completions(hr, false); }
-
-/* The OpenAI paths, and the same without /v1 as llama-server accepts them. */
-static const route routes[] = {
-    {"/v1/chat/completions", false, "POST", true, chat_completions},
-    {"/chat/completions", false, "POST", true, chat_completions},
-    {"/v1/completions", false, "POST", true, completions},
-    {"/completions", false, "POST", true, completions},
-    {"/v1/models", false, "GET", true, handle_models},
-    {"/models", false, "GET", true, handle_models},
-    {"/tokenize", false, "POST", true, handle_tokenize},
-    {"/detokenize", false, "POST", true, handle_detokenize},
-    {"/health", false, "GET", false, handle_health},
-    {"/metrics", false, "GET", false, handle_metrics},
-    {"/", false, "GET", false, handle_chat_page},
-    {"/admin/models", false, "POST", true, handle_admin_load},
-    {"/admin/models/", true, "DELETE", true, handle_admin_unload},
-};
-
-static bool route_matches(const route *r, const char *path) {
+static bool route_matches(const http_route *r, const char *path) {
     if (!r->prefix) return strcmp(r->path, path) == 0;
     const size_t n = strlen(r->path);
     return strncmp(r->path, path, n) == 0 && path[n] != '\0';
 }
 
 static enum MHD_Result dispatch(http_request *hr) {
-    const route *found = NULL;
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+    const http_route *found = NULL, *routes = hr->srv->routes;
+    for (size_t i = 0; i < hr->srv->n_routes; i++) {
         if (!route_matches(&routes[i], hr->path)) continue;
         found = &routes[i];
         if (strcmp(routes[i].method, hr->method) == 0) break;
@@ -238,8 +210,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, srv->opts.timeout_s);
 }
 
-int http_start(server *srv) {
+int http_start(server *srv, const http_route *routes, size_t n_routes) {
     const server_opts *o = &srv->opts;
+    srv->routes = routes;
+    srv->n_routes = n_routes;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE},
                     *addr = NULL;
     char port[8];

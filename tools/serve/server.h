@@ -75,8 +75,21 @@ typedef struct served_model {
     struct served_model *next;
 } served_model;
 
+struct http_request;
+
+/* One route: requests for path (or, with prefix, below it) and method go to handle. */
+typedef struct http_route {
+    const char *path; /* the whole path, or with prefix its start */
+    bool prefix;
+    const char *method;
+    bool needs_key; /* answered only with the API key */
+    enum MHD_Result (*handle)(struct http_request *hr);
+} http_route;
+
 typedef struct server {
     server_opts opts;
+    const http_route *routes; /* [n_routes], what http_start was given */
+    size_t n_routes;
     syn_compute_pool *pool; /* the compute threads every model's engine shares */
     pthread_mutex_t models_lock;
     pthread_cond_t models_idle; /* a draining model's last request finished */
@@ -124,8 +137,9 @@ void completions_cancel_all(server *srv);
 /* The request body ("" when none came). */
 static inline const char *http_body(const http_request *hr) { return hr->body.data ? hr->body.data : ""; }
 
-/* Starts the HTTP daemon on opts.host:opts.port; 0 or an exit status (error printed). */
-int http_start(server *srv);
+/* Starts the HTTP daemon on opts.host:opts.port, dispatching to routes (the first whose path
+ * matches; 405 for another method, 404 for no path); 0 or an exit status (error printed). */
+int http_start(server *srv, const http_route *routes, size_t n_routes);
 /* The port listened on (the one the kernel chose for --port 0). */
 uint16_t http_port(const server *srv);
 void http_stop(server *srv);
@@ -142,6 +156,10 @@ enum MHD_Result http_send_error(http_request *hr, unsigned status, const char *t
 bool http_client_alive(http_request *hr);
 
 /* Endpoint handlers (the body is complete when they run). */
+/* The route table (routes.c): every path the server answers. */
+extern const http_route serve_routes[];
+extern const size_t serve_n_routes;
+
 enum MHD_Result handle_completions(http_request *hr, bool chat);
 enum MHD_Result handle_models(http_request *hr);
 enum MHD_Result handle_health(http_request *hr);
