@@ -71,6 +71,13 @@ size_t syn_file_map_huge_bytes(const void *base, size_t size);
  * bytes one U+FFFD replaces, as Unicode recommends). */
 int syn_utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
 
+/* ---- Chat formats ---- */
+
+/* The names syn_chat_format's template_name takes, for usage texts and errors. */
+#define SYN_CHAT_FORMAT_NAMES "chatml, llama3"
+/* Whether name is one of them. */
+bool syn_chat_format_known(const char *name);
+
 /* ---- Tokenizing ---- */
 
 /* syn_tokenize into a new malloc'd array sized to fit (*ids; the caller frees it). */

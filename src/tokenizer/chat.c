@@ -77,6 +77,27 @@ static void put_turn(text_out *o, chat_format format, const char *role, const ch
     put(o, "<|eot_id|>");
 }
 
+/* The formats template_name may force, by name (SYN_CHAT_FORMAT_NAMES lists them). */
+static const struct {
+    const char *name;
+    chat_format format;
+} format_names[] = {{"chatml", CHAT_CHATML}, {"llama3", CHAT_LLAMA3}};
+
+static bool chat_format_by_name(const char *name, chat_format *out) {
+    for (size_t i = 0; i < sizeof format_names / sizeof format_names[0]; i++) {
+        if (strcmp(name, format_names[i].name) == 0) {
+            *out = format_names[i].format;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool syn_chat_format_known(const char *name) {
+    chat_format format;
+    return name && chat_format_by_name(name, &format);
+}
+
 static bool known_role(const char *role) {
     return strcmp(role, "system") == 0 || strcmp(role, "user") == 0 ||
            strcmp(role, "assistant") == 0;
@@ -95,11 +116,10 @@ syn_status syn_chat_format(const syn_model *model, const char *template_name,
     if (!template_name) {
         syn_status st = chat_template_recognise(syn_model_tokenizer(model)->chat_template, &style);
         if (st != SYN_OK) return st;
-    } else if (strcmp(template_name, "llama3") == 0) {
-        style.format = CHAT_LLAMA3;
-    } else if (strcmp(template_name, "chatml") != 0) {
+    } else if (!chat_format_by_name(template_name, &style.format)) {
         return syn_fail(SYN_ERR_INVALID_ARGUMENT,
-                        "syn_chat_format: unknown template_name '%s' (known: chatml, llama3)",
+                        "syn_chat_format: unknown template_name '%s' (known: " SYN_CHAT_FORMAT_NAMES
+                        ")",
                         template_name);
     }
     for (size_t i = 0; i < n_messages; i++) {

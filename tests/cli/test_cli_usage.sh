@@ -119,7 +119,7 @@ expect_exit 2 "bench -t 1,257" "$SYNAPSE" bench -m "$M" -t 1,257
 expect_error_mentions "[1, 256]" "bench -t: the range is named"
 expect_exit 0 "-t 256 is accepted" "$SYNAPSE" run -m "$M" -p x -n 1 -t 256
 expect_exit 2 "--chat-template vicuna" "$SYNAPSE" run -m "$M" --chat -p x -n 1 --chat-template vicuna
-expect_error_mentions "unknown template 'vicuna' (expected chatml or llama3)" "the template and the accepted ones are named"
+expect_error_mentions "unknown template 'vicuna' (expected chatml, llama3)" "the template and the accepted ones are named"
 expect_exit 2 "--chat-template vicuna without --chat" "$SYNAPSE" run -m "$M" -p x -n 1 --chat-template vicuna
 expect_exit 2 "chat --chat-template vicuna" "$SYNAPSE" chat -m "$M" --chat-template vicuna </dev/null
 expect_exit 2 "--top-p 1e-50 (0 as a float)" "$SYNAPSE" run -m "$M" -p x -n 1 --top-p 1e-50

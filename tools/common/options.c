@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "synapse_internal.h"
+
 void gen_opts_init(gen_opts *o, int32_t n_predict) {
     memset(o, 0, sizeof *o);
     o->n_predict = n_predict;
@@ -79,9 +81,10 @@ int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o) {
     }
     if ((groups & GEN_TEMPLATE) && strcmp(arg, "--chat-template") == 0) {
         TAKE_VALUE();
-        /* syn_chat_format knows this one name; any other is refused, also without --chat. */
-        if (strcmp(v, "chatml") != 0 && strcmp(v, "llama3") != 0)
-            return fail_usage("%s: unknown template '%s' (expected chatml or llama3)", arg, v);
+        /* A name syn_chat_format does not know is a usage error, also without --chat. */
+        if (!syn_chat_format_known(v))
+            return fail_usage("%s: unknown template '%s' (expected " SYN_CHAT_FORMAT_NAMES ")", arg,
+                              v);
         o->chat_template = v;
         return EXIT_OK;
     }

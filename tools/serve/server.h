@@ -1,5 +1,5 @@
 /*
- * server.h: `synapse serve`, an OpenAI-compatible HTTP server over one syn_engine.
+ * server.h: `synapse serve`, an OpenAI-compatible HTTP server over one syn_engine per served model.
  *
  *   cmd_serve.c     options, start-up (HTTP first, so /health answers 503 while the model loads),
  *                   signals and the graceful stop
