@@ -18,6 +18,7 @@
 #include "gguf/gguf.h"
 #include "synapse.h"
 #include "tokenizer/tokenizer.h"
+#include "synapse_internal.h"
 
 enum {
     QWEN_N_VOCAB = 151936,
@@ -519,6 +520,9 @@ typedef struct tiny_spec {
     int64_t eos;         /* < 0: omitted */
     bool drop_byte_zero; /* leave out the token of byte 0x00 */
     bool short_types;    /* one token type fewer than tokens */
+    int64_t bos;         /* < 0: omitted */
+    int add_bos, add_eos; /* tokenizer.ggml.add_{bos,eos}_token: < 0 omitted, else the bool */
+    bool add_bos_as_u32;  /* write add_bos_token as a uint32 (a wrong type) */
 } tiny_spec;
 
 /* ids 0..255: the bytes in order; then these. */
@@ -560,6 +564,17 @@ static syn_status load_tiny(const tiny_spec *spec, int32_t n_vocab_model, gguf_f
     if (spec->eos >= 0)
         assert_int_equal(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)spec->eos),
                          SYN_OK);
+    if (spec->bos >= 0)
+        assert_int_equal(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)spec->bos),
+                         SYN_OK);
+    if (spec->add_bos >= 0 && spec->add_bos_as_u32)
+        assert_int_equal(gguf_writer_set_u32(w, "tokenizer.ggml.add_bos_token", 1), SYN_OK);
+    else if (spec->add_bos >= 0)
+        assert_int_equal(gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", spec->add_bos),
+                         SYN_OK);
+    if (spec->add_eos >= 0)
+        assert_int_equal(gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", spec->add_eos),
+                         SYN_OK);
     char *dir = test_make_temp_dir();
     assert_non_null(dir);
     char path[4200];
@@ -573,8 +588,14 @@ static syn_status load_tiny(const tiny_spec *spec, int32_t n_vocab_model, gguf_f
 }
 
 static tiny_spec tiny_default(void) {
-    return (tiny_spec){"gpt2", "qwen2", tiny_merges, sizeof tiny_merges / sizeof tiny_merges[0],
-                       -1,    false,  false};
+    return (tiny_spec){.model = "gpt2",
+                       .pre = "qwen2",
+                       .merges = tiny_merges,
+                       .n_merges = sizeof tiny_merges / sizeof tiny_merges[0],
+                       .eos = -1,
+                       .bos = -1,
+                       .add_bos = -1,
+                       .add_eos = -1};
 }
 
 static void expect_ids(const syn_tokenizer *tok, const char *text, bool special,
@@ -617,6 +638,92 @@ static void test_tiny_bpe(void **state) {
     size_t n = 99;
     assert_int_equal(syn_tokenizer_token_bytes(tok, TINY_COUNT + 3, buf, sizeof buf, &n), SYN_OK);
     assert_int_equal(n, 0);
+    tokenizer_free(tok);
+    gguf_close(f);
+}
+
+/* syn_tokenize with add_special (ids malloc'd, *n their count). */
+static int32_t *prompt_ids(const syn_tokenizer *tok, const char *text, bool parse_special,
+                           size_t *n) {
+    int32_t *ids = NULL;
+    assert_int_equal(syn_tokenize_new(tok, text, strlen(text), true, parse_special, &ids, n), SYN_OK);
+    return ids;
+}
+
+static void expect_prompt(const syn_tokenizer *tok, const char *text, bool parse_special,
+                          const int32_t *want, size_t n_want) {
+    size_t n;
+    int32_t *ids = prompt_ids(tok, text, parse_special, &n);
+    assert_ids(ids, n, want, n_want, text);
+    free(ids);
+}
+
+/* The prompt policy: tokenizer.ggml.add_bos_token / add_eos_token, the pre-tokenizer's default,
+ * one BOS even when the text writes its own, the counts with a short buffer. */
+static void test_prompt_policy(void **state) {
+    (void)state;
+    enum { BOS = TINY_IM_END, EOS = TINY_TOOL };
+    tiny_spec spec = tiny_default();
+    spec.bos = BOS;
+    spec.eos = EOS;
+    spec.add_bos = 1;
+    gguf_file *f;
+    syn_tokenizer *tok;
+    assert_int_equal(load_tiny(&spec, TINY_COUNT, &f, &tok), SYN_OK);
+    assert_true(syn_tokenizer_adds_bos(tok));
+    assert_false(syn_tokenizer_adds_eos(tok));
+    expect_ids(tok, "abab", true, (const int32_t[]){TINY_AB, TINY_AB}, 2); /* without add_special */
+    expect_prompt(tok, "abab", true, (const int32_t[]){BOS, TINY_AB, TINY_AB}, 3);
+    expect_prompt(tok, "", true, (const int32_t[]){BOS}, 1);
+    /* The text's own BOS is kept and not doubled; read as plain text it is no BOS. */
+    expect_prompt(tok, "<|im_end|>ab", true, (const int32_t[]){BOS, TINY_AB}, 2);
+    expect_prompt(tok, "<|im_end|><|im_end|>ab", true, (const int32_t[]){BOS, BOS, TINY_AB}, 3);
+    expect_prompt(tok, "<|im_end|>", false,
+                  (const int32_t[]){BOS, '<', '|', 'i', 'm', '_', 'e', 'n', 'd', '|', '>'}, 11);
+    /* The full count whatever the buffer, the BOS first in what fits. */
+    int32_t one[1] = {-7};
+    size_t n = 0;
+    assert_int_equal(syn_tokenize(tok, "abab", 4, true, true, NULL, 0, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(n, 3);
+    assert_int_equal(syn_tokenize(tok, "abab", 4, true, true, one, 1, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(n, 3);
+    assert_int_equal(one[0], BOS);
+    tokenizer_free(tok);
+    gguf_close(f);
+
+    /* EOS last, once: a text that ends with it keeps its own. */
+    spec.add_eos = 1;
+    assert_int_equal(load_tiny(&spec, TINY_COUNT, &f, &tok), SYN_OK);
+    assert_true(syn_tokenizer_adds_eos(tok));
+    expect_prompt(tok, "ab", true, (const int32_t[]){BOS, TINY_AB, EOS}, 3);
+    expect_prompt(tok, "ab<tool>", true, (const int32_t[]){BOS, TINY_AB, EOS}, 3);
+    tokenizer_free(tok);
+    gguf_close(f);
+
+    /* Where add_bos_token is absent: llama-bpe asks for a BOS (when the file names one), qwen2
+     * does not. */
+    spec = tiny_default();
+    spec.bos = BOS;
+    assert_int_equal(load_tiny(&spec, TINY_COUNT, &f, &tok), SYN_OK);
+    assert_false(syn_tokenizer_adds_bos(tok));
+    expect_prompt(tok, "ab", true, (const int32_t[]){TINY_AB}, 1);
+    tokenizer_free(tok);
+    gguf_close(f);
+    spec.pre = "llama-bpe";
+    assert_int_equal(load_tiny(&spec, TINY_COUNT, &f, &tok), SYN_OK);
+    assert_true(syn_tokenizer_adds_bos(tok));
+    expect_prompt(tok, "ab", true, (const int32_t[]){BOS, TINY_AB}, 2);
+    tokenizer_free(tok);
+    gguf_close(f);
+    spec.bos = -1; /* llama-bpe's default needs a BOS id: without one, none */
+    assert_int_equal(load_tiny(&spec, TINY_COUNT, &f, &tok), SYN_OK);
+    assert_false(syn_tokenizer_adds_bos(tok));
+    tokenizer_free(tok);
+    gguf_close(f);
+    spec.add_bos = 0; /* the key wins over the default */
+    spec.bos = BOS;
+    assert_int_equal(load_tiny(&spec, TINY_COUNT, &f, &tok), SYN_OK);
+    assert_false(syn_tokenizer_adds_bos(tok));
     tokenizer_free(tok);
     gguf_close(f);
 }
@@ -677,6 +784,18 @@ static void test_load_refusals(void **state) {
         expect_refusal(&s, 1000, SYN_ERR_FORMAT, bad[i].needle);
         assert_non_null(strstr(syn_last_error(), "tokenizer.ggml.merges[1]"));
     }
+    /* The policy keys: a BOS asked for without an id, a key of the wrong type. */
+    s = tiny_default();
+    s.add_bos = 1;
+    expect_refusal(&s, 1000, SYN_ERR_FORMAT, "tokenizer.ggml.add_bos_token asks for a BOS");
+    s = tiny_default();
+    s.add_eos = 1;
+    expect_refusal(&s, 1000, SYN_ERR_FORMAT, "tokenizer.ggml.add_eos_token asks for an EOS");
+    s = tiny_default();
+    s.bos = TINY_IM_END;
+    s.add_bos = 1;
+    s.add_bos_as_u32 = true;
+    expect_refusal(&s, 1000, SYN_ERR_FORMAT, "tokenizer.ggml.add_bos_token");
 }
 
 /* Load time of the full Qwen2.5 vocabulary (151,936 tokens, 151,387 merges). */
@@ -713,6 +832,7 @@ int main(void) {
         cmocka_unit_test(test_stream_invalid_bytes),
         cmocka_unit_test(test_long_runs),
         cmocka_unit_test(test_tiny_bpe),
+        cmocka_unit_test(test_prompt_policy),
         cmocka_unit_test(test_load_refusals),
         cmocka_unit_test(test_load_time),
     };
