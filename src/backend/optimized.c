@@ -119,8 +119,6 @@ typedef struct opt_state {
     void *const **ctx_blocks;
     bool *ctx_want;
 
-    uint32_t attn_cap; /* keys the per-thread attention scratch can hold */
-
     /* RoPE table for positions [0, rope_cap): angle pos * base^(-2i/head_dim) / rope_factor[i],
      * i < head_dim/2. */
     uint32_t rope_cap;
@@ -143,7 +141,7 @@ typedef struct opt_state {
 
     /* Per-thread scratch. */
     float **row_tmp;  /* [n_threads] -> [max(n_embd, n_ff, q_dim)] one float weight row */
-    float **attn_tmp; /* [n_threads] -> [opt_attn_scratch_floats(group, head_dim, attn_cap)] */
+    float **attn_tmp; /* [n_threads] -> [opt_attn_scratch_floats(group)] */
 } opt_state;
 
 /* The activation format of matrix t as a bit (0: the float path). */
@@ -368,9 +366,11 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
         if (!s->ctx_pos || !s->ctx_blocks || !s->ctx_want || !s->row_tmp || !s->attn_tmp)
             st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
         size_t widest = max_sz(max_sz((size_t)hp->n_embd, (size_t)hp->n_ff), (size_t)hp->q_dim);
+        const size_t attn_floats = opt_attn_scratch_floats(s->group);
         for (int i = 0; st == SYN_OK && i < n_threads; i++) {
             s->row_tmp[i] = malloc(sizeof(float) * widest);
-            if (!s->row_tmp[i])
+            s->attn_tmp[i] = malloc(sizeof(float) * attn_floats);
+            if (!s->row_tmp[i] || !s->attn_tmp[i])
                 st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
         }
     }
@@ -404,24 +404,6 @@ static syn_status grow_own_blocks(opt_state *s, uint32_t n_positions) {
     s->own_blocks = table;
     for (; s->n_own_blocks < need; s->n_own_blocks++)
         table[s->n_own_blocks] = syn_block_arena_at(&s->own_arena, s->n_own_blocks);
-    return SYN_OK;
-}
-
-/* Per-thread attention scratch for up to n_keys keys. */
-static syn_status grow_attn(opt_state *s, uint32_t n_keys) {
-    if (n_keys <= s->attn_cap) return SYN_OK;
-    uint32_t cap = s->attn_cap ? s->attn_cap : 64;
-    while (cap < n_keys)
-        cap = cap > UINT32_MAX / 2 ? n_keys : cap * 2;
-    size_t floats = opt_attn_scratch_floats(s->group, s->model->hp.head_dim, cap);
-    for (int i = 0; i < s->n_threads; i++) {
-        float *t = realloc(s->attn_tmp[i], sizeof(float) * floats);
-        if (!t)
-            return syn_fail(SYN_ERR_NO_MEMORY,
-                            "optimized backend: attention scratch of %u positions", cap);
-        s->attn_tmp[i] = t;
-    }
-    s->attn_cap = cap;
     return SYN_OK;
 }
 
@@ -1001,7 +983,6 @@ static syn_status opt_forward_batch(void *opaque, const syn_batch *b) {
                         "optimized backend: position %u is beyond the context of %u", max_pos,
                         s->n_ctx);
     syn_status st = grow_rope(s, max_pos + 1);
-    if (st == SYN_OK) st = grow_attn(s, max_pos + 1);
     if (st == SYN_OK) st = grow_batch(s, b->n < OPT_MAX_BATCH ? b->n : OPT_MAX_BATCH);
     const size_t n_vocab = (size_t)s->model->hp.n_vocab;
     size_t n_out = 0; /* logits rows written by earlier slices */

@@ -45,13 +45,12 @@ typedef struct opt_attn_args {
     size_t layer_off;          /* bytes from a block's start to the layer's K and V */
     const float *q;     /* [group][head_dim] the roped query heads */
     float *out;         /* [group][head_dim] softmax(q k / sqrt(d)) v */
-    float *scratch;     /* [opt_attn_scratch_floats(...)] */
+    float *scratch;     /* [opt_attn_scratch_floats(group)] */
 } opt_attn_args;
 
-/* Floats of scratch one attention call needs (the same for any n_keys: one block at a time). */
-static inline size_t opt_attn_scratch_floats(int32_t group, int32_t head_dim, uint32_t n_keys) {
-    (void)n_keys;
-    (void)head_dim;
+/* Floats of scratch one attention call over a group of query heads needs (the same for any
+ * n_keys: it holds one block's scores at a time). */
+static inline size_t opt_attn_scratch_floats(int32_t group) {
     return (size_t)group * (SYN_KV_BLOCK + OPT_KV_BLOCK + 2);
 }
 

@@ -38,7 +38,7 @@ static double now_s(void) {
 
 static void *worker(void *arg) {
     const int t = (int)(intptr_t)arg;
-    float *scratch = malloc(sizeof(float) * opt_attn_scratch_floats(GROUP, HEAD_DIM, B.depth));
+    float *scratch = malloc(sizeof(float) * opt_attn_scratch_floats(GROUP));
     if (!scratch) abort();
     for (int step = -1; step < B.n_steps; step++) { /* step -1: warm-up */
         const double t0 = now_s();
