@@ -45,13 +45,15 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "backend/optimized_simd.h"
 #include "core/block_arena.h"
 #include "core/error.h"
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
 #include "model/wtype.h"
 #include "threads/threadpool.h"
+
+_Static_assert((int)SYN_KV_BLOCK == (int)SYN_ATTN_BLOCK,
+               "the attention kernel reads the KV blocks");
 
 /* The quantized activation formats, as bits. */
 enum { OPT_FMT_Q8_0 = 1, OPT_FMT_Q8_1 = 2, OPT_FMT_Q8_K = 4 };
@@ -87,7 +89,6 @@ typedef struct opt_layer_vecs {
 typedef struct opt_state {
     const struct syn_model *model;
     syn_kernels k;
-    opt_simd simd;
     syn_threadpool *pool;
     bool owns_pool; /* false: a syn_compute_pool's threads, shared with other engines */
     int n_threads;
@@ -105,7 +106,7 @@ typedef struct opt_state {
     const float *rope_factor; /* [head_dim / 2] rope_freqs, NULL: all 1 */
     float *vec_copies;        /* backing store of the vectors that are not F32 views */
 
-    /* KV block geometry (backend.h, optimized_simd.h): a block is [n_layer] of [n_head_kv] of
+    /* KV block geometry (backend.h, kernels/floats.h): a block is [n_layer] of [n_head_kv] of
      * K [head_dim][SYN_KV_BLOCK] followed by V [head_dim / 16][SYN_KV_BLOCK][16]. */
     size_t kv_k_bytes;     /* one layer's K (or V) in a block, all heads */
     size_t kv_block_bytes; /* n_layer * 2 * kv_k_bytes */
@@ -141,7 +142,7 @@ typedef struct opt_state {
 
     /* Per-thread scratch. */
     float **row_tmp;  /* [n_threads] -> [max(n_embd, n_ff, q_dim)] one float weight row */
-    float **attn_tmp; /* [n_threads] -> [opt_attn_scratch_floats(group)] */
+    float **attn_tmp; /* [n_threads] -> [syn_attn_scratch_floats(group)] */
 } opt_state;
 
 /* The activation format of matrix t as a bit (0: the float path). */
@@ -289,10 +290,10 @@ static syn_status check_matrix(const syn_tensor *t, const syn_kernels *k) {
 
 static syn_status check_model(const struct syn_model *m, const syn_kernels *k) {
     const syn_hparams *hp = &m->hp;
-    if (hp->head_dim % OPT_KV_BLOCK != 0 || hp->head_dim < 2)
+    if (hp->head_dim % SYN_ATTN_KEY_GROUP != 0 || hp->head_dim < 2)
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "optimized backend: head_dim %d is not a multiple of %d", hp->head_dim,
-                        OPT_KV_BLOCK);
+                        SYN_ATTN_KEY_GROUP);
     if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "optimized backend: %d query heads do not group over %d kv heads",
@@ -348,7 +349,6 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
                         SYN_MAX_THREADS);
     }
 
-    opt_simd_get(cfg->isa, &s->simd);
     st = bind_vectors(s);
     if (st == SYN_OK && cfg->shared_pool) {
         s->pool = cfg->shared_pool;
@@ -366,7 +366,7 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
         if (!s->ctx_pos || !s->ctx_blocks || !s->ctx_want || !s->row_tmp || !s->attn_tmp)
             st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
         size_t widest = max_sz(max_sz((size_t)hp->n_embd, (size_t)hp->n_ff), (size_t)hp->q_dim);
-        const size_t attn_floats = opt_attn_scratch_floats(s->group);
+        const size_t attn_floats = syn_attn_scratch_floats(s->group);
         for (int i = 0; st == SYN_OK && i < n_threads; i++) {
             s->row_tmp[i] = malloc(sizeof(float) * widest);
             s->attn_tmp[i] = malloc(sizeof(float) * attn_floats);
@@ -525,7 +525,7 @@ static void mat_rows(const opt_state *s, const syn_tensor *w, const opt_acts *in
     for (int64_t r = r0; r < r1; r++) {
         syn_tensor_row(w, r, row);
         for (size_t t = 0; t < in->n; t++)
-            y[(int64_t)t * y_stride + r] = s->simd.dot(row, in->f + t * (size_t)n_in, n_in);
+            y[(int64_t)t * y_stride + r] = s->k.dot_f32(row, in->f + t * (size_t)n_in, n_in);
     }
 }
 
@@ -632,7 +632,7 @@ static void norm_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, c
 }
 
 /* Stores heads [h0, h1) of k or v (row [kv_dim]) at position pos of layer's part of a
- * sequence's blocks (each head's K then V, optimized_simd.h). */
+ * sequence's blocks (each head's K then V, kernels/floats.h). */
 static void store_kv(const opt_state *s, int32_t layer, bool is_k, const float *row, int32_t h0,
                      int32_t h1, uint32_t pos, void *const *blocks) {
     const size_t hd = (size_t)s->model->hp.head_dim, head_elems = 2 * (size_t)SYN_KV_BLOCK * hd;
@@ -761,7 +761,7 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
     /* the group's first element of q */
     const size_t head0 = (size_t)kv_head * (size_t)s->group * (size_t)hp->head_dim;
     float *out = s->attn + t * (size_t)s->q_dim + head0;
-    const opt_attn_args a = {
+    const syn_attn_args a = {
         .head_dim = hp->head_dim,
         .n_head_kv = hp->n_head_kv,
         .kv_head = kv_head,
@@ -775,7 +775,7 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
         .out = out,
         .scratch = s->attn_tmp[thread],
     };
-    s->simd.attention(&a);
+    s->k.attention(&a);
     if (j->quant_fmt)
         quantize_into(s, j->quant_fmt, out, &s->hq, t, s->q_dim, (int64_t)head0,
                       (int64_t)s->group * hp->head_dim);
@@ -843,7 +843,7 @@ static int job_ffn(void *ctx, int64_t chunk, int thread) {
     const unsigned fmt = fmt_of(&j->L->w_down);
     for (size_t t = 0; t < j->in.n; t++) {
         float *g = s->gate + t * nff + (size_t)r0;
-        s->simd.swiglu(g, s->up + t * nff + (size_t)r0, r1 - r0);
+        s->k.swiglu(g, s->up + t * nff + (size_t)r0, r1 - r0);
         quantize_into(s, fmt, g, &s->hq_ff, t, (int64_t)nff, r0, r1 - r0);
     }
     return 0;

@@ -153,6 +153,9 @@ static const syn_kernels k_scalar = {
             [GGML_TYPE_Q5_K] = {.matvec = syn_matvec_q5_k_scalar, .matmul = syn_matmul_q5_k_scalar},
             [GGML_TYPE_Q6_K] = {.matvec = syn_matvec_q6_k_scalar, .matmul = syn_matmul_q6_k_scalar},
         },
+    .attention = syn_attention_generic,
+    .swiglu = syn_swiglu_generic,
+    .dot_f32 = syn_dot_f32_generic,
 };
 
 #if defined(__x86_64__)
@@ -177,6 +180,9 @@ static const syn_kernels k_avx2 = {
             [GGML_TYPE_Q5_K] = {.matvec = syn_matvec_q5_k_avx2, .matmul = syn_matmul_q5_k_avx2},
             [GGML_TYPE_Q6_K] = {.matvec = syn_matvec_q6_k_avx2, .matmul = syn_matmul_q6_k_avx2},
         },
+    .attention = syn_attention_avx2,
+    .swiglu = syn_swiglu_avx2,
+    .dot_f32 = syn_dot_f32_avx2,
 };
 
 /* AVX-512 VNNI without GFNI: AVX2's quantizers and single-row dot, its own matrix kernels. */
@@ -197,6 +203,9 @@ static const syn_kernels k_avx512_vnni = {
             [GGML_TYPE_Q5_K] = {.matvec = syn_matvec_q5_k_avx512, .matmul = syn_matmul_q5_k_avx512},
             [GGML_TYPE_Q6_K] = {.matvec = syn_matvec_q6_k_avx512, .matmul = syn_matmul_q6_k_avx512},
         },
+    .attention = syn_attention_avx512,
+    .swiglu = syn_swiglu_avx512,
+    .dot_f32 = syn_dot_f32_avx512,
 };
 
 /* AVX-512 VNNI on a CPU with GFNI: the GFNI builds of the 4- to 6-bit matvecs and k-quant
@@ -225,6 +234,9 @@ static const syn_kernels k_avx512_vnni_gfni = {
             [GGML_TYPE_Q6_K] = {.matvec = syn_matvec_q6_k_avx512_gfni,
                                 .matmul = syn_matmul_q6_k_avx512_gfni},
         },
+    .attention = syn_attention_avx512,
+    .swiglu = syn_swiglu_avx512,
+    .dot_f32 = syn_dot_f32_avx512,
 };
 
 /* AVX-VNNI: AVX2's quantizers, single-row dot and k-quant kernels, its own Q8_0 to Q5_1 ones. */
@@ -250,6 +262,9 @@ static const syn_kernels k_avx_vnni = {
             [GGML_TYPE_Q5_K] = {.matvec = syn_matvec_q5_k_avx2, .matmul = syn_matmul_q5_k_avx2},
             [GGML_TYPE_Q6_K] = {.matvec = syn_matvec_q6_k_avx2, .matmul = syn_matmul_q6_k_avx2},
         },
+    .attention = syn_attention_avx2,
+    .swiglu = syn_swiglu_avx2,
+    .dot_f32 = syn_dot_f32_avx2,
 };
 #endif
 
@@ -279,6 +294,9 @@ static const syn_kernels k_neon_dot = {
             [GGML_TYPE_Q6_K] = {.matvec = syn_matvec_q6_k_dotprod,
                                 .matmul = syn_matmul_q6_k_dotprod},
         },
+    .attention = syn_attention_generic,
+    .swiglu = syn_swiglu_generic,
+    .dot_f32 = syn_dot_f32_generic,
 };
 
 /* i8mm: the dot-product tier's quantizers, single-row dot and k-quant kernels. */
@@ -306,6 +324,9 @@ static const syn_kernels k_i8mm = {
             [GGML_TYPE_Q6_K] = {.matvec = syn_matvec_q6_k_dotprod,
                                 .matmul = syn_matmul_q6_k_dotprod},
         },
+    .attention = syn_attention_generic,
+    .swiglu = syn_swiglu_generic,
+    .dot_f32 = syn_dot_f32_generic,
 };
 #endif
 
