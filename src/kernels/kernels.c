@@ -139,7 +139,6 @@ UNPACKED_MATMUL(unpacked_matmul_q5_1_i8mm, via_q5_1_i8mm)
 static const syn_kernels k_scalar = {
     .isa = SYN_ISA_SCALAR,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_scalar,
-    .vec_dot_q8_0_q8_0 = syn_vec_dot_q8_0_q8_0_scalar,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_scalar,
     .quantize_row_q8_k = syn_quantize_row_q8_k_scalar,
     .mat =
@@ -162,7 +161,6 @@ static const syn_kernels k_scalar = {
 static const syn_kernels k_avx2 = {
     .isa = SYN_ISA_AVX2,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_avx2,
-    .vec_dot_q8_0_q8_0 = syn_vec_dot_q8_0_q8_0_avx2,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_avx2,
     .quantize_row_q8_k = syn_quantize_row_q8_k_avx2,
     .mat =
@@ -185,11 +183,10 @@ static const syn_kernels k_avx2 = {
     .dot_f32 = syn_dot_f32_avx2,
 };
 
-/* AVX-512 VNNI without GFNI: AVX2's quantizers and single-row dot, its own matrix kernels. */
+/* AVX-512 VNNI without GFNI: AVX2's quantizers, its own matrix kernels. */
 static const syn_kernels k_avx512_vnni = {
     .isa = SYN_ISA_AVX512_VNNI,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_avx2,
-    .vec_dot_q8_0_q8_0 = syn_vec_dot_q8_0_q8_0_avx2,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_avx2,
     .quantize_row_q8_k = syn_quantize_row_q8_k_avx2,
     .mat =
@@ -213,7 +210,6 @@ static const syn_kernels k_avx512_vnni = {
 static const syn_kernels k_avx512_vnni_gfni = {
     .isa = SYN_ISA_AVX512_VNNI,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_avx2,
-    .vec_dot_q8_0_q8_0 = syn_vec_dot_q8_0_q8_0_avx2,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_avx2,
     .quantize_row_q8_k = syn_quantize_row_q8_k_avx2,
     .mat =
@@ -239,11 +235,10 @@ static const syn_kernels k_avx512_vnni_gfni = {
     .dot_f32 = syn_dot_f32_avx512,
 };
 
-/* AVX-VNNI: AVX2's quantizers, single-row dot and k-quant kernels, its own Q8_0 to Q5_1 ones. */
+/* AVX-VNNI: AVX2's quantizers and k-quant kernels, its own Q8_0 to Q5_1 ones. */
 static const syn_kernels k_avx_vnni = {
     .isa = SYN_ISA_AVX_VNNI,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_avx2,
-    .vec_dot_q8_0_q8_0 = syn_vec_dot_q8_0_q8_0_avx2,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_avx2,
     .quantize_row_q8_k = syn_quantize_row_q8_k_avx2,
     .mat =
@@ -272,7 +267,6 @@ static const syn_kernels k_avx_vnni = {
 static const syn_kernels k_neon_dot = {
     .isa = SYN_ISA_NEON_DOT,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_dotprod,
-    .vec_dot_q8_0_q8_0 = syn_vec_dot_q8_0_q8_0_dotprod,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_dotprod,
     .quantize_row_q8_k = syn_quantize_row_q8_k_dotprod,
     .mat =
@@ -299,11 +293,10 @@ static const syn_kernels k_neon_dot = {
     .dot_f32 = syn_dot_f32_generic,
 };
 
-/* i8mm: the dot-product tier's quantizers, single-row dot and k-quant kernels. */
+/* i8mm: the dot-product tier's quantizers and k-quant kernels. */
 static const syn_kernels k_i8mm = {
     .isa = SYN_ISA_I8MM,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_dotprod,
-    .vec_dot_q8_0_q8_0 = syn_vec_dot_q8_0_q8_0_dotprod,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_dotprod,
     .quantize_row_q8_k = syn_quantize_row_q8_k_dotprod,
     .mat =

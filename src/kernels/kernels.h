@@ -101,9 +101,6 @@ typedef struct syn_kernels {
     /* x[n] -> y[n / 32]; n is a multiple of QK8_0. */
     void (*quantize_row_q8_0)(const float *x, block_q8_0 *y, int64_t n);
 
-    /* The dot above of one weight row w[n_blocks] and one activation row a[n_blocks]. */
-    float (*vec_dot_q8_0_q8_0)(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
-
     /* x[n] -> the Q8_0 part y[n / 32] and sums s[n / 32] of Q8_1 (y as quantize_row_q8_0's). */
     void (*quantize_row_q8_1)(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
 
