@@ -530,9 +530,9 @@ static void mat_rows(const opt_state *s, const syn_tensor *w, const opt_acts *in
 }
 
 /* The sum of x[i]^2 over x[n], in double: eight partial sums (element i goes to sum i mod 8) added
- * pairwise at the end, a fixed order, so every tier and batch shape gets the same bits. One chain
- * of dependent adds instead (896 of them for a row of the 0.5B model) made the norms ~1 % of a
- * 16-request step. */
+ * pairwise at the end, a fixed order, so every tier and batch shape gets the same bits; eight
+ * chains of dependent adds instead of one, whose latency made the norms a visible share of a
+ * batched step. */
 static double sum_squares(const float *x, size_t n) {
     /* named: kept in registers */
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
@@ -656,7 +656,7 @@ static void store_kv(const opt_state *s, int32_t layer, bool is_k, const float *
 /* Rows per chunk of a matrix of n_rows rows taking n_act tokens, a multiple of align. One token:
  * OPT_ROWS_PER_CHUNK. Several: about OPT_BATCH_SHARE chunks per thread, as each matmul call
  * prepares its activation (block sums, scales) and transposes its weight tiles once for all its
- * rows: with 64-row chunks that preparation was ~8 % of a 512-token prefill. */
+ * rows, work that short chunks repeat. */
 static int64_t rows_per_chunk(const opt_state *s, size_t n_act, int64_t n_rows, int64_t align) {
     int64_t rows = OPT_ROWS_PER_CHUNK;
     if (n_act > 1) {
@@ -804,13 +804,11 @@ static int job_residual(void *ctx, int64_t chunk, int thread) {
     return 0;
 }
 
-/* Rows of gate/up per ffn chunk for n tokens. Several tokens: rows_per_chunk's, in matmul's
- * tiles. One token: a chunk reads gate's rows and then up's, so each chunk restarts two weight
- * streams; long chunks (about OPT_FFN_DECODE_SHARE per thread, leaving some to steal from a late
- * thread) keep the streams sequential (measured: 1 thread 36.5 -> 39.5 tok/s over 64-row chunks;
- * 256-row chunks gained about half of that).
- * A multiple of w_down's activation block, so each chunk quantizes whole blocks of
- * silu(gate) * up. */
+/* Rows of gate/up per ffn chunk for n tokens. Several tokens: rows_per_chunk's, in matmul's tiles.
+ * One token: a chunk reads gate's rows and then up's, so each chunk restarts two weight streams;
+ * long chunks (about OPT_FFN_DECODE_SHARE per thread, leaving some to steal from a late thread)
+ * keep the streams sequential. A multiple of w_down's activation block, so each chunk quantizes
+ * whole blocks of silu(gate) * up. */
 static int64_t ffn_rows_per_chunk(const opt_state *s, const syn_tensor *w_down, size_t n) {
     const int64_t block = fmt_block(fmt_of(w_down)), nff = s->model->hp.n_ff;
     if (n == 1) {

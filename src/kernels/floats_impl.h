@@ -103,8 +103,8 @@ SYN_F_DEFINE_EXP(vw_exp, vwf, vwi)
 
 static void swiglu(float *g, const float *u, int64_t n) {
     int64_t i = 0;
-    /* two wide vectors a step: their exponentials' dependency chains (~80 cycles each) interleave,
-     * where one vector a step left the core waiting on them (1.6x faster with AVX-512 on Zen 4) */
+    /* two wide vectors a step: their exponentials' dependency chains interleave, where one vector a
+     * step left the core waiting on them */
     for (; i + 2 * SYN_F_WIDE_LANES <= n; i += 2 * SYN_F_WIDE_LANES) {
         vwf g0, g1, u0, u1;
         memcpy(&g0, g + i, sizeof g0);
@@ -164,12 +164,11 @@ V8_INLINE v8f kv_load(const void *base, size_t at, const bool F16) {
 #endif
 _Static_assert(SYN_F_MAX_NG == 4 || SYN_F_MAX_NG == 8, "one pass handles 4 or 8 query heads");
 
-/* Blocks between the one being attended and the one whose cache lines are asked for meanwhile.
- * The cache keeps each layer's K and V of a KV head as one run of a few KiB per block
- * (floats.h), too short for the hardware prefetchers to lock on; the run of block b + 2 is
- * prefetched into L2 a few lines per step of block b's score loop (measured, attention alone at
- * depth 4096, 1 thread: all of a run at once 13 ms, spread 7 ms; into L1 14 ms; 1-4 blocks ahead
- * within noise). */
+/* Blocks between the one being attended and the one whose cache lines are asked for meanwhile. The
+ * cache keeps each layer's K and V of a KV head as one run of a few KiB per block (floats.h), too
+ * short for the hardware prefetchers to lock on; the run of block b + 2 is prefetched into L2 a few
+ * lines per step of block b's score loop (a whole run at once stalls on the burst of prefetches,
+ * and into L1 was slower; 1 to 4 blocks ahead all do as well). */
 enum { PF_AHEAD = 2 };
 
 /* Keys per KV block, and key groups of 8 in one. */
@@ -234,7 +233,8 @@ V8_INLINE void pv_block(const void *v, uint32_t nt, const float *p, const float 
         }                                                                                          \
     }
     PV_LOAD(0)
-    PV_LOAD(1) PV_LOAD(2) PV_LOAD(3) PV_LOAD(4) PV_LOAD(5) PV_LOAD(6) PV_LOAD(7)
+    PV_LOAD(1)
+    PV_LOAD(2) PV_LOAD(3) PV_LOAD(4) PV_LOAD(5) PV_LOAD(6) PV_LOAD(7)
 #undef PV_LOAD
         for (uint32_t t = 0; t < nt; t++) {
         const v8f v0 = kv_load(v, (size_t)t * 8 * NV, F16),

@@ -46,11 +46,12 @@
  * vector lanes (a tile's weights transposed on the fly, activation dwords broadcast), so each lane
  * accumulates whole-block sums directly; matvec folds 8 blocks' sums of one row with one hadd tree.
  *
- * Calling (measured on Zen 4, see tests/bench): matvec reads rows [r0, r1) as one sequential
+ * Calling (tests/bench times the kernels): matvec reads rows [r0, r1) as one sequential
  * stream, which is what reaches memory speed, so give each call a contiguous row range as large as
  * the load balance allows (>= 256 rows; e.g. n_rows / (2 * n_threads)). Matmul computes per-call
  * activation corrections and transposes each 16-row tile once per 256 tokens: give it >= 64 rows
- * per call (a multiple of 16) and all the tokens of the step at once; 16-row calls run ~30% slower.
+ * per call (a multiple of 16) and all the tokens of the step at once, as shorter calls repeat that
+ * work.
  *
  * Layouts: a weight matrix is rows of n_blocks blocks of its type, row r starting at
  * (const char *)w + r * w_row_bytes (w_row_bytes >= n_blocks * block bytes, even); activations
