@@ -9,12 +9,12 @@
 
 /* Kernel tiers, in order of preference within each architecture. */
 typedef enum syn_isa {
-    SYN_ISA_SCALAR = 0,   /* portable C; the reference every other tier is tested against */
-    SYN_ISA_AVX2,         /* x86-64: AVX2 + FMA + F16C */
-    SYN_ISA_AVX512_VNNI,  /* x86-64: AVX-512 F/BW/VL + VNNI (256-bit VNNI forms) */
-    SYN_ISA_AVX_VNNI,     /* x86-64: AVX-VNNI (VEX-encoded dot product, no AVX-512) */
-    SYN_ISA_NEON_DOT,     /* aarch64: Advanced SIMD + dot product (SDOT) */
-    SYN_ISA_I8MM,         /* aarch64: dot product + int8 matrix multiply (SMMLA) */
+    SYN_ISA_SCALAR = 0,  /* portable C; the reference every other tier is tested against */
+    SYN_ISA_AVX2,        /* x86-64: AVX2 + FMA + F16C */
+    SYN_ISA_AVX512_VNNI, /* x86-64: AVX-512 F/BW/VL + VNNI (256-bit VNNI forms) */
+    SYN_ISA_AVX_VNNI,    /* x86-64: AVX-VNNI (VEX-encoded dot product, no AVX-512) */
+    SYN_ISA_NEON_DOT,    /* aarch64: Advanced SIMD + dot product (SDOT) */
+    SYN_ISA_I8MM,        /* aarch64: dot product + int8 matrix multiply (SMMLA) */
 } syn_isa;
 
 enum { SYN_ISA_COUNT = 6 };
@@ -40,7 +40,8 @@ bool syn_cpu_has_gfni(void);
 
 /* Names this CPU in buf (at most n bytes, NUL-terminated), for benchmark reports: on x86-64 the
  * CPUID brand string and the family and model numbers (AMD family 25 is Zen 3 / Zen 4, 26 Zen 5),
- * on aarch64 /proc/cpuinfo's implementer and part codes; "unknown CPU" where neither is readable. */
+ * on aarch64 /proc/cpuinfo's implementer and part codes; "unknown CPU" where neither is readable.
+ */
 void syn_cpu_describe(char *buf, size_t n);
 
 /* "auto" -> syn_isa_best(); any other name -> syn_isa_parse() then syn_isa_check(). Never falls
