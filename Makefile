@@ -236,7 +236,8 @@ bench-kernels: $(LIB_A)
 # ---- END kernel targets --------------------------------------------------------------------------
 
 # `make bench-attention`: the optimized backend's attention alone (tests/bench/bench_attention.c),
-# built from optimized_simd_impl.h with the AVX-512 flavour's flags; ARGS="depth threads f16 steps".
+# built from src/kernels/floats_impl.h with the AVX-512 build's flags;
+# ARGS="depth threads f16 steps".
 .PHONY: bench-attention
 bench-attention:
 	@mkdir -p $(BUILD)

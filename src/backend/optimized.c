@@ -45,13 +45,15 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "backend/optimized_simd.h"
 #include "core/block_arena.h"
 #include "core/error.h"
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
 #include "model/wtype.h"
 #include "threads/threadpool.h"
+
+_Static_assert((int)SYN_KV_BLOCK == (int)SYN_ATTN_BLOCK,
+               "the attention kernel reads the KV blocks");
 
 /* The quantized activation formats, as bits. */
 enum { OPT_FMT_Q8_0 = 1, OPT_FMT_Q8_1 = 2, OPT_FMT_Q8_K = 4 };
@@ -66,13 +68,13 @@ typedef struct opt_act_bufs {
 } opt_act_bufs;
 
 enum {
-    OPT_MAX_BATCH = 512,      /* tokens per slice: bounds the scratch buffers */
-    OPT_ROWS_PER_CHUNK = 64,  /* matrix rows per job chunk: a multiple of Q8_0 blocks and tiles */
-    OPT_TILE_ROWS = 16,       /* the matmul kernels' row tile (kernels.h) */
+    OPT_MAX_BATCH = 512,     /* tokens per slice: bounds the scratch buffers */
+    OPT_ROWS_PER_CHUNK = 64, /* matrix rows per job chunk: a multiple of Q8_0 blocks and tiles */
+    OPT_TILE_ROWS = 16,      /* the matmul kernels' row tile (kernels.h) */
     OPT_OUT_ROWS_PER_CHUNK = 256,
     OPT_FFN_DECODE_SHARE = 4,      /* ffn chunks per thread when decoding one token */
     OPT_FFN_DECODE_MIN_ROWS = 256, /* and at least this many rows per chunk (kernels.h) */
-    OPT_BATCH_SHARE = 4,           /* chunks per thread of each matrix when a step has several tokens */
+    OPT_BATCH_SHARE = 4, /* chunks per thread of each matrix when a step has several tokens */
 };
 
 /* Norm weights and biases as float32: views of F32 tensors, copies of others; NULL when the model
@@ -87,25 +89,24 @@ typedef struct opt_layer_vecs {
 typedef struct opt_state {
     const struct syn_model *model;
     syn_kernels k;
-    opt_simd simd;
     syn_threadpool *pool;
     bool owns_pool; /* false: a syn_compute_pool's threads, shared with other engines */
     int n_threads;
     syn_kv_type kv_type;
     uint32_t n_ctx;
 
-    int32_t q_dim;   /* n_head * head_dim */
-    int32_t kv_dim;  /* n_head_kv * head_dim */
-    int32_t qkv_dim; /* q_dim + 2 * kv_dim: one token's row of the qkv buffer */
-    int32_t group;   /* query heads per kv head */
-    unsigned fmt_all;      /* the activation formats (OPT_FMT_* bits) of every matrix of the model */
+    int32_t q_dim;    /* n_head * head_dim */
+    int32_t kv_dim;   /* n_head_kv * head_dim */
+    int32_t qkv_dim;  /* q_dim + 2 * kv_dim: one token's row of the qkv buffer */
+    int32_t group;    /* query heads per kv head */
+    unsigned fmt_all; /* the activation formats (OPT_FMT_* bits) of every matrix of the model */
 
     opt_layer_vecs *vecs; /* [n_layer] */
     const float *output_norm;
     const float *rope_factor; /* [head_dim / 2] rope_freqs, NULL: all 1 */
-    float *vec_copies;    /* backing store of the vectors that are not F32 views */
+    float *vec_copies;        /* backing store of the vectors that are not F32 views */
 
-    /* KV block geometry (backend.h, optimized_simd.h): a block is [n_layer] of [n_head_kv] of
+    /* KV block geometry (backend.h, kernels/floats.h): a block is [n_layer] of [n_head_kv] of
      * K [head_dim][SYN_KV_BLOCK] followed by V [head_dim / 16][SYN_KV_BLOCK][16]. */
     size_t kv_k_bytes;     /* one layer's K (or V) in a block, all heads */
     size_t kv_block_bytes; /* n_layer * 2 * kv_k_bytes */
@@ -115,11 +116,9 @@ typedef struct opt_state {
     syn_block_arena own_arena;
     void **own_blocks; /* [n_own_blocks]: the arena's blocks, as the block table batches take */
     uint32_t n_own_blocks;
-    uint32_t *ctx_pos;    /* [OPT_MAX_BATCH] batch arrays of that path */
+    uint32_t *ctx_pos; /* [OPT_MAX_BATCH] batch arrays of that path */
     void *const **ctx_blocks;
     bool *ctx_want;
-
-    uint32_t attn_cap; /* keys the per-thread attention scratch can hold */
 
     /* RoPE table for positions [0, rope_cap): angle pos * base^(-2i/head_dim) / rope_factor[i],
      * i < head_dim/2. */
@@ -128,40 +127,22 @@ typedef struct opt_state {
 
     /* Slice scratch for batch_cap tokens. */
     size_t batch_cap;
-    float *x;        /* [batch][n_embd] residual stream */
-    float *h;        /* [batch][n_embd] normalised input of a sub-layer */
-    float *qkv;      /* [batch][qkv_dim] q | k | v after bias, head norms and RoPE */
-    float *attn;     /* [batch][q_dim] attention output, all heads */
-    float *proj;     /* [batch][n_embd] wo / w_down output before the residual add */
-    float *gate;     /* [batch][n_ff] gate, then silu(gate) * up */
-    float *up;       /* [batch][n_ff] */
-    opt_act_bufs hq;    /* [batch][max(n_embd, q_dim) / block] quantized normed input or attention output */
-    opt_act_bufs hq_ff; /* [batch][n_ff / block] quantized silu(gate) * up (written while the ffn job
-                         * still reads hq, hence its own buffers) */
-    size_t *out_rows;  /* [batch] slice rows whose logits are wanted */
+    float *x;    /* [batch][n_embd] residual stream */
+    float *h;    /* [batch][n_embd] normalised input of a sub-layer */
+    float *qkv;  /* [batch][qkv_dim] q | k | v after bias, head norms and RoPE */
+    float *attn; /* [batch][q_dim] attention output, all heads */
+    float *proj; /* [batch][n_embd] wo / w_down output before the residual add */
+    float *gate; /* [batch][n_ff] gate, then silu(gate) * up */
+    float *up;   /* [batch][n_ff] */
+    /* [batch][max(n_embd, q_dim) / block] quantized normed input or attention output */
+    opt_act_bufs hq;
+    opt_act_bufs hq_ff; /* [batch][n_ff / block] quantized silu(gate) * up (written while the ffn
+                         * job still reads hq, hence its own buffers) */
+    size_t *out_rows;   /* [batch] slice rows whose logits are wanted */
 
     /* Per-thread scratch. */
-    float **row_tmp;     /* [n_threads] -> [max(n_embd, n_ff, q_dim)] one float weight row */
-    float **attn_tmp;    /* [n_threads] -> [opt_attn_scratch_floats(group, head_dim, attn_cap)] */
-
-    /* The step being run (read by the job chunks). */
-    int32_t layer;
-    size_t n;                    /* tokens in the slice */
-    const uint32_t *pos;         /* [n] their positions */
-    void *const *const *blocks;  /* [n] their sequences' block tables */
-    size_t n_act;                /* tokens in the activations of the current matrix step */
-    const float *act_f;          /* [n_act][n_in] float activations of the current step */
-    const opt_act_bufs *act_q;   /* the same, quantized */
-    const float *norm_w;         /* norm step: weight [n_embd] */
-    const size_t *norm_rows;     /* norm step: x row of chunk t, or NULL for row t */
-    unsigned norm_fmt;           /* norm step: formats to quantize h into (hq) */
-    unsigned wo_fmt;             /* formats wo takes: the attention chunk quantizes them when fused */
-    bool attn_quant_fused;       /* the attention chunk quantizes its output (whole blocks) */
-    const float *quant_src;      /* quantize step: [n][quant_dim] -> quant_dst in quant_fmt */
-    opt_act_bufs *quant_dst;
-    unsigned quant_fmt;
-    int64_t quant_dim;
-    float *logits;               /* output step: [n_act][n_vocab] */
+    float **row_tmp;  /* [n_threads] -> [max(n_embd, n_ff, q_dim)] one float weight row */
+    float **attn_tmp; /* [n_threads] -> [syn_attn_scratch_floats(group)] */
 } opt_state;
 
 /* The activation format of matrix t as a bit (0: the float path). */
@@ -179,14 +160,15 @@ static int64_t fmt_block(unsigned fmt) { return fmt & OPT_FMT_Q8_K ? QK_K : QK8_
 
 /* Quantizes src[n], elements [e0, e0 + n) of token t's row of width dim, into each format of fmt
  * in b (Q8_1's blocks are Q8_0's, so one quantizer fills both). */
-static void quantize_into(const opt_state *s, unsigned fmt, const float *src, const opt_act_bufs *b, size_t t,
-                          int64_t dim, int64_t e0, int64_t n) {
+static void quantize_into(const opt_state *s, unsigned fmt, const float *src, const opt_act_bufs *b,
+                          size_t t, int64_t dim, int64_t e0, int64_t n) {
     const size_t q = t * (size_t)(dim / QK8_0) + (size_t)(e0 / QK8_0);
     if (fmt & OPT_FMT_Q8_1)
         s->k.quantize_row_q8_1(src, b->q + q, b->s + q, n);
     else if (fmt & OPT_FMT_Q8_0)
         s->k.quantize_row_q8_0(src, b->q + q, n);
-    if (fmt & OPT_FMT_Q8_K) s->k.quantize_row_q8_k(src, b->k + t * (size_t)(dim / QK_K) + (size_t)(e0 / QK_K), n);
+    if (fmt & OPT_FMT_Q8_K)
+        s->k.quantize_row_q8_k(src, b->k + t * (size_t)(dim / QK_K) + (size_t)(e0 / QK_K), n);
 }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
@@ -204,8 +186,10 @@ static void opt_destroy(void *opaque) {
     free(s->ctx_pos);
     free(s->ctx_blocks);
     free(s->ctx_want);
-    for (int i = 0; s->row_tmp && i < s->n_threads; i++) free(s->row_tmp[i]);
-    for (int i = 0; s->attn_tmp && i < s->n_threads; i++) free(s->attn_tmp[i]);
+    for (int i = 0; s->row_tmp && i < s->n_threads; i++)
+        free(s->row_tmp[i]);
+    for (int i = 0; s->attn_tmp && i < s->n_threads; i++)
+        free(s->attn_tmp[i]);
     free(s->row_tmp);
     free(s->attn_tmp);
     free(s->vecs);
@@ -252,7 +236,8 @@ static syn_status bind_vectors(opt_state *s) {
     if (m->rope_freqs.data && needs_copy(&m->rope_freqs)) copies += (size_t)m->rope_freqs.ne[0];
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &m->layers[l];
-        const syn_tensor *v[7] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv, &L->q_norm, &L->k_norm};
+        const syn_tensor *v[7] = {&L->attn_norm, &L->ffn_norm, &L->bq,    &L->bk,
+                                  &L->bv,        &L->q_norm,   &L->k_norm};
         for (int i = 0; i < 7; i++)
             if (v[i]->data && needs_copy(v[i])) copies += (size_t)v[i]->ne[0];
     }
@@ -286,38 +271,46 @@ static syn_status check_matrix(const syn_tensor *t, const syn_kernels *k) {
     if (wt->act_type == GGML_TYPE_F32) return SYN_OK;
     const syn_type_kernels *tk = &k->mat[t->type];
     if (!tk->matvec || !tk->matmul)
-        return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "optimized backend: tensor '%s' has type %s, for which tier %s has no kernels; "
-                        "--backend reference runs this model",
-                        t->name, ggml_type_name(t->type), syn_isa_name(k->isa));
-    const uint64_t block_bytes = ggml_type_size(t->type), n_blocks = (uint64_t)t->ne[0] / ggml_block_size(t->type);
-    if (t->row_bytes % 2 != 0 || (uintptr_t)t->data % 2 != 0 || t->row_bytes < n_blocks * block_bytes)
+        return syn_fail(
+            SYN_ERR_UNSUPPORTED,
+            "optimized backend: tensor '%s' has type %s, for which tier %s has no kernels; "
+            "--backend reference runs this model",
+            t->name, ggml_type_name(t->type), syn_isa_name(k->isa));
+    const uint64_t block_bytes = ggml_type_size(t->type),
+                   n_blocks = (uint64_t)t->ne[0] / ggml_block_size(t->type);
+    if (t->row_bytes % 2 != 0 || (uintptr_t)t->data % 2 != 0 ||
+        t->row_bytes < n_blocks * block_bytes)
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "optimized backend: %s tensor '%s' has row length %lld / row bytes %llu / "
                         "alignment the kernels cannot use",
-                        ggml_type_name(t->type), t->name, (long long)t->ne[0], (unsigned long long)t->row_bytes);
+                        ggml_type_name(t->type), t->name, (long long)t->ne[0],
+                        (unsigned long long)t->row_bytes);
     return SYN_OK;
 }
 
 static syn_status check_model(const struct syn_model *m, const syn_kernels *k) {
     const syn_hparams *hp = &m->hp;
-    if (hp->head_dim % OPT_KV_BLOCK != 0 || hp->head_dim < 2)
-        return syn_fail(SYN_ERR_UNSUPPORTED, "optimized backend: head_dim %d is not a multiple of %d",
-                        hp->head_dim, OPT_KV_BLOCK);
+    if (hp->head_dim % SYN_ATTN_KEY_GROUP != 0 || hp->head_dim < 2)
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "optimized backend: head_dim %d is not a multiple of %d", hp->head_dim,
+                        SYN_ATTN_KEY_GROUP);
     if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
-        return syn_fail(SYN_ERR_UNSUPPORTED, "optimized backend: %d query heads do not group over %d kv heads",
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "optimized backend: %d query heads do not group over %d kv heads",
                         hp->n_head, hp->n_head_kv);
     /* In the order the forward pass reads them, so the tensor named is the first it cannot run. */
     syn_status st = SYN_OK;
     for (int32_t l = 0; st == SYN_OK && l < hp->n_layer; l++) {
         const syn_layer *L = &m->layers[l];
         const syn_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; st == SYN_OK && i < 7; i++) st = check_matrix(w[i], k);
+        for (int i = 0; st == SYN_OK && i < 7; i++)
+            st = check_matrix(w[i], k);
     }
     return st == SYN_OK ? check_matrix(&m->output, k) : st;
 }
 
-static syn_status opt_create(const struct syn_model *model, const syn_backend_config *cfg, void **out) {
+static syn_status opt_create(const struct syn_model *model, const syn_backend_config *cfg,
+                             void **out) {
     syn_kernels kernels;
     syn_status st = syn_kernels_get(cfg->isa, &kernels);
     if (st == SYN_OK) st = check_model(model, &kernels);
@@ -337,7 +330,8 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &model->layers[l];
         const syn_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++) s->fmt_all |= fmt_of(w[i]);
+        for (int i = 0; i < 7; i++)
+            s->fmt_all |= fmt_of(w[i]);
     }
     const size_t elem = cfg->kv_type == SYN_KV_F16 ? sizeof(uint16_t) : sizeof(float);
     s->kv_k_bytes = elem * SYN_KV_BLOCK * (size_t)s->kv_dim;
@@ -350,11 +344,11 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     }
     if (n_threads < 1 || n_threads > SYN_MAX_THREADS) {
         free(s);
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "thread count %d is outside the optimized backend's 1..%d",
-                        n_threads, SYN_MAX_THREADS);
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "thread count %d is outside the optimized backend's 1..%d", n_threads,
+                        SYN_MAX_THREADS);
     }
 
-    opt_simd_get(cfg->isa, &s->simd);
     st = bind_vectors(s);
     if (st == SYN_OK && cfg->shared_pool) {
         s->pool = cfg->shared_pool;
@@ -372,9 +366,12 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
         if (!s->ctx_pos || !s->ctx_blocks || !s->ctx_want || !s->row_tmp || !s->attn_tmp)
             st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
         size_t widest = max_sz(max_sz((size_t)hp->n_embd, (size_t)hp->n_ff), (size_t)hp->q_dim);
+        const size_t attn_floats = syn_attn_scratch_floats(s->group);
         for (int i = 0; st == SYN_OK && i < n_threads; i++) {
             s->row_tmp[i] = malloc(sizeof(float) * widest);
-            if (!s->row_tmp[i]) st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
+            s->attn_tmp[i] = malloc(sizeof(float) * attn_floats);
+            if (!s->row_tmp[i] || !s->attn_tmp[i])
+                st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
         }
     }
     if (st != SYN_OK) {
@@ -397,29 +394,16 @@ static syn_status grow_own_blocks(opt_state *s, uint32_t n_positions) {
     static const char what[] = "optimized backend: KV cache";
     syn_status st = SYN_OK;
     if (!s->own_arena.base)
-        st = syn_block_arena_init(&s->own_arena, s->kv_block_bytes, (s->n_ctx + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK, what);
+        st = syn_block_arena_init(&s->own_arena, s->kv_block_bytes,
+                                  (s->n_ctx + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK, what);
     if (st == SYN_OK) st = syn_block_arena_grow(&s->own_arena, need, what);
     if (st != SYN_OK) return st;
     void **table = realloc(s->own_blocks, sizeof *table * need);
-    if (!table) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: KV block table of %u blocks", need);
+    if (!table)
+        return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: KV block table of %u blocks", need);
     s->own_blocks = table;
     for (; s->n_own_blocks < need; s->n_own_blocks++)
         table[s->n_own_blocks] = syn_block_arena_at(&s->own_arena, s->n_own_blocks);
-    return SYN_OK;
-}
-
-/* Per-thread attention scratch for up to n_keys keys. */
-static syn_status grow_attn(opt_state *s, uint32_t n_keys) {
-    if (n_keys <= s->attn_cap) return SYN_OK;
-    uint32_t cap = s->attn_cap ? s->attn_cap : 64;
-    while (cap < n_keys) cap = cap > UINT32_MAX / 2 ? n_keys : cap * 2;
-    size_t floats = opt_attn_scratch_floats(s->group, s->model->hp.head_dim, cap);
-    for (int i = 0; i < s->n_threads; i++) {
-        float *t = realloc(s->attn_tmp[i], sizeof(float) * floats);
-        if (!t) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: attention scratch of %u positions", cap);
-        s->attn_tmp[i] = t;
-    }
-    s->attn_cap = cap;
     return SYN_OK;
 }
 
@@ -427,18 +411,21 @@ static syn_status grow_rope(opt_state *s, uint32_t n_positions) {
     if (n_positions <= s->rope_cap) return SYN_OK;
     const syn_hparams *hp = &s->model->hp;
     uint32_t cap = s->rope_cap ? s->rope_cap : 64;
-    while (cap < n_positions) cap = cap > s->n_ctx / 2 ? s->n_ctx : cap * 2;
+    while (cap < n_positions)
+        cap = cap > s->n_ctx / 2 ? s->n_ctx : cap * 2;
     if (cap < n_positions) cap = n_positions;
     size_t half = (size_t)hp->head_dim / 2;
     float *c = realloc(s->rope_cos, sizeof(float) * half * cap);
     if (c) s->rope_cos = c;
     float *sn = realloc(s->rope_sin, sizeof(float) * half * cap);
     if (sn) s->rope_sin = sn;
-    if (!c || !sn) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: RoPE table of %u positions", cap);
+    if (!c || !sn)
+        return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: RoPE table of %u positions", cap);
     /* The reference backend's formula, so both rotate by the same float32 values. */
     for (uint32_t p = s->rope_cap; p < cap; p++) {
         for (size_t i = 0; i < half; i++) {
-            double angle = (double)p * pow((double)hp->rope_freq_base, -2.0 * (double)i / hp->head_dim);
+            double angle =
+                (double)p * pow((double)hp->rope_freq_base, -2.0 * (double)i / hp->head_dim);
             if (s->rope_factor) angle /= s->rope_factor[i];
             c[(size_t)p * half + i] = (float)cos(angle);
             sn[(size_t)p * half + i] = (float)sin(angle);
@@ -487,7 +474,8 @@ static syn_status grow_batch(opt_state *s, size_t n) {
     if (gate) s->gate = gate;
     float *up = realloc(s->up, sizeof(float) * n * nff);
     if (up) s->up = up;
-    bool act_ok = grow_act(&s->hq, s->fmt_all, n, max_sz(ne, nq)) && grow_act(&s->hq_ff, s->fmt_all, n, nff);
+    bool act_ok =
+        grow_act(&s->hq, s->fmt_all, n, max_sz(ne, nq)) && grow_act(&s->hq_ff, s->fmt_all, n, nff);
     size_t *out_rows = realloc(s->out_rows, sizeof(size_t) * n);
     if (out_rows) s->out_rows = out_rows;
     if (!attn || !qkv || !gate || !up || !act_ok || !out_rows)
@@ -497,41 +485,57 @@ static syn_status grow_batch(opt_state *s, size_t n) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Job chunks (each returns 0; the pool passes the state as ctx)
+ * Jobs: each step of a layer is one pool job whose arguments are a struct of its own, built on
+ * the caller's stack and passed as the job's ctx; chunks return 0.
  * ------------------------------------------------------------------------------------------- */
 
-/* y[t * y_stride + r] = (W row r) . activation t, for r in [r0, r1), t < n_act. */
-static void mat_rows(opt_state *s, const syn_tensor *w, int64_t r0, int64_t r1, float *y, int64_t y_stride,
-                     int thread) {
+/* The tokens of the slice being run. */
+typedef struct opt_slice {
+    size_t n;                   /* tokens */
+    const uint32_t *pos;        /* [n] their positions */
+    void *const *const *blocks; /* [n] their sequences' block tables */
+} opt_slice;
+
+/* The input of a matrix step: n tokens' rows of the matrices' n_in columns. */
+typedef struct opt_acts {
+    size_t n;              /* tokens */
+    const float *f;        /* [n][n_in] as floats, for float matrices */
+    const opt_act_bufs *q; /* the same quantized, for quantized ones */
+} opt_acts;
+
+/* y[t * y_stride + r] = (W row r) . in's token t, for r in [r0, r1), t < in->n. */
+static void mat_rows(const opt_state *s, const syn_tensor *w, const opt_acts *in, int64_t r0,
+                     int64_t r1, float *y, int64_t y_stride, int thread) {
     const int64_t n_in = w->ne[0];
     const unsigned fmt = fmt_of(w);
     if (fmt) {
         const syn_type_kernels *tk = &s->k.mat[w->type];
         const int64_t nb = n_in / (int64_t)ggml_block_size(w->type);
-        const syn_act_q8_1 q8_1 = {s->act_q->q, s->act_q->s};
-        const void *act = fmt == OPT_FMT_Q8_K ? (const void *)s->act_q->k
+        const syn_act_q8_1 q8_1 = {in->q->q, in->q->s};
+        const void *act = fmt == OPT_FMT_Q8_K   ? (const void *)in->q->k
                           : fmt == OPT_FMT_Q8_1 ? (const void *)&q8_1
-                                                : (const void *)s->act_q->q;
-        if (s->n_act == 1)
+                                                : (const void *)in->q->q;
+        if (in->n == 1)
             tk->matvec(nb, w->data, (size_t)w->row_bytes, r0, r1, act, y);
         else /* a decode step of k sequences: one pass over the weights for all k tokens */
-            tk->matmul(nb, w->data, (size_t)w->row_bytes, r0, r1, act, (int64_t)s->n_act, y, y_stride);
+            tk->matmul(nb, w->data, (size_t)w->row_bytes, r0, r1, act, (int64_t)in->n, y, y_stride);
         return;
     }
     float *row = s->row_tmp[thread];
     for (int64_t r = r0; r < r1; r++) {
         syn_tensor_row(w, r, row);
-        for (size_t t = 0; t < s->n_act; t++)
-            y[(int64_t)t * y_stride + r] = s->simd.dot(row, s->act_f + t * (size_t)n_in, n_in);
+        for (size_t t = 0; t < in->n; t++)
+            y[(int64_t)t * y_stride + r] = s->k.dot_f32(row, in->f + t * (size_t)n_in, n_in);
     }
 }
 
 /* The sum of x[i]^2 over x[n], in double: eight partial sums (element i goes to sum i mod 8) added
- * pairwise at the end, a fixed order, so every tier and batch shape gets the same bits. One chain
- * of dependent adds instead (896 of them for a row of the 0.5B model) made the norms ~1 % of a
- * 16-request step. */
+ * pairwise at the end, a fixed order, so every tier and batch shape gets the same bits; eight
+ * chains of dependent adds instead of one, whose latency made the norms a visible share of a
+ * batched step. */
 static double sum_squares(const float *x, size_t n) {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0; /* named: kept in registers */
+    /* named: kept in registers */
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         s0 += (double)x[i] * x[i];
@@ -544,31 +548,51 @@ static double sum_squares(const float *x, size_t n) {
         s7 += (double)x[i + 7] * x[i + 7];
     }
     double tail[8] = {0};
-    for (; i < n; i++) tail[i % 8] = (double)x[i] * x[i];
+    for (; i < n; i++)
+        tail[i % 8] = (double)x[i] * x[i];
     s0 += tail[0], s1 += tail[1], s2 += tail[2], s3 += tail[3];
     s4 += tail[4], s5 += tail[5], s6 += tail[6], s7 += tail[7];
     return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
 }
 
-/* h[t] = rmsnorm(x[row]) * norm_w, row = norm_rows[t] (or t), quantized into hq in norm_fmt. */
+/* Norm job, one chunk per token t: h[t] = rmsnorm(x[row]) * w, row = rows[t] (or t), quantized
+ * into hq in fmt. */
+typedef struct norm_job {
+    const opt_state *s;
+    const float *w;     /* [n_embd] the norm's weight */
+    const size_t *rows; /* [n] the x row of each token; NULL: token t's is row t */
+    unsigned fmt;       /* formats of hq (OPT_FMT_* bits) */
+} norm_job;
+
 static int job_norm(void *ctx, int64_t t, int thread) {
     (void)thread;
-    opt_state *s = ctx;
+    const norm_job *j = ctx;
+    const opt_state *s = j->s;
     const syn_hparams *hp = &s->model->hp;
     const size_t ne = (size_t)hp->n_embd;
-    const float *x = s->x + (s->norm_rows ? s->norm_rows[t] : (size_t)t) * ne;
+    const float *x = s->x + (j->rows ? j->rows[t] : (size_t)t) * ne;
     float *h = s->h + (size_t)t * ne;
     const float scale = (float)(1.0 / sqrt(sum_squares(x, ne) / (double)ne + hp->rms_norm_eps));
-    for (size_t i = 0; i < ne; i++) h[i] = x[i] * scale * s->norm_w[i];
-    quantize_into(s, s->norm_fmt, h, &s->hq, (size_t)t, (int64_t)ne, 0, (int64_t)ne);
+    for (size_t i = 0; i < ne; i++)
+        h[i] = x[i] * scale * j->w[i];
+    quantize_into(s, j->fmt, h, &s->hq, (size_t)t, (int64_t)ne, 0, (int64_t)ne);
     return 0;
 }
 
+/* Quantize job, one chunk per token t: src's row t into dst in fmt. */
+typedef struct quant_job {
+    const opt_state *s;
+    const float *src;        /* [n][dim] */
+    const opt_act_bufs *dst; /* [n][dim / block] */
+    unsigned fmt;
+    int64_t dim;
+} quant_job;
+
 static int job_quantize(void *ctx, int64_t t, int thread) {
     (void)thread;
-    opt_state *s = ctx;
-    quantize_into(s, s->quant_fmt, s->quant_src + (size_t)t * (size_t)s->quant_dim, s->quant_dst, (size_t)t,
-                  s->quant_dim, 0, s->quant_dim);
+    const quant_job *j = ctx;
+    quantize_into(j->s, j->fmt, j->src + (size_t)t * (size_t)j->dim, j->dst, (size_t)t, j->dim, 0,
+                  j->dim);
     return 0;
 }
 
@@ -577,7 +601,8 @@ static int job_quantize(void *ctx, int64_t t, int thread) {
 static void rope_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, uint32_t pos) {
     const int32_t hd = s->model->hp.head_dim, half = hd / 2;
     const bool neox = s->model->hp.rope_layout == SYN_ROPE_NEOX;
-    const int32_t step = neox ? 1 : 2, other = neox ? half : 1; /* pair i: (step * i, step * i + other) */
+    /* pair i: (step * i, step * i + other) */
+    const int32_t step = neox ? 1 : 2, other = neox ? half : 1;
     const float *c = s->rope_cos + (size_t)pos * (size_t)half;
     const float *sn = s->rope_sin + (size_t)pos * (size_t)half;
     for (int32_t h = h0; h < h1; h++) {
@@ -597,26 +622,29 @@ static void rope_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, u
  * norms), in the norm step's order of operations. */
 static void norm_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, const float *w) {
     const size_t hd = (size_t)s->model->hp.head_dim;
+    const double eps = s->model->hp.rms_norm_eps;
     for (int32_t h = h0; h < h1; h++) {
         float *p = row + (size_t)h * hd;
-        const float scale = (float)(1.0 / sqrt(sum_squares(p, hd) / (double)hd + s->model->hp.rms_norm_eps));
-        for (size_t i = 0; i < hd; i++) p[i] = p[i] * scale * w[i];
+        const float scale = (float)(1.0 / sqrt(sum_squares(p, hd) / (double)hd + eps));
+        for (size_t i = 0; i < hd; i++)
+            p[i] = p[i] * scale * w[i];
     }
 }
 
-/* Stores heads [h0, h1) of k or v (row [kv_dim]) at position pos of the layer's part of a
- * sequence's blocks (each head's K then V, optimized_simd.h). */
-static void store_kv(const opt_state *s, bool is_k, const float *row, int32_t h0, int32_t h1, uint32_t pos,
-                     void *const *blocks) {
+/* Stores heads [h0, h1) of k or v (row [kv_dim]) at position pos of layer's part of a
+ * sequence's blocks (each head's K then V, kernels/floats.h). */
+static void store_kv(const opt_state *s, int32_t layer, bool is_k, const float *row, int32_t h0,
+                     int32_t h1, uint32_t pos, void *const *blocks) {
     const size_t hd = (size_t)s->model->hp.head_dim, head_elems = 2 * (size_t)SYN_KV_BLOCK * hd;
     const size_t in_block = pos % SYN_KV_BLOCK;
-    char *base = (char *)blocks[pos / SYN_KV_BLOCK] + (size_t)s->layer * 2 * s->kv_k_bytes;
+    char *base = (char *)blocks[pos / SYN_KV_BLOCK] + (size_t)layer * 2 * s->kv_k_bytes;
     for (int32_t h = h0; h < h1; h++) {
         const float *src = row + (size_t)h * hd;
         for (size_t i = 0; i < hd; i++) {
             const size_t slab = i - i % 16, w = hd - slab < 16 ? hd - slab : 16;
-            size_t at = (size_t)h * head_elems + (is_k ? i * SYN_KV_BLOCK + in_block
-                                                       : SYN_KV_BLOCK * (hd + slab) + in_block * w + i % 16);
+            const size_t k_at = i * SYN_KV_BLOCK + in_block;
+            const size_t v_at = SYN_KV_BLOCK * (hd + slab) + in_block * w + i % 16;
+            const size_t at = (size_t)h * head_elems + (is_k ? k_at : v_at);
             if (s->kv_type == SYN_KV_F16)
                 ((uint16_t *)base)[at] = syn_k_f32_to_fp16(src[i]);
             else
@@ -625,14 +653,15 @@ static void store_kv(const opt_state *s, bool is_k, const float *row, int32_t h0
     }
 }
 
-/* Rows per chunk of a matrix of n_rows rows, a multiple of align. One token: OPT_ROWS_PER_CHUNK.
- * Several: about OPT_BATCH_SHARE chunks per thread, as each matmul call prepares its activation
- * (block sums, scales) and transposes its weight tiles once for all its rows: with 64-row chunks
- * that preparation was ~8 % of a 512-token prefill. */
-static int64_t rows_per_chunk(const opt_state *s, int64_t n_rows, int64_t align) {
+/* Rows per chunk of a matrix of n_rows rows taking n_act tokens, a multiple of align. One token:
+ * OPT_ROWS_PER_CHUNK. Several: about OPT_BATCH_SHARE chunks per thread, as each matmul call
+ * prepares its activation (block sums, scales) and transposes its weight tiles once for all its
+ * rows, work that short chunks repeat. */
+static int64_t rows_per_chunk(const opt_state *s, size_t n_act, int64_t n_rows, int64_t align) {
     int64_t rows = OPT_ROWS_PER_CHUNK;
-    if (s->n_act > 1) {
-        const int64_t parts = (int64_t)OPT_BATCH_SHARE * s->n_threads, share = (n_rows + parts - 1) / parts;
+    if (n_act > 1) {
+        const int64_t parts = (int64_t)OPT_BATCH_SHARE * s->n_threads;
+        const int64_t share = (n_rows + parts - 1) / parts;
         rows = share > rows ? share : rows;
     }
     return (rows + align - 1) / align * align;
@@ -640,16 +669,27 @@ static int64_t rows_per_chunk(const opt_state *s, int64_t n_rows, int64_t align)
 
 /* Heads of q, k or v per qkv chunk: OPT_ROWS_PER_CHUNK rows' worth for one token, and for several
  * about OPT_BATCH_SHARE chunks of q per thread (rows_per_chunk says why). */
-static int32_t qkv_heads_per_chunk(const opt_state *s) {
+static int32_t qkv_heads_per_chunk(const opt_state *s, size_t n_act) {
     const syn_hparams *hp = &s->model->hp;
-    const int64_t rows = rows_per_chunk(s, (int64_t)hp->n_head * hp->head_dim, 1);
+    const int64_t rows = rows_per_chunk(s, n_act, (int64_t)hp->n_head * hp->head_dim, 1);
     return rows <= hp->head_dim ? 1 : (int32_t)(rows / hp->head_dim);
 }
 
+/* QKV job: one chunk per group of heads_per_chunk heads of wq, of wk or of wv (qkv_chunk), which
+ * computes those rows for every token of the slice, adds the bias, norms and rotates the heads
+ * (q, k) and stores them in the cache (k, v). */
+typedef struct qkv_job {
+    const opt_state *s;
+    int32_t layer;
+    opt_slice sl;
+    opt_acts in; /* [n][n_embd] the normed input */
+    int32_t heads_per_chunk;
+} qkv_job;
+
 /* Chunk -> (matrix 0/1/2 = q/k/v, heads [h0, h1)). */
-static void qkv_chunk(const opt_state *s, int64_t chunk, int *mat, int32_t *h0, int32_t *h1) {
-    const syn_hparams *hp = &s->model->hp;
-    const int32_t hpc = qkv_heads_per_chunk(s);
+static void qkv_chunk(const qkv_job *j, int64_t chunk, int *mat, int32_t *h0, int32_t *h1) {
+    const syn_hparams *hp = &j->s->model->hp;
+    const int32_t hpc = j->heads_per_chunk;
     const int64_t nq = (hp->n_head + hpc - 1) / hpc, nk = (hp->n_head_kv + hpc - 1) / hpc;
     int32_t n_heads = hp->n_head;
     if (chunk < nq) {
@@ -667,132 +707,159 @@ static void qkv_chunk(const opt_state *s, int64_t chunk, int *mat, int32_t *h0, 
     *h1 = *h0 + hpc < n_heads ? *h0 + hpc : n_heads;
 }
 
-static int64_t qkv_n_chunks(const opt_state *s) {
-    const syn_hparams *hp = &s->model->hp;
-    const int32_t hpc = qkv_heads_per_chunk(s);
+static int64_t qkv_n_chunks(const qkv_job *j) {
+    const syn_hparams *hp = &j->s->model->hp;
+    const int32_t hpc = j->heads_per_chunk;
     return (hp->n_head + hpc - 1) / hpc + 2 * ((hp->n_head_kv + hpc - 1) / hpc);
 }
 
 static int job_qkv(void *ctx, int64_t chunk, int thread) {
-    opt_state *s = ctx;
+    const qkv_job *j = ctx;
+    const opt_state *s = j->s;
     const syn_hparams *hp = &s->model->hp;
-    const syn_layer *L = &s->model->layers[s->layer];
-    const opt_layer_vecs *V = &s->vecs[s->layer];
+    const syn_layer *L = &s->model->layers[j->layer];
+    const opt_layer_vecs *V = &s->vecs[j->layer];
     int mat;
     int32_t h0, h1;
-    qkv_chunk(s, chunk, &mat, &h0, &h1);
+    qkv_chunk(j, chunk, &mat, &h0, &h1);
     const syn_tensor *w = mat == 0 ? &L->wq : mat == 1 ? &L->wk : &L->wv;
     const float *bias = mat == 0 ? V->bq : mat == 1 ? V->bk : V->bv;
     const float *head_norm = mat == 0 ? V->q_norm : mat == 1 ? V->k_norm : NULL;
-    const size_t off = mat == 0 ? 0 : mat == 1 ? (size_t)s->q_dim : (size_t)s->q_dim + (size_t)s->kv_dim;
+    const size_t off = mat == 0   ? 0
+                       : mat == 1 ? (size_t)s->q_dim
+                                  : (size_t)s->q_dim + (size_t)s->kv_dim;
     const int64_t r0 = (int64_t)h0 * hp->head_dim, r1 = (int64_t)h1 * hp->head_dim;
-    mat_rows(s, w, r0, r1, s->qkv + off, s->qkv_dim, thread);
-    for (size_t t = 0; t < s->n; t++) {
+    mat_rows(s, w, &j->in, r0, r1, s->qkv + off, s->qkv_dim, thread);
+    for (size_t t = 0; t < j->sl.n; t++) {
         float *row = s->qkv + t * (size_t)s->qkv_dim + off;
         if (bias)
-            for (int64_t r = r0; r < r1; r++) row[r] += bias[r];
+            for (int64_t r = r0; r < r1; r++)
+                row[r] += bias[r];
         if (head_norm) norm_heads(s, row, h0, h1, head_norm);
-        const uint32_t pos = s->pos[t];
+        const uint32_t pos = j->sl.pos[t];
         if (mat != 2) rope_heads(s, row, h0, h1, pos);
-        if (mat != 0) store_kv(s, mat == 1, row, h0, h1, pos, s->blocks[t]);
+        if (mat != 0) store_kv(s, j->layer, mat == 1, row, h0, h1, pos, j->sl.blocks[t]);
     }
     return 0;
 }
 
+/* Attention job: one chunk per (token, kv head), the kv head's group of query heads over the
+ * token's sequence, into attn; quantized into hq in quant_fmt when that is not 0. */
+typedef struct attn_job {
+    const opt_state *s;
+    int32_t layer;
+    opt_slice sl;
+    unsigned quant_fmt; /* wo's formats when the group's output is whole blocks of them, else 0 */
+} attn_job;
+
 static int job_attention(void *ctx, int64_t chunk, int thread) {
-    opt_state *s = ctx;
+    const attn_job *j = ctx;
+    const opt_state *s = j->s;
     const syn_hparams *hp = &s->model->hp;
     const size_t t = (size_t)(chunk / hp->n_head_kv);
     const int32_t kv_head = (int32_t)(chunk % hp->n_head_kv);
-    const size_t head0 = (size_t)kv_head * (size_t)s->group * (size_t)hp->head_dim; /* first q element */
+    /* the group's first element of q */
+    const size_t head0 = (size_t)kv_head * (size_t)s->group * (size_t)hp->head_dim;
     float *out = s->attn + t * (size_t)s->q_dim + head0;
-    const opt_attn_args a = {
+    const syn_attn_args a = {
         .head_dim = hp->head_dim,
         .n_head_kv = hp->n_head_kv,
         .kv_head = kv_head,
         .group = s->group,
-        .n_keys = s->pos[t] + 1,
+        .n_keys = j->sl.pos[t] + 1,
         .f16 = s->kv_type == SYN_KV_F16,
         .scale = 1.0f / sqrtf((float)hp->head_dim),
-        .blocks = (const void *const *)s->blocks[t],
-        .layer_off = (size_t)s->layer * 2 * s->kv_k_bytes,
+        .blocks = (const void *const *)j->sl.blocks[t],
+        .layer_off = (size_t)j->layer * 2 * s->kv_k_bytes,
         .q = s->qkv + t * (size_t)s->qkv_dim + head0,
         .out = out,
         .scratch = s->attn_tmp[thread],
     };
-    s->simd.attention(&a);
-    if (s->attn_quant_fused)
-        quantize_into(s, s->wo_fmt, out, &s->hq, t, s->q_dim, (int64_t)head0, (int64_t)s->group * hp->head_dim);
+    s->k.attention(&a);
+    if (j->quant_fmt)
+        quantize_into(s, j->quant_fmt, out, &s->hq, t, s->q_dim, (int64_t)head0,
+                      (int64_t)s->group * hp->head_dim);
     return 0;
 }
 
-static int64_t residual_rows_per_chunk(const opt_state *s) {
-    return rows_per_chunk(s, s->model->hp.n_embd, OPT_TILE_ROWS);
-}
+/* Residual job (wo, w_down), one chunk per rows_per_chunk rows r of w: proj = those rows of
+ * w . in, then x += proj for them. */
+typedef struct residual_job {
+    const opt_state *s;
+    const syn_tensor *w; /* [n_embd][n_in] */
+    opt_acts in;         /* [n][n_in] */
+    int64_t rows_per_chunk;
+} residual_job;
 
-/* proj = W rows of this chunk; x += proj for those rows. W is wo or w_down (n_embd rows). */
-static int residual_rows(opt_state *s, const syn_tensor *w, int64_t chunk, int thread) {
+static int job_residual(void *ctx, int64_t chunk, int thread) {
+    const residual_job *j = ctx;
+    const opt_state *s = j->s;
     const size_t ne = (size_t)s->model->hp.n_embd;
     int64_t r0, r1;
-    syn_chunk_rows((int64_t)ne, residual_rows_per_chunk(s), chunk, &r0, &r1);
-    mat_rows(s, w, r0, r1, s->proj, (int64_t)ne, thread);
-    for (size_t t = 0; t < s->n; t++)
-        for (int64_t r = r0; r < r1; r++) s->x[t * ne + (size_t)r] += s->proj[t * ne + (size_t)r];
+    syn_chunk_rows((int64_t)ne, j->rows_per_chunk, chunk, &r0, &r1);
+    mat_rows(s, j->w, &j->in, r0, r1, s->proj, (int64_t)ne, thread);
+    for (size_t t = 0; t < j->in.n; t++)
+        for (int64_t r = r0; r < r1; r++)
+            s->x[t * ne + (size_t)r] += s->proj[t * ne + (size_t)r];
     return 0;
 }
 
-static int job_wo(void *ctx, int64_t chunk, int thread) {
-    opt_state *s = ctx;
-    return residual_rows(s, &s->model->layers[s->layer].wo, chunk, thread);
-}
-
-static int job_down(void *ctx, int64_t chunk, int thread) {
-    opt_state *s = ctx;
-    return residual_rows(s, &s->model->layers[s->layer].w_down, chunk, thread);
-}
-
-/* Rows of gate/up per ffn chunk. Several tokens: rows_per_chunk's, in matmul's tiles. One token: a
- * chunk reads gate's rows and then up's, so each chunk restarts two weight streams; long chunks
- * (about OPT_FFN_DECODE_SHARE per thread, leaving some to steal from a late thread) keep the
- * streams sequential (measured: 1 thread 36.5 -> 39.5 tok/s over 64-row chunks; 256-row chunks
- * gained about half of that).
- * A multiple of w_down's activation block, so each chunk quantizes whole blocks of silu(gate) * up. */
-static int64_t ffn_rows_per_chunk(const opt_state *s) {
-    const int64_t block = fmt_block(fmt_of(&s->model->layers[s->layer].w_down)), nff = s->model->hp.n_ff;
-    if (s->n == 1) {
+/* Rows of gate/up per ffn chunk for n tokens. Several tokens: rows_per_chunk's, in matmul's tiles.
+ * One token: a chunk reads gate's rows and then up's, so each chunk restarts two weight streams;
+ * long chunks (about OPT_FFN_DECODE_SHARE per thread, leaving some to steal from a late thread)
+ * keep the streams sequential. A multiple of w_down's activation block, so each chunk quantizes
+ * whole blocks of silu(gate) * up. */
+static int64_t ffn_rows_per_chunk(const opt_state *s, const syn_tensor *w_down, size_t n) {
+    const int64_t block = fmt_block(fmt_of(w_down)), nff = s->model->hp.n_ff;
+    if (n == 1) {
         const int64_t parts = (int64_t)OPT_FFN_DECODE_SHARE * s->n_threads;
         int64_t rows = (nff + parts - 1) / parts;
         rows = rows > OPT_FFN_DECODE_MIN_ROWS ? rows : OPT_FFN_DECODE_MIN_ROWS;
         return (rows + block - 1) / block * block;
     }
-    return rows_per_chunk(s, nff, block > OPT_TILE_ROWS ? block : OPT_TILE_ROWS);
+    return rows_per_chunk(s, n, nff, block > OPT_TILE_ROWS ? block : OPT_TILE_ROWS);
 }
 
-/* Rows [r0, r1) of gate and of up, then silu(gate) * up into gate, quantized for w_down (whose rows
- * are whole blocks, so n_ff and every chunk's rows are block aligned). */
+/* FFN job, one chunk per rows_per_chunk rows [r0, r1) of gate and up: those rows of both, then
+ * silu(gate) * up into gate, quantized for w_down into hq_ff (w_down's rows are whole blocks, so
+ * n_ff and every chunk's rows are block aligned). */
+typedef struct ffn_job {
+    const opt_state *s;
+    const syn_layer *L; /* w_gate, w_up [n_ff][n_embd], w_down (its format) */
+    opt_acts in;        /* [n][n_embd] the normed input */
+    int64_t rows_per_chunk;
+} ffn_job;
+
 static int job_ffn(void *ctx, int64_t chunk, int thread) {
-    opt_state *s = ctx;
-    const syn_layer *L = &s->model->layers[s->layer];
+    const ffn_job *j = ctx;
+    const opt_state *s = j->s;
     const size_t nff = (size_t)s->model->hp.n_ff;
     int64_t r0, r1;
-    syn_chunk_rows((int64_t)nff, ffn_rows_per_chunk(s), chunk, &r0, &r1);
-    mat_rows(s, &L->w_gate, r0, r1, s->gate, (int64_t)nff, thread);
-    mat_rows(s, &L->w_up, r0, r1, s->up, (int64_t)nff, thread);
-    const unsigned fmt = fmt_of(&L->w_down);
-    for (size_t t = 0; t < s->n; t++) {
+    syn_chunk_rows((int64_t)nff, j->rows_per_chunk, chunk, &r0, &r1);
+    mat_rows(s, &j->L->w_gate, &j->in, r0, r1, s->gate, (int64_t)nff, thread);
+    mat_rows(s, &j->L->w_up, &j->in, r0, r1, s->up, (int64_t)nff, thread);
+    const unsigned fmt = fmt_of(&j->L->w_down);
+    for (size_t t = 0; t < j->in.n; t++) {
         float *g = s->gate + t * nff + (size_t)r0;
-        s->simd.swiglu(g, s->up + t * nff + (size_t)r0, r1 - r0);
+        s->k.swiglu(g, s->up + t * nff + (size_t)r0, r1 - r0);
         quantize_into(s, fmt, g, &s->hq_ff, t, (int64_t)nff, r0, r1 - r0);
     }
     return 0;
 }
 
+/* Output job, one chunk per OPT_OUT_ROWS_PER_CHUNK rows of the output projection. */
+typedef struct output_job {
+    const opt_state *s;
+    opt_acts in;   /* [n][n_embd] the normed tokens that want logits */
+    float *logits; /* [n][n_vocab] */
+} output_job;
+
 static int job_output(void *ctx, int64_t chunk, int thread) {
-    opt_state *s = ctx;
-    const syn_tensor *w = &s->model->output;
+    const output_job *j = ctx;
+    const syn_tensor *w = &j->s->model->output;
     int64_t r0, r1;
     syn_chunk_rows(w->ne[1], OPT_OUT_ROWS_PER_CHUNK, chunk, &r0, &r1);
-    mat_rows(s, w, r0, r1, s->logits, w->ne[1], thread);
+    mat_rows(j->s, w, &j->in, r0, r1, j->logits, w->ne[1], thread);
     return 0;
 }
 
@@ -800,69 +867,90 @@ static int job_output(void *ctx, int64_t chunk, int thread) {
  * Forward
  * ------------------------------------------------------------------------------------------- */
 
-static syn_status run(opt_state *s, int64_t n_chunks, syn_chunk_fn fn, const char *step) {
-    int rc = syn_threadpool_run(s->pool, n_chunks, fn, s);
-    if (rc != 0) return syn_fail(SYN_ERR_INTERNAL, "optimized backend: step '%s' failed (%d)", step, rc);
+static syn_status run(const opt_state *s, int64_t n_chunks, syn_chunk_fn fn, void *job,
+                      const char *step) {
+    int rc = syn_threadpool_run(s->pool, n_chunks, fn, job);
+    if (rc != 0)
+        return syn_fail(SYN_ERR_INTERNAL, "optimized backend: step '%s' failed (%d)", step, rc);
     return SYN_OK;
 }
 
 /* h (and hq in formats fmt) = rmsnorm of n_tok rows of x: rows[t], or the first n_tok when NULL. */
-static syn_status norm_rows(opt_state *s, const float *w, const size_t *rows, size_t n_tok, unsigned fmt) {
-    s->norm_w = w;
-    s->norm_rows = rows;
-    s->norm_fmt = fmt;
-    return run(s, (int64_t)n_tok, job_norm, "norm");
+static syn_status norm_rows(const opt_state *s, const float *w, const size_t *rows, size_t n_tok,
+                            unsigned fmt) {
+    norm_job j = {.s = s, .w = w, .rows = rows, .fmt = fmt};
+    return run(s, (int64_t)n_tok, job_norm, &j, "norm");
 }
 
-static syn_status quantize_rows(opt_state *s, const float *src, opt_act_bufs *dst, unsigned fmt, int64_t dim) {
-    s->quant_src = src;
-    s->quant_dst = dst;
-    s->quant_fmt = fmt;
-    s->quant_dim = dim;
-    return run(s, (int64_t)s->n, job_quantize, "quantize");
-}
-
-static syn_status forward_layer(opt_state *s, int32_t l) {
+static syn_status forward_layer(const opt_state *s, const opt_slice *sl, int32_t l) {
     const syn_hparams *hp = &s->model->hp;
     const syn_layer *L = &s->model->layers[l];
     const int64_t ne = hp->n_embd, nff = hp->n_ff;
-    s->layer = l;
-    s->n_act = s->n;
+    const opt_acts normed = {.n = sl->n, .f = s->h, .q = &s->hq};
 
-    syn_status st = norm_rows(s, s->vecs[l].attn_norm, NULL, s->n, fmt_of(&L->wq) | fmt_of(&L->wk) | fmt_of(&L->wv));
-    s->act_f = s->h;
-    s->act_q = &s->hq;
+    const unsigned qkv_fmt = fmt_of(&L->wq) | fmt_of(&L->wk) | fmt_of(&L->wv);
+    syn_status st = norm_rows(s, s->vecs[l].attn_norm, NULL, sl->n, qkv_fmt);
+    qkv_job qkv = {
+        .s = s,
+        .layer = l,
+        .sl = *sl,
+        .in = normed,
+        .heads_per_chunk = qkv_heads_per_chunk(s, sl->n),
+    };
+    if (st == SYN_OK) st = run(s, qkv_n_chunks(&qkv), job_qkv, &qkv, "qkv");
+
     /* The attention chunk of a (token, kv head) quantizes its heads' output itself when they are
-     * whole blocks of every format wo takes. */
-    s->wo_fmt = fmt_of(&L->wo);
-    s->attn_quant_fused = s->wo_fmt && ((int64_t)s->group * hp->head_dim) % fmt_block(s->wo_fmt) == 0;
-    if (st == SYN_OK) st = run(s, qkv_n_chunks(s), job_qkv, "qkv");
-    if (st == SYN_OK) st = run(s, (int64_t)s->n * hp->n_head_kv, job_attention, "attention");
-    if (st == SYN_OK && s->wo_fmt && !s->attn_quant_fused) st = quantize_rows(s, s->attn, &s->hq, s->wo_fmt, s->q_dim);
-    s->act_f = s->attn;
-    const int64_t wo_down_rows = residual_rows_per_chunk(s); /* rows per wo / w_down chunk */
-    if (st == SYN_OK) st = run(s, (ne + wo_down_rows - 1) / wo_down_rows, job_wo, "wo");
+     * whole blocks of every format wo takes; otherwise a step of its own does. */
+    const unsigned wo_fmt = fmt_of(&L->wo);
+    const bool fused = wo_fmt && ((int64_t)s->group * hp->head_dim) % fmt_block(wo_fmt) == 0;
+    attn_job attn = {.s = s, .layer = l, .sl = *sl, .quant_fmt = fused ? wo_fmt : 0};
+    if (st == SYN_OK)
+        st = run(s, (int64_t)sl->n * hp->n_head_kv, job_attention, &attn, "attention");
+    if (st == SYN_OK && wo_fmt && !fused) {
+        quant_job q = {.s = s, .src = s->attn, .dst = &s->hq, .fmt = wo_fmt, .dim = s->q_dim};
+        st = run(s, (int64_t)sl->n, job_quantize, &q, "quantize");
+    }
+    const int64_t res_rows = rows_per_chunk(s, sl->n, ne, OPT_TILE_ROWS); /* wo, w_down */
+    residual_job wo = {
+        .s = s,
+        .w = &L->wo,
+        .in = {.n = sl->n, .f = s->attn, .q = &s->hq},
+        .rows_per_chunk = res_rows,
+    };
+    if (st == SYN_OK) st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &wo, "wo");
 
-    if (st == SYN_OK) st = norm_rows(s, s->vecs[l].ffn_norm, NULL, s->n, fmt_of(&L->w_gate) | fmt_of(&L->w_up));
-    s->act_f = s->h;
-    if (st == SYN_OK) st = run(s, (nff + ffn_rows_per_chunk(s) - 1) / ffn_rows_per_chunk(s), job_ffn, "ffn");
-    s->act_f = s->gate;
-    s->act_q = &s->hq_ff;
-    if (st == SYN_OK) st = run(s, (ne + wo_down_rows - 1) / wo_down_rows, job_down, "down");
+    const unsigned ffn_fmt = fmt_of(&L->w_gate) | fmt_of(&L->w_up);
+    if (st == SYN_OK) st = norm_rows(s, s->vecs[l].ffn_norm, NULL, sl->n, ffn_fmt);
+    ffn_job ffn = {
+        .s = s,
+        .L = L,
+        .in = normed,
+        .rows_per_chunk = ffn_rows_per_chunk(s, &L->w_down, sl->n),
+    };
+    const int64_t ffn_chunks = (nff + ffn.rows_per_chunk - 1) / ffn.rows_per_chunk;
+    if (st == SYN_OK) st = run(s, ffn_chunks, job_ffn, &ffn, "ffn");
+    residual_job down = {
+        .s = s,
+        .w = &L->w_down,
+        .in = {.n = sl->n, .f = s->gate, .q = &s->hq_ff},
+        .rows_per_chunk = res_rows,
+    };
+    if (st == SYN_OK) st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &down, "down");
     return st;
 }
 
 /* Tokens [start, start + n) of batch b (n <= batch_cap); the logits of those that want them
  * go to logits ([count][n_vocab]). */
-static syn_status forward_slice(opt_state *s, const syn_batch *b, size_t start, size_t n, float *logits) {
+static syn_status forward_slice(const opt_state *s, const syn_batch *b, size_t start, size_t n,
+                                float *logits) {
     const struct syn_model *m = s->model;
     const size_t ne = (size_t)m->hp.n_embd;
-    s->n = n;
-    s->pos = b->pos + start;
-    s->blocks = b->blocks + start;
-    for (size_t t = 0; t < n; t++) syn_tensor_row(&m->tok_embd, b->tokens[start + t], s->x + t * ne);
+    const opt_slice sl = {.n = n, .pos = b->pos + start, .blocks = b->blocks + start};
+    for (size_t t = 0; t < n; t++)
+        syn_tensor_row(&m->tok_embd, b->tokens[start + t], s->x + t * ne);
     syn_status st = SYN_OK;
-    for (int32_t l = 0; st == SYN_OK && l < m->hp.n_layer; l++) st = forward_layer(s, l);
+    for (int32_t l = 0; st == SYN_OK && l < m->hp.n_layer; l++)
+        st = forward_layer(s, &sl, l);
     if (st != SYN_OK) return st;
 
     size_t n_out = 0;
@@ -870,12 +958,10 @@ static syn_status forward_slice(opt_state *s, const syn_batch *b, size_t start, 
         if (b->want_logits[start + t]) s->out_rows[n_out++] = t;
     if (n_out == 0) return SYN_OK;
     st = norm_rows(s, s->output_norm, s->out_rows, n_out, fmt_of(&m->output));
-    s->n_act = n_out;
-    s->act_f = s->h;
-    s->act_q = &s->hq;
-    s->logits = logits;
-    if (st == SYN_OK)
-        st = run(s, (m->output.ne[1] + OPT_OUT_ROWS_PER_CHUNK - 1) / OPT_OUT_ROWS_PER_CHUNK, job_output, "output");
+    output_job out = {.s = s, .in = {.n = n_out, .f = s->h, .q = &s->hq}, .logits = logits};
+    const int64_t n_chunks =
+        (m->output.ne[1] + OPT_OUT_ROWS_PER_CHUNK - 1) / OPT_OUT_ROWS_PER_CHUNK;
+    if (st == SYN_OK) st = run(s, n_chunks, job_output, &out, "output");
     return st;
 }
 
@@ -888,26 +974,28 @@ static syn_status opt_forward_batch(void *opaque, const syn_batch *b) {
     opt_state *s = opaque;
     if (b->n == 0) return SYN_OK;
     uint32_t max_pos = 0;
-    for (size_t i = 0; i < b->n; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
+    for (size_t i = 0; i < b->n; i++)
+        max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
     if (max_pos >= s->n_ctx)
-        return syn_fail(SYN_ERR_CONTEXT_FULL, "optimized backend: position %u is beyond the context of %u", max_pos,
+        return syn_fail(SYN_ERR_CONTEXT_FULL,
+                        "optimized backend: position %u is beyond the context of %u", max_pos,
                         s->n_ctx);
     syn_status st = grow_rope(s, max_pos + 1);
-    if (st == SYN_OK) st = grow_attn(s, max_pos + 1);
     if (st == SYN_OK) st = grow_batch(s, b->n < OPT_MAX_BATCH ? b->n : OPT_MAX_BATCH);
     const size_t n_vocab = (size_t)s->model->hp.n_vocab;
     size_t n_out = 0; /* logits rows written by earlier slices */
     for (size_t start = 0; st == SYN_OK && start < b->n; start += OPT_MAX_BATCH) {
         const size_t len = b->n - start < OPT_MAX_BATCH ? b->n - start : OPT_MAX_BATCH;
         st = forward_slice(s, b, start, len, b->logits + n_out * n_vocab);
-        for (size_t t = start; t < start + len; t++) n_out += b->want_logits[t];
+        for (size_t t = start; t < start + len; t++)
+            n_out += b->want_logits[t];
     }
     return st;
 }
 
 /* The syn_context path: one sequence in the state's own blocks, in batches of OPT_MAX_BATCH. */
-static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0, float *logits,
-                              bool all_logits) {
+static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
+                              float *logits, bool all_logits) {
     opt_state *s = opaque;
     if (n == 0) return SYN_OK;
     const size_t n_vocab = (size_t)s->model->hp.n_vocab;

@@ -29,19 +29,19 @@
 
 typedef struct ref_state {
     const struct syn_model *model;
-    uint32_t n_ctx;    /* positions the context may hold */
-    uint32_t kv_cap;   /* positions allocated so far (grows up to n_ctx) */
-    float **k_cache;   /* [n_layer] -> [kv_cap][n_head_kv * head_dim] */
-    float **v_cache;   /* [n_layer] -> [kv_cap][n_head_kv * head_dim] */
+    uint32_t n_ctx;  /* positions the context may hold */
+    uint32_t kv_cap; /* positions allocated so far (grows up to n_ctx) */
+    float **k_cache; /* [n_layer] -> [kv_cap][n_head_kv * head_dim] */
+    float **v_cache; /* [n_layer] -> [kv_cap][n_head_kv * head_dim] */
     /* scratch, sized once */
-    float *x;          /* [n_embd] residual stream */
-    float *h;          /* [n_embd] normalised input of a sub-layer */
-    float *q;          /* [q_dim] */
-    float *attn;       /* [q_dim] attention output, all heads */
-    float *gate;       /* [n_ff] */
-    float *up;         /* [n_ff] */
-    float *scores;     /* [n_ctx] attention scores of one head (grows with kv_cap) */
-    float *row;        /* [max(n_embd, n_ff, q_dim)] one dequantized weight row */
+    float *x;           /* [n_embd] residual stream */
+    float *h;           /* [n_embd] normalised input of a sub-layer */
+    float *q;           /* [q_dim] */
+    float *attn;        /* [q_dim] attention output, all heads */
+    float *gate;        /* [n_ff] */
+    float *up;          /* [n_ff] */
+    float *scores;      /* [n_ctx] attention scores of one head (grows with kv_cap) */
+    float *row;         /* [max(n_embd, n_ff, q_dim)] one dequantized weight row */
     float *rope_factor; /* [head_dim / 2] rope_freqs, or ones */
 } ref_state;
 
@@ -49,9 +49,11 @@ static void ref_destroy(void *opaque) {
     ref_state *s = opaque;
     if (!s) return;
     if (s->k_cache)
-        for (int32_t l = 0; l < s->model->hp.n_layer; l++) free(s->k_cache[l]);
+        for (int32_t l = 0; l < s->model->hp.n_layer; l++)
+            free(s->k_cache[l]);
     if (s->v_cache)
-        for (int32_t l = 0; l < s->model->hp.n_layer; l++) free(s->v_cache[l]);
+        for (int32_t l = 0; l < s->model->hp.n_layer; l++)
+            free(s->v_cache[l]);
     free(s->k_cache);
     free(s->v_cache);
     free(s->x);
@@ -96,7 +98,8 @@ static syn_status ref_create(const struct syn_model *model, const syn_backend_co
     if (model->rope_freqs.data)
         syn_tensor_row(&model->rope_freqs, 0, s->rope_factor);
     else
-        for (int32_t i = 0; i < hp->head_dim / 2; i++) s->rope_factor[i] = 1.0f;
+        for (int32_t i = 0; i < hp->head_dim / 2; i++)
+            s->rope_factor[i] = 1.0f;
     *out = s;
     return SYN_OK;
 }
@@ -105,7 +108,8 @@ static syn_status ref_create(const struct syn_model *model, const syn_backend_co
 static syn_status ensure_kv_capacity(ref_state *s, uint32_t n_positions) {
     if (n_positions <= s->kv_cap) return SYN_OK;
     uint32_t cap = s->kv_cap ? s->kv_cap : 64;
-    while (cap < n_positions) cap = cap > s->n_ctx / 2 ? s->n_ctx : cap * 2;
+    while (cap < n_positions)
+        cap = cap > s->n_ctx / 2 ? s->n_ctx : cap * 2;
     if (cap > s->n_ctx) cap = s->n_ctx;
     const syn_hparams *hp = &s->model->hp;
     size_t bytes = sizeof(float) * (size_t)cap * (size_t)hp->kv_dim;
@@ -114,7 +118,8 @@ static syn_status ensure_kv_capacity(ref_state *s, uint32_t n_positions) {
         if (k) s->k_cache[l] = k;
         float *v = realloc(s->v_cache[l], bytes);
         if (v) s->v_cache[l] = v;
-        if (!k || !v) return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: KV cache of %u positions", cap);
+        if (!k || !v)
+            return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: KV cache of %u positions", cap);
     }
     float *scores = realloc(s->scores, sizeof(float) * cap);
     if (!scores) return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
@@ -127,10 +132,12 @@ static syn_status ensure_kv_capacity(ref_state *s, uint32_t n_positions) {
 static void rmsnorm(float *out, const float *x, const syn_tensor *weight, float eps, float *row) {
     int64_t n = weight->ne[0];
     double sum_sq = 0.0;
-    for (int64_t i = 0; i < n; i++) sum_sq += (double)x[i] * x[i];
+    for (int64_t i = 0; i < n; i++)
+        sum_sq += (double)x[i] * x[i];
     float scale = (float)(1.0 / sqrt(sum_sq / (double)n + eps));
     syn_tensor_row(weight, 0, row);
-    for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * row[i];
+    for (int64_t i = 0; i < n; i++)
+        out[i] = x[i] * scale * row[i];
 }
 
 /* y[n_out] = W x[n_in] (+ bias[n_out] when bias is not NULL and the model has it),
@@ -141,12 +148,14 @@ static void matvec(float *y, const syn_tensor *w, const float *x, const syn_tens
     for (int64_t r = 0; r < n_out; r++) {
         syn_tensor_row(w, r, row);
         double acc = 0.0;
-        for (int64_t i = 0; i < n_in; i++) acc += (double)row[i] * x[i];
+        for (int64_t i = 0; i < n_in; i++)
+            acc += (double)row[i] * x[i];
         y[r] = (float)acc;
     }
     if (bias && bias->data) {
         syn_tensor_row(bias, 0, row);
-        for (int64_t r = 0; r < n_out; r++) y[r] += row[r];
+        for (int64_t r = 0; r < n_out; r++)
+            y[r] += row[r];
     }
 }
 
@@ -159,7 +168,8 @@ static void rope(float *vec, int32_t n_heads, int32_t head_dim, uint32_t pos, fl
     for (int32_t i = 0; i < half; i++) {
         double angle = (double)pos * pow((double)base, -2.0 * i / head_dim) / factor[i];
         float c = (float)cos(angle), sn = (float)sin(angle);
-        int32_t a = layout == SYN_ROPE_NEOX ? i : 2 * i, b = layout == SYN_ROPE_NEOX ? i + half : 2 * i + 1;
+        int32_t a = layout == SYN_ROPE_NEOX ? i : 2 * i,
+                b = layout == SYN_ROPE_NEOX ? i + half : 2 * i + 1;
         for (int32_t h = 0; h < n_heads; h++) {
             float *p = vec + (size_t)h * head_dim;
             float x0 = p[a], x1 = p[b];
@@ -171,10 +181,12 @@ static void rope(float *vec, int32_t n_heads, int32_t head_dim, uint32_t pos, fl
 
 /* Each head of vec [n_heads][head_dim] RMS-normed in place with weight [head_dim], when the model
  * has the weight. */
-static void head_norms(float *vec, int32_t n_heads, const syn_tensor *weight, float eps, float *row) {
+static void head_norms(float *vec, int32_t n_heads, const syn_tensor *weight, float eps,
+                       float *row) {
     if (!weight->data) return;
     int64_t hd = weight->ne[0];
-    for (int32_t h = 0; h < n_heads; h++) rmsnorm(vec + h * hd, vec + h * hd, weight, eps, row);
+    for (int32_t h = 0; h < n_heads; h++)
+        rmsnorm(vec + h * hd, vec + h * hd, weight, eps, row);
 }
 
 /* Grouped-query attention of one token at position pos over cached positions 0..pos of layer l. */
@@ -190,7 +202,8 @@ static void attention(ref_state *s, int32_t layer, uint32_t pos) {
         for (uint32_t t = 0; t <= pos; t++) {
             const float *k = k_cache + (size_t)t * kvd + (size_t)kv_head * hd;
             double dot = 0.0;
-            for (int32_t i = 0; i < hd; i++) dot += (double)q[i] * k[i];
+            for (int32_t i = 0; i < hd; i++)
+                dot += (double)q[i] * k[i];
             s->scores[t] = (float)(dot * inv_sqrt_hd);
             if (s->scores[t] > max_score) max_score = s->scores[t];
         }
@@ -229,18 +242,23 @@ static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logi
         matvec(v, &L->wv, s->h, &L->bv, s->row);
         head_norms(s->q, hp->n_head, &L->q_norm, hp->rms_norm_eps, s->row);
         head_norms(k, hp->n_head_kv, &L->k_norm, hp->rms_norm_eps, s->row);
-        rope(s->q, hp->n_head, hp->head_dim, pos, hp->rope_freq_base, s->rope_factor, hp->rope_layout);
-        rope(k, hp->n_head_kv, hp->head_dim, pos, hp->rope_freq_base, s->rope_factor, hp->rope_layout);
+        rope(s->q, hp->n_head, hp->head_dim, pos, hp->rope_freq_base, s->rope_factor,
+             hp->rope_layout);
+        rope(k, hp->n_head_kv, hp->head_dim, pos, hp->rope_freq_base, s->rope_factor,
+             hp->rope_layout);
         attention(s, l, pos);
         matvec(s->h, &L->wo, s->attn, NULL, s->row);
-        for (int32_t i = 0; i < hp->n_embd; i++) s->x[i] += s->h[i];
+        for (int32_t i = 0; i < hp->n_embd; i++)
+            s->x[i] += s->h[i];
 
         rmsnorm(s->h, s->x, &L->ffn_norm, hp->rms_norm_eps, s->row);
         matvec(s->gate, &L->w_gate, s->h, NULL, s->row);
         matvec(s->up, &L->w_up, s->h, NULL, s->row);
-        for (int32_t i = 0; i < hp->n_ff; i++) s->gate[i] = silu(s->gate[i]) * s->up[i];
+        for (int32_t i = 0; i < hp->n_ff; i++)
+            s->gate[i] = silu(s->gate[i]) * s->up[i];
         matvec(s->h, &L->w_down, s->gate, NULL, s->row);
-        for (int32_t i = 0; i < hp->n_embd; i++) s->x[i] += s->h[i];
+        for (int32_t i = 0; i < hp->n_embd; i++)
+            s->x[i] += s->h[i];
     }
     if (!logits) return;
     rmsnorm(s->h, s->x, &m->output_norm, hp->rms_norm_eps, s->row);

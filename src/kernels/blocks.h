@@ -51,7 +51,8 @@ typedef struct block_q8_0 {
 } block_q8_0;
 
 /* The activation of the k-quants' dot products (ggml's block_q8_K): 256 int8 codes sharing one
- * float scale, value = d * q, and the sums of each 16 codes (for the k-quants' min and offset terms). */
+ * float scale, value = d * q, and the sums of each 16 codes (for the k-quants' min and offset
+ * terms). */
 typedef struct block_q8_k {
     float d;
     int8_t qs[QK_K];
@@ -59,9 +60,9 @@ typedef struct block_q8_k {
 } block_q8_k;
 
 typedef struct block_q4_k {
-    uint16_t d, dmin;               /* fp16 super-block scales of the sub-block scales and mins */
-    uint8_t scales[K_SCALE_SIZE];   /* 8 6-bit scales and 8 6-bit mins, packed */
-    uint8_t qs[QK_K / 2];           /* 4 groups of 64 values: 32 low nibbles, then 32 high */
+    uint16_t d, dmin;             /* fp16 super-block scales of the sub-block scales and mins */
+    uint8_t scales[K_SCALE_SIZE]; /* 8 6-bit scales and 8 6-bit mins, packed */
+    uint8_t qs[QK_K / 2];         /* 4 groups of 64 values: 32 low nibbles, then 32 high */
 } block_q4_k;
 
 typedef struct block_q5_k {
@@ -72,8 +73,8 @@ typedef struct block_q5_k {
 } block_q5_k;
 
 typedef struct block_q6_k {
-    uint8_t ql[QK_K / 2];    /* low 4 bits */
-    uint8_t qh[QK_K / 4];    /* high 2 bits */
+    uint8_t ql[QK_K / 2]; /* low 4 bits */
+    uint8_t qh[QK_K / 4]; /* high 2 bits */
     int8_t scales[QK_K / 16];
     uint16_t d;
 } block_q6_k;

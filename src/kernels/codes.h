@@ -29,10 +29,14 @@ static inline void syn_k_codes_nibbles(const uint8_t qs[16], uint32_t qh, int bi
 }
 
 /* Q4_0: q - 8 in [-8, 7]. */
-static inline void syn_k_codes_q4_0(const block_q4_0 *b, int8_t c[32]) { syn_k_codes_nibbles(b->qs, 0, 8, c); }
+static inline void syn_k_codes_q4_0(const block_q4_0 *b, int8_t c[32]) {
+    syn_k_codes_nibbles(b->qs, 0, 8, c);
+}
 
 /* Q4_1: q in [0, 15]. */
-static inline void syn_k_codes_q4_1(const block_q4_1 *b, int8_t c[32]) { syn_k_codes_nibbles(b->qs, 0, 0, c); }
+static inline void syn_k_codes_q4_1(const block_q4_1 *b, int8_t c[32]) {
+    syn_k_codes_nibbles(b->qs, 0, 0, c);
+}
 
 /* Q5_0: q - 16 in [-16, 15]. */
 static inline void syn_k_codes_q5_0(const block_q5_0 *b, int8_t c[32]) {
@@ -46,10 +50,13 @@ static inline void syn_k_codes_q5_1(const block_q5_1 *b, int8_t c[32]) {
 
 /* Q4_K / Q5_K (qh NULL for Q4_K): codes in [0, 15] / [0, 31] for elements 0..255 and the 6-bit
  * scale and min of each sub-block of 32. Group g's 32 bytes of qs hold sub-block 2g in their low
- * nibbles and 2g + 1 in their high ones; qh bit 2g / 2g + 1 of byte l is their element l's fifth bit. */
-static inline void syn_k_codes_k45(const uint8_t *qs, const uint8_t *qh, const uint8_t scales[K_SCALE_SIZE],
-                                   uint8_t c[QK_K], uint8_t sc[8], uint8_t mn[8]) {
-    for (int j = 0; j < 8; j++) syn_k_scale_min(j, scales, &sc[j], &mn[j]);
+ * nibbles and 2g + 1 in their high ones; qh bit 2g / 2g + 1 of byte l is their element l's fifth
+ * bit. */
+static inline void syn_k_codes_k45(const uint8_t *qs, const uint8_t *qh,
+                                   const uint8_t scales[K_SCALE_SIZE], uint8_t c[QK_K],
+                                   uint8_t sc[8], uint8_t mn[8]) {
+    for (int j = 0; j < 8; j++)
+        syn_k_scale_min(j, scales, &sc[j], &mn[j]);
     for (int g = 0; g < 4; g++) {
         for (int l = 0; l < 32; l++) {
             const int hi_lo = qh ? ((qh[l] >> (2 * g)) & 1) * 16 : 0;

@@ -21,9 +21,9 @@
 #endif
 
 static const char *const isa_names[SYN_ISA_COUNT] = {
-    [SYN_ISA_SCALAR] = "scalar",       [SYN_ISA_AVX2] = "avx2",
+    [SYN_ISA_SCALAR] = "scalar",           [SYN_ISA_AVX2] = "avx2",
     [SYN_ISA_AVX512_VNNI] = "avx512-vnni", [SYN_ISA_AVX_VNNI] = "avx-vnni",
-    [SYN_ISA_NEON_DOT] = "neon-dot",   [SYN_ISA_I8MM] = "i8mm",
+    [SYN_ISA_NEON_DOT] = "neon-dot",       [SYN_ISA_I8MM] = "i8mm",
 };
 
 const char *syn_isa_name(syn_isa isa) {
@@ -40,7 +40,8 @@ syn_status syn_isa_parse(const char *name, syn_isa *out) {
     }
     return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                     "unknown isa '%s' (expected auto, scalar, avx2, avx512-vnni, avx-vnni, "
-                    "neon-dot or i8mm)", name);
+                    "neon-dot or i8mm)",
+                    name);
 }
 
 #if defined(__x86_64__)
@@ -88,8 +89,10 @@ void syn_cpu_describe(char *buf, size_t n) {
     memcpy(brand, r, sizeof r);
     brand[sizeof r] = '\0';
     size_t start = 0, end = strlen(brand);
-    while (brand[start] == ' ') start++;
-    while (end > start && brand[end - 1] == ' ') end--;
+    while (brand[start] == ' ')
+        start++;
+    while (end > start && brand[end - 1] == ' ')
+        end--;
     brand[end] = '\0';
     const char *name = brand + start;
     if (!__get_cpuid(1, &a, &b, &c, &d)) {
@@ -138,12 +141,12 @@ static const char *missing_feature(syn_isa isa) {
                        __builtin_cpu_supports("avx512vnni")
                    ? NULL
                    : "AVX-512 F/BW/VL/VNNI";
-    case SYN_ISA_AVX_VNNI:
-        return x86_has_avx2_base() && x86_has_avx_vnni() ? NULL : "AVX-VNNI";
+    case SYN_ISA_AVX_VNNI: return x86_has_avx2_base() && x86_has_avx_vnni() ? NULL : "AVX-VNNI";
     case SYN_ISA_NEON_DOT:
     case SYN_ISA_I8MM: return "an aarch64 build";
 #elif defined(__aarch64__)
-    case SYN_ISA_NEON_DOT: return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? NULL : "the dot-product extension";
+    case SYN_ISA_NEON_DOT:
+        return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? NULL : "the dot-product extension";
     case SYN_ISA_I8MM:
         return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) && (getauxval(AT_HWCAP2) & HWCAP2_I8MM)
                    ? NULL

@@ -9,12 +9,12 @@
 
 /* Kernel tiers, in order of preference within each architecture. */
 typedef enum syn_isa {
-    SYN_ISA_SCALAR = 0,   /* portable C; the reference every other tier is tested against */
-    SYN_ISA_AVX2,         /* x86-64: AVX2 + FMA + F16C */
-    SYN_ISA_AVX512_VNNI,  /* x86-64: AVX-512 F/BW/VL + VNNI (256-bit VNNI forms) */
-    SYN_ISA_AVX_VNNI,     /* x86-64: AVX-VNNI (VEX-encoded dot product, no AVX-512) */
-    SYN_ISA_NEON_DOT,     /* aarch64: Advanced SIMD + dot product (SDOT) */
-    SYN_ISA_I8MM,         /* aarch64: dot product + int8 matrix multiply (SMMLA) */
+    SYN_ISA_SCALAR = 0,  /* portable C; the reference every other tier is tested against */
+    SYN_ISA_AVX2,        /* x86-64: AVX2 + FMA + F16C */
+    SYN_ISA_AVX512_VNNI, /* x86-64: AVX-512 F/BW/VL + VNNI (256-bit VNNI forms) */
+    SYN_ISA_AVX_VNNI,    /* x86-64: AVX-VNNI (VEX-encoded dot product, no AVX-512) */
+    SYN_ISA_NEON_DOT,    /* aarch64: Advanced SIMD + dot product (SDOT) */
+    SYN_ISA_I8MM,        /* aarch64: dot product + int8 matrix multiply (SMMLA) */
 } syn_isa;
 
 enum { SYN_ISA_COUNT = 6 };

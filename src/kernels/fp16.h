@@ -35,9 +35,9 @@ static inline uint16_t syn_k_f32_to_fp16(float f) {
     uint32_t u = syn_k_f32_bits(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);     /* NaN */
-    if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);    /* rounds to >= 65520: inf */
-    if (abs < 0x38800000u) {                                      /* below 2^-14: subnormal */
+    if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+    if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: inf */
+    if (abs < 0x38800000u) {                                   /* below 2^-14: subnormal */
         /* Adding 0.5 lets the FPU's own round-to-nearest-even produce the subnormal bits. */
         float r = syn_k_bits_f32(abs) + 0.5f;
         return (uint16_t)(sign | (uint16_t)(syn_k_f32_bits(r) - 0x3f000000u));

@@ -26,20 +26,17 @@
  *   Q4_1, Q5_1 x Q8_1  the Q8_1 activation is the Q8_0 one (same d and qs) plus s[b] =
  *                      fp16(d * sum(qs)) from the unrounded float d, as ggml's block_q8_1;
  *                      result = acc_d + acc_m, where acc_d is the Q8_0 dot above over the
- *                      unsigned codes q and acc_m = sum over b, in order, of f32(w[b].m) * f32(s[b])
- *                      (float acc_m = 0; p = m * s; acc_m = acc_m + p).
- *   quantize_row_q8_k  ggml's Q8_K rule per block of 256: max = the first element of largest |x|,
- *                      iscale = -127 / max, q = min(127, round-half-to-even(iscale * x)),
- *                      d = 1 / iscale, bsums[k] = sum of codes 16k..16k+15; all zero when max is 0.
- *   Q4_K, Q5_K x Q8_K  per super-block b, in order (c: codes, sc/mn: the 6-bit scales and mins):
- *                          isum = sum_j sc[j] * (sum_{i in sub-block j} c[i] * a.qs[i])   (exact)
- *                          msum = sum_j mn[j] * (a.bsums[2j] + a.bsums[2j+1])            (exact)
- *                          acc = acc + (float)isum * (f32(w.d) * a.d)
- *                          acc = acc - (float)msum * (f32(w.dmin) * a.d)
- *                      (each product its own statement, as above).
- *   Q6_K x Q8_K        isum = sum_{j < 16} scales[j] * (sum_{i in 16-element sub-block j} c[i] * a.qs[i]);
- *                      acc = acc + (float)isum * (f32(w.d) * a.d).
- * Every int32 above is exact (|isum| < 2^31 for any block bytes and activation codes).
+ *                      unsigned codes q and acc_m = sum over b, in order, of f32(w[b].m) *
+ * f32(s[b]) (float acc_m = 0; p = m * s; acc_m = acc_m + p). quantize_row_q8_k  ggml's Q8_K rule
+ * per block of 256: max = the first element of largest |x|, iscale = -127 / max, q = min(127,
+ * round-half-to-even(iscale * x)), d = 1 / iscale, bsums[k] = sum of codes 16k..16k+15; all zero
+ * when max is 0. Q4_K, Q5_K x Q8_K  per super-block b, in order (c: codes, sc/mn: the 6-bit scales
+ * and mins): isum = sum_j sc[j] * (sum_{i in sub-block j} c[i] * a.qs[i])   (exact) msum = sum_j
+ * mn[j] * (a.bsums[2j] + a.bsums[2j+1])            (exact) acc = acc + (float)isum * (f32(w.d) *
+ * a.d) acc = acc - (float)msum * (f32(w.dmin) * a.d) (each product its own statement, as above).
+ *   Q6_K x Q8_K        isum = sum_{j < 16} scales[j] * (sum_{i in 16-element sub-block j} c[i] *
+ * a.qs[i]); acc = acc + (float)isum * (f32(w.d) * a.d). Every int32 above is exact (|isum| < 2^31
+ * for any block bytes and activation codes).
  *
  * Input contract: weight codes may be any int8 (files can hold -128); activation codes must lie in
  * [-127, 127], as the quantizers produce (the AVX2 tier takes |w| as the unsigned operand and
@@ -49,11 +46,12 @@
  * vector lanes (a tile's weights transposed on the fly, activation dwords broadcast), so each lane
  * accumulates whole-block sums directly; matvec folds 8 blocks' sums of one row with one hadd tree.
  *
- * Calling (measured on Zen 4, see tests/bench): matvec reads rows [r0, r1) as one sequential
+ * Calling (tests/bench times the kernels): matvec reads rows [r0, r1) as one sequential
  * stream, which is what reaches memory speed, so give each call a contiguous row range as large as
  * the load balance allows (>= 256 rows; e.g. n_rows / (2 * n_threads)). Matmul computes per-call
  * activation corrections and transposes each 16-row tile once per 256 tokens: give it >= 64 rows
- * per call (a multiple of 16) and all the tokens of the step at once; 16-row calls run ~30% slower.
+ * per call (a multiple of 16) and all the tokens of the step at once, as shorter calls repeat that
+ * work.
  *
  * Layouts: a weight matrix is rows of n_blocks blocks of its type, row r starting at
  * (const char *)w + r * w_row_bytes (w_row_bytes >= n_blocks * block bytes, even); activations
@@ -71,9 +69,10 @@
 #include "gguf/gguf.h"
 #include "kernels/blocks.h"
 #include "kernels/cpu_features.h"
+#include "kernels/floats.h"
 
-/* The Q8_1 activation: ggml's block_q8_1 split into its Q8_0 part and its sums, so that the Q4_1 and
- * Q5_1 kernels run Q8_0's on the first. Token t's row: q + t * n_blocks, s + t * n_blocks. */
+/* The Q8_1 activation: ggml's block_q8_1 split into its Q8_0 part and its sums, so that the Q4_1
+ * and Q5_1 kernels run Q8_0's on the first. Token t's row: q + t * n_blocks, s + t * n_blocks. */
 typedef struct syn_act_q8_1 {
     const block_q8_0 *q;
     const uint16_t *s; /* fp16(d * sum(qs)) per block */
@@ -81,14 +80,15 @@ typedef struct syn_act_q8_1 {
 
 /* Decode: y[r] = dot(W row r, a) for r in [r0, r1); act: one activation row in the weight type's
  * dot format (model/wtype.h: act_type), y indexed by absolute row. */
-typedef void (*syn_matvec_fn)(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                              const void *act, float *y);
+typedef void (*syn_matvec_fn)(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                              int64_t r1, const void *act, float *y);
 
 /* Prefill/batches: y[t * y_stride + r] = dot(W row r, A row t) for r in [r0, r1),
  * t in [0, n_tokens); act: n_tokens rows of n_blocks activation blocks. Register-blocked tiles;
  * n_tokens == 1 is matvec. */
-typedef void (*syn_matmul_fn)(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                              const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+typedef void (*syn_matmul_fn)(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                              int64_t r1, const void *act, int64_t n_tokens, float *y,
+                              int64_t y_stride);
 
 /* The matrix kernels of one weight type on one tier; NULL where the tier has none for the type. */
 typedef struct syn_type_kernels {
@@ -102,9 +102,6 @@ typedef struct syn_kernels {
     /* x[n] -> y[n / 32]; n is a multiple of QK8_0. */
     void (*quantize_row_q8_0)(const float *x, block_q8_0 *y, int64_t n);
 
-    /* The dot above of one weight row w[n_blocks] and one activation row a[n_blocks]. */
-    float (*vec_dot_q8_0_q8_0)(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
-
     /* x[n] -> the Q8_0 part y[n / 32] and sums s[n / 32] of Q8_1 (y as quantize_row_q8_0's). */
     void (*quantize_row_q8_1)(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
 
@@ -113,6 +110,11 @@ typedef struct syn_kernels {
 
     /* Per weight type (enum ggml_type): every quantized type of the weight-type table. */
     syn_type_kernels mat[GGML_TYPE_COUNT];
+
+    /* The float32 kernels (floats.h): bitwise the same on every tier. */
+    syn_attention_fn attention;
+    syn_swiglu_fn swiglu;
+    syn_dot_f32_fn dot_f32; /* the float matrices' row dot */
 } syn_kernels;
 
 /* Fills *out with the kernels of isa. SYN_ERR_UNAVAILABLE (message naming the tier) when this

@@ -21,23 +21,23 @@ static inline const block_q8_0 *syn_k_wrow(const void *w, size_t w_row_bytes, in
 /* Tokens per pass over a row tile, a multiple of tile_tokens: one pass's activation rows stay in
  * L2 while the row tile's weights stay in L1, so weights stream from memory once per pass. */
 SYN_K_INLINE int64_t syn_k_token_chunk(int64_t n_blocks, int64_t tile_tokens) {
-    int64_t t = n_blocks > 0 ? (int64_t)(256 * 1024) / (n_blocks * (int64_t)sizeof(block_q8_0)) : 64;
+    int64_t t =
+        n_blocks > 0 ? (int64_t)(256 * 1024) / (n_blocks * (int64_t)sizeof(block_q8_0)) : 64;
     t = t < tile_tokens ? tile_tokens : t > 64 ? 64 : t;
     return t - t % tile_tokens;
 }
 
 /* Computes y[(t0 + j) * y_stride + r + i] for i in 0..3 and j in 0..tile_tokens-1. */
-typedef void (*syn_k_tile_fn)(int64_t n_blocks, const block_q8_0 *const wr[4], const block_q8_0 *a, int64_t t0,
-                            float *y, int64_t y_stride, int64_t r);
+typedef void (*syn_k_tile_fn)(int64_t n_blocks, const block_q8_0 *const wr[4], const block_q8_0 *a,
+                              int64_t t0, float *y, int64_t y_stride, int64_t r);
 
 /* Matmul in tiles of 4 rows x tile_tokens tokens; edge rows use vec_dot, edge tokens matvec, which
  * give the same bits as a tile would (kernels.h). */
-SYN_K_INLINE void syn_k_matmul_tiles(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                             const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride,
-                             int64_t tile_tokens, syn_k_tile_fn tile,
-                             float (*vec_dot)(int64_t, const block_q8_0 *, const block_q8_0 *),
-                             void (*matvec)(int64_t, const void *, size_t, int64_t, int64_t, const void *,
-                                            float *)) {
+SYN_K_INLINE void syn_k_matmul_tiles(
+    int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
+    const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride, int64_t tile_tokens,
+    syn_k_tile_fn tile, float (*vec_dot)(int64_t, const block_q8_0 *, const block_q8_0 *),
+    void (*matvec)(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *)) {
     const int64_t n_full = n_tokens - n_tokens % tile_tokens;
     const int64_t chunk = syn_k_token_chunk(n_blocks, tile_tokens);
     for (int64_t c0 = 0; c0 < n_full; c0 += chunk) {
@@ -46,12 +46,15 @@ SYN_K_INLINE void syn_k_matmul_tiles(int64_t n_blocks, const void *w, size_t w_r
         for (; r + 4 <= r1; r += 4) {
             const block_q8_0 *wr[4];
             SYN_K_UNROLL(4)
-            for (int i = 0; i < 4; i++) wr[i] = syn_k_wrow(w, w_row_bytes, r + i);
-            for (int64_t t = c0; t < c1; t += tile_tokens) tile(n_blocks, wr, a, t, y, y_stride, r);
+            for (int i = 0; i < 4; i++)
+                wr[i] = syn_k_wrow(w, w_row_bytes, r + i);
+            for (int64_t t = c0; t < c1; t += tile_tokens)
+                tile(n_blocks, wr, a, t, y, y_stride, r);
         }
         for (; r < r1; r++) {
             for (int64_t t = c0; t < c1; t++) {
-                y[t * y_stride + r] = vec_dot(n_blocks, syn_k_wrow(w, w_row_bytes, r), a + t * n_blocks);
+                y[t * y_stride + r] =
+                    vec_dot(n_blocks, syn_k_wrow(w, w_row_bytes, r), a + t * n_blocks);
             }
         }
     }
@@ -62,7 +65,7 @@ SYN_K_INLINE void syn_k_matmul_tiles(int64_t n_blocks, const void *w, size_t w_r
 
 /* Tiers define the matrix kernels; some reuse a lower tier's quantizer and single-row dot. */
 #define SYN_K_DECLARE_QUANT_DOT(sfx)                                                               \
-    void syn_quantize_row_q8_0_##sfx(const float *x, block_q8_0 *y, int64_t n);                   \
+    void syn_quantize_row_q8_0_##sfx(const float *x, block_q8_0 *y, int64_t n);                    \
     float syn_vec_dot_q8_0_q8_0_##sfx(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
 #define SYN_K_DECLARE_MAT(sfx)                                                                     \
     void syn_matvec_q8_0_##sfx(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,    \
@@ -73,6 +76,19 @@ SYN_K_INLINE void syn_k_matmul_tiles(int64_t n_blocks, const void *w, size_t w_r
 
 SYN_K_DECLARE_QUANT_DOT(scalar)
 SYN_K_DECLARE_MAT(scalar)
+
+/* The builds of the float32 kernels (floats.h; floats_<build>.c). */
+void syn_attention_generic(const syn_attn_args *a);
+void syn_swiglu_generic(float *g, const float *u, int64_t n);
+float syn_dot_f32_generic(const float *a, const float *b, int64_t n);
+#if defined(__x86_64__)
+void syn_attention_avx2(const syn_attn_args *a);
+void syn_swiglu_avx2(float *g, const float *u, int64_t n);
+float syn_dot_f32_avx2(const float *a, const float *b, int64_t n);
+void syn_attention_avx512(const syn_attn_args *a);
+void syn_swiglu_avx512(float *g, const float *u, int64_t n);
+float syn_dot_f32_avx512(const float *a, const float *b, int64_t n);
+#endif
 
 /* ---- The other quantized types ------------------------------------------------------------ */
 
@@ -105,21 +121,23 @@ typedef struct syn_k_via_q8_0 {
     syn_k_unpack_fn unpack;
     syn_matvec_fn q8_matvec; /* the tier's Q8_0 kernels */
     syn_matmul_fn q8_matmul;
-    bool has_min;            /* Q4_1 / Q5_1: Q8_1 activations, the acc_m term */
-    float (*row_dot)(int64_t n_blocks, const void *w, const void *act); /* rows too long to unpack */
+    bool has_min; /* Q4_1 / Q5_1: Q8_1 activations, the acc_m term */
+    float (*row_dot)(int64_t n_blocks, const void *w,
+                     const void *act); /* rows too long to unpack */
 } syn_k_via_q8_0;
 
 /* y[t * y_stride + r] += kernels.h's acc_m of row r with token t (the sum over blocks, in order,
  * of m * f32(s)), r < nr: the term Q4_1 / Q5_1 add to their code sums. m: the rows' m as floats,
  * [nr][n_blocks], nr * n_blocks <= SYN_K_MIN_TERMS_MAX; s: each token's n_blocks Q8_1 sums. */
 enum { SYN_K_MIN_TERMS_MAX = 8192 };
-void syn_k_add_min_terms(int64_t n_blocks, const float *m, int64_t nr, const uint16_t *s, int64_t n_tokens, float *y,
-                         int64_t y_stride);
+void syn_k_add_min_terms(int64_t n_blocks, const float *m, int64_t nr, const uint16_t *s,
+                         int64_t n_tokens, float *y, int64_t y_stride);
 
-void syn_k_matvec_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
-                           int64_t r1, const void *act, float *y);
-void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
-                           int64_t r1, const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_k_matvec_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void *w,
+                           size_t w_row_bytes, int64_t r0, int64_t r1, const void *act, float *y);
+void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void *w,
+                           size_t w_row_bytes, int64_t r0, int64_t r1, const void *act,
+                           int64_t n_tokens, float *y, int64_t y_stride);
 
 /* A tier's unpackers: each block's codes (codes.h) as a Q8_0 block, and m for Q4_1 / Q5_1. */
 #define SYN_K_DECLARE_UNPACK(sfx)                                                                  \
@@ -130,27 +148,41 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
 
 /* A tier's Q4_0 / Q5_0 / Q4_1 / Q5_1 matvec unpacking the codes in registers (the x86 tiers). */
 #define SYN_K_DECLARE_MATVEC_Q4_Q5(sfx)                                                            \
-    void syn_matvec_q4_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
-    void syn_matvec_q5_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
-    void syn_matvec_q4_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
-    void syn_matvec_q5_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *);
+    void syn_matvec_q4_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               float *);                                                           \
+    void syn_matvec_q5_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               float *);                                                           \
+    void syn_matvec_q4_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               float *);                                                           \
+    void syn_matvec_q5_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               float *);
 
 /* A VNNI tier's Q4_0 / Q5_0 / Q4_1 / Q5_1 matmul over codes unpacked in registers (quants_x86.h,
  * x86_matmul_codes). */
 #define SYN_K_DECLARE_MATMUL_Q4_Q5(sfx)                                                            \
-    void syn_matmul_q4_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
-    void syn_matmul_q5_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
-    void syn_matmul_q4_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
-    void syn_matmul_q5_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t);
+    void syn_matmul_q4_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               int64_t, float *, int64_t);                                         \
+    void syn_matmul_q5_0_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               int64_t, float *, int64_t);                                         \
+    void syn_matmul_q4_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               int64_t, float *, int64_t);                                         \
+    void syn_matmul_q5_1_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               int64_t, float *, int64_t);
 
 /* The k-quant matrix kernels of a tier. */
 #define SYN_K_DECLARE_KQ(sfx)                                                                      \
-    void syn_matvec_q4_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
-    void syn_matmul_q4_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
-    void syn_matvec_q5_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
-    void syn_matmul_q5_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t); \
-    void syn_matvec_q6_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, float *); \
-    void syn_matmul_q6_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *, int64_t, float *, int64_t);
+    void syn_matvec_q4_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               float *);                                                           \
+    void syn_matmul_q4_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               int64_t, float *, int64_t);                                         \
+    void syn_matvec_q5_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               float *);                                                           \
+    void syn_matmul_q5_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               int64_t, float *, int64_t);                                         \
+    void syn_matvec_q6_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               float *);                                                           \
+    void syn_matmul_q6_k_##sfx(int64_t, const void *, size_t, int64_t, int64_t, const void *,      \
+                               int64_t, float *, int64_t);
 /* syn_kernels_get with the GFNI builds of the avx512-vnni tier's 4- to 6-bit kernels taken or not
  * (gfni: the caller has checked syn_cpu_has_gfni; other tiers ignore it): the tests run both. */
 syn_status syn_kernels_get_build(syn_isa isa, bool gfni, syn_kernels *out);
@@ -167,22 +199,27 @@ SYN_K_DECLARE_MATMUL_Q4_Q5(avx512)
 SYN_K_DECLARE_MATMUL_Q4_Q5(avxvnni)
 SYN_K_DECLARE_MATVEC_Q4_Q5(avx512_gfni) /* installed over avx512's where the CPU has GFNI */
 SYN_K_DECLARE_MATVEC_Q4_Q5(avxvnni)
-SYN_K_DECLARE_KQ(avx2)     /* every x86 tier but avx512-vnni */
+SYN_K_DECLARE_KQ(avx2) /* every x86 tier but avx512-vnni */
 SYN_K_DECLARE_KQ(avx512)
 SYN_K_DECLARE_KQ(avx512_gfni) /* installed over avx512's where the CPU has GFNI */
 /* AVX-VNNI's matmuls (x86_matmul_codes's 256-bit lane loop: 8-row x 4-token tiles) built with the
  * AVX-512 tier's flags (quants_avx512.c), so that the tests run that loop on CPUs with AVX-512
  * VNNI but not AVX-VNNI, whose tier syn_kernels_get refuses there. */
-void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q4_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q5_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q4_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
-void syn_matmul_q5_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                                int64_t r1, const void *act, int64_t n_tokens, float *y,
+                                int64_t y_stride);
+void syn_matmul_q4_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                                int64_t r1, const void *act, int64_t n_tokens, float *y,
+                                int64_t y_stride);
+void syn_matmul_q5_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                                int64_t r1, const void *act, int64_t n_tokens, float *y,
+                                int64_t y_stride);
+void syn_matmul_q4_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                                int64_t r1, const void *act, int64_t n_tokens, float *y,
+                                int64_t y_stride);
+void syn_matmul_q5_1_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                                int64_t r1, const void *act, int64_t n_tokens, float *y,
+                                int64_t y_stride);
 void syn_quantize_row_q8_1_avx2(const float *x, block_q8_0 *y, uint16_t *s, int64_t n);
 void syn_quantize_row_q8_k_avx2(const float *x, block_q8_k *y, int64_t n);
 #endif

@@ -35,16 +35,18 @@ SYN_K_INLINE int32x4_t dot32(const int8x16_t c[2], const int8_t *a) {
     return vdotq_s32(vdotq_s32(vdupq_n_s32(0), c[0], vld1q_s8(a)), c[1], vld1q_s8(a + 16));
 }
 
-/* msum of kernels.h: sum_j mn[j] * (bsums[2j] + bsums[2j+1]); the pair sums fit int16 (|.| <= 4064). */
+/* msum of kernels.h: sum_j mn[j] * (bsums[2j] + bsums[2j+1]); the pair sums fit int16 (|.| <=
+ * 4064). */
 SYN_K_INLINE int32_t min_sum(const block_q8_k *a, int16x8_t mn16) {
     const int16x8_t pairs = vpaddq_s16(vld1q_s16(a->bsums), vld1q_s16(a->bsums + 8));
-    const int32x4_t s = vmlal_s16(vmull_s16(vget_low_s16(pairs), vget_low_s16(mn16)), vget_high_s16(pairs),
-                                  vget_high_s16(mn16));
+    const int32x4_t s = vmlal_s16(vmull_s16(vget_low_s16(pairs), vget_low_s16(mn16)),
+                                  vget_high_s16(pairs), vget_high_s16(mn16));
     return vaddvq_s32(s);
 }
 
 /* kernels.h's float steps of one Q4_K / Q5_K super-block. */
-SYN_K_INLINE float k45_step(float acc, int32_t isum, int32_t msum, uint16_t d, uint16_t dmin, float ad) {
+SYN_K_INLINE float k45_step(float acc, int32_t isum, int32_t msum, uint16_t d, uint16_t dmin,
+                            float ad) {
     const float dd = fp16_f32(d) * ad;
     const float p = (float)isum * dd;
     acc += p;
@@ -56,8 +58,9 @@ SYN_K_INLINE float k45_step(float acc, int32_t isum, int32_t msum, uint16_t d, u
 
 /* Row w (n_blocks super-blocks of Q4_K, or Q5_K when qh_at) against tokens a[t * n_tok_stride],
  * t < n_tok: y[t * y_stride] = the dot. */
-SYN_K_INLINE void k45_row(int64_t n_blocks, const char *w, size_t block_bytes, size_t qs_at, size_t qh_at,
-                          const block_q8_k *a, int64_t n_tok_stride, float *y, int64_t y_stride, const int n_tok) {
+SYN_K_INLINE void k45_row(int64_t n_blocks, const char *w, size_t block_bytes, size_t qs_at,
+                          size_t qh_at, const block_q8_k *a, int64_t n_tok_stride, float *y,
+                          int64_t y_stride, const int n_tok) {
     float acc[KQ_TOKENS] = {0};
     const uint8x16_t low4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1), two = vdupq_n_u8(2);
     for (int64_t b = 0; b < n_blocks; b++) {
@@ -75,7 +78,8 @@ SYN_K_INLINE void k45_row(int64_t n_blocks, const char *w, size_t block_bytes, s
         }
         int32x4_t isum[KQ_TOKENS];
         SYN_K_UNROLL(4)
-        for (int t = 0; t < n_tok; t++) isum[t] = vdupq_n_s32(0);
+        for (int t = 0; t < n_tok; t++)
+            isum[t] = vdupq_n_s32(0);
         SYN_K_UNROLL(4)
         for (int g = 0; g < 4; g++) {
             int8x16_t lo[2], hi[2]; /* sub-blocks 2g and 2g + 1 */
@@ -101,16 +105,18 @@ SYN_K_INLINE void k45_row(int64_t n_blocks, const char *w, size_t block_bytes, s
         SYN_K_UNROLL(4)
         for (int t = 0; t < n_tok; t++) {
             const block_q8_k *ab = &a[t * n_tok_stride + b];
-            acc[t] = k45_step(acc[t], vaddvq_s32(isum[t]), min_sum(ab, mn16), head->d, head->dmin, ab->d);
+            acc[t] = k45_step(acc[t], vaddvq_s32(isum[t]), min_sum(ab, mn16), head->d, head->dmin,
+                              ab->d);
         }
     }
     SYN_K_UNROLL(4)
-    for (int t = 0; t < n_tok; t++) y[t * y_stride] = acc[t];
+    for (int t = 0; t < n_tok; t++)
+        y[t * y_stride] = acc[t];
 }
 
 /* Row w of Q6_K against tokens a[t * n_tok_stride], t < n_tok. */
-SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_k *a, int64_t n_tok_stride, float *y,
-                          int64_t y_stride, const int n_tok) {
+SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_k *a,
+                          int64_t n_tok_stride, float *y, int64_t y_stride, const int n_tok) {
     float acc[KQ_TOKENS] = {0};
     const uint8x16_t low4 = vdupq_n_u8(0x0F), low2 = vdupq_n_u8(3);
     const int8x16_t bias = vdupq_n_s8(32);
@@ -118,7 +124,8 @@ SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_
         const block_q6_k *blk = &w[b];
         int32x4_t isum[KQ_TOKENS];
         SYN_K_UNROLL(4)
-        for (int t = 0; t < n_tok; t++) isum[t] = vdupq_n_s32(0);
+        for (int t = 0; t < n_tok; t++)
+            isum[t] = vdupq_n_s32(0);
         SYN_K_UNROLL(2)
         for (int h = 0; h < 2; h++) {
             /* q[k][i]: elements 128h + 32k + 16i .. +15, sub-block 8h + 2k + i */
@@ -135,7 +142,8 @@ SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_
                     vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(qh, 6), 4)),
                 };
                 SYN_K_UNROLL(4)
-                for (int k = 0; k < 4; k++) q[k][i] = vsubq_s8(vreinterpretq_s8_u8(u[k]), bias);
+                for (int k = 0; k < 4; k++)
+                    q[k][i] = vsubq_s8(vreinterpretq_s8_u8(u[k]), bias);
             }
             SYN_K_UNROLL(4)
             for (int k = 0; k < 4; k++) {
@@ -143,9 +151,11 @@ SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_
                 SYN_K_UNROLL(4)
                 for (int t = 0; t < n_tok; t++) {
                     const int8_t *aq = a[t * n_tok_stride + b].qs + 128 * h + 32 * k;
-                    isum[t] = vmlaq_n_s32(isum[t], vdotq_s32(vdupq_n_s32(0), q[k][0], vld1q_s8(aq)), blk->scales[j]);
-                    isum[t] = vmlaq_n_s32(isum[t], vdotq_s32(vdupq_n_s32(0), q[k][1], vld1q_s8(aq + 16)),
-                                          blk->scales[j + 1]);
+                    isum[t] = vmlaq_n_s32(isum[t], vdotq_s32(vdupq_n_s32(0), q[k][0], vld1q_s8(aq)),
+                                          blk->scales[j]);
+                    isum[t] =
+                        vmlaq_n_s32(isum[t], vdotq_s32(vdupq_n_s32(0), q[k][1], vld1q_s8(aq + 16)),
+                                    blk->scales[j + 1]);
                 }
             }
         }
@@ -157,7 +167,8 @@ SYN_K_INLINE void q6k_row(int64_t n_blocks, const block_q6_k *w, const block_q8_
         }
     }
     SYN_K_UNROLL(4)
-    for (int t = 0; t < n_tok; t++) y[t * y_stride] = acc[t];
+    for (int t = 0; t < n_tok; t++)
+        y[t * y_stride] = acc[t];
 }
 
 #include "kernels/kquants_rows.h"
@@ -172,15 +183,18 @@ void syn_quantize_row_q8_k_dotprod(const float *x, block_q8_k *y, int64_t n) {
     for (int64_t b = 0; b < n / QK_K; b++) {
         const float *xb = x + b * QK_K;
         float32x4_t m = vdupq_n_f32(0.0f);
-        for (int i = 0; i < QK_K; i += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(xb + i)));
+        for (int i = 0; i < QK_K; i += 4)
+            m = vmaxq_f32(m, vabsq_f32(vld1q_f32(xb + i)));
         const float amax = vmaxvq_f32(m);
         memset(&y[b], 0, sizeof y[b]);
         if (amax == 0.0f) continue;
         /* the first element of largest |x| carries the sign */
         const float32x4_t vamax = vdupq_n_f32(amax);
         int first = 0;
-        while (vmaxvq_u32(vceqq_f32(vabsq_f32(vld1q_f32(xb + first)), vamax)) == 0) first += 4;
-        while (fabsf(xb[first]) != amax) first++;
+        while (vmaxvq_u32(vceqq_f32(vabsq_f32(vld1q_f32(xb + first)), vamax)) == 0)
+            first += 4;
+        while (fabsf(xb[first]) != amax)
+            first++;
         const float iscale = -127.0f / xb[first];
         for (int i = 0; i < QK_K; i += 16) {
             int16x4_t q16[4];

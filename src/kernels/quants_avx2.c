@@ -11,7 +11,8 @@
 #include "kernels/fp16.h"
 #include "kernels/quants_x86.h"
 
-/* maddubs needs no correction: prep gives zero (matvec sums its lanes as the block's correction). */
+/* maddubs needs no correction: prep gives zero (matvec sums its lanes as the block's correction).
+ */
 SYN_K_INLINE __m256i prep_none(__m256i a) {
     (void)a;
     return _mm256_setzero_si256();
@@ -42,18 +43,22 @@ SYN_K_INLINE float quantize_block_q8_0(const float *xb, block_q8_0 *yb) {
     __m256i q[4];
     SYN_K_UNROLL(4)
     for (int i = 0; i < 4; i++) {
-        const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], vid),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         q[i] = _mm256_cvtps_epi32(r);
     }
     /* packs work per 128-bit lane; the permute restores element order. */
-    const __m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    const __m256i ordered = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const __m256i q8 =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    const __m256i ordered =
+        _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256((__m256i *)yb->qs, ordered);
     return d;
 }
 
 void syn_quantize_row_q8_0_avx2(const float *x, block_q8_0 *y, int64_t n) {
-    for (int64_t b = 0; b < n / QK8_0; b++) quantize_block_q8_0(x + b * QK8_0, &y[b]);
+    for (int64_t b = 0; b < n / QK8_0; b++)
+        quantize_block_q8_0(x + b * QK8_0, &y[b]);
 }
 
 void syn_quantize_row_q8_1_avx2(const float *x, block_q8_0 *y, uint16_t *s, int64_t n) {
@@ -67,23 +72,25 @@ float syn_vec_dot_q8_0_q8_0_avx2(int64_t n_blocks, const block_q8_0 *w, const bl
     return x86_row_dot(n_blocks, w, a, prep_none, dot_block);
 }
 
-void syn_matvec_q8_0_avx2(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                          const void *act, float *y) {
+void syn_matvec_q8_0_avx2(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                          int64_t r1, const void *act, float *y) {
     const block_q8_0 *a = act; /* the Q8_0 activation rows */
     x86_matvec(n_blocks, w, w_row_bytes, r0, r1, a, y, prep_none, dot_block);
 }
 
 /* 4 rows x 4 tokens; acc[i] lane j is row r + i, token t0 + j. */
-static void tile_4x4(int64_t n_blocks, const block_q8_0 *const wr[4], const block_q8_0 *a, int64_t t0, float *y,
-                     int64_t y_stride, int64_t r) {
+static void tile_4x4(int64_t n_blocks, const block_q8_0 *const wr[4], const block_q8_0 *a,
+                     int64_t t0, float *y, int64_t y_stride, int64_t r) {
     const block_q8_0 *at[4];
     SYN_K_UNROLL(4)
-    for (int j = 0; j < 4; j++) at[j] = a + (t0 + j) * n_blocks;
+    for (int j = 0; j < 4; j++)
+        at[j] = a + (t0 + j) * n_blocks;
     __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int64_t b = 0; b < n_blocks; b++) {
         __m256i av[4];
         SYN_K_UNROLL(4)
-        for (int j = 0; j < 4; j++) av[j] = x86_load_qs(&at[j][b]);
+        for (int j = 0; j < 4; j++)
+            av[j] = x86_load_qs(&at[j][b]);
         const __m128 da = x86_scales4(at, b);
         SYN_K_UNROLL(4)
         for (int i = 0; i < 4; i++) {
@@ -92,7 +99,8 @@ static void tile_4x4(int64_t n_blocks, const block_q8_0 *const wr[4], const bloc
             __m256i d[4];
             SYN_K_UNROLL(4)
             for (int j = 0; j < 4; j++) {
-                d[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(uw, _mm256_sign_epi8(av[j], wv)), _mm256_set1_epi16(1));
+                d[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(uw, _mm256_sign_epi8(av[j], wv)),
+                                         _mm256_set1_epi16(1));
             }
             const __m128 isum = _mm_cvtepi32_ps(x86_reduce4(d));
             const __m128 s = _mm_mul_ps(_mm_set1_ps(x86_fp16_f32(wr[i][b].d)), da);
@@ -102,14 +110,16 @@ static void tile_4x4(int64_t n_blocks, const block_q8_0 *const wr[4], const bloc
     }
     _MM_TRANSPOSE4_PS(acc[0], acc[1], acc[2], acc[3]); /* now acc[j] lane i */
     SYN_K_UNROLL(4)
-    for (int j = 0; j < 4; j++) _mm_storeu_ps(y + (t0 + j) * y_stride + r, acc[j]);
+    for (int j = 0; j < 4; j++)
+        _mm_storeu_ps(y + (t0 + j) * y_stride + r, acc[j]);
 }
 
-void syn_matmul_q8_0_avx2(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                          const void *act, int64_t n_tokens, float *y, int64_t y_stride) {
+void syn_matmul_q8_0_avx2(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                          int64_t r1, const void *act, int64_t n_tokens, float *y,
+                          int64_t y_stride) {
     const block_q8_0 *a = act; /* the Q8_0 activation rows */
-    syn_k_matmul_tiles(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 4, tile_4x4, syn_vec_dot_q8_0_q8_0_avx2,
-               syn_matvec_q8_0_avx2);
+    syn_k_matmul_tiles(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 4, tile_4x4,
+                       syn_vec_dot_q8_0_q8_0_avx2, syn_matvec_q8_0_avx2);
 }
 
 /* ---- Q4_0, Q5_0, Q4_1, Q5_1 unpacked into Q8_0 blocks of their codes (unpacked.c), for every x86
@@ -123,7 +133,8 @@ SYN_K_INLINE void store_block(block_q8_0 *out, uint16_t d, __m256i codes) {
 void syn_unpack_q4_0_avx2(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m) {
     (void)m;
     const block_q4_0 *w = w_row;
-    for (int64_t b = 0; b < n_blocks; b++) store_block(&out[b], w[b].d, x86_codes_q4_0((const char *)&w[b]));
+    for (int64_t b = 0; b < n_blocks; b++)
+        store_block(&out[b], w[b].d, x86_codes_q4_0((const char *)&w[b]));
 }
 
 void syn_unpack_q5_0_avx2(const void *w_row, int64_t n_blocks, block_q8_0 *out, float *m) {

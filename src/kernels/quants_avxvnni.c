@@ -11,8 +11,9 @@
 
 /* -128 * (sum of each 4-byte group of a): the correction for the +128 offset of w below. */
 SYN_K_INLINE __m256i prep_offset(__m256i a) {
-    return _mm256_sub_epi32(_mm256_setzero_si256(),
-                            _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), a));
+    return _mm256_sub_epi32(
+        _mm256_setzero_si256(),
+        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), a));
 }
 
 /* (w + 128) as unsigned bytes times a, plus the correction: exactly w . a per 4-byte group. */
@@ -20,18 +21,22 @@ SYN_K_INLINE __m256i dot_block(__m256i w, __m256i a, __m256i c) {
     return _mm256_dpbusd_avx_epi32(c, _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), a);
 }
 
-SYN_K_INLINE __m256i dpbusd(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
+SYN_K_INLINE __m256i dpbusd(__m256i acc, __m256i u8, __m256i s8) {
+    return _mm256_dpbusd_avx_epi32(acc, u8, s8);
+}
 
-void syn_matvec_q8_0_avxvnni(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                             const void *act, float *y) {
+void syn_matvec_q8_0_avxvnni(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                             int64_t r1, const void *act, float *y) {
     const block_q8_0 *a = act; /* the Q8_0 activation rows */
     x86_matvec(n_blocks, w, w_row_bytes, r0, r1, a, y, prep_offset, dot_block);
 }
 
-void syn_matmul_q8_0_avxvnni(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                             const void *act, int64_t n_tokens, float *y, int64_t y_stride) {
+void syn_matmul_q8_0_avxvnni(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                             int64_t r1, const void *act, int64_t n_tokens, float *y,
+                             int64_t y_stride) {
     const block_q8_0 *a = act; /* the Q8_0 activation rows */
-    x86_matmul(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 1, 4, 4, dpbusd, NULL, prep_offset, dot_block);
+    x86_matmul(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 1, 4, 4, dpbusd, NULL,
+               prep_offset, dot_block);
 }
 
 /* Unsigned codes (Q4_0, Q5_0, Q4_1, Q5_1) straight into VPDPBUSD. */

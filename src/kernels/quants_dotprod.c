@@ -58,13 +58,15 @@ SYN_K_INLINE float quantize_block_q8_0(const float *xb, block_q8_0 *yb) {
 }
 
 void syn_quantize_row_q8_0_dotprod(const float *x, block_q8_0 *y, int64_t n) {
-    for (int64_t b = 0; b < n / QK8_0; b++) quantize_block_q8_0(x + b * QK8_0, &y[b]);
+    for (int64_t b = 0; b < n / QK8_0; b++)
+        quantize_block_q8_0(x + b * QK8_0, &y[b]);
 }
 
 void syn_quantize_row_q8_1_dotprod(const float *x, block_q8_0 *y, uint16_t *s, int64_t n) {
     for (int64_t b = 0; b < n / QK8_0; b++) {
         const float d = quantize_block_q8_0(x + b * QK8_0, &y[b]);
-        const int32_t sum = (int32_t)vaddlvq_s8(vld1q_s8(y[b].qs)) + (int32_t)vaddlvq_s8(vld1q_s8(y[b].qs + 16));
+        const int32_t sum =
+            (int32_t)vaddlvq_s8(vld1q_s8(y[b].qs)) + (int32_t)vaddlvq_s8(vld1q_s8(y[b].qs + 16));
         s[b] = syn_k_f32_to_fp16(d * (float)sum);
     }
 }
@@ -72,7 +74,8 @@ void syn_quantize_row_q8_1_dotprod(const float *x, block_q8_0 *y, uint16_t *s, i
 float syn_vec_dot_q8_0_q8_0_dotprod(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a) {
     float acc = 0.0f;
     for (int64_t b = 0; b < n_blocks; b++) {
-        const int32_t isum = vaddvq_s32(dot_block(&w[b], vld1q_s8(a[b].qs), vld1q_s8(a[b].qs + 16)));
+        const int32_t isum =
+            vaddvq_s32(dot_block(&w[b], vld1q_s8(a[b].qs), vld1q_s8(a[b].qs + 16)));
         const float s = fp16_f32(w[b].d) * fp16_f32(a[b].d);
         const float p = (float)isum * s;
         acc += p;
@@ -80,14 +83,15 @@ float syn_vec_dot_q8_0_q8_0_dotprod(int64_t n_blocks, const block_q8_0 *w, const
     return acc;
 }
 
-void syn_matvec_q8_0_dotprod(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                             const void *act, float *y) {
+void syn_matvec_q8_0_dotprod(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                             int64_t r1, const void *act, float *y) {
     const block_q8_0 *a = act; /* the Q8_0 activation rows */
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         const block_q8_0 *wr[4];
         SYN_K_UNROLL(4)
-        for (int i = 0; i < 4; i++) wr[i] = syn_k_wrow(w, w_row_bytes, r + i);
+        for (int i = 0; i < 4; i++)
+            wr[i] = syn_k_wrow(w, w_row_bytes, r + i);
         float32x4_t acc = vdupq_n_f32(0.0f); /* lane i: row r + i */
         for (int64_t b = 0; b < n_blocks; b++) {
             const int8x16_t a0 = vld1q_s8(a[b].qs), a1 = vld1q_s8(a[b].qs + 16);
@@ -98,25 +102,29 @@ void syn_matvec_q8_0_dotprod(int64_t n_blocks, const void *w, size_t w_row_bytes
                 d[i] = dot_block(&wr[i][b], a0, a1);
             }
             const float32x4_t isum = vcvtq_f32_s32(reduce4(d));
-            const float32x4_t s = vmulq_f32(fp16x4_f32(wr[0][b].d, wr[1][b].d, wr[2][b].d, wr[3][b].d),
-                                            vdupq_n_f32(fp16_f32(a[b].d)));
+            const float32x4_t s =
+                vmulq_f32(fp16x4_f32(wr[0][b].d, wr[1][b].d, wr[2][b].d, wr[3][b].d),
+                          vdupq_n_f32(fp16_f32(a[b].d)));
             const float32x4_t p = vmulq_f32(isum, s);
             acc = vaddq_f32(acc, p);
         }
         vst1q_f32(y + r, acc);
     }
-    for (; r < r1; r++) y[r] = syn_vec_dot_q8_0_q8_0_dotprod(n_blocks, syn_k_wrow(w, w_row_bytes, r), a);
+    for (; r < r1; r++)
+        y[r] = syn_vec_dot_q8_0_q8_0_dotprod(n_blocks, syn_k_wrow(w, w_row_bytes, r), a);
 }
 
 /* 4 rows x 4 tokens; acc[i] lane j is row r + i, token t0 + j. */
-static void tile_4x4(int64_t n_blocks, const block_q8_0 *const wr[4], const block_q8_0 *a, int64_t t0, float *y,
-                     int64_t y_stride, int64_t r) {
+static void tile_4x4(int64_t n_blocks, const block_q8_0 *const wr[4], const block_q8_0 *a,
+                     int64_t t0, float *y, int64_t y_stride, int64_t r) {
     const block_q8_0 *at[4];
     SYN_K_UNROLL(4)
-    for (int j = 0; j < 4; j++) at[j] = a + (t0 + j) * n_blocks;
+    for (int j = 0; j < 4; j++)
+        at[j] = a + (t0 + j) * n_blocks;
     float32x4_t acc[4];
     SYN_K_UNROLL(4)
-    for (int i = 0; i < 4; i++) acc[i] = vdupq_n_f32(0.0f);
+    for (int i = 0; i < 4; i++)
+        acc[i] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < n_blocks; b++) {
         int8x16_t a0[4], a1[4];
         SYN_K_UNROLL(4)
@@ -129,7 +137,8 @@ static void tile_4x4(int64_t n_blocks, const block_q8_0 *const wr[4], const bloc
         for (int i = 0; i < 4; i++) {
             int32x4_t d[4];
             SYN_K_UNROLL(4)
-            for (int j = 0; j < 4; j++) d[j] = dot_block(&wr[i][b], a0[j], a1[j]);
+            for (int j = 0; j < 4; j++)
+                d[j] = dot_block(&wr[i][b], a0[j], a1[j]);
             const float32x4_t isum = vcvtq_f32_s32(reduce4(d));
             const float32x4_t s = vmulq_f32(vdupq_n_f32(fp16_f32(wr[i][b].d)), da);
             const float32x4_t p = vmulq_f32(isum, s);
@@ -138,14 +147,17 @@ static void tile_4x4(int64_t n_blocks, const block_q8_0 *const wr[4], const bloc
     }
     float out[4][4];
     SYN_K_UNROLL(4)
-    for (int i = 0; i < 4; i++) vst1q_f32(out[i], acc[i]);
+    for (int i = 0; i < 4; i++)
+        vst1q_f32(out[i], acc[i]);
     for (int j = 0; j < 4; j++) {
-        for (int i = 0; i < 4; i++) y[(t0 + j) * y_stride + r + i] = out[i][j];
+        for (int i = 0; i < 4; i++)
+            y[(t0 + j) * y_stride + r + i] = out[i][j];
     }
 }
 
-void syn_matmul_q8_0_dotprod(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0, int64_t r1,
-                             const void *act, int64_t n_tokens, float *y, int64_t y_stride) {
+void syn_matmul_q8_0_dotprod(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
+                             int64_t r1, const void *act, int64_t n_tokens, float *y,
+                             int64_t y_stride) {
     const block_q8_0 *a = act; /* the Q8_0 activation rows */
     syn_k_matmul_tiles(n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride, 4, tile_4x4,
                        syn_vec_dot_q8_0_q8_0_dotprod, syn_matvec_q8_0_dotprod);

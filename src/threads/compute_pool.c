@@ -15,7 +15,8 @@ syn_status syn_compute_pool_new(int32_t n_threads, syn_compute_pool **out) {
     if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_compute_pool_new: out is NULL");
     *out = NULL;
     if (n_threads < 0 || n_threads > SYN_MAX_THREADS)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "n_threads %d is outside 0..%d", n_threads, SYN_MAX_THREADS);
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "n_threads %d is outside 0..%d", n_threads,
+                        SYN_MAX_THREADS);
     if (n_threads == 0) {
         const long online = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = online < 1 ? 1 : online > SYN_MAX_THREADS ? SYN_MAX_THREADS : (int32_t)online;

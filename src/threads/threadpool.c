@@ -71,13 +71,13 @@ struct syn_threadpool {
 
     pthread_mutex_t mutex;
     pthread_mutex_t run_lock; /* one job at a time when several owners share the pool */
-    pthread_cond_t wake; /* a new generation or stop */
-    pthread_cond_t done; /* pending reached 0 */
+    pthread_cond_t wake;      /* a new generation or stop */
+    pthread_cond_t done;      /* pending reached 0 */
 
     /* The current part of a job: written before generation is bumped, read after it is seen. */
     syn_chunk_fn fn;
     void *ctx;
-    int64_t base; /* chunk index of the part's chunk 0 */
+    int64_t base;     /* chunk index of the part's chunk 0 */
     atomic_int error; /* first nonzero chunk result */
 
     _Alignas(CACHE_LINE) atomic_int pending; /* workers that have not finished the current part */
@@ -89,7 +89,9 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t pack_range(uint32_t front, uint32_t back) { return (uint64_t)front | (uint64_t)back << 32; }
+static uint64_t pack_range(uint32_t front, uint32_t back) {
+    return (uint64_t)front | (uint64_t)back << 32;
+}
 
 /* Claims the front chunk of slot's range (own == true) or its back chunk; false when empty. */
 static bool claim(range_slot *slot, bool own, uint32_t *chunk) {
@@ -181,14 +183,16 @@ static void publish(syn_threadpool *pool) {
 static void stop_workers(syn_threadpool *pool, int n_started) {
     atomic_store(&pool->stop, true);
     publish(pool);
-    for (int i = 0; i < n_started; i++) pthread_join(pool->workers[i].thread, NULL);
+    for (int i = 0; i < n_started; i++)
+        pthread_join(pool->workers[i].thread, NULL);
 }
 
 syn_status syn_threadpool_new(int n_threads, syn_threadpool **out) {
     if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_threadpool_new: NULL output pointer");
     *out = NULL;
     if (n_threads < 1 || n_threads > MAX_THREADS) {
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "thread count %d is outside 1..%d", n_threads, MAX_THREADS);
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "thread count %d is outside 1..%d", n_threads,
+                        MAX_THREADS);
     }
     /* aligned_alloc wants a size that is a multiple of the alignment */
     const size_t pool_bytes = (sizeof(syn_threadpool) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
@@ -205,7 +209,8 @@ syn_status syn_threadpool_new(int n_threads, syn_threadpool **out) {
     pool->n_threads = n_threads;
     pool->workers = workers;
     pool->slots = slots;
-    for (int i = 0; i < n_threads; i++) atomic_init(&slots[i].range, 0);
+    for (int i = 0; i < n_threads; i++)
+        atomic_init(&slots[i].range, 0);
     pthread_mutex_init(&pool->mutex, NULL);
     pthread_mutex_init(&pool->run_lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
@@ -221,7 +226,8 @@ syn_status syn_threadpool_new(int n_threads, syn_threadpool **out) {
             stop_workers(pool, i);
             pool->n_threads = 1; /* nothing left to join */
             syn_threadpool_free(pool);
-            return syn_fail(SYN_ERR_INTERNAL, "creating worker thread %d of %d failed", i + 1, n_threads);
+            return syn_fail(SYN_ERR_INTERNAL, "creating worker thread %d of %d failed", i + 1,
+                            n_threads);
         }
     }
     *out = pool;

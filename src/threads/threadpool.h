@@ -26,7 +26,8 @@ typedef int (*syn_chunk_fn)(void *ctx, int64_t chunk, int thread_index);
 
 /* Creates a pool of n_threads (1..256) threads counting the caller; n_threads == 1 creates no
  * threads and runs every job inline. Free with syn_threadpool_free().
- * Errors: SYN_ERR_INVALID_ARGUMENT, SYN_ERR_NO_MEMORY, SYN_ERR_INTERNAL (thread creation failed). */
+ * Errors: SYN_ERR_INVALID_ARGUMENT, SYN_ERR_NO_MEMORY, SYN_ERR_INTERNAL (thread creation failed).
+ */
 syn_status syn_threadpool_new(int n_threads, syn_threadpool **out);
 
 /* Joins the workers and frees the pool. NULL is a no-op. Not while a job runs. */
@@ -43,8 +44,8 @@ int syn_threadpool_run(syn_threadpool *pool, int64_t n_chunks, syn_chunk_fn fn, 
 
 /* Rows [*begin, *end) of chunk `chunk` when n_rows rows are cut into chunks of `rows_per_chunk`
  * (the last one may be short); a helper for row-parallel kernels. */
-static inline void syn_chunk_rows(int64_t n_rows, int64_t rows_per_chunk, int64_t chunk, int64_t *begin,
-                                  int64_t *end) {
+static inline void syn_chunk_rows(int64_t n_rows, int64_t rows_per_chunk, int64_t chunk,
+                                  int64_t *begin, int64_t *end) {
     *begin = chunk * rows_per_chunk;
     *end = *begin + rows_per_chunk < n_rows ? *begin + rows_per_chunk : n_rows;
 }

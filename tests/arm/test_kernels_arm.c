@@ -12,10 +12,29 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
 
 #include "../support/type_kernels_check.h"
 
 static int n_passed, n_failed;
+
+/* The single-row Q8_0 dot behind a tier's matrix kernels (their edge rows; kernels_impl.h), which
+ * no table lists: the scalar one, AVX2's (every x86 tier) or the dot-product tier's (aarch64). */
+typedef float (*q8_0_dot_fn)(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
+static q8_0_dot_fn tier_vec_dot(syn_isa isa) {
+    switch (isa) {
+#if defined(__x86_64__)
+    case SYN_ISA_AVX2:
+    case SYN_ISA_AVX512_VNNI:
+    case SYN_ISA_AVX_VNNI: return syn_vec_dot_q8_0_q8_0_avx2;
+#endif
+#if defined(__aarch64__)
+    case SYN_ISA_NEON_DOT:
+    case SYN_ISA_I8MM: return syn_vec_dot_q8_0_q8_0_dotprod;
+#endif
+    default: return syn_vec_dot_q8_0_q8_0_scalar;
+    }
+}
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
@@ -38,7 +57,8 @@ static uint32_t rng_next(void) {
 }
 
 static void random_block(block_q8_0 *b, int lo, int hi, uint16_t scale) {
-    for (int i = 0; i < QK8_0; i++) b->qs[i] = (int8_t)(lo + (int)(rng_next() % (uint32_t)(hi - lo + 1)));
+    for (int i = 0; i < QK8_0; i++)
+        b->qs[i] = (int8_t)(lo + (int)(rng_next() % (uint32_t)(hi - lo + 1)));
     b->d = scale ? scale : (uint16_t)(0x0400 + rng_next() % 0x3800);
 }
 
@@ -50,7 +70,8 @@ static void test_quantize_hand_worked(const syn_kernels *k) {
     const int8_t q2[QK8_0] = {-127, 2, 126, -126, 0, -4};
     block_q8_0 y;
     k->quantize_row_q8_0(x1, &y, QK8_0);
-    CHECK(y.d == 0x3c00 && memcmp(y.qs, q1, QK8_0) == 0, "%s: hand-worked block", syn_isa_name(k->isa));
+    CHECK(y.d == 0x3c00 && memcmp(y.qs, q1, QK8_0) == 0, "%s: hand-worked block",
+          syn_isa_name(k->isa));
     k->quantize_row_q8_0(x2, &y, QK8_0);
     CHECK(y.d == 0x3c00 && memcmp(y.qs, q2, QK8_0) == 0, "%s: ties block", syn_isa_name(k->isa));
     const float zero[QK8_0] = {0};
@@ -68,7 +89,8 @@ static void test_quantize_vs_scalar(const syn_kernels *k, const syn_kernels *ref
     }
     ref->quantize_row_q8_0(x, a, N * QK8_0);
     k->quantize_row_q8_0(x, b, N * QK8_0);
-    CHECK(memcmp(a, b, sizeof a) == 0, "%s: quantized rows differ from scalar", syn_isa_name(k->isa));
+    CHECK(memcmp(a, b, sizeof a) == 0, "%s: quantized rows differ from scalar",
+          syn_isa_name(k->isa));
 }
 
 /* Unit scales: a one-block dot is the exact int32 sum, -128 weights included. */
@@ -81,8 +103,9 @@ static void test_block_dots_exact(const syn_kernels *k) {
         if (trial % 3 == 0) memset(w.qs, 0x80, QK8_0);
         if (trial % 5 == 0) memset(a.qs, trial % 2 ? 0x81 : 0x7f, QK8_0);
         int32_t expect = 0;
-        for (int i = 0; i < QK8_0; i++) expect += w.qs[i] * a.qs[i];
-        float got = k->vec_dot_q8_0_q8_0(1, &w, &a), got_mv = 0;
+        for (int i = 0; i < QK8_0; i++)
+            expect += w.qs[i] * a.qs[i];
+        float got = tier_vec_dot(k->isa)(1, &w, &a), got_mv = 0;
         k->mat[GGML_TYPE_Q8_0].matvec(1, &w, sizeof w, 0, 1, &a, &got_mv);
         if (got != (float)expect || got_mv != (float)expect) bad++;
     }
@@ -102,9 +125,11 @@ static void test_matmul_vs_scalar(const syn_kernels *k, const syn_kernels *ref) 
         return;
     }
     for (int r = 0; r < ROWS; r++) {
-        for (int b = 0; b < BLOCKS; b++) random_block((block_q8_0 *)(w + r * row_bytes) + b, -128, 127, 0);
+        for (int b = 0; b < BLOCKS; b++)
+            random_block((block_q8_0 *)(w + r * row_bytes) + b, -128, 127, 0);
     }
-    for (int i = 0; i < BLOCKS * TOKENS; i++) random_block(&a[i], -127, 127, 0);
+    for (int i = 0; i < BLOCKS * TOKENS; i++)
+        random_block(&a[i], -127, 127, 0);
     static const int token_counts[] = {1, 3, 4, 5, 8, 17};
     for (size_t tc = 0; tc < sizeof token_counts / sizeof token_counts[0]; tc++) {
         const int nt = token_counts[tc];
@@ -118,8 +143,10 @@ static void test_matmul_vs_scalar(const syn_kernels *k, const syn_kernels *ref) 
                 if (memcmp(&y[t * ROWS + r], &yv[r], sizeof(float)) != 0) bad_mv++;
             }
         }
-        CHECK(bad == 0, "%s: %d tokens: %d outputs differ from scalar", syn_isa_name(k->isa), nt, bad);
-        CHECK(bad_mv == 0, "%s: %d tokens: %d outputs differ from matvec", syn_isa_name(k->isa), nt, bad_mv);
+        CHECK(bad == 0, "%s: %d tokens: %d outputs differ from scalar", syn_isa_name(k->isa), nt,
+              bad);
+        CHECK(bad_mv == 0, "%s: %d tokens: %d outputs differ from matvec", syn_isa_name(k->isa), nt,
+              bad_mv);
     }
     free(w);
     free(a);
@@ -168,14 +195,14 @@ int main(int argc, char **argv) {
         const syn_isa tiers[] = {SYN_ISA_NEON_DOT, SYN_ISA_I8MM};
         for (int i = 0; i < 2; i++) {
             syn_kernels k;
-            CHECK(syn_kernels_get(tiers[i], &k) == SYN_ERR_UNAVAILABLE, "%s: expected SYN_ERR_UNAVAILABLE",
-                  syn_isa_name(tiers[i]));
-            CHECK(strstr(syn_last_error(), syn_isa_name(tiers[i])) != NULL, "message does not name %s: %s",
-                  syn_isa_name(tiers[i]), syn_last_error());
+            CHECK(syn_kernels_get(tiers[i], &k) == SYN_ERR_UNAVAILABLE,
+                  "%s: expected SYN_ERR_UNAVAILABLE", syn_isa_name(tiers[i]));
+            CHECK(strstr(syn_last_error(), syn_isa_name(tiers[i])) != NULL,
+                  "message does not name %s: %s", syn_isa_name(tiers[i]), syn_last_error());
             printf("%s refused: %s\n", syn_isa_name(tiers[i]), syn_last_error());
             syn_isa isa;
-            CHECK(syn_isa_resolve(syn_isa_name(tiers[i]), &isa) == SYN_ERR_UNAVAILABLE, "resolve %s",
-                  syn_isa_name(tiers[i]));
+            CHECK(syn_isa_resolve(syn_isa_name(tiers[i]), &isa) == SYN_ERR_UNAVAILABLE,
+                  "resolve %s", syn_isa_name(tiers[i]));
         }
     }
     printf("%d passed, %d failed\n", n_passed, n_failed);

@@ -31,8 +31,27 @@ static uint32_t rng_next(void) {
 
 /* Codes in [lo, hi]; the scale a random fp16 in about [1e-4, 2). */
 static void random_block(block_q8_0 *b, int lo, int hi, bool unit_scale) {
-    for (int i = 0; i < QK8_0; i++) b->qs[i] = (int8_t)(lo + (int)(rng_next() % (uint32_t)(hi - lo + 1)));
+    for (int i = 0; i < QK8_0; i++)
+        b->qs[i] = (int8_t)(lo + (int)(rng_next() % (uint32_t)(hi - lo + 1)));
     b->d = unit_scale ? 0x3c00 : (uint16_t)(0x0400 + rng_next() % 0x3800);
+}
+
+/* The single-row Q8_0 dot behind a tier's matrix kernels (their edge rows; kernels_impl.h), which
+ * no table lists: the scalar one, AVX2's (every x86 tier) or the dot-product tier's (aarch64). */
+typedef float (*q8_0_dot_fn)(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
+static q8_0_dot_fn tier_vec_dot(syn_isa isa) {
+    switch (isa) {
+#if defined(__x86_64__)
+    case SYN_ISA_AVX2:
+    case SYN_ISA_AVX512_VNNI:
+    case SYN_ISA_AVX_VNNI: return syn_vec_dot_q8_0_q8_0_avx2;
+#endif
+#if defined(__aarch64__)
+    case SYN_ISA_NEON_DOT:
+    case SYN_ISA_I8MM: return syn_vec_dot_q8_0_q8_0_dotprod;
+#endif
+    default: return syn_vec_dot_q8_0_q8_0_scalar;
+    }
 }
 
 static int available_tiers(syn_kernels out[SYN_ISA_COUNT]) {
@@ -51,14 +70,17 @@ static int available_tiers(syn_kernels out[SYN_ISA_COUNT]) {
  * matmuls are AVX-VNNI's 256-bit lane loop (syn_matmul_*_avx512_ymm), so that loop is tested on
  * CPUs without AVX-VNNI too; on a CPU with GFNI, whose avx512-vnni table takes the GFNI builds of
  * the 4-6-bit kernels, the copy has the plain ones. */
-static int tiers_and_variants(syn_kernels out[SYN_ISA_COUNT + 1], const char *names[SYN_ISA_COUNT + 1]) {
+static int tiers_and_variants(syn_kernels out[SYN_ISA_COUNT + 1],
+                              const char *names[SYN_ISA_COUNT + 1]) {
     int n = available_tiers(out);
-    for (int i = 0; i < n; i++) names[i] = syn_isa_name(out[i].isa);
+    for (int i = 0; i < n; i++)
+        names[i] = syn_isa_name(out[i].isa);
 #if defined(__x86_64__)
     for (int i = 0; i < n; i++) {
         if (out[i].isa == SYN_ISA_AVX512_VNNI) {
             if (syn_cpu_has_gfni()) {
-                assert_int_equal(syn_kernels_get_build(SYN_ISA_AVX512_VNNI, false, &out[n]), SYN_OK);
+                assert_int_equal(syn_kernels_get_build(SYN_ISA_AVX512_VNNI, false, &out[n]),
+                                 SYN_OK);
                 names[n] = "avx512-vnni (AVX-VNNI's 256-bit matmul, kernels without GFNI)";
             } else {
                 out[n] = out[i];
@@ -79,7 +101,8 @@ static int tiers_and_variants(syn_kernels out[SYN_ISA_COUNT + 1], const char *na
 
 static int32_t int_dot(const block_q8_0 *w, const block_q8_0 *a) {
     int32_t s = 0;
-    for (int i = 0; i < QK8_0; i++) s += w->qs[i] * a->qs[i];
+    for (int i = 0; i < QK8_0; i++)
+        s += w->qs[i] * a->qs[i];
     return s;
 }
 
@@ -88,9 +111,11 @@ static void test_block_dots_exact(void **state) {
     (void)state;
     syn_kernels tiers[SYN_ISA_COUNT];
     const int n_tiers = available_tiers(tiers);
-    /* weight/activation ranges: full int8 weights (files may hold -128), quantizer-range activations */
-    static const int ranges[][4] = {{-128, 127, -127, 127}, {-128, -128, 127, 127}, {-128, -128, -127, -127},
-                                    {127, 127, -127, -127}, {-1, 1, -127, 127},      {0, 0, -127, 127}};
+    /* weight/activation ranges: full int8 weights (files may hold -128), quantizer-range
+     * activations */
+    static const int ranges[][4] = {{-128, 127, -127, 127},   {-128, -128, 127, 127},
+                                    {-128, -128, -127, -127}, {127, 127, -127, -127},
+                                    {-1, 1, -127, 127},       {0, 0, -127, 127}};
     for (size_t rg = 0; rg < sizeof ranges / sizeof ranges[0]; rg++) {
         for (int trial = 0; trial < 200; trial++) {
             block_q8_0 w, a;
@@ -98,10 +123,14 @@ static void test_block_dots_exact(void **state) {
             random_block(&a, ranges[rg][2], ranges[rg][3], true);
             const float expect = (float)int_dot(&w, &a);
             for (int k = 0; k < n_tiers; k++) {
-                float got = tiers[k].vec_dot_q8_0_q8_0(1, &w, &a);
-                if (got != expect) fail_msg("%s vec_dot: %.1f, expected %.1f", syn_isa_name(tiers[k].isa), got, expect);
+                float got = tier_vec_dot(tiers[k].isa)(1, &w, &a);
+                if (got != expect)
+                    fail_msg("%s vec_dot: %.1f, expected %.1f", syn_isa_name(tiers[k].isa), got,
+                             expect);
                 tiers[k].mat[GGML_TYPE_Q8_0].matvec(1, &w, sizeof w, 0, 1, &a, &got);
-                if (got != expect) fail_msg("%s matvec: %.1f, expected %.1f", syn_isa_name(tiers[k].isa), got, expect);
+                if (got != expect)
+                    fail_msg("%s matvec: %.1f, expected %.1f", syn_isa_name(tiers[k].isa), got,
+                             expect);
             }
         }
     }
@@ -120,8 +149,8 @@ static void test_block_dots_exact(void **state) {
         for (int t = 0; t < 8; t++) {
             for (int r = 0; r < 8; r++) {
                 if (y[t * 8 + r] != (float)int_dot(&w[r], &a[t])) {
-                    fail_msg("%s matmul row %d token %d: %.1f, expected %d", syn_isa_name(tiers[k].isa), r, t,
-                             y[t * 8 + r], int_dot(&w[r], &a[t]));
+                    fail_msg("%s matmul row %d token %d: %.1f, expected %d",
+                             syn_isa_name(tiers[k].isa), r, t, y[t * 8 + r], int_dot(&w[r], &a[t]));
                 }
             }
         }
@@ -137,7 +166,8 @@ typedef struct problem {
 } problem;
 
 static problem make_problem(int64_t n_rows, int64_t n_blocks, int64_t n_tokens, size_t pad) {
-    problem p = {n_rows, n_blocks, n_tokens, (size_t)n_blocks * sizeof(block_q8_0) + pad, NULL, NULL};
+    problem p = {n_rows, n_blocks, n_tokens, (size_t)n_blocks * sizeof(block_q8_0) + pad,
+                 NULL,   NULL};
     p.w = malloc(p.row_bytes * (size_t)n_rows);
     p.a = malloc(sizeof(block_q8_0) * (size_t)(n_blocks * n_tokens));
     assert_non_null(p.w);
@@ -145,9 +175,11 @@ static problem make_problem(int64_t n_rows, int64_t n_blocks, int64_t n_tokens, 
     memset(p.w, 0xee, p.row_bytes * (size_t)n_rows);
     for (int64_t r = 0; r < n_rows; r++) {
         block_q8_0 *row = (block_q8_0 *)(p.w + (size_t)r * p.row_bytes);
-        for (int64_t b = 0; b < n_blocks; b++) random_block(&row[b], -128, 127, false);
+        for (int64_t b = 0; b < n_blocks; b++)
+            random_block(&row[b], -128, 127, false);
     }
-    for (int64_t i = 0; i < n_blocks * n_tokens; i++) random_block(&p.a[i], -127, 127, false);
+    for (int64_t i = 0; i < n_blocks * n_tokens; i++)
+        random_block(&p.a[i], -127, 127, false);
     return p;
 }
 
@@ -166,11 +198,12 @@ static void test_scalar_within_tolerance_of_double(void **state) {
         const block_q8_0 *w = (const block_q8_0 *)(p.w + (size_t)r * p.row_bytes);
         double sum = 0, mag = 0;
         for (int64_t b = 0; b < p.n_blocks; b++) {
-            const double term = (double)syn_k_fp16_to_f32(w[b].d) * syn_k_fp16_to_f32(p.a[b].d) * int_dot(&w[b], &p.a[b]);
+            const double term = (double)syn_k_fp16_to_f32(w[b].d) * syn_k_fp16_to_f32(p.a[b].d) *
+                                int_dot(&w[b], &p.a[b]);
             sum += term;
             mag += fabs(term);
         }
-        const float got = scalar.vec_dot_q8_0_q8_0(p.n_blocks, w, p.a);
+        const float got = syn_vec_dot_q8_0_q8_0_scalar(p.n_blocks, w, p.a);
         assert_true(fabs(got - sum) <= 1e-5 * mag); /* float rounding over 152 terms */
     }
     free_problem(&p);
@@ -185,21 +218,24 @@ static void test_tiers_bitwise_equal_scalar(void **state) {
     for (size_t bc = 0; bc < sizeof block_counts / sizeof block_counts[0]; bc++) {
         problem p = make_problem(21, block_counts[bc], 9, 6);
         float ref[9 * 21], got[9 * 21];
-        tiers[0].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, ref, p.n_rows);
+        tiers[0].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a,
+                                            p.n_tokens, ref, p.n_rows);
         for (int k = 1; k < n_tiers; k++) {
             const char *name = syn_isa_name(tiers[k].isa);
-            tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, got, p.n_rows);
+            tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a,
+                                                p.n_tokens, got, p.n_rows);
             for (int i = 0; i < 9 * 21; i++) {
                 if (memcmp(&got[i], &ref[i], sizeof(float)) != 0) {
-                    fail_msg("%s matmul, %lld blocks, output %d: %a vs scalar %a", name, (long long)p.n_blocks, i,
-                             got[i], ref[i]);
+                    fail_msg("%s matmul, %lld blocks, output %d: %a vs scalar %a", name,
+                             (long long)p.n_blocks, i, got[i], ref[i]);
                 }
             }
             for (int64_t r = 0; r < p.n_rows; r++) {
                 const block_q8_0 *w = (const block_q8_0 *)(p.w + (size_t)r * p.row_bytes);
-                const float d = tiers[k].vec_dot_q8_0_q8_0(p.n_blocks, w, p.a + p.n_blocks);
+                const float d = tier_vec_dot(tiers[k].isa)(p.n_blocks, w, p.a + p.n_blocks);
                 if (memcmp(&d, &ref[p.n_rows + r], sizeof d) != 0) {
-                    fail_msg("%s vec_dot row %lld: %a vs scalar %a", name, (long long)r, d, ref[p.n_rows + r]);
+                    fail_msg("%s vec_dot row %lld: %a vs scalar %a", name, (long long)r, d,
+                             ref[p.n_rows + r]);
                 }
             }
         }
@@ -221,18 +257,22 @@ static void test_long_rows_and_many_tokens(void **state) {
         float *ref = malloc(sizeof(float) * n_out), *got = malloc(sizeof(float) * n_out);
         assert_non_null(ref);
         assert_non_null(got);
-        tiers[0].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, ref, p.n_rows);
+        tiers[0].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a,
+                                            p.n_tokens, ref, p.n_rows);
         for (int k = 1; k < n_tiers; k++) {
             const char *name = syn_isa_name(tiers[k].isa);
-            tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a, p.n_tokens, got, p.n_rows);
+            tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a,
+                                                p.n_tokens, got, p.n_rows);
             if (memcmp(got, ref, sizeof(float) * n_out) != 0) {
-                fail_msg("%s matmul %lld x %lld blocks x %lld tokens differs from scalar", name, (long long)p.n_rows,
-                         (long long)p.n_blocks, (long long)p.n_tokens);
+                fail_msg("%s matmul %lld x %lld blocks x %lld tokens differs from scalar", name,
+                         (long long)p.n_rows, (long long)p.n_blocks, (long long)p.n_tokens);
             }
             const int64_t t = p.n_tokens - 1;
-            tiers[k].mat[GGML_TYPE_Q8_0].matvec(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a + t * p.n_blocks, got);
+            tiers[k].mat[GGML_TYPE_Q8_0].matvec(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows,
+                                                p.a + t * p.n_blocks, got);
             if (memcmp(got, ref + t * p.n_rows, sizeof(float) * (size_t)p.n_rows) != 0) {
-                fail_msg("%s matvec %lld x %lld blocks differs from scalar", name, (long long)p.n_rows, (long long)p.n_blocks);
+                fail_msg("%s matvec %lld x %lld blocks differs from scalar", name,
+                         (long long)p.n_rows, (long long)p.n_blocks);
             }
         }
         free(ref);
@@ -252,7 +292,8 @@ static void test_matmul_matches_matvec_across_edges(void **state) {
      * 5-7 of AVX-512's 8; 12 and 15: tails of 4 and 7 after a full 8 */
     static const int64_t token_counts[] = {1, 3, 4, 5, 6, 7, 8, 12, 15, 17, 33};
     /* {0, 32} and {16, 32}: only whole 16-row tiles, the last with no next tile to prefetch */
-    static const int64_t row_ranges[][2] = {{0, 1}, {2, 5}, {0, 8}, {3, 16}, {1, 38}, {0, 40}, {0, 32}, {16, 32}};
+    static const int64_t row_ranges[][2] = {{0, 1},  {2, 5},  {0, 8},  {3, 16},
+                                            {1, 38}, {0, 40}, {0, 32}, {16, 32}};
     problem p = make_problem(40, 28, 33, 2);
     const int64_t y_stride = 45;
     float *y = malloc(sizeof(float) * (size_t)(33 * y_stride));
@@ -264,17 +305,25 @@ static void test_matmul_matches_matvec_across_edges(void **state) {
         for (size_t tc = 0; tc < sizeof token_counts / sizeof token_counts[0]; tc++) {
             for (size_t rr = 0; rr < sizeof row_ranges / sizeof row_ranges[0]; rr++) {
                 const int64_t nt = token_counts[tc], r0 = row_ranges[rr][0], r1 = row_ranges[rr][1];
-                for (int64_t i = 0; i < 33 * y_stride; i++) y[i] = -999.0f;
-                tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, r0, r1, p.a, nt, y, y_stride);
+                for (int64_t i = 0; i < 33 * y_stride; i++)
+                    y[i] = -999.0f;
+                tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, r0, r1, p.a, nt,
+                                                    y, y_stride);
                 for (int64_t t = 0; t < 33; t++) {
-                    if (t < nt) tiers[k].mat[GGML_TYPE_Q8_0].matvec(p.n_blocks, p.w, p.row_bytes, r0, r1, p.a + t * p.n_blocks, yv);
+                    if (t < nt)
+                        tiers[k].mat[GGML_TYPE_Q8_0].matvec(p.n_blocks, p.w, p.row_bytes, r0, r1,
+                                                            p.a + t * p.n_blocks, yv);
                     for (int64_t r = 0; r < y_stride; r++) {
                         const float got = y[t * y_stride + r];
                         if (t >= nt || r < r0 || r >= r1) {
-                            if (got != -999.0f) fail_msg("%s wrote outside its outputs at token %lld row %lld", name, (long long)t, (long long)r);
+                            if (got != -999.0f)
+                                fail_msg("%s wrote outside its outputs at token %lld row %lld",
+                                         name, (long long)t, (long long)r);
                         } else if (memcmp(&got, &yv[r], sizeof got) != 0) {
-                            fail_msg("%s: %lld tokens, rows [%lld,%lld): token %lld row %lld matmul %a matvec %a", name,
-                                     (long long)nt, (long long)r0, (long long)r1, (long long)t, (long long)r, got, yv[r]);
+                            fail_msg("%s: %lld tokens, rows [%lld,%lld): token %lld row %lld "
+                                     "matmul %a matvec %a",
+                                     name, (long long)nt, (long long)r0, (long long)r1,
+                                     (long long)t, (long long)r, got, yv[r]);
                         }
                     }
                 }
@@ -318,8 +367,10 @@ static void test_isa_names_and_selection(void **state) {
     assert_false(syn_isa_available(SYN_ISA_NEON_DOT));
     assert_false(syn_isa_available(SYN_ISA_I8MM));
     assert_int_equal(syn_isa_available(SYN_ISA_AVX2), __builtin_cpu_supports("avx2") != 0);
-    assert_int_equal(syn_isa_available(SYN_ISA_AVX512_VNNI), __builtin_cpu_supports("avx512vnni") != 0);
-    if (!syn_isa_available(SYN_ISA_AVX_VNNI)) printf("  skipped: CPU lacks avx-vnni (its kernels are built, not run)\n");
+    assert_int_equal(syn_isa_available(SYN_ISA_AVX512_VNNI),
+                     __builtin_cpu_supports("avx512vnni") != 0);
+    if (!syn_isa_available(SYN_ISA_AVX_VNNI))
+        printf("  skipped: CPU lacks avx-vnni (its kernels are built, not run)\n");
 #endif
 }
 
@@ -338,10 +389,11 @@ static void test_small_code_extremes(void **state) {
     static const struct {
         enum ggml_type type;
         size_t block_bytes, qs_at, qh_at; /* qh_at 0: no fifth bits */
-        int bias;                         /* the code is q - bias (Q4_0 8, Q5_0 16); 0 for the m types */
+        int bias; /* the code is q - bias (Q4_0 8, Q5_0 16); 0 for the m types */
     } types[] = {
         {GGML_TYPE_Q4_0, sizeof(block_q4_0), offsetof(block_q4_0, qs), 0, 8},
-        {GGML_TYPE_Q5_0, sizeof(block_q5_0), offsetof(block_q5_0, qs), offsetof(block_q5_0, qh), 16},
+        {GGML_TYPE_Q5_0, sizeof(block_q5_0), offsetof(block_q5_0, qs), offsetof(block_q5_0, qh),
+         16},
         {GGML_TYPE_Q4_1, sizeof(block_q4_1), offsetof(block_q4_1, qs), 0, 0},
         {GGML_TYPE_Q5_1, sizeof(block_q5_1), offsetof(block_q5_1, qs), offsetof(block_q5_1, qh), 0},
     };
@@ -380,8 +432,8 @@ static void test_small_code_extremes(void **state) {
                     float y[N_ROWS] = {0};
                     tiers[k].mat[types[ti].type].matvec(N_BLOCKS, w, row_bytes, 0, N_ROWS, arg, y);
                     if (y[r] != want) {
-                        printf("  %s %s row %d a %d: %.1f, want %.1f\n", names[k], ggml_type_name(types[ti].type), r,
-                               a_code, y[r], want);
+                        printf("  %s %s row %d a %d: %.1f, want %.1f\n", names[k],
+                               ggml_type_name(types[ti].type), r, a_code, y[r], want);
                     }
                     assert_true(y[r] == want);
                 }
@@ -402,7 +454,8 @@ static void test_type_kernels(void **state) {
     const int n_tiers = tiers_and_variants(tiers, names);
     int n_passed = 0;
     assert_int_equal(type_kernels_check_spec(&tiers[0], &n_passed), 0);
-    for (int k = 1; k < n_tiers; k++) assert_int_equal(type_kernels_check(&tiers[k], &tiers[0], names[k], &n_passed), 0);
+    for (int k = 1; k < n_tiers; k++)
+        assert_int_equal(type_kernels_check(&tiers[k], &tiers[0], names[k], &n_passed), 0);
     printf("  %d type-kernel checks passed over %d tiers\n", n_passed, n_tiers);
 }
 

@@ -1,0 +1,66 @@
+/*
+ * floats.h: the float32 kernels of the optimized backend (one token's attention over one KV head,
+ * SwiGLU, the float dot product). Each tier's table (kernels.h) names the build it takes:
+ * floats_generic.c (portable), floats_avx2.c or floats_avx512.c, all from floats_impl.h.
+ *
+ * Every function is written with 8-lane vectors (SwiGLU: the build's widest) whose lanes follow
+ * a fixed order of IEEE operations (no reassociation, no fused multiply-add: -std=c11 keeps GCC
+ * from contracting), so results are bitwise identical whatever vector width the compiler lowers
+ * them to, and never depend on how many tokens share a step.
+ */
+#ifndef SYN_KERNELS_FLOATS_H
+#define SYN_KERNELS_FLOATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* SYN_ATTN_BLOCK: positions per cache block (the backend's KV block, backend.h: SYN_KV_BLOCK).
+ * SYN_ATTN_KEY_GROUP: keys per score vector: within a cache block K is stored transposed in
+ * groups of 8 positions so that the scores of 8 keys are one vector computed without horizontal
+ * sums. */
+enum { SYN_ATTN_BLOCK = 16, SYN_ATTN_KEY_GROUP = 8 };
+_Static_assert(SYN_ATTN_BLOCK % SYN_ATTN_KEY_GROUP == 0, "a block holds whole groups of 8 keys");
+
+/*
+ * One query token's attention over one KV head, for the group of query heads sharing it.
+ * The keys and values live in the sequence's cache blocks; within a block, at the layer's offset,
+ * each KV head's keys and values of the block's b = SYN_ATTN_BLOCK positions are one contiguous
+ * run (elements float32, or IEEE half when f16), laid out so that the attention reads it front
+ * to back:
+ *   [n_head_kv] of { K [head_dim][b], V [head_dim / 16][b][16] }
+ *   position p (t = p % b), dim i of head h: K at K[i][t]; V at V[i / 16][t][i % 16], where a
+ *   last slab of 8 dims (head_dim % 16 == 8) is [b][8]: V + b * (i - i % 16) + t * w + i % 16,
+ *   w = min(16, head_dim - (i - i % 16)).
+ */
+typedef struct syn_attn_args {
+    int32_t head_dim; /* a multiple of 8 */
+    int32_t n_head_kv;
+    int32_t kv_head;           /* the KV head attended */
+    int32_t group;             /* query heads per KV head */
+    uint32_t n_keys;           /* attend to positions 0 .. n_keys - 1 (n_keys >= 1) */
+    bool f16;                  /* cache element type */
+    float scale;               /* 1 / sqrt(head_dim) */
+    const void *const *blocks; /* the sequence's blocks: position p in blocks[p / SYN_ATTN_BLOCK] */
+    size_t layer_off;          /* bytes from a block's start to the layer's K and V */
+    const float *q;            /* [group][head_dim] the roped query heads */
+    float *out;                /* [group][head_dim] softmax(q k / sqrt(d)) v */
+    float *scratch;            /* [syn_attn_scratch_floats(group)] */
+} syn_attn_args;
+
+/* Floats of scratch one attention call over a group of query heads needs (the same for any
+ * n_keys: it holds one block's scores at a time). */
+static inline size_t syn_attn_scratch_floats(int32_t group) {
+    return (size_t)group * (SYN_ATTN_BLOCK + SYN_ATTN_KEY_GROUP + 2);
+}
+
+/* The attention above. */
+typedef void (*syn_attention_fn)(const syn_attn_args *a);
+
+/* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i], for g, u [n]. */
+typedef void (*syn_swiglu_fn)(float *g, const float *u, int64_t n);
+
+/* sum a[i] * b[i] over [n], in 8 lanes (i mod 8) then a fixed pairwise fold. */
+typedef float (*syn_dot_f32_fn)(const float *a, const float *b, int64_t n);
+
+#endif

@@ -1,0 +1,8 @@
+/* floats_avx2.c: the float32 kernels (floats.h) built with AVX2: the same bits as the portable
+ * build (floats_impl.h). */
+#include "kernels/floats_impl.h"
+#include "kernels/kernels_impl.h"
+
+void syn_attention_avx2(const syn_attn_args *a) { attention(a); }
+void syn_swiglu_avx2(float *g, const float *u, int64_t n) { swiglu(g, u, n); }
+float syn_dot_f32_avx2(const float *a, const float *b, int64_t n) { return dot(a, b, n); }

@@ -1,0 +1,10 @@
+/* floats_avx512.c: the float32 kernels (floats.h) built with AVX-512 (F, BW, VL): the same code
+ * and bits as the other builds (floats_impl.h; SwiGLU in 16 lanes), with 32 vector registers so
+ * that one attention pass keeps the accumulators of up to 8 query heads. */
+#define SYN_F_MAX_NG 8
+#include "kernels/floats_impl.h"
+#include "kernels/kernels_impl.h"
+
+void syn_attention_avx512(const syn_attn_args *a) { attention(a); }
+void syn_swiglu_avx512(float *g, const float *u, int64_t n) { swiglu(g, u, n); }
+float syn_dot_f32_avx512(const float *a, const float *b, int64_t n) { return dot(a, b, n); }

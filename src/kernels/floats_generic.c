@@ -1,0 +1,8 @@
+/* floats_generic.c: the float32 kernels (floats.h) built as portable C: the scalar and ARM
+ * tiers' build. */
+#include "kernels/floats_impl.h"
+#include "kernels/kernels_impl.h"
+
+void syn_attention_generic(const syn_attn_args *a) { attention(a); }
+void syn_swiglu_generic(float *g, const float *u, int64_t n) { swiglu(g, u, n); }
+float syn_dot_f32_generic(const float *a, const float *b, int64_t n) { return dot(a, b, n); }
