@@ -26,9 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/backend.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/kv_pool.h"
@@ -130,12 +130,6 @@ struct syn_engine {
     pthread_t thread;
     bool thread_started;
 };
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static uint32_t blocks_for(uint64_t positions) {
     return (uint32_t)((positions + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK);
@@ -245,7 +239,7 @@ static void finish_locked(syn_request *r, syn_finish_reason why, syn_status stat
     r->finish = why;
     r->status = status;
     snprintf(r->error, sizeof r->error, "%s", msg ? msg : "");
-    r->t_end = now_ms();
+    r->t_end = syn_now_ms();
     pthread_cond_broadcast(&e->done);
     /* The engine outlives this call: its owner reference is held while the scheduler runs. */
     (void)request_unref_locked(r);
@@ -534,7 +528,7 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
         request_destroy(r);
         return st;
     }
-    r->t_submit = now_ms();
+    r->t_submit = syn_now_ms();
     r->refs = 2; /* the handle and the engine */
 
     pthread_mutex_lock(&e->mutex);
@@ -652,7 +646,7 @@ syn_status syn_engine_run(syn_engine *e, const syn_request_params *params, size_
     for (size_t i = 0; i < n; i++) requests[i] = NULL;
     syn_engine_stats before, after;
     syn_engine_get_stats(e, &before);
-    const double t0 = now_ms();
+    const double t0 = syn_now_ms();
     for (size_t i = 0; i < n; i++) {
         syn_status st = syn_engine_submit(e, &params[i], &requests[i]);
         if (st != SYN_OK) {
@@ -671,7 +665,7 @@ syn_status syn_engine_run(syn_engine *e, const syn_request_params *params, size_
         s.n_prompt_tokens += res.n_prompt_tokens;
         s.n_generated += res.n_tokens;
     }
-    s.wall_ms = now_ms() - t0;
+    s.wall_ms = syn_now_ms() - t0;
     syn_engine_get_stats(e, &after);
     s.tok_per_s = s.wall_ms > 0 ? (double)s.n_generated * 1e3 / s.wall_ms : 0;
     const double decode_ms = after.decode_steps_ms - before.decode_steps_ms;
@@ -737,7 +731,7 @@ static void admit_locked(syn_engine *e) {
         r->n_past = matched * SYN_KV_BLOCK;
         r->phase = r->n_past == r->n_fill ? PHASE_DECODE : PHASE_PREFILL;
         if (r->t_admit == 0) { /* the first admission: what the prefix cache saved of the prompt */
-            r->t_admit = now_ms();
+            r->t_admit = syn_now_ms();
             r->n_cached = r->n_past;
             e->stats.n_cached_tokens += r->n_cached;
         }
@@ -895,7 +889,7 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
         mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
         return;
     }
-    if (r->n_out == 0) r->t_first = now_ms();
+    if (r->n_out == 0) r->t_first = syn_now_ms();
     if (!r->ignore_eos && syn_token_is_eog(tok, id)) {
         mark_finished(r, SYN_FINISH_EOG, SYN_OK, NULL);
         return;
@@ -1011,7 +1005,7 @@ static void publish_blocks(syn_engine *e, syn_request *r) {
 
 /* One batched forward pass and what follows it. */
 static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
-    const double t0 = now_ms();
+    const double t0 = syn_now_ms();
     size_t n = 0;
     uint32_t n_decode = 0, n_logits = 0;
     grow_decoders(e);
@@ -1054,7 +1048,7 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
             if (e->params.prefix_cache) publish_blocks(e, r);
         }
     }
-    const double ms = now_ms() - t0;
+    const double ms = syn_now_ms() - t0;
     retire_finished(e); /* locks the mutex */
     if (n > 0 || st != SYN_OK) e->stats.n_steps++;
     if (st == SYN_OK) {
