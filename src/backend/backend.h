@@ -68,10 +68,6 @@ typedef struct syn_backend_ops {
     syn_status (*forward_batch)(void *state, const syn_batch *batch);
 } syn_backend_ops;
 
-/* The internal tier for a public one (src/api/context.c): auto -> the best available; otherwise it
- * must be available (SYN_ERR_UNAVAILABLE naming it) or known (SYN_ERR_INVALID_ARGUMENT). */
-syn_status syn_resolve_tier(syn_isa_tier tier, syn_isa *out);
-
 extern const syn_backend_ops syn_reference_backend;
 extern const syn_backend_ops syn_optimized_backend;
 

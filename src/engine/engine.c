@@ -32,6 +32,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/kv_pool.h"
+#include "kernels/cpu_features.h"
 #include "threads/compute_pool.h"
 
 enum { DETOK_PIECE = 1024 }; /* enough for any Qwen2 token (syn_detok_stream_push) */

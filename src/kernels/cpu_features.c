@@ -20,9 +20,9 @@
 #endif
 
 static const char *const isa_names[SYN_ISA_COUNT] = {
-    [SYN_ISA_SCALAR] = "scalar",       [SYN_ISA_AVX2] = "avx2",
+    [SYN_ISA_SCALAR] = "scalar",           [SYN_ISA_AVX2] = "avx2",
     [SYN_ISA_AVX512_VNNI] = "avx512-vnni", [SYN_ISA_AVX_VNNI] = "avx-vnni",
-    [SYN_ISA_NEON_DOT] = "neon-dot",   [SYN_ISA_I8MM] = "i8mm",
+    [SYN_ISA_NEON_DOT] = "neon-dot",       [SYN_ISA_I8MM] = "i8mm",
 };
 
 const char *syn_isa_name(syn_isa isa) {
@@ -39,7 +39,8 @@ syn_status syn_isa_parse(const char *name, syn_isa *out) {
     }
     return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                     "unknown isa '%s' (expected auto, scalar, avx2, avx512-vnni, avx-vnni, "
-                    "neon-dot or i8mm)", name);
+                    "neon-dot or i8mm)",
+                    name);
 }
 
 #if defined(__x86_64__)
@@ -87,8 +88,10 @@ void syn_cpu_describe(char *buf, size_t n) {
     memcpy(brand, r, sizeof r);
     brand[sizeof r] = '\0';
     size_t start = 0, end = strlen(brand);
-    while (brand[start] == ' ') start++;
-    while (end > start && brand[end - 1] == ' ') end--;
+    while (brand[start] == ' ')
+        start++;
+    while (end > start && brand[end - 1] == ' ')
+        end--;
     brand[end] = '\0';
     const char *name = brand + start;
     if (!__get_cpuid(1, &a, &b, &c, &d)) {
@@ -137,12 +140,12 @@ static const char *missing_feature(syn_isa isa) {
                        __builtin_cpu_supports("avx512vnni")
                    ? NULL
                    : "AVX-512 F/BW/VL/VNNI";
-    case SYN_ISA_AVX_VNNI:
-        return x86_has_avx2_base() && x86_has_avx_vnni() ? NULL : "AVX-VNNI";
+    case SYN_ISA_AVX_VNNI: return x86_has_avx2_base() && x86_has_avx_vnni() ? NULL : "AVX-VNNI";
     case SYN_ISA_NEON_DOT:
     case SYN_ISA_I8MM: return "an aarch64 build";
 #elif defined(__aarch64__)
-    case SYN_ISA_NEON_DOT: return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? NULL : "the dot-product extension";
+    case SYN_ISA_NEON_DOT:
+        return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? NULL : "the dot-product extension";
     case SYN_ISA_I8MM:
         return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) && (getauxval(AT_HWCAP2) & HWCAP2_I8MM)
                    ? NULL
@@ -192,4 +195,28 @@ syn_status syn_isa_resolve(const char *name, syn_isa *out) {
     if (st != SYN_OK) return st;
     *out = isa;
     return SYN_OK;
+}
+
+/* The public tiers after SYN_TIER_AUTO, in the internal enum's terms. */
+static const syn_isa tier_isa[] = {
+    [SYN_TIER_SCALAR] = SYN_ISA_SCALAR,           [SYN_TIER_AVX2] = SYN_ISA_AVX2,
+    [SYN_TIER_AVX512_VNNI] = SYN_ISA_AVX512_VNNI, [SYN_TIER_AVX_VNNI] = SYN_ISA_AVX_VNNI,
+    [SYN_TIER_NEON_DOT] = SYN_ISA_NEON_DOT,       [SYN_TIER_I8MM] = SYN_ISA_I8MM,
+};
+enum { N_TIERS = (int)(sizeof tier_isa / sizeof tier_isa[0]) };
+
+bool syn_tier_isa(syn_isa_tier tier, syn_isa *out) {
+    if ((int)tier <= SYN_TIER_AUTO || (int)tier >= N_TIERS) return false;
+    *out = tier_isa[tier];
+    return true;
+}
+
+syn_status syn_resolve_tier(syn_isa_tier tier, syn_isa *out) {
+    if (tier == SYN_TIER_AUTO) {
+        *out = syn_isa_best();
+        return SYN_OK;
+    }
+    if (!syn_tier_isa(tier, out))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "unknown isa tier %d", (int)tier);
+    return syn_isa_check(*out);
 }
