@@ -618,14 +618,6 @@ syn_status gguf_get_f32(const gguf_file *f, const char *key, float *out) {
     return gguf_find_kv(f, key) ? gguf_get_f32_opt(f, key, out) : missing(key);
 }
 
-syn_status gguf_get_bool_opt(const gguf_file *f, const char *key, bool *out) {
-    const gguf_kv *kv = gguf_find_kv(f, key);
-    if (!kv) return SYN_OK;
-    if (kv->type != GGUF_TYPE_BOOL) return wrong_type(kv, key, "bool");
-    *out = kv->value.u64 != 0;
-    return SYN_OK;
-}
-
 syn_status gguf_get_str_opt(const gguf_file *f, const char *key, gguf_str *out) {
     const gguf_kv *kv = gguf_find_kv(f, key);
     if (!kv) return SYN_OK;

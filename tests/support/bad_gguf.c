@@ -1225,7 +1225,10 @@ int bad_gguf_write_seed(const char *path) {
     TRY(gguf_writer_set_str_array(w, "tokenizer.ggml.merges", merges, 3));
     TRY(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", SEED_BYTES + 3));
     TRY(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", SEED_BYTES + 5));
-    TRY(gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", false));
+    /* A bool, as real files carry: written from a kv (the writer has no bool setter). */
+    static const char add_bos[] = "tokenizer.ggml.add_bos_token";
+    const gguf_kv add_bos_kv = {.key = {sizeof add_bos - 1, add_bos}, .type = GGUF_TYPE_BOOL};
+    TRY(gguf_writer_copy_kv(w, &add_bos_kv));
     const struct {
         const char *name;
         uint64_t ne0, ne1;
