@@ -32,10 +32,9 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/kv_pool.h"
+#include "engine/text_stream.h"
 #include "kernels/cpu_features.h"
 #include "threads/compute_pool.h"
-
-enum { DETOK_PIECE = 1024 }; /* enough for any Qwen2 token (syn_detok_stream_push) */
 
 typedef enum req_phase { PHASE_PREFILL, PHASE_DECODE, PHASE_FINISHED } req_phase;
 
@@ -51,8 +50,6 @@ struct syn_request {
     bool ignore_eos;
     int32_t *stop;       /* [n_stop] */
     size_t n_stop;
-    char **stop_strs;    /* [n_stop_strs] NUL-terminated copies */
-    size_t n_stop_strs;
     uint64_t seq;        /* submission order: preemption takes the largest */
     syn_token_fn on_token;
     void *user_data;
@@ -60,7 +57,7 @@ struct syn_request {
 
     /* Scheduler. */
     syn_sampler *sampler;
-    syn_detok_stream *detok;
+    text_stream text;    /* the streamed text: detokenizer, stop strings, held-back text */
     int32_t *block_ids;  /* [max_blocks] pool ids of the sequence's blocks */
     void **block_data;   /* [max_blocks] their memory: the table the backend reads */
     uint32_t n_blocks;
@@ -71,8 +68,6 @@ struct syn_request {
     uint32_t n_fill;     /* positions to compute before decoding (re)starts: n_prompt, or after a
                           * preemption the prompt and all but the last generated token */
     size_t n_out;        /* generated tokens, in ids after the prompt */
-    char *held;          /* [held_len] text not yet streamed: it may be the start of a stop string */
-    size_t held_len, held_cap;
     size_t n_cached;     /* prompt positions reused from the prefix cache */
     req_phase phase;
     uint32_t step_tokens; /* tokens in the current step */
@@ -183,24 +178,16 @@ static void engine_destroy(syn_engine *e) {
 }
 
 /* Frees (and forgets) what only the work on r needs: the sampler (whose candidate buffer can be
- * 12 bytes per vocabulary entry, 1.8 MB for Qwen2), the detokenizer, the stop tokens and strings,
- * the held-back text and the block tables. */
+ * 12 bytes per vocabulary entry, 1.8 MB for Qwen2), the text stream, the stop tokens and the block
+ * tables. */
 static void free_work_buffers(syn_request *r) {
     syn_sampler_free(r->sampler);
-    syn_detok_stream_free(r->detok);
+    text_stream_free(&r->text);
     free(r->stop);
-    for (size_t i = 0; r->stop_strs && i < r->n_stop_strs; i++) free(r->stop_strs[i]);
-    free(r->stop_strs);
-    free(r->held);
     free(r->block_ids);
     free(r->block_data);
     r->sampler = NULL;
-    r->detok = NULL;
     r->stop = NULL;
-    r->stop_strs = NULL;
-    r->n_stop_strs = 0;
-    r->held = NULL;
-    r->held_len = r->held_cap = 0;
     r->block_ids = NULL;
     r->block_data = NULL;
 }
@@ -514,17 +501,16 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
     r->stop = malloc(sizeof *r->stop * (r->n_stop ? r->n_stop : 1));
     r->block_ids = malloc(sizeof *r->block_ids * r->max_blocks);
     r->block_data = malloc(sizeof *r->block_data * r->max_blocks);
-    r->stop_strs = calloc(p->n_stop_strings ? p->n_stop_strings : 1, sizeof *r->stop_strs);
     if (!r->ids) free(prompt);
-    bool ok = r->ids && r->stop && r->block_ids && r->block_data && r->stop_strs;
-    for (size_t i = 0; ok && i < p->n_stop_strings; i++, r->n_stop_strs++)
-        ok = (r->stop_strs[i] = strdup(p->stop_strings[i])) != NULL;
+    const bool ok = r->ids && r->stop && r->block_ids && r->block_data;
     if (!ok) st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_submit: out of memory for %zu + %d tokens", n, r->max_tokens);
     if (st == SYN_OK) {
         if (r->n_stop) memcpy(r->stop, p->stop_tokens, sizeof *r->stop * r->n_stop);
         st = syn_sampler_new(&p->sampling, &r->sampler);
     }
-    if (st == SYN_OK) st = syn_detok_stream_new(syn_model_tokenizer(e->model), &r->detok);
+    if (st == SYN_OK)
+        st = text_stream_init(&r->text, syn_model_tokenizer(e->model),
+                              p->stop_strings, p->n_stop_strings);
     if (st != SYN_OK) {
         request_destroy(r);
         return st;
@@ -807,67 +793,22 @@ static void grow_decoders(syn_engine *e) {
     }
 }
 
-/* Appends text to r's held-back text, keeping it NUL-terminated (on failure the text is lost,
- * which only a failed allocation of a few bytes can cause). */
-static void hold_text(syn_request *r, const char *text, size_t len) {
-    if (r->held_len + len + 1 > r->held_cap) {
-        const size_t cap = (r->held_len + len + 1) * 2;
-        char *grown = realloc(r->held, cap);
-        if (!grown) return;
-        r->held = grown;
-        r->held_cap = cap;
-    }
-    memcpy(r->held + r->held_len, text, len);
-    r->held_len += len;
-    r->held[r->held_len] = '\0';
-}
-
-/* Where the earliest stop string starts in r->held, or held_len when none is complete. */
-static size_t find_stop_string(const syn_request *r) {
-    size_t at = r->held_len;
-    for (size_t i = 0; i < r->n_stop_strs; i++) {
-        const char *hit = memmem(r->held, r->held_len, r->stop_strs[i], strlen(r->stop_strs[i]));
-        if (hit && (size_t)(hit - r->held) < at) at = (size_t)(hit - r->held);
-    }
-    return at;
-}
-
-/* How many bytes at the end of r->held could begin a stop string: they wait for the next token. */
-static size_t stop_prefix_at_end(const syn_request *r) {
-    size_t keep = 0;
-    for (size_t i = 0; i < r->n_stop_strs; i++) {
-        const size_t len = strlen(r->stop_strs[i]);
-        for (size_t k = len - 1 < r->held_len ? len - 1 : r->held_len; k > keep; k--)
-            if (memcmp(r->held + r->held_len - k, r->stop_strs[i], k) == 0) {
-                keep = k;
-                break;
-            }
-    }
-    return keep;
-}
-
-/* Streams token id (just appended to r's output): its text goes through the held-back buffer, so
- * no part of a stop string is ever delivered. Returns false when r finished (stop string or the
+/* Streams token id (just appended to r's output) through r's text stream, which holds back any
+ * text that may be the start of a stop string. Returns false when r finished (stop string or the
  * callback's refusal). */
-static bool stream_token(const syn_engine *e, syn_request *r, int32_t id, const float *logits, uint64_t step) {
-    char piece[DETOK_PIECE];
-    size_t len = 0;
-    if (syn_detok_stream_push(r->detok, id, piece, sizeof piece, &len) != SYN_OK) len = 0;
-    hold_text(r, piece, len < sizeof piece ? len : sizeof piece);
-    const size_t stop_at = find_stop_string(r);
-    const bool stopped = stop_at < r->held_len;
-    const size_t send = stopped ? stop_at : r->held_len - stop_prefix_at_end(r);
+static bool stream_token(const syn_engine *e, syn_request *r, int32_t id, const float *logits,
+                         uint64_t step) {
+    const char *text;
+    size_t len;
+    const bool stopped = text_stream_push(&r->text, id, &text, &len);
     bool go_on = true;
     if (r->on_token) {
-        const char saved = r->held[send];
-        r->held[send] = '\0';
-        const syn_token_event ev = {.token = id, .piece = r->held, .piece_len = send, .index = (uint32_t)(r->n_out - 1),
-                                    .step = step, .logits = logits, .n_vocab = e->n_vocab};
+        const syn_token_event ev = {.token = id, .piece = text, .piece_len = len,
+                                    .index = (uint32_t)(r->n_out - 1), .step = step,
+                                    .logits = logits, .n_vocab = e->n_vocab};
         go_on = r->on_token(&ev, r->user_data);
-        r->held[send] = saved;
     }
-    memmove(r->held, r->held + send, r->held_len - send + 1);
-    r->held_len -= send;
+    text_stream_release(&r->text);
     if (stopped) {
         mark_finished(r, SYN_FINISH_STOP, SYN_OK, NULL);
         return false;
@@ -902,7 +843,7 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
         }
     }
     r->ids[r->n_prompt + r->n_out++] = id;
-    if ((r->on_token || r->n_stop_strs) && !stream_token(e, r, id, logits, step)) return;
+    if ((r->on_token || r->text.n_stops) && !stream_token(e, r, id, logits, step)) return;
     if (r->n_out == (size_t)r->max_tokens) {
         mark_finished(r, SYN_FINISH_LENGTH, SYN_OK, NULL);
         return;
@@ -913,17 +854,13 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
 /* The final event: the text still held back (unless a stop string ended it) and how r finished. */
 static void final_event(const syn_engine *e, syn_request *r) {
     if (!r->on_token) return;
-    char tail[DETOK_PIECE];
-    size_t len = 0;
-    if (r->finish_now != SYN_FINISH_STOP && syn_detok_stream_flush(r->detok, tail, sizeof tail, &len) == SYN_OK)
-        hold_text(r, tail, len);
-    if (r->finish_now == SYN_FINISH_STOP) r->held_len = 0;
-    hold_text(r, "", 0); /* NUL-terminates */
-    const syn_token_event ev = {.token = -1, .piece = r->held ? r->held : "", .piece_len = r->held_len,
-                                .index = (uint32_t)r->n_out, .step = e->stats.n_steps, .n_vocab = e->n_vocab,
-                                .finish = r->finish_now};
+    size_t len;
+    const char *tail = text_stream_finish(&r->text, r->finish_now == SYN_FINISH_STOP, &len);
+    const syn_token_event ev = {.token = -1, .piece = tail, .piece_len = len,
+                                .index = (uint32_t)r->n_out, .step = e->stats.n_steps,
+                                .n_vocab = e->n_vocab, .finish = r->finish_now};
     (void)r->on_token(&ev, r->user_data);
-    r->held_len = 0;
+    text_stream_release(&r->text);
 }
 
 /* Removes finished requests from the active list (keeping admission order), releasing their
