@@ -497,13 +497,13 @@ SYN_API syn_request_params syn_request_default_params(void);
  * vocabulary, max_tokens < 0, a bad stop string or sampling parameter),
  * SYN_ERR_CONTEXT_FULL (prompt + max_tokens above the engine's n_ctx, or more KV blocks than
  * the whole budget holds: the message gives both figures), SYN_ERR_UNSUPPORTED (chat template),
- * SYN_ERR_NO_MEMORY, SYN_ERR_INVALID_ARGUMENT (the engine is shutting down). */
+ * SYN_ERR_NO_MEMORY, SYN_ERR_STATE (the engine is shutting down). */
 SYN_API syn_status syn_engine_submit(syn_engine *engine, const syn_request_params *params,
                                      syn_request **out);
 
 /* Asks the request to stop: a queued request finishes at once, an active one before the next
  * step; its finish reason becomes SYN_FINISH_CANCELLED unless it finished first. Errors:
- * SYN_ERR_INVALID_ARGUMENT when the request has already finished (the message names how). */
+ * SYN_ERR_STATE when the request has already finished (the message names how). */
 SYN_API syn_status syn_request_cancel(syn_request *req);
 
 typedef struct syn_request_result {

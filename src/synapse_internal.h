@@ -63,6 +63,12 @@ enum { SYN_HUGE_PAGE_BYTES = 2 << 20 };
  * AnonHugePages of /proc/self/smaps); 0 where that file cannot be read. */
 size_t syn_file_map_huge_bytes(const void *base, size_t size);
 
+/* ---- Time ---- */
+
+/* Milliseconds on CLOCK_MONOTONIC, from an arbitrary origin: only differences mean anything. The
+ * library's durations (request and step times) and the tools' timings alike. */
+double syn_now_ms(void);
+
 /* ---- Text ---- */
 
 /* Examines the UTF-8 sequence at s[0..n) (n >= 1). Returns its length (1..4) when it is a

@@ -5,11 +5,12 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "synapse_internal.h"
+#include "kernels/cpu_features.h"
 
 struct syn_context {
     const struct syn_model *model;
     const syn_backend_ops *backend;
-    const char *isa_name;     /* the kernel tier in use; "none" for the reference backend */
+    const char *isa_name; /* the kernel tier in use; "none" for the reference backend */
     void *backend_state;
     uint32_t n_ctx;
     uint32_t n_past;
@@ -36,50 +37,6 @@ static const syn_backend_ops *backend_ops(syn_backend b) {
     return NULL;
 }
 
-/* The public tiers after SYN_TIER_AUTO, in the internal enum's terms (kernels/cpu_features.h
- * keeps its own enum so that its switches stay exhaustive without an "auto" value). */
-static const syn_isa tier_isa[] = {
-    [SYN_TIER_SCALAR] = SYN_ISA_SCALAR,     [SYN_TIER_AVX2] = SYN_ISA_AVX2,
-    [SYN_TIER_AVX512_VNNI] = SYN_ISA_AVX512_VNNI, [SYN_TIER_AVX_VNNI] = SYN_ISA_AVX_VNNI,
-    [SYN_TIER_NEON_DOT] = SYN_ISA_NEON_DOT, [SYN_TIER_I8MM] = SYN_ISA_I8MM,
-};
-enum { N_TIERS = (int)(sizeof tier_isa / sizeof tier_isa[0]) };
-
-const char *syn_isa_tier_name(syn_isa_tier tier) {
-    if (tier == SYN_TIER_AUTO) return "auto";
-    if ((int)tier > SYN_TIER_AUTO && (int)tier < N_TIERS) return syn_isa_name(tier_isa[tier]);
-    return "?";
-}
-
-syn_status syn_isa_tier_parse(const char *name, syn_isa_tier *out) {
-    syn_clear_error();
-    if (!name || !out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_isa_tier_parse: NULL argument");
-    if (strcmp(name, "auto") == 0) {
-        *out = SYN_TIER_AUTO;
-        return SYN_OK;
-    }
-    syn_isa isa;
-    syn_status st = syn_isa_parse(name, &isa);
-    if (st != SYN_OK) return st;
-    for (int t = SYN_TIER_AUTO + 1; t < N_TIERS; t++) {
-        if (tier_isa[t] == isa) {
-            *out = (syn_isa_tier)t;
-            return SYN_OK;
-        }
-    }
-    return syn_fail(SYN_ERR_INTERNAL, "isa '%s' has no public tier", name);
-}
-
-syn_status syn_resolve_tier(syn_isa_tier tier, syn_isa *out) {
-    if (tier == SYN_TIER_AUTO) {
-        *out = syn_isa_best();
-        return SYN_OK;
-    }
-    if ((int)tier < SYN_TIER_AUTO || (int)tier >= N_TIERS)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "unknown isa tier %d", (int)tier);
-    *out = tier_isa[tier];
-    return syn_isa_check(*out);
-}
 
 syn_status syn_context_new(const syn_model *model, const syn_context_params *params,
                            syn_context **out) {
@@ -95,8 +52,7 @@ syn_status syn_context_new(const syn_model *model, const syn_context_params *par
                         "context size %u exceeds the model's training context %u", n_ctx,
                         n_ctx_train);
     if (params->n_threads < 0)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "thread count %d is negative",
-                        params->n_threads);
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "thread count %d is negative", params->n_threads);
     const syn_backend_ops *ops = backend_ops(params->backend);
     if (!ops) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "unknown backend %d", (int)params->backend);
     if (params->kv_type != SYN_KV_F32 && params->kv_type != SYN_KV_F16)
@@ -104,7 +60,7 @@ syn_status syn_context_new(const syn_model *model, const syn_context_params *par
     syn_backend_config cfg = {
         .n_ctx = n_ctx, .n_threads = params->n_threads, .kv_type = params->kv_type};
     /* Checked for every backend: an unavailable tier is an error, whatever runs. */
-    syn_status st = syn_resolve_tier(params->isa, &cfg.isa);
+    syn_status st = syn_isa_tier_resolve(params->isa, &cfg.isa);
     if (st != SYN_OK) return st;
 
     syn_context *ctx = calloc(1, sizeof *ctx);
@@ -116,7 +72,7 @@ syn_status syn_context_new(const syn_model *model, const syn_context_params *par
     }
     ctx->model = model;
     ctx->backend = ops;
-    ctx->isa_name = ops == &syn_reference_backend ? "none" : syn_isa_name(cfg.isa);
+    ctx->isa_name = ops == &syn_reference_backend ? "none" : syn_isa_tier_name(cfg.isa);
     ctx->n_ctx = n_ctx;
     ctx->logits = logits;
     st = ops->create(model, &cfg, &ctx->backend_state);
@@ -150,12 +106,12 @@ syn_status syn_context_decode(syn_context *ctx, const int32_t *tokens, size_t n_
     for (size_t i = 0; i < n_tokens; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             return syn_fail(SYN_ERR_INVALID_ARGUMENT,
-                            "token %d at index %zu is outside the vocabulary [0, %d)", tokens[i],
-                            i, n_vocab);
+                            "token %d at index %zu is outside the vocabulary [0, %d)", tokens[i], i,
+                            n_vocab);
 
     float *dst = all_logits ? all_logits : ctx->logits;
-    syn_status st =
-        ctx->backend->forward(ctx->backend_state, tokens, n_tokens, ctx->n_past, dst, all_logits != NULL);
+    syn_status st = ctx->backend->forward(ctx->backend_state, tokens, n_tokens, ctx->n_past, dst,
+                                          all_logits != NULL);
     if (st != SYN_OK) return st;
     if (all_logits)
         memcpy(ctx->logits, all_logits + (n_tokens - 1) * (size_t)n_vocab,
@@ -183,16 +139,4 @@ syn_status syn_context_truncate(syn_context *ctx, uint32_t n_keep) {
     if (n_keep < ctx->n_past) ctx->has_logits = false; /* they belonged to a dropped token */
     ctx->n_past = n_keep;
     return SYN_OK;
-}
-
-syn_status syn_isa_tier_resolve(syn_isa_tier tier, syn_isa_tier *out) {
-    syn_isa isa = SYN_ISA_SCALAR;
-    syn_status st = syn_resolve_tier(tier, &isa);
-    for (int t = SYN_TIER_AUTO + 1; st == SYN_OK && t < N_TIERS; t++) {
-        if (tier_isa[t] == isa) {
-            *out = (syn_isa_tier)t;
-            return SYN_OK;
-        }
-    }
-    return st == SYN_OK ? syn_fail(SYN_ERR_INTERNAL, "isa %d has no public tier", (int)isa) : st;
 }

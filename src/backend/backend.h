@@ -23,7 +23,7 @@ enum { SYN_KV_BLOCK = 16 };
 typedef struct syn_backend_config {
     uint32_t n_ctx;      /* positions a sequence may reach (memory grows on demand) */
     int32_t n_threads;   /* >= 0; 0: one per online CPU */
-    syn_isa isa;         /* a tier this CPU runs (syn_isa_check passed) */
+    syn_isa_tier isa;         /* a tier this CPU runs (syn_isa_tier_check passed) */
     syn_kv_type kv_type; /* SYN_KV_F32 or SYN_KV_F16 */
     struct syn_threadpool *shared_pool; /* NULL: the state's own n_threads; else these threads,
                                          * borrowed (they outlive the state) and taken in turns */
@@ -67,10 +67,6 @@ typedef struct syn_backend_ops {
     size_t (*kv_block_bytes)(const void *state);
     syn_status (*forward_batch)(void *state, const syn_batch *batch);
 } syn_backend_ops;
-
-/* The internal tier for a public one (src/api/context.c): auto -> the best available; otherwise it
- * must be available (SYN_ERR_UNAVAILABLE naming it) or known (SYN_ERR_INVALID_ARGUMENT). */
-syn_status syn_resolve_tier(syn_isa_tier tier, syn_isa *out);
 
 extern const syn_backend_ops syn_reference_backend;
 extern const syn_backend_ops syn_optimized_backend;

@@ -275,7 +275,7 @@ static syn_status check_matrix(const syn_tensor *t, const syn_kernels *k) {
             SYN_ERR_UNSUPPORTED,
             "optimized backend: tensor '%s' has type %s, for which tier %s has no kernels; "
             "--backend reference runs this model",
-            t->name, ggml_type_name(t->type), syn_isa_name(k->isa));
+            t->name, ggml_type_name(t->type), syn_isa_tier_name(k->isa));
     const uint64_t block_bytes = ggml_type_size(t->type),
                    n_blocks = (uint64_t)t->ne[0] / ggml_block_size(t->type);
     if (t->row_bytes % 2 != 0 || (uintptr_t)t->data % 2 != 0 ||

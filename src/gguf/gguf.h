@@ -185,11 +185,11 @@ void gguf_writer_free(gguf_writer *w);
 
 /* Each setter copies key and value; adding a key twice is an error (SYN_ERR_INVALID_ARGUMENT). */
 syn_status gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v);
-syn_status gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v);
 syn_status gguf_writer_set_f32(gguf_writer *w, const char *key, float v);
 syn_status gguf_writer_set_bool(gguf_writer *w, const char *key, bool v);
 syn_status gguf_writer_set_str(gguf_writer *w, const char *key, const char *v);
-/* Copies a value (scalar, string or array) from a parsed file's kv, under the same key. */
+/* Copies a value (scalar, string or array) from a parsed file's kv, under the same key; a kv
+ * filled in by hand gives the scalar types that have no setter of their own (int32, ...). */
 syn_status gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv);
 /* Raw array of fixed-size elements (not strings). */
 syn_status gguf_writer_set_array(gguf_writer *w, const char *key, uint32_t elem_type,

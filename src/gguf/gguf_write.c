@@ -101,10 +101,6 @@ syn_status gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v) {
     return add_scalar(w, key, GGUF_TYPE_UINT32, &v);
 }
 
-syn_status gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v) {
-    return add_scalar(w, key, GGUF_TYPE_INT32, &v);
-}
-
 syn_status gguf_writer_set_f32(gguf_writer *w, const char *key, float v) {
     return add_scalar(w, key, GGUF_TYPE_FLOAT32, &v);
 }

@@ -20,21 +20,27 @@
 #endif
 #endif
 
-static const char *const isa_names[SYN_ISA_COUNT] = {
-    [SYN_ISA_SCALAR] = "scalar",           [SYN_ISA_AVX2] = "avx2",
-    [SYN_ISA_AVX512_VNNI] = "avx512-vnni", [SYN_ISA_AVX_VNNI] = "avx-vnni",
-    [SYN_ISA_NEON_DOT] = "neon-dot",       [SYN_ISA_I8MM] = "i8mm",
+static const char *const tier_names[SYN_TIER_COUNT] = {
+    [SYN_TIER_AUTO] = "auto",
+    [SYN_TIER_SCALAR] = "scalar",
+    [SYN_TIER_AVX2] = "avx2",
+    [SYN_TIER_AVX512_VNNI] = "avx512-vnni",
+    [SYN_TIER_AVX_VNNI] = "avx-vnni",
+    [SYN_TIER_NEON_DOT] = "neon-dot",
+    [SYN_TIER_I8MM] = "i8mm",
 };
 
-const char *syn_isa_name(syn_isa isa) {
-    return (unsigned)isa < SYN_ISA_COUNT ? isa_names[isa] : "?";
+const char *syn_isa_tier_name(syn_isa_tier tier) {
+    return (unsigned)tier < SYN_TIER_COUNT ? tier_names[tier] : "?";
 }
 
-syn_status syn_isa_parse(const char *name, syn_isa *out) {
-    if (!name || !out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "isa: NULL argument");
-    for (int i = 0; i < SYN_ISA_COUNT; i++) {
-        if (strcmp(name, isa_names[i]) == 0) {
-            *out = (syn_isa)i;
+syn_status syn_isa_tier_parse(const char *name, syn_isa_tier *out) {
+    syn_clear_error();
+    if (!name || !out)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_isa_tier_parse: NULL argument");
+    for (int i = 0; i < SYN_TIER_COUNT; i++) {
+        if (strcmp(name, tier_names[i]) == 0) {
+            *out = (syn_isa_tier)i;
             return SYN_OK;
         }
     }
@@ -130,70 +136,67 @@ void syn_cpu_describe(char *buf, size_t n) {
 #endif
 
 /* NULL when available, else what is missing (for the error message). */
-static const char *missing_feature(syn_isa isa) {
+static const char *missing_feature(syn_isa_tier isa) {
     switch (isa) {
-    case SYN_ISA_SCALAR: return NULL;
+    case SYN_TIER_AUTO: break; /* not a tier of its own: resolve it first */
+    case SYN_TIER_SCALAR: return NULL;
 #if defined(__x86_64__)
-    case SYN_ISA_AVX2: return x86_has_avx2_base() ? NULL : "AVX2/FMA/F16C";
-    case SYN_ISA_AVX512_VNNI:
+    case SYN_TIER_AVX2: return x86_has_avx2_base() ? NULL : "AVX2/FMA/F16C";
+    case SYN_TIER_AVX512_VNNI:
         return x86_has_avx2_base() && __builtin_cpu_supports("avx512f") &&
                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                        __builtin_cpu_supports("avx512vnni")
                    ? NULL
                    : "AVX-512 F/BW/VL/VNNI";
-    case SYN_ISA_AVX_VNNI: return x86_has_avx2_base() && x86_has_avx_vnni() ? NULL : "AVX-VNNI";
-    case SYN_ISA_NEON_DOT:
-    case SYN_ISA_I8MM: return "an aarch64 build";
+    case SYN_TIER_AVX_VNNI: return x86_has_avx2_base() && x86_has_avx_vnni() ? NULL : "AVX-VNNI";
+    case SYN_TIER_NEON_DOT:
+    case SYN_TIER_I8MM: return "an aarch64 build";
 #elif defined(__aarch64__)
-    case SYN_ISA_NEON_DOT:
+    case SYN_TIER_NEON_DOT:
         return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? NULL : "the dot-product extension";
-    case SYN_ISA_I8MM:
+    case SYN_TIER_I8MM:
         return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) && (getauxval(AT_HWCAP2) & HWCAP2_I8MM)
                    ? NULL
                    : "the dot-product and int8 matrix-multiply extensions";
-    case SYN_ISA_AVX2:
-    case SYN_ISA_AVX512_VNNI:
-    case SYN_ISA_AVX_VNNI: return "an x86-64 build";
+    case SYN_TIER_AVX2:
+    case SYN_TIER_AVX512_VNNI:
+    case SYN_TIER_AVX_VNNI: return "an x86-64 build";
 #else
-    case SYN_ISA_AVX2:
-    case SYN_ISA_AVX512_VNNI:
-    case SYN_ISA_AVX_VNNI:
-    case SYN_ISA_NEON_DOT:
-    case SYN_ISA_I8MM: return "a build for its architecture";
+    case SYN_TIER_AVX2:
+    case SYN_TIER_AVX512_VNNI:
+    case SYN_TIER_AVX_VNNI:
+    case SYN_TIER_NEON_DOT:
+    case SYN_TIER_I8MM: return "a build for its architecture";
 #endif
     }
     return "a valid tier";
 }
 
-bool syn_isa_available(syn_isa isa) { return missing_feature(isa) == NULL; }
+bool syn_isa_tier_available(syn_isa_tier isa) { return missing_feature(isa) == NULL; }
 
-syn_status syn_isa_check(syn_isa isa) {
+syn_status syn_isa_tier_check(syn_isa_tier isa) {
     const char *missing = missing_feature(isa);
     if (!missing) return SYN_OK;
-    return syn_fail(SYN_ERR_UNAVAILABLE, "isa '%s' is unavailable: it needs %s", syn_isa_name(isa),
+    return syn_fail(SYN_ERR_UNAVAILABLE, "isa '%s' is unavailable: it needs %s", syn_isa_tier_name(isa),
                     missing);
 }
 
-syn_isa syn_isa_best(void) {
-    static const syn_isa preference[] = {SYN_ISA_AVX512_VNNI, SYN_ISA_AVX_VNNI, SYN_ISA_AVX2,
-                                         SYN_ISA_I8MM, SYN_ISA_NEON_DOT};
+syn_isa_tier syn_isa_tier_best(void) {
+    static const syn_isa_tier preference[] = {SYN_TIER_AVX512_VNNI, SYN_TIER_AVX_VNNI, SYN_TIER_AVX2,
+                                         SYN_TIER_I8MM, SYN_TIER_NEON_DOT};
     for (size_t i = 0; i < sizeof preference / sizeof preference[0]; i++) {
-        if (syn_isa_available(preference[i])) return preference[i];
+        if (syn_isa_tier_available(preference[i])) return preference[i];
     }
-    return SYN_ISA_SCALAR;
+    return SYN_TIER_SCALAR;
 }
 
-syn_status syn_isa_resolve(const char *name, syn_isa *out) {
-    if (!name || !out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "isa: NULL argument");
-    if (strcmp(name, "auto") == 0) {
-        *out = syn_isa_best();
+syn_status syn_isa_tier_resolve(syn_isa_tier tier, syn_isa_tier *out) {
+    if (tier == SYN_TIER_AUTO) {
+        *out = syn_isa_tier_best();
         return SYN_OK;
     }
-    syn_isa isa;
-    syn_status st = syn_isa_parse(name, &isa);
-    if (st != SYN_OK) return st;
-    st = syn_isa_check(isa);
-    if (st != SYN_OK) return st;
-    *out = isa;
-    return SYN_OK;
+    if ((unsigned)tier >= SYN_TIER_COUNT)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "unknown isa tier %d", (int)tier);
+    *out = tier;
+    return syn_isa_tier_check(tier);
 }

@@ -1,4 +1,5 @@
-/* cpu_features.h: the kernel ISA tiers, runtime CPU detection and tier selection by name. */
+/* cpu_features.h: the kernel ISA tiers, runtime CPU detection, and tier selection by name or by
+ * the public tier (synapse.h's syn_isa_tier). */
 #ifndef SYN_KERNELS_CPU_FEATURES_H
 #define SYN_KERNELS_CPU_FEATURES_H
 
@@ -7,32 +8,18 @@
 
 #include "synapse.h"
 
-/* Kernel tiers, in order of preference within each architecture. */
-typedef enum syn_isa {
-    SYN_ISA_SCALAR = 0,  /* portable C; the reference every other tier is tested against */
-    SYN_ISA_AVX2,        /* x86-64: AVX2 + FMA + F16C */
-    SYN_ISA_AVX512_VNNI, /* x86-64: AVX-512 F/BW/VL + VNNI (256-bit VNNI forms) */
-    SYN_ISA_AVX_VNNI,    /* x86-64: AVX-VNNI (VEX-encoded dot product, no AVX-512) */
-    SYN_ISA_NEON_DOT,    /* aarch64: Advanced SIMD + dot product (SDOT) */
-    SYN_ISA_I8MM,        /* aarch64: dot product + int8 matrix multiply (SMMLA) */
-} syn_isa;
-
-enum { SYN_ISA_COUNT = 6 };
-
-/* "scalar", "avx2", "avx512-vnni", "avx-vnni", "neon-dot", "i8mm"; "?" for an invalid value. */
-const char *syn_isa_name(syn_isa isa);
-
-/* Parses a tier name (exactly as syn_isa_name spells it). SYN_ERR_INVALID_ARGUMENT when unknown. */
-syn_status syn_isa_parse(const char *name, syn_isa *out);
+/* The kernel tiers are synapse.h's syn_isa_tier (its converters syn_isa_tier_name / _parse are
+ * defined in cpu_features.c); kernel tables are indexed by it, SYN_TIER_AUTO's slot unused. */
+enum { SYN_TIER_COUNT = SYN_TIER_I8MM + 1 };
 
 /* True when this build contains the tier's kernels and this CPU (and OS) can run them. */
-bool syn_isa_available(syn_isa isa);
+bool syn_isa_tier_available(syn_isa_tier isa);
 
 /* SYN_OK, or SYN_ERR_UNAVAILABLE with a message naming the tier and what is missing. */
-syn_status syn_isa_check(syn_isa isa);
+syn_status syn_isa_tier_check(syn_isa_tier isa);
 
-/* The fastest available tier (SYN_ISA_SCALAR at worst). */
-syn_isa syn_isa_best(void);
+/* The fastest available tier (SYN_TIER_SCALAR at worst). */
+syn_isa_tier syn_isa_tier_best(void);
 
 /* True on an x86-64 CPU with GFNI (CPUID.(EAX=7,ECX=0):ECX bit 8): the avx512-vnni tier then takes
  * its GFNI builds of the 4- and 5-bit matvecs (same results, fewer instructions). */
@@ -40,8 +27,9 @@ bool syn_cpu_has_gfni(void);
 
 /* syn_cpu_describe (the benchmark's CPU name): declared in synapse_internal.h. */
 
-/* "auto" -> syn_isa_best(); any other name -> syn_isa_parse() then syn_isa_check(). Never falls
- * back silently: an unavailable tier is SYN_ERR_UNAVAILABLE. */
-syn_status syn_isa_resolve(const char *name, syn_isa *out);
+/* The concrete tier to run for tier: SYN_TIER_AUTO -> syn_isa_tier_best(); any other must be
+ * known (SYN_ERR_INVALID_ARGUMENT) and available (SYN_ERR_UNAVAILABLE naming what is missing).
+ * Declared in synapse_internal.h too (the benchmark's int8 peak follows it). */
+syn_status syn_isa_tier_resolve(syn_isa_tier tier, syn_isa_tier *out);
 
 #endif

@@ -137,7 +137,7 @@ UNPACKED_MATMUL(unpacked_matmul_q5_1_i8mm, via_q5_1_i8mm)
 
 /* The scalar tier runs the specification itself. */
 static const syn_kernels k_scalar = {
-    .isa = SYN_ISA_SCALAR,
+    .isa = SYN_TIER_SCALAR,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_scalar,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_scalar,
     .quantize_row_q8_k = syn_quantize_row_q8_k_scalar,
@@ -159,7 +159,7 @@ static const syn_kernels k_scalar = {
 
 #if defined(__x86_64__)
 static const syn_kernels k_avx2 = {
-    .isa = SYN_ISA_AVX2,
+    .isa = SYN_TIER_AVX2,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_avx2,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_avx2,
     .quantize_row_q8_k = syn_quantize_row_q8_k_avx2,
@@ -185,7 +185,7 @@ static const syn_kernels k_avx2 = {
 
 /* AVX-512 VNNI without GFNI: AVX2's quantizers, its own matrix kernels. */
 static const syn_kernels k_avx512_vnni = {
-    .isa = SYN_ISA_AVX512_VNNI,
+    .isa = SYN_TIER_AVX512_VNNI,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_avx2,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_avx2,
     .quantize_row_q8_k = syn_quantize_row_q8_k_avx2,
@@ -208,7 +208,7 @@ static const syn_kernels k_avx512_vnni = {
 /* AVX-512 VNNI on a CPU with GFNI: the GFNI builds of the 4- to 6-bit matvecs and k-quant
  * matmuls, the rest as above. */
 static const syn_kernels k_avx512_vnni_gfni = {
-    .isa = SYN_ISA_AVX512_VNNI,
+    .isa = SYN_TIER_AVX512_VNNI,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_avx2,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_avx2,
     .quantize_row_q8_k = syn_quantize_row_q8_k_avx2,
@@ -237,7 +237,7 @@ static const syn_kernels k_avx512_vnni_gfni = {
 
 /* AVX-VNNI: AVX2's quantizers and k-quant kernels, its own Q8_0 to Q5_1 ones. */
 static const syn_kernels k_avx_vnni = {
-    .isa = SYN_ISA_AVX_VNNI,
+    .isa = SYN_TIER_AVX_VNNI,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_avx2,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_avx2,
     .quantize_row_q8_k = syn_quantize_row_q8_k_avx2,
@@ -265,7 +265,7 @@ static const syn_kernels k_avx_vnni = {
 
 #if defined(__aarch64__)
 static const syn_kernels k_neon_dot = {
-    .isa = SYN_ISA_NEON_DOT,
+    .isa = SYN_TIER_NEON_DOT,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_dotprod,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_dotprod,
     .quantize_row_q8_k = syn_quantize_row_q8_k_dotprod,
@@ -295,7 +295,7 @@ static const syn_kernels k_neon_dot = {
 
 /* i8mm: the dot-product tier's quantizers and k-quant kernels. */
 static const syn_kernels k_i8mm = {
-    .isa = SYN_ISA_I8MM,
+    .isa = SYN_TIER_I8MM,
     .quantize_row_q8_0 = syn_quantize_row_q8_0_dotprod,
     .quantize_row_q8_1 = syn_quantize_row_q8_1_dotprod,
     .quantize_row_q8_k = syn_quantize_row_q8_k_dotprod,
@@ -323,33 +323,33 @@ static const syn_kernels k_i8mm = {
 };
 #endif
 
-syn_status syn_kernels_get(syn_isa isa, syn_kernels *out) {
+syn_status syn_kernels_get(syn_isa_tier isa, syn_kernels *out) {
     return syn_kernels_get_build(isa, syn_cpu_has_gfni(), out);
 }
 
-syn_status syn_kernels_get_build(syn_isa isa, bool gfni, syn_kernels *out) {
+syn_status syn_kernels_get_build(syn_isa_tier isa, bool gfni, syn_kernels *out) {
     (void)gfni; /* x86 only */
     if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_kernels_get: NULL output table");
-    syn_status st = syn_isa_check(isa);
+    syn_status st = syn_isa_tier_check(isa);
     if (st != SYN_OK) return st;
     const syn_kernels *k = NULL;
     switch (isa) {
-    case SYN_ISA_SCALAR: k = &k_scalar; break;
+    case SYN_TIER_SCALAR: k = &k_scalar; break;
 #if defined(__x86_64__)
-    case SYN_ISA_AVX2: k = &k_avx2; break;
-    case SYN_ISA_AVX512_VNNI: k = gfni ? &k_avx512_vnni_gfni : &k_avx512_vnni; break;
-    case SYN_ISA_AVX_VNNI: k = &k_avx_vnni; break;
+    case SYN_TIER_AVX2: k = &k_avx2; break;
+    case SYN_TIER_AVX512_VNNI: k = gfni ? &k_avx512_vnni_gfni : &k_avx512_vnni; break;
+    case SYN_TIER_AVX_VNNI: k = &k_avx_vnni; break;
 #endif
 #if defined(__aarch64__)
-    case SYN_ISA_NEON_DOT: k = &k_neon_dot; break;
-    case SYN_ISA_I8MM: k = &k_i8mm; break;
+    case SYN_TIER_NEON_DOT: k = &k_neon_dot; break;
+    case SYN_TIER_I8MM: k = &k_i8mm; break;
 #endif
     default: break;
     }
     if (!k)
         return syn_fail(SYN_ERR_INTERNAL,
                         "isa '%s' passed the CPU check but has no kernels in this build",
-                        syn_isa_name(isa));
+                        syn_isa_tier_name(isa));
     *out = *k;
     return SYN_OK;
 }

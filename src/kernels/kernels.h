@@ -97,7 +97,7 @@ typedef struct syn_type_kernels {
 } syn_type_kernels;
 
 typedef struct syn_kernels {
-    syn_isa isa;
+    syn_isa_tier isa;
 
     /* x[n] -> y[n / 32]; n is a multiple of QK8_0. */
     void (*quantize_row_q8_0)(const float *x, block_q8_0 *y, int64_t n);
@@ -119,6 +119,6 @@ typedef struct syn_kernels {
 
 /* Fills *out with the kernels of isa. SYN_ERR_UNAVAILABLE (message naming the tier) when this
  * build or CPU cannot run it; never substitutes another tier. */
-syn_status syn_kernels_get(syn_isa isa, syn_kernels *out);
+syn_status syn_kernels_get(syn_isa_tier isa, syn_kernels *out);
 
 #endif

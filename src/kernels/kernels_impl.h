@@ -185,7 +185,7 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
                                int64_t, float *, int64_t);
 /* syn_kernels_get with the GFNI builds of the avx512-vnni tier's 4- to 6-bit kernels taken or not
  * (gfni: the caller has checked syn_cpu_has_gfni; other tiers ignore it): the tests run both. */
-syn_status syn_kernels_get_build(syn_isa isa, bool gfni, syn_kernels *out);
+syn_status syn_kernels_get_build(syn_isa_tier isa, bool gfni, syn_kernels *out);
 
 #if defined(__x86_64__)
 SYN_K_DECLARE_QUANT_DOT(avx2) /* also used by the avx512-vnni and avx-vnni tiers */

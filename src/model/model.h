@@ -62,8 +62,8 @@ struct syn_model {
     syn_tensor output_norm; /* [n_embd] */
     syn_tensor output;      /* {n_embd, n_vocab}; the same view as tok_embd when tied */
     bool tied_output;
-    syn_tensor rope_freqs;  /* [head_dim / 2] divisors of the RoPE pair frequencies (llama 3.1+) */
-    syn_layer *layers;      /* [n_layer] */
+    syn_tensor rope_freqs; /* [head_dim / 2] divisors of the RoPE pair frequencies (llama 3.1+) */
+    syn_layer *layers;     /* [n_layer] */
     struct syn_tokenizer *tokenizer;
     char *name;            /* general.name, "" when absent */
     uint64_t n_params;     /* elements of the bound tensors (tied output counted once) */
@@ -75,19 +75,13 @@ struct syn_model {
     atomic_bool prefetch_stop;
 };
 
-/* syn_model_load on an already parsed file (tests, the fuzzer). Takes ownership of f: on error
- * it is closed, on success the model closes it. */
+/* syn_model_load on an already parsed file (what syn_model_load runs after opening the file; tests
+ * and the fuzzer call it on files built in memory). Takes ownership of f: on error it is closed, on
+ * success the model closes it. */
 syn_status syn_model_load_gguf(gguf_file *f, const syn_model_params *params, syn_model **out);
 
-/* Dequantizes n values (whole blocks) of row data of a tensor type of the weight-type table
- * (wtype.h) into dst[n]. */
-void syn_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
-
-/* One row of a tensor, dequantized into dst[ne[0]]. */
+/* One row of a tensor, dequantized into dst[ne[0]] by its type's entry in the weight-type table
+ * (wtype.h). */
 void syn_tensor_row(const syn_tensor *t, int64_t row, float *dst);
-
-float syn_fp16_to_f32(uint16_t h);
-uint16_t syn_f32_to_fp16(float f); /* round to nearest even */
-float syn_bf16_to_f32(uint16_t h);
 
 #endif

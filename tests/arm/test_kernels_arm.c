@@ -21,16 +21,16 @@ static int n_passed, n_failed;
 /* The single-row Q8_0 dot behind a tier's matrix kernels (their edge rows; kernels_impl.h), which
  * no table lists: the scalar one, AVX2's (every x86 tier) or the dot-product tier's (aarch64). */
 typedef float (*q8_0_dot_fn)(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
-static q8_0_dot_fn tier_vec_dot(syn_isa isa) {
+static q8_0_dot_fn tier_vec_dot(syn_isa_tier isa) {
     switch (isa) {
 #if defined(__x86_64__)
-    case SYN_ISA_AVX2:
-    case SYN_ISA_AVX512_VNNI:
-    case SYN_ISA_AVX_VNNI: return syn_vec_dot_q8_0_q8_0_avx2;
+    case SYN_TIER_AVX2:
+    case SYN_TIER_AVX512_VNNI:
+    case SYN_TIER_AVX_VNNI: return syn_vec_dot_q8_0_q8_0_avx2;
 #endif
 #if defined(__aarch64__)
-    case SYN_ISA_NEON_DOT:
-    case SYN_ISA_I8MM: return syn_vec_dot_q8_0_q8_0_dotprod;
+    case SYN_TIER_NEON_DOT:
+    case SYN_TIER_I8MM: return syn_vec_dot_q8_0_q8_0_dotprod;
 #endif
     default: return syn_vec_dot_q8_0_q8_0_scalar;
     }
@@ -71,13 +71,13 @@ static void test_quantize_hand_worked(const syn_kernels *k) {
     block_q8_0 y;
     k->quantize_row_q8_0(x1, &y, QK8_0);
     CHECK(y.d == 0x3c00 && memcmp(y.qs, q1, QK8_0) == 0, "%s: hand-worked block",
-          syn_isa_name(k->isa));
+          syn_isa_tier_name(k->isa));
     k->quantize_row_q8_0(x2, &y, QK8_0);
-    CHECK(y.d == 0x3c00 && memcmp(y.qs, q2, QK8_0) == 0, "%s: ties block", syn_isa_name(k->isa));
+    CHECK(y.d == 0x3c00 && memcmp(y.qs, q2, QK8_0) == 0, "%s: ties block", syn_isa_tier_name(k->isa));
     const float zero[QK8_0] = {0};
     k->quantize_row_q8_0(zero, &y, QK8_0);
     const int8_t zq[QK8_0] = {0};
-    CHECK(y.d == 0 && memcmp(y.qs, zq, QK8_0) == 0, "%s: zero block", syn_isa_name(k->isa));
+    CHECK(y.d == 0 && memcmp(y.qs, zq, QK8_0) == 0, "%s: zero block", syn_isa_tier_name(k->isa));
 }
 
 static void test_quantize_vs_scalar(const syn_kernels *k, const syn_kernels *ref) {
@@ -90,7 +90,7 @@ static void test_quantize_vs_scalar(const syn_kernels *k, const syn_kernels *ref
     ref->quantize_row_q8_0(x, a, N * QK8_0);
     k->quantize_row_q8_0(x, b, N * QK8_0);
     CHECK(memcmp(a, b, sizeof a) == 0, "%s: quantized rows differ from scalar",
-          syn_isa_name(k->isa));
+          syn_isa_tier_name(k->isa));
 }
 
 /* Unit scales: a one-block dot is the exact int32 sum, -128 weights included. */
@@ -109,7 +109,7 @@ static void test_block_dots_exact(const syn_kernels *k) {
         k->mat[GGML_TYPE_Q8_0].matvec(1, &w, sizeof w, 0, 1, &a, &got_mv);
         if (got != (float)expect || got_mv != (float)expect) bad++;
     }
-    CHECK(bad == 0, "%s: %d inexact block dots", syn_isa_name(k->isa), bad);
+    CHECK(bad == 0, "%s: %d inexact block dots", syn_isa_tier_name(k->isa), bad);
 }
 
 /* Matmul over odd shapes equals scalar bitwise and matvec per token bitwise. */
@@ -143,9 +143,9 @@ static void test_matmul_vs_scalar(const syn_kernels *k, const syn_kernels *ref) 
                 if (memcmp(&y[t * ROWS + r], &yv[r], sizeof(float)) != 0) bad_mv++;
             }
         }
-        CHECK(bad == 0, "%s: %d tokens: %d outputs differ from scalar", syn_isa_name(k->isa), nt,
+        CHECK(bad == 0, "%s: %d tokens: %d outputs differ from scalar", syn_isa_tier_name(k->isa), nt,
               bad);
-        CHECK(bad_mv == 0, "%s: %d tokens: %d outputs differ from matvec", syn_isa_name(k->isa), nt,
+        CHECK(bad_mv == 0, "%s: %d tokens: %d outputs differ from matvec", syn_isa_tier_name(k->isa), nt,
               bad_mv);
     }
     free(w);
@@ -155,8 +155,8 @@ static void test_matmul_vs_scalar(const syn_kernels *k, const syn_kernels *ref) 
 }
 
 static void test_tier(const syn_kernels *k, const syn_kernels *ref) {
-    printf("testing %s\n", syn_isa_name(k->isa));
-    n_failed += type_kernels_check(k, ref, syn_isa_name(k->isa), &n_passed);
+    printf("testing %s\n", syn_isa_tier_name(k->isa));
+    n_failed += type_kernels_check(k, ref, syn_isa_tier_name(k->isa), &n_passed);
     test_quantize_hand_worked(k);
     test_quantize_vs_scalar(k, ref);
     test_block_dots_exact(k);
@@ -171,38 +171,38 @@ int main(int argc, char **argv) {
         return 2;
     }
     syn_kernels ref;
-    CHECK(syn_kernels_get(SYN_ISA_SCALAR, &ref) == SYN_OK, "scalar tier unavailable");
+    CHECK(syn_kernels_get(SYN_TIER_SCALAR, &ref) == SYN_OK, "scalar tier unavailable");
     test_tier(&ref, &ref);
     n_failed += type_kernels_check_spec(&ref, &n_passed);
 
-    syn_isa best;
-    CHECK(syn_isa_resolve("auto", &best) == SYN_OK, "resolving auto");
-    printf("best tier: %s\n", syn_isa_name(best));
-    CHECK(!syn_isa_available(SYN_ISA_AVX2) && !syn_isa_available(SYN_ISA_AVX512_VNNI) &&
-              !syn_isa_available(SYN_ISA_AVX_VNNI),
+    syn_isa_tier best;
+    CHECK(syn_isa_tier_resolve(SYN_TIER_AUTO, &best) == SYN_OK, "resolving auto");
+    printf("best tier: %s\n", syn_isa_tier_name(best));
+    CHECK(!syn_isa_tier_available(SYN_TIER_AVX2) && !syn_isa_tier_available(SYN_TIER_AVX512_VNNI) &&
+              !syn_isa_tier_available(SYN_TIER_AVX_VNNI),
           "an x86 tier claims to be available on aarch64");
     if (expect_dot) {
-        CHECK(best == SYN_ISA_I8MM, "best tier is %s, expected i8mm", syn_isa_name(best));
-        const syn_isa tiers[] = {SYN_ISA_NEON_DOT, SYN_ISA_I8MM};
+        CHECK(best == SYN_TIER_I8MM, "best tier is %s, expected i8mm", syn_isa_tier_name(best));
+        const syn_isa_tier tiers[] = {SYN_TIER_NEON_DOT, SYN_TIER_I8MM};
         for (int i = 0; i < 2; i++) {
             syn_kernels k;
             const syn_status st = syn_kernels_get(tiers[i], &k);
-            CHECK(st == SYN_OK, "%s unavailable: %s", syn_isa_name(tiers[i]), syn_last_error());
+            CHECK(st == SYN_OK, "%s unavailable: %s", syn_isa_tier_name(tiers[i]), syn_last_error());
             if (st == SYN_OK) test_tier(&k, &ref);
         }
     } else {
-        CHECK(best == SYN_ISA_SCALAR, "best tier is %s, expected scalar", syn_isa_name(best));
-        const syn_isa tiers[] = {SYN_ISA_NEON_DOT, SYN_ISA_I8MM};
+        CHECK(best == SYN_TIER_SCALAR, "best tier is %s, expected scalar", syn_isa_tier_name(best));
+        const syn_isa_tier tiers[] = {SYN_TIER_NEON_DOT, SYN_TIER_I8MM};
         for (int i = 0; i < 2; i++) {
             syn_kernels k;
             CHECK(syn_kernels_get(tiers[i], &k) == SYN_ERR_UNAVAILABLE,
-                  "%s: expected SYN_ERR_UNAVAILABLE", syn_isa_name(tiers[i]));
-            CHECK(strstr(syn_last_error(), syn_isa_name(tiers[i])) != NULL,
-                  "message does not name %s: %s", syn_isa_name(tiers[i]), syn_last_error());
-            printf("%s refused: %s\n", syn_isa_name(tiers[i]), syn_last_error());
-            syn_isa isa;
-            CHECK(syn_isa_resolve(syn_isa_name(tiers[i]), &isa) == SYN_ERR_UNAVAILABLE,
-                  "resolve %s", syn_isa_name(tiers[i]));
+                  "%s: expected SYN_ERR_UNAVAILABLE", syn_isa_tier_name(tiers[i]));
+            CHECK(strstr(syn_last_error(), syn_isa_tier_name(tiers[i])) != NULL,
+                  "message does not name %s: %s", syn_isa_tier_name(tiers[i]), syn_last_error());
+            printf("%s refused: %s\n", syn_isa_tier_name(tiers[i]), syn_last_error());
+            syn_isa_tier isa;
+            CHECK(syn_isa_tier_resolve(tiers[i], &isa) == SYN_ERR_UNAVAILABLE,
+                  "resolve %s", syn_isa_tier_name(tiers[i]));
         }
     }
     printf("%d passed, %d failed\n", n_passed, n_failed);

@@ -92,9 +92,9 @@ int main(int argc, char **argv) {
         }
         printf("threads %d  memory read bandwidth: %.1f GB/s\n", n_threads, (double)pool_bytes / best / 1e9);
 
-        for (int isa = 0; isa < SYN_ISA_COUNT; isa++) {
+        for (int isa = SYN_TIER_SCALAR; isa < SYN_TIER_COUNT; isa++) {
             syn_kernels k;
-            if (syn_kernels_get((syn_isa)isa, &k) != SYN_OK) continue;
+            if (syn_kernels_get((syn_isa_tier)isa, &k) != SYN_OK) continue;
             /* rows x cols: the 0.5B model's ffn up/gate (4864 x 896), ffn down (896 x 4864), logits */
             static const struct {
                 const char *name;
@@ -115,9 +115,9 @@ int main(int argc, char **argv) {
                 {"matmul 151936x896 x 5 tok", 151936, 896, 5, true}, {"matmul 151936x896 x 16 tok", 151936, 896, 16, true},
             };
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-                if (isa == SYN_ISA_SCALAR && cases[c].tokens > 1) continue;
+                if (isa == SYN_TIER_SCALAR && cases[c].tokens > 1) continue;
                 char label[96];
-                snprintf(label, sizeof label, "%s %s", syn_isa_name(k.isa), cases[c].name);
+                snprintf(label, sizeof label, "%s %s", syn_isa_tier_name(k.isa), cases[c].name);
                 if (!strstr(label, filter)) continue;
                 const int64_t n_blocks = cases[c].cols / QK8_0;
                 const size_t row_bytes = (size_t)n_blocks * sizeof(block_q8_0);
@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
                 const double gmacs =
                     (double)cases[c].rows * (double)cases[c].cols * (double)cases[c].tokens * (double)iters / dt / 1e9;
                 printf("threads %d  %-12s %-27s %7.2f GB/s of weights  %8.1f GMAC/s  %8.3f ms/call\n", n_threads,
-                       syn_isa_name(k.isa), cases[c].name, gbs, gmacs, 1e3 * dt / (double)iters);
+                       syn_isa_tier_name(k.isa), cases[c].name, gbs, gmacs, 1e3 * dt / (double)iters);
             }
         }
         syn_threadpool_free(pool);

@@ -10,6 +10,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/blocks.h"
+#include "kernels/fp16.h"
 #include "model/model.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -355,7 +356,8 @@ static int reduce_vocab(gb_ctx *c, const gguf_file *f, gb_model *m, int32_t **re
         return -1;
 
     /* Merges whose two parts and result are all kept BPE tokens. */
-    const size_t n_sorted = n < KEEP_TOKENS ? n : KEEP_TOKENS; /* small vocabularies are kept whole */
+    /* Small vocabularies are kept whole. */
+    const size_t n_sorted = n < KEEP_TOKENS ? n : KEEP_TOKENS;
     char **sorted = arena_alloc(&c->arena, n_sorted * sizeof *sorted);
     char **kept_merges = arena_alloc(&c->arena, merges.count * sizeof *kept_merges);
     if (!sorted || !kept_merges) return -1;
@@ -843,8 +845,20 @@ CASE(token_type_short) {
 
 /* ---- qwen3 and llama (bases from tests/data/arch) ---- */
 
-#define QWEN3_CASE(fn) CASE(fn##_body); CASE(fn) { *m = c->base[GB_QWEN3]; return fn##_body(c, m, out); } CASE(fn##_body)
-#define LLAMA_CASE(fn) CASE(fn##_body); CASE(fn) { *m = c->base[GB_LLAMA]; return fn##_body(c, m, out); } CASE(fn##_body)
+#define QWEN3_CASE(fn)                                                                             \
+    CASE(fn##_body);                                                                               \
+    CASE(fn) {                                                                                     \
+        *m = c->base[GB_QWEN3];                                                                    \
+        return fn##_body(c, m, out);                                                               \
+    }                                                                                              \
+    CASE(fn##_body)
+#define LLAMA_CASE(fn)                                                                             \
+    CASE(fn##_body);                                                                               \
+    CASE(fn) {                                                                                     \
+        *m = c->base[GB_LLAMA];                                                                    \
+        return fn##_body(c, m, out);                                                               \
+    }                                                                                              \
+    CASE(fn##_body)
 
 QWEN3_CASE(qwen3_q_norm_missing) {
     UNUSED_CTX;
@@ -855,7 +869,9 @@ QWEN3_CASE(qwen3_k_norm_shape) {
     tensor(m, "blk.0.attn_k_norm.weight")->ne[0] = 32;
     return emit_plain(m, out);
 }
-QWEN3_CASE(qwen3_key_length_0) { return set_u32(c, m, "qwen3.attention.key_length", 0) || emit_plain(m, out); }
+QWEN3_CASE(qwen3_key_length_0) {
+    return set_u32(c, m, "qwen3.attention.key_length", 0) || emit_plain(m, out);
+}
 QWEN3_CASE(qwen3_key_length_wrong) {
     /* Heads of 32 with value_length 32 too: the query matrix no longer fits. */
     return set_u32(c, m, "qwen3.attention.key_length", 32) ||
@@ -878,14 +894,20 @@ QWEN3_CASE(qwen3_experts) { return set_u32(c, m, "qwen3.expert_count", 8) || emi
 QWEN3_CASE(qwen3_sliding_window) {
     return set_u32(c, m, "qwen3.attention.sliding_window", 4096) || emit_plain(m, out);
 }
-QWEN3_CASE(arch_qwen3moe) { return set_str(c, m, "general.architecture", "qwen3moe") || emit_plain(m, out); }
+QWEN3_CASE(arch_qwen3moe) {
+    return set_str(c, m, "general.architecture", "qwen3moe") || emit_plain(m, out);
+}
 LLAMA_CASE(llama_rope_freqs_shape) {
     UNUSED_CTX;
     tensor(m, "rope_freqs.weight")->ne[0] = 16;
     return emit_plain(m, out);
 }
-LLAMA_CASE(llama_partial_rope) { return set_u32(c, m, "llama.rope.dimension_count", 32) || emit_plain(m, out); }
-LLAMA_CASE(llama_rope_scaling_yarn) { return set_str(c, m, "llama.rope.scaling.type", "yarn") || emit_plain(m, out); }
+LLAMA_CASE(llama_partial_rope) {
+    return set_u32(c, m, "llama.rope.dimension_count", 32) || emit_plain(m, out);
+}
+LLAMA_CASE(llama_rope_scaling_yarn) {
+    return set_str(c, m, "llama.rope.scaling.type", "yarn") || emit_plain(m, out);
+}
 LLAMA_CASE(llama_q4_k_row_not_blocks) {
     /* A Q4_K row of 128 values: half a 256-value super-block. */
     UNUSED_CTX;
@@ -958,7 +980,9 @@ static const gb_case cases[] = {
      tensor_offset_misaligned},
     {{"duplicate-tensor.gguf", "duplicate tensor 'blk.0.attn_q.weight'"}, duplicate_tensor},
     {{"empty-tensor-name.gguf", "empty tensor name"}, empty_tensor_name},
-    {{"arch-gemma.gguf", "unsupported architecture 'gemma' (general.architecture); this build supports qwen2, qwen3, llama"}, arch_gemma},
+    {{"arch-gemma.gguf", "unsupported architecture 'gemma' (general.architecture); this build "
+                         "supports qwen2, qwen3, llama"},
+     arch_gemma},
     {{"arch-missing.gguf", "missing key 'general.architecture'"}, arch_missing},
     {{"arch-not-string.gguf", "key 'general.architecture'"}, arch_not_string},
     {{"block-count-string.gguf", "key 'qwen2.block_count'"}, block_count_string},
@@ -1002,19 +1026,21 @@ static const gb_case cases[] = {
     {{"tokenizer-pre-unknown.gguf", "tokenizer.ggml.pre"}, tokenizer_pre_unknown},
     {{"tokens-missing.gguf", "tokenizer.ggml.tokens"}, tokens_missing},
     {{"token-type-short.gguf", "tokenizer.ggml.token_type"}, token_type_short},
-    {{"qwen3-q-norm-missing.gguf", "missing tensor 'blk.1.attn_q_norm.weight'"}, qwen3_q_norm_missing},
+    {{"qwen3-q-norm-missing.gguf", "missing tensor 'blk.1.attn_q_norm.weight'"},
+     qwen3_q_norm_missing},
     {{"qwen3-k-norm-shape.gguf",
       "tensor 'blk.0.attn_k_norm.weight' has shape [32] but the hyperparameters require [64]"},
      qwen3_k_norm_shape},
     {{"qwen3-key-length-0.gguf", "qwen3.attention.key_length is 0"}, qwen3_key_length_0},
-    {{"qwen3-key-length-wrong.gguf",
-      "tensor 'blk.0.attn_q.weight' has shape [256, 512] but the hyperparameters require [256, 256]"},
+    {{"qwen3-key-length-wrong.gguf", "tensor 'blk.0.attn_q.weight' has shape [256, 512] but the "
+                                     "hyperparameters require [256, 256]"},
      qwen3_key_length_wrong},
-    {{"qwen3-value-length-differs.gguf", "qwen3.attention.value_length 128 differs from the key head size 64"},
+    {{"qwen3-value-length-differs.gguf",
+      "qwen3.attention.value_length 128 differs from the key head size 64"},
      qwen3_value_length_differs},
     {{"qwen3-key-length-odd.gguf", "head size 63 must be even"}, qwen3_key_length_odd},
-    {{"qwen3-attn-output-shape.gguf",
-      "tensor 'blk.0.attn_output.weight' has shape [256, 256] but the hyperparameters require [512, 256]"},
+    {{"qwen3-attn-output-shape.gguf", "tensor 'blk.0.attn_output.weight' has shape [256, 256] but "
+                                      "the hyperparameters require [512, 256]"},
      qwen3_attn_output_shape},
     {{"qwen3-experts.gguf", "qwen3.expert_count is 8: mixture-of-experts"}, qwen3_experts},
     {{"qwen3-sliding-window.gguf", "qwen3.attention.sliding_window is set"}, qwen3_sliding_window},
@@ -1024,12 +1050,15 @@ static const gb_case cases[] = {
      llama_rope_freqs_shape},
     {{"llama-partial-rope.gguf", "llama.rope.dimension_count 32 differs from the head size 64"},
      llama_partial_rope},
-    {{"llama-rope-scaling-yarn.gguf", "llama.rope.scaling.type 'yarn' is not supported"}, llama_rope_scaling_yarn},
-    {{"llama-q4_k-row-not-blocks.gguf", "row length 128 is not a multiple of the q4_k block size 256"},
+    {{"llama-rope-scaling-yarn.gguf", "llama.rope.scaling.type 'yarn' is not supported"},
+     llama_rope_scaling_yarn},
+    {{"llama-q4_k-row-not-blocks.gguf",
+      "row length 128 is not a multiple of the q4_k block size 256"},
      llama_q4_k_row_not_blocks},
-    {{"llama-norm-type-q4_k.gguf", "tensor 'blk.2.ffn_norm.weight' has type q4_k"}, llama_norm_type_q4_k},
-    {{"llama-wk-shape.gguf",
-      "tensor 'blk.2.attn_k.weight' has shape [256, 256] but the hyperparameters require [256, 128]"},
+    {{"llama-norm-type-q4_k.gguf", "tensor 'blk.2.ffn_norm.weight' has type q4_k"},
+     llama_norm_type_q4_k},
+    {{"llama-wk-shape.gguf", "tensor 'blk.2.attn_k.weight' has shape [256, 256] but the "
+                             "hyperparameters require [256, 128]"},
      llama_wk_shape},
 };
 
@@ -1092,7 +1121,8 @@ int bad_gguf_write_corpus(const char *valid_path, const char *out_dir) {
         free(b.p);
         free(m);
     }
-    for (int i = 0; i < GB_N_BASES; i++) gguf_close(c->src[i]);
+    for (int i = 0; i < GB_N_BASES; i++)
+        gguf_close(c->src[i]);
     arena_free(&c->arena);
     free(c);
     return rc;
@@ -1113,7 +1143,7 @@ static syn_status seed_fill(void *user, const char *name, void *dst, uint64_t nb
     if (type == GGML_TYPE_Q8_0) {
         for (uint64_t b = 0; b < nbytes / sizeof(block_q8_0); b++) {
             block_q8_0 blk;
-            blk.d = syn_f32_to_fp16(1.0f / 64.0f);
+            blk.d = syn_k_f32_to_fp16(1.0f / 64.0f);
             for (int j = 0; j < QK8_0; j++) {
                 state = state * 1664525u + 1013904223u;
                 blk.qs[j] = (int8_t)((int)((state >> 24) % 255) - 127);
@@ -1195,7 +1225,10 @@ int bad_gguf_write_seed(const char *path) {
     TRY(gguf_writer_set_str_array(w, "tokenizer.ggml.merges", merges, 3));
     TRY(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", SEED_BYTES + 3));
     TRY(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", SEED_BYTES + 5));
-    TRY(gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", false));
+    /* A bool, as real files carry: written from a kv (the writer has no bool setter). */
+    static const char add_bos[] = "tokenizer.ggml.add_bos_token";
+    const gguf_kv add_bos_kv = {.key = {sizeof add_bos - 1, add_bos}, .type = GGUF_TYPE_BOOL};
+    TRY(gguf_writer_copy_kv(w, &add_bos_kv));
     const struct {
         const char *name;
         uint64_t ne0, ne1;

@@ -18,9 +18,9 @@
 #include "../support/test_util.h"
 
 static const char *const all_files[] = {
-    "arch/qwen2-s5-q4_0.gguf",  "arch/qwen2-s5-q5_0.gguf",  "arch/qwen2-s5-q4_k_m.gguf",
-    "arch/qwen2-s5-q5_k_m.gguf", "arch/qwen2-s5-q6_k.gguf",  "arch/qwen3-s5-q8_0.gguf",
-    "arch/qwen3-s5-q4_k_m.gguf", "arch/llama-s5-q8_0.gguf",  "arch/llama-s5-q4_k_m.gguf",
+    "arch/qwen2-s5-q4_0.gguf", "arch/qwen2-s5-q5_0.gguf", "arch/qwen2-s5-q4_k_m.gguf",
+    "arch/qwen2-s5-q5_k_m.gguf", "arch/qwen2-s5-q6_k.gguf", "arch/qwen3-s5-q8_0.gguf",
+    "arch/qwen3-s5-q4_k_m.gguf", "arch/llama-s5-q8_0.gguf", "arch/llama-s5-q4_k_m.gguf",
 };
 
 /* The reference backend within 5e-3 of the exact oracle's top-5 logits at every step of the three
@@ -48,9 +48,9 @@ typedef struct llama_cpp_distance {
 } llama_cpp_distance;
 
 static const llama_cpp_distance distances[] = {
-    {"arch/qwen2-s5-q4_0.gguf", 0.067, 0.015},  {"arch/qwen2-s5-q5_0.gguf", 0.069, 0.016},
+    {"arch/qwen2-s5-q4_0.gguf", 0.067, 0.015}, {"arch/qwen2-s5-q5_0.gguf", 0.069, 0.016},
     {"arch/qwen2-s5-q4_k_m.gguf", 0.085, 0.022}, {"arch/qwen2-s5-q5_k_m.gguf", 0.090, 0.024},
-    {"arch/qwen2-s5-q6_k.gguf", 0.110, 0.024},  {"arch/qwen3-s5-q8_0.gguf", 0.059, 0.016},
+    {"arch/qwen2-s5-q6_k.gguf", 0.110, 0.024}, {"arch/qwen3-s5-q8_0.gguf", 0.059, 0.016},
     {"arch/qwen3-s5-q4_k_m.gguf", 0.108, 0.022}, {"arch/llama-s5-q8_0.gguf", 0.178, 0.031},
     {"arch/llama-s5-q4_k_m.gguf", 0.172, 0.045},
 };

@@ -11,16 +11,23 @@
 
 #include "gguf/gguf.h"
 #include "kernels/blocks.h"
-#include "model/model.h"
 #include "model/wtype.h"
 
-enum { FP16_QUARTER = 0x3400, FP16_HALF = 0x3800, FP16_ONE = 0x3c00, FP16_TWO = 0x4000, FP16_MINUS_ONE = 0xbc00 };
+enum {
+    FP16_QUARTER = 0x3400,
+    FP16_HALF = 0x3800,
+    FP16_ONE = 0x3c00,
+    FP16_TWO = 0x4000,
+    FP16_MINUS_ONE = 0xbc00
+};
 
 /* Dequantizes one block of `type` from an odd address into out[n]. */
 static void dequantize(uint32_t type, const void *block, size_t size, float *out, int64_t n) {
     unsigned char buf[512];
     memcpy(buf + 1, block, size);
-    syn_dequantize_row(type, buf + 1, out, n);
+    const syn_wtype *wt = syn_wtype_get(type);
+    assert_non_null(wt);
+    wt->dequantize_row(buf + 1, out, n);
 }
 
 static void test_q4_0(void **state) {
@@ -165,8 +172,8 @@ static void test_table(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_q4_0), cmocka_unit_test(test_q4_1), cmocka_unit_test(test_q5_0),
-        cmocka_unit_test(test_q5_1), cmocka_unit_test(test_q4_k), cmocka_unit_test(test_q5_k),
+        cmocka_unit_test(test_q4_0), cmocka_unit_test(test_q4_1),  cmocka_unit_test(test_q5_0),
+        cmocka_unit_test(test_q5_1), cmocka_unit_test(test_q4_k),  cmocka_unit_test(test_q5_k),
         cmocka_unit_test(test_q6_k), cmocka_unit_test(test_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -926,7 +926,7 @@ static void test_request_limits(void **state) {
     assert_int_equal(syn_request_wait(r, &res), SYN_OK);
     assert_true(res.finish == SYN_FINISH_LENGTH || res.finish == SYN_FINISH_EOG);
     /* Cancelling a finished request is an error naming how it finished. */
-    assert_int_equal(syn_request_cancel(r), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_request_cancel(r), SYN_ERR_STATE);
     assert_non_null(strstr(syn_last_error(), "already finished"));
     syn_request_free(r);
 
@@ -1185,7 +1185,7 @@ static void test_free_with_outstanding_requests(void **state) {
         assert_true(syn_request_is_done(r[k]));
         assert_int_equal(syn_request_wait(r[k], &res), SYN_OK);
         assert_true(res.finish == SYN_FINISH_CANCELLED || res.finish == SYN_FINISH_LENGTH);
-        assert_int_equal(syn_request_cancel(r[k]), SYN_ERR_INVALID_ARGUMENT);
+        assert_int_equal(syn_request_cancel(r[k]), SYN_ERR_STATE);
         syn_request_free(r[k]);
     }
 }

@@ -39,28 +39,28 @@ static void random_block(block_q8_0 *b, int lo, int hi, bool unit_scale) {
 /* The single-row Q8_0 dot behind a tier's matrix kernels (their edge rows; kernels_impl.h), which
  * no table lists: the scalar one, AVX2's (every x86 tier) or the dot-product tier's (aarch64). */
 typedef float (*q8_0_dot_fn)(int64_t n_blocks, const block_q8_0 *w, const block_q8_0 *a);
-static q8_0_dot_fn tier_vec_dot(syn_isa isa) {
+static q8_0_dot_fn tier_vec_dot(syn_isa_tier isa) {
     switch (isa) {
 #if defined(__x86_64__)
-    case SYN_ISA_AVX2:
-    case SYN_ISA_AVX512_VNNI:
-    case SYN_ISA_AVX_VNNI: return syn_vec_dot_q8_0_q8_0_avx2;
+    case SYN_TIER_AVX2:
+    case SYN_TIER_AVX512_VNNI:
+    case SYN_TIER_AVX_VNNI: return syn_vec_dot_q8_0_q8_0_avx2;
 #endif
 #if defined(__aarch64__)
-    case SYN_ISA_NEON_DOT:
-    case SYN_ISA_I8MM: return syn_vec_dot_q8_0_q8_0_dotprod;
+    case SYN_TIER_NEON_DOT:
+    case SYN_TIER_I8MM: return syn_vec_dot_q8_0_q8_0_dotprod;
 #endif
     default: return syn_vec_dot_q8_0_q8_0_scalar;
     }
 }
 
-static int available_tiers(syn_kernels out[SYN_ISA_COUNT]) {
+static int available_tiers(syn_kernels out[SYN_TIER_COUNT]) {
     int n = 0;
-    for (int i = 0; i < SYN_ISA_COUNT; i++) {
-        if (syn_kernels_get((syn_isa)i, &out[n]) == SYN_OK) {
+    for (int i = SYN_TIER_SCALAR; i < SYN_TIER_COUNT; i++) {
+        if (syn_kernels_get((syn_isa_tier)i, &out[n]) == SYN_OK) {
             n++;
         } else {
-            printf("  skipped %s: %s\n", syn_isa_name((syn_isa)i), syn_last_error());
+            printf("  skipped %s: %s\n", syn_isa_tier_name((syn_isa_tier)i), syn_last_error());
         }
     }
     return n;
@@ -70,16 +70,16 @@ static int available_tiers(syn_kernels out[SYN_ISA_COUNT]) {
  * matmuls are AVX-VNNI's 256-bit lane loop (syn_matmul_*_avx512_ymm), so that loop is tested on
  * CPUs without AVX-VNNI too; on a CPU with GFNI, whose avx512-vnni table takes the GFNI builds of
  * the 4-6-bit kernels, the copy has the plain ones. */
-static int tiers_and_variants(syn_kernels out[SYN_ISA_COUNT + 1],
-                              const char *names[SYN_ISA_COUNT + 1]) {
+static int tiers_and_variants(syn_kernels out[SYN_TIER_COUNT + 1],
+                              const char *names[SYN_TIER_COUNT + 1]) {
     int n = available_tiers(out);
     for (int i = 0; i < n; i++)
-        names[i] = syn_isa_name(out[i].isa);
+        names[i] = syn_isa_tier_name(out[i].isa);
 #if defined(__x86_64__)
     for (int i = 0; i < n; i++) {
-        if (out[i].isa == SYN_ISA_AVX512_VNNI) {
+        if (out[i].isa == SYN_TIER_AVX512_VNNI) {
             if (syn_cpu_has_gfni()) {
-                assert_int_equal(syn_kernels_get_build(SYN_ISA_AVX512_VNNI, false, &out[n]),
+                assert_int_equal(syn_kernels_get_build(SYN_TIER_AVX512_VNNI, false, &out[n]),
                                  SYN_OK);
                 names[n] = "avx512-vnni (AVX-VNNI's 256-bit matmul, kernels without GFNI)";
             } else {
@@ -109,7 +109,7 @@ static int32_t int_dot(const block_q8_0 *w, const block_q8_0 *a) {
 /* With both scales 1.0 a one-block dot is (float)isum, exact below 2^24: the int32 sum itself. */
 static void test_block_dots_exact(void **state) {
     (void)state;
-    syn_kernels tiers[SYN_ISA_COUNT];
+    syn_kernels tiers[SYN_TIER_COUNT];
     const int n_tiers = available_tiers(tiers);
     /* weight/activation ranges: full int8 weights (files may hold -128), quantizer-range
      * activations */
@@ -125,11 +125,11 @@ static void test_block_dots_exact(void **state) {
             for (int k = 0; k < n_tiers; k++) {
                 float got = tier_vec_dot(tiers[k].isa)(1, &w, &a);
                 if (got != expect)
-                    fail_msg("%s vec_dot: %.1f, expected %.1f", syn_isa_name(tiers[k].isa), got,
+                    fail_msg("%s vec_dot: %.1f, expected %.1f", syn_isa_tier_name(tiers[k].isa), got,
                              expect);
                 tiers[k].mat[GGML_TYPE_Q8_0].matvec(1, &w, sizeof w, 0, 1, &a, &got);
                 if (got != expect)
-                    fail_msg("%s matvec: %.1f, expected %.1f", syn_isa_name(tiers[k].isa), got,
+                    fail_msg("%s matvec: %.1f, expected %.1f", syn_isa_tier_name(tiers[k].isa), got,
                              expect);
             }
         }
@@ -150,7 +150,7 @@ static void test_block_dots_exact(void **state) {
             for (int r = 0; r < 8; r++) {
                 if (y[t * 8 + r] != (float)int_dot(&w[r], &a[t])) {
                     fail_msg("%s matmul row %d token %d: %.1f, expected %d",
-                             syn_isa_name(tiers[k].isa), r, t, y[t * 8 + r], int_dot(&w[r], &a[t]));
+                             syn_isa_tier_name(tiers[k].isa), r, t, y[t * 8 + r], int_dot(&w[r], &a[t]));
                 }
             }
         }
@@ -192,7 +192,7 @@ static void free_problem(problem *p) {
 static void test_scalar_within_tolerance_of_double(void **state) {
     (void)state;
     syn_kernels scalar;
-    assert_int_equal(syn_kernels_get(SYN_ISA_SCALAR, &scalar), SYN_OK);
+    assert_int_equal(syn_kernels_get(SYN_TIER_SCALAR, &scalar), SYN_OK);
     problem p = make_problem(16, 152, 1, 0);
     for (int64_t r = 0; r < p.n_rows; r++) {
         const block_q8_0 *w = (const block_q8_0 *)(p.w + (size_t)r * p.row_bytes);
@@ -212,7 +212,7 @@ static void test_scalar_within_tolerance_of_double(void **state) {
 /* Every tier's vec_dot, matvec and matmul equal scalar bitwise (kernels.h's contract). */
 static void test_tiers_bitwise_equal_scalar(void **state) {
     (void)state;
-    syn_kernels tiers[SYN_ISA_COUNT];
+    syn_kernels tiers[SYN_TIER_COUNT];
     const int n_tiers = available_tiers(tiers);
     static const int64_t block_counts[] = {1, 7, 8, 28, 152};
     for (size_t bc = 0; bc < sizeof block_counts / sizeof block_counts[0]; bc++) {
@@ -221,7 +221,7 @@ static void test_tiers_bitwise_equal_scalar(void **state) {
         tiers[0].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a,
                                             p.n_tokens, ref, p.n_rows);
         for (int k = 1; k < n_tiers; k++) {
-            const char *name = syn_isa_name(tiers[k].isa);
+            const char *name = syn_isa_tier_name(tiers[k].isa);
             tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a,
                                                 p.n_tokens, got, p.n_rows);
             for (int i = 0; i < 9 * 21; i++) {
@@ -248,7 +248,7 @@ static void test_tiers_bitwise_equal_scalar(void **state) {
  * bitwise, through both matvec and matmul. */
 static void test_long_rows_and_many_tokens(void **state) {
     (void)state;
-    syn_kernels tiers[SYN_ISA_COUNT];
+    syn_kernels tiers[SYN_TIER_COUNT];
     const int n_tiers = available_tiers(tiers);
     static const int64_t shapes[][3] = {{19, 260, 5}, {9, 2, 300}, {17, 40, 261}};
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
@@ -260,7 +260,7 @@ static void test_long_rows_and_many_tokens(void **state) {
         tiers[0].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a,
                                             p.n_tokens, ref, p.n_rows);
         for (int k = 1; k < n_tiers; k++) {
-            const char *name = syn_isa_name(tiers[k].isa);
+            const char *name = syn_isa_tier_name(tiers[k].isa);
             tiers[k].mat[GGML_TYPE_Q8_0].matmul(p.n_blocks, p.w, p.row_bytes, 0, p.n_rows, p.a,
                                                 p.n_tokens, got, p.n_rows);
             if (memcmp(got, ref, sizeof(float) * n_out) != 0) {
@@ -285,8 +285,8 @@ static void test_long_rows_and_many_tokens(void **state) {
  * outside [r0, r1) alone, and so cannot depend on how tokens or rows are tiled. */
 static void test_matmul_matches_matvec_across_edges(void **state) {
     (void)state;
-    syn_kernels tiers[SYN_ISA_COUNT + 1];
-    const char *names[SYN_ISA_COUNT + 1];
+    syn_kernels tiers[SYN_TIER_COUNT + 1];
+    const char *names[SYN_TIER_COUNT + 1];
     const int n_tiers = tiers_and_variants(tiers, names);
     /* 5, 6, 7: tails of 1-3 tokens after a full 4-token lane tile (AVX-VNNI), or lone tiles of
      * 5-7 of AVX-512's 8; 12 and 15: tails of 4 and 7 after a full 8 */
@@ -337,39 +337,39 @@ static void test_matmul_matches_matvec_across_edges(void **state) {
 
 static void test_isa_names_and_selection(void **state) {
     (void)state;
-    for (int i = 0; i < SYN_ISA_COUNT; i++) {
-        syn_isa parsed;
-        assert_int_equal(syn_isa_parse(syn_isa_name((syn_isa)i), &parsed), SYN_OK);
+    for (int i = 0; i < SYN_TIER_COUNT; i++) {
+        syn_isa_tier parsed;
+        assert_int_equal(syn_isa_tier_parse(syn_isa_tier_name((syn_isa_tier)i), &parsed), SYN_OK);
         assert_int_equal(parsed, i);
     }
-    assert_string_equal(syn_isa_name(SYN_ISA_AVX512_VNNI), "avx512-vnni");
-    assert_string_equal(syn_isa_name(SYN_ISA_NEON_DOT), "neon-dot");
-    syn_isa isa;
-    assert_int_equal(syn_isa_parse("avx3", &isa), SYN_ERR_INVALID_ARGUMENT);
+    assert_string_equal(syn_isa_tier_name(SYN_TIER_AVX512_VNNI), "avx512-vnni");
+    assert_string_equal(syn_isa_tier_name(SYN_TIER_NEON_DOT), "neon-dot");
+    syn_isa_tier isa;
+    assert_int_equal(syn_isa_tier_parse("avx3", &isa), SYN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(syn_last_error(), "avx3"));
-    assert_int_equal(syn_isa_resolve("auto", &isa), SYN_OK);
-    assert_int_equal(isa, syn_isa_best());
-    assert_true(syn_isa_available(isa));
-    assert_true(syn_isa_available(SYN_ISA_SCALAR));
+    assert_int_equal(syn_isa_tier_resolve(SYN_TIER_AUTO, &isa), SYN_OK);
+    assert_int_equal(isa, syn_isa_tier_best());
+    assert_true(syn_isa_tier_available(isa));
+    assert_true(syn_isa_tier_available(SYN_TIER_SCALAR));
 
     /* A tier this machine cannot run is an error naming it, never a fallback. */
     int n_unavailable = 0;
-    for (int i = 0; i < SYN_ISA_COUNT; i++) {
-        if (syn_isa_available((syn_isa)i)) continue;
+    for (int i = SYN_TIER_SCALAR; i < SYN_TIER_COUNT; i++) {
+        if (syn_isa_tier_available((syn_isa_tier)i)) continue;
         n_unavailable++;
-        syn_kernels k = {.isa = SYN_ISA_SCALAR};
-        assert_int_equal(syn_kernels_get((syn_isa)i, &k), SYN_ERR_UNAVAILABLE);
-        assert_non_null(strstr(syn_last_error(), syn_isa_name((syn_isa)i)));
-        assert_int_equal(syn_isa_resolve(syn_isa_name((syn_isa)i), &isa), SYN_ERR_UNAVAILABLE);
+        syn_kernels k = {.isa = SYN_TIER_SCALAR};
+        assert_int_equal(syn_kernels_get((syn_isa_tier)i, &k), SYN_ERR_UNAVAILABLE);
+        assert_non_null(strstr(syn_last_error(), syn_isa_tier_name((syn_isa_tier)i)));
+        assert_int_equal(syn_isa_tier_resolve((syn_isa_tier)i, &isa), SYN_ERR_UNAVAILABLE);
     }
     assert_true(n_unavailable >= 2); /* at least the other architecture's tiers */
 #if defined(__x86_64__)
-    assert_false(syn_isa_available(SYN_ISA_NEON_DOT));
-    assert_false(syn_isa_available(SYN_ISA_I8MM));
-    assert_int_equal(syn_isa_available(SYN_ISA_AVX2), __builtin_cpu_supports("avx2") != 0);
-    assert_int_equal(syn_isa_available(SYN_ISA_AVX512_VNNI),
+    assert_false(syn_isa_tier_available(SYN_TIER_NEON_DOT));
+    assert_false(syn_isa_tier_available(SYN_TIER_I8MM));
+    assert_int_equal(syn_isa_tier_available(SYN_TIER_AVX2), __builtin_cpu_supports("avx2") != 0);
+    assert_int_equal(syn_isa_tier_available(SYN_TIER_AVX512_VNNI),
                      __builtin_cpu_supports("avx512vnni") != 0);
-    if (!syn_isa_available(SYN_ISA_AVX_VNNI))
+    if (!syn_isa_tier_available(SYN_TIER_AVX_VNNI))
         printf("  skipped: CPU lacks avx-vnni (its kernels are built, not run)\n");
 #endif
 }
@@ -382,8 +382,8 @@ static void test_isa_names_and_selection(void **state) {
  * integer small enough for float. */
 static void test_small_code_extremes(void **state) {
     (void)state;
-    syn_kernels tiers[SYN_ISA_COUNT + 1];
-    const char *names[SYN_ISA_COUNT + 1];
+    syn_kernels tiers[SYN_TIER_COUNT + 1];
+    const char *names[SYN_TIER_COUNT + 1];
     const int n_tiers = tiers_and_variants(tiers, names);
     enum { N_BLOCKS = 28, N_ROWS = 2 }; /* 28: three 8-block groups and a 4-block tail */
     static const struct {
@@ -449,8 +449,8 @@ static void test_small_code_extremes(void **state) {
  * counts (tests/support/type_kernels_check.c, shared with the aarch64 harness). */
 static void test_type_kernels(void **state) {
     (void)state;
-    syn_kernels tiers[SYN_ISA_COUNT + 1];
-    const char *names[SYN_ISA_COUNT + 1];
+    syn_kernels tiers[SYN_TIER_COUNT + 1];
+    const char *names[SYN_TIER_COUNT + 1];
     const int n_tiers = tiers_and_variants(tiers, names);
     int n_passed = 0;
     assert_int_equal(type_kernels_check_spec(&tiers[0], &n_passed), 0);

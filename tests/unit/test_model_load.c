@@ -18,7 +18,9 @@
 
 #include "../support/test_util.h"
 #include "kernels/blocks.h"
+#include "kernels/fp16.h"
 #include "model/model.h"
+#include "model/wtype.h"
 #include "synapse.h"
 
 /* The tiny models per tests/data/README: 2 blocks, width 64, 4 heads, 2 KV heads (head dim 16),
@@ -147,55 +149,66 @@ static float bits_to_f32(uint32_t u) {
     return x;
 }
 
+/* Row data of a type of the weight-type table, dequantized as syn_tensor_row does. */
+static void dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
+    const syn_wtype *wt = syn_wtype_get(type);
+    assert_non_null(wt);
+    wt->dequantize_row(src, dst, n);
+}
+
 static void test_fp16_conversions(void **state) {
     (void)state;
     /* Hand-worked binary16 values. */
-    assert_true(syn_fp16_to_f32(0x3c00) == 1.0f);
-    assert_true(syn_fp16_to_f32(0xc000) == -2.0f);
-    assert_true(syn_fp16_to_f32(0x3555) == 0.333251953125f); /* 1365/4096 */
-    assert_true(syn_fp16_to_f32(0x7bff) == 65504.0f);
-    assert_true(syn_fp16_to_f32(0x0400) == 0x1p-14f);
-    assert_true(syn_fp16_to_f32(0x0001) == 0x1p-24f);
-    assert_true(syn_fp16_to_f32(0x03ff) == 1023 * 0x1p-24f);
-    assert_true(syn_fp16_to_f32(0x8001) == -0x1p-24f);
-    assert_true(syn_fp16_to_f32(0x7c00) == INFINITY);
-    assert_true(syn_fp16_to_f32(0xfc00) == -INFINITY);
-    assert_true(isnan(syn_fp16_to_f32(0x7e00)));
-    assert_true(isnan(syn_fp16_to_f32(0x7c01)));
-    float negzero = syn_fp16_to_f32(0x8000);
+    assert_true(syn_k_fp16_to_f32(0x3c00) == 1.0f);
+    assert_true(syn_k_fp16_to_f32(0xc000) == -2.0f);
+    assert_true(syn_k_fp16_to_f32(0x3555) == 0.333251953125f); /* 1365/4096 */
+    assert_true(syn_k_fp16_to_f32(0x7bff) == 65504.0f);
+    assert_true(syn_k_fp16_to_f32(0x0400) == 0x1p-14f);
+    assert_true(syn_k_fp16_to_f32(0x0001) == 0x1p-24f);
+    assert_true(syn_k_fp16_to_f32(0x03ff) == 1023 * 0x1p-24f);
+    assert_true(syn_k_fp16_to_f32(0x8001) == -0x1p-24f);
+    assert_true(syn_k_fp16_to_f32(0x7c00) == INFINITY);
+    assert_true(syn_k_fp16_to_f32(0xfc00) == -INFINITY);
+    assert_true(isnan(syn_k_fp16_to_f32(0x7e00)));
+    assert_true(isnan(syn_k_fp16_to_f32(0x7c01)));
+    float negzero = syn_k_fp16_to_f32(0x8000);
     assert_true(negzero == 0.0f && signbit(negzero));
 
-    assert_int_equal(syn_f32_to_fp16(1.0f), 0x3c00);
-    assert_int_equal(syn_f32_to_fp16(-2.0f), 0xc000);
-    assert_int_equal(syn_f32_to_fp16(65504.0f), 0x7bff);
-    assert_int_equal(syn_f32_to_fp16(65519.0f), 0x7bff); /* below the halfway point 65520 */
-    assert_int_equal(syn_f32_to_fp16(65520.0f), 0x7c00); /* halfway, odd mantissa: up to inf */
-    assert_int_equal(syn_f32_to_fp16(1e9f), 0x7c00);
-    assert_int_equal(syn_f32_to_fp16(-INFINITY), 0xfc00);
-    assert_int_equal(syn_f32_to_fp16(1.0f + 0x1p-11f), 0x3c00);            /* tie: to even (down) */
-    assert_int_equal(syn_f32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02);        /* tie: to even (up) */
-    assert_int_equal(syn_f32_to_fp16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01); /* above the tie */
-    assert_int_equal(syn_f32_to_fp16(0x1p-24f), 0x0001);
-    assert_int_equal(syn_f32_to_fp16(0x1p-25f), 0x0000);        /* tie between 0 and 2^-24 */
-    assert_int_equal(syn_f32_to_fp16(1.5f * 0x1p-24f), 0x0002); /* tie: to even (up) */
-    assert_int_equal(syn_f32_to_fp16(1e-8f), 0x0000);
-    assert_int_equal(syn_f32_to_fp16(-0.0f), 0x8000);
-    assert_int_equal(syn_f32_to_fp16(1023.5f * 0x1p-24f), 0x0400); /* carries into the normals */
-    uint16_t nan = syn_f32_to_fp16(NAN);
+    assert_int_equal(syn_k_f32_to_fp16(1.0f), 0x3c00);
+    assert_int_equal(syn_k_f32_to_fp16(-2.0f), 0xc000);
+    assert_int_equal(syn_k_f32_to_fp16(65504.0f), 0x7bff);
+    assert_int_equal(syn_k_f32_to_fp16(65519.0f), 0x7bff); /* below the halfway point 65520 */
+    assert_int_equal(syn_k_f32_to_fp16(65520.0f), 0x7c00); /* halfway, odd mantissa: up to inf */
+    assert_int_equal(syn_k_f32_to_fp16(1e9f), 0x7c00);
+    assert_int_equal(syn_k_f32_to_fp16(-INFINITY), 0xfc00);
+    assert_int_equal(syn_k_f32_to_fp16(1.0f + 0x1p-11f), 0x3c00);     /* tie: to even (down) */
+    assert_int_equal(syn_k_f32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02); /* tie: to even (up) */
+    assert_int_equal(syn_k_f32_to_fp16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01); /* above the tie */
+    assert_int_equal(syn_k_f32_to_fp16(0x1p-24f), 0x0001);
+    assert_int_equal(syn_k_f32_to_fp16(0x1p-25f), 0x0000);        /* tie between 0 and 2^-24 */
+    assert_int_equal(syn_k_f32_to_fp16(1.5f * 0x1p-24f), 0x0002); /* tie: to even (up) */
+    assert_int_equal(syn_k_f32_to_fp16(1e-8f), 0x0000);
+    assert_int_equal(syn_k_f32_to_fp16(-0.0f), 0x8000);
+    assert_int_equal(syn_k_f32_to_fp16(1023.5f * 0x1p-24f), 0x0400); /* carries into the normals */
+    uint16_t nan = syn_k_f32_to_fp16(NAN);
     assert_int_equal(nan & 0x7c00, 0x7c00);
     assert_int_not_equal(nan & 0x03ff, 0);
 
     /* Every non-NaN binary16 survives the round trip and agrees with the formula. */
     for (uint32_t h = 0; h < 0x10000; h++) {
         if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;
-        float x = syn_fp16_to_f32((uint16_t)h);
-        assert_int_equal(syn_f32_to_fp16(x), h);
+        float x = syn_k_fp16_to_f32((uint16_t)h);
+        assert_int_equal(syn_k_f32_to_fp16(x), h);
         if ((h & 0x7c00) != 0x7c00) assert_true(x == fp16_by_formula((uint16_t)h));
     }
 
-    assert_true(syn_bf16_to_f32(0x3f80) == 1.0f);
-    assert_true(syn_bf16_to_f32(0xc040) == -3.0f);
-    assert_true(syn_bf16_to_f32(0x0001) == bits_to_f32(0x00010000));
+    /* bfloat16 is the top half of a binary32: converted by the BF16 row dequantizer. */
+    const uint16_t bf[] = {0x3f80, 0xc040, 0x0001};
+    float x[3];
+    dequantize_row(GGML_TYPE_BF16, bf, x, 3);
+    assert_true(x[0] == 1.0f);
+    assert_true(x[1] == -3.0f);
+    assert_true(x[2] == bits_to_f32(0x00010000));
 }
 
 static void test_dequantize_rows_by_hand(void **state) {
@@ -208,7 +221,7 @@ static void test_dequantize_rows_by_hand(void **state) {
         blocks[1].qs[j] = (int8_t)(j % 2 ? 127 : -128);
     }
     float out[64];
-    syn_dequantize_row(GGML_TYPE_Q8_0, blocks, out, 64);
+    dequantize_row(GGML_TYPE_Q8_0, blocks, out, 64);
     assert_true(out[0] == -8.0f);
     assert_true(out[16] == 0.0f);
     assert_true(out[31] == 7.5f);
@@ -216,13 +229,13 @@ static void test_dequantize_rows_by_hand(void **state) {
     assert_true(out[33] == -31.75f);
 
     const uint16_t halfs[] = {0x3c00, 0xc200, 0x0001, 0x7bff};
-    syn_dequantize_row(GGML_TYPE_F16, halfs, out, 4);
+    dequantize_row(GGML_TYPE_F16, halfs, out, 4);
     assert_true(out[0] == 1.0f && out[1] == -3.0f && out[2] == 0x1p-24f && out[3] == 65504.0f);
     const uint16_t bf[] = {0x4049, 0xbf80};
-    syn_dequantize_row(GGML_TYPE_BF16, bf, out, 2);
+    dequantize_row(GGML_TYPE_BF16, bf, out, 2);
     assert_true(out[0] == 3.140625f && out[1] == -1.0f);
     const float f[] = {1.25f, -7.0f};
-    syn_dequantize_row(GGML_TYPE_F32, f, out, 2);
+    dequantize_row(GGML_TYPE_F32, f, out, 2);
     assert_true(out[0] == 1.25f && out[1] == -7.0f);
 
     /* A tensor row at an offset: row 1 of a 2-row Q8_0 tensor is the second block. */
@@ -367,7 +380,8 @@ static void test_load_long_path_keeps_cause(void **state) {
     static const char tail[] = "/tail-model.gguf";
     char path[PATH_CHARS + 1];
     const size_t head = PATH_CHARS - strlen(tail);
-    for (size_t i = 0; i < head; i++) path[i] = "/long-dir-"[i % 10];
+    for (size_t i = 0; i < head; i++)
+        path[i] = "/long-dir-"[i % 10];
     memcpy(path + head, tail, sizeof tail);
     syn_model *m = NULL;
     assert_int_equal(syn_model_load(path, NULL, &m), SYN_ERR_IO);

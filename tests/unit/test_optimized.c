@@ -247,8 +247,7 @@ static const syn_isa_tier all_tiers[] = {SYN_TIER_SCALAR,   SYN_TIER_AVX2,     S
                                          SYN_TIER_AVX_VNNI, SYN_TIER_NEON_DOT, SYN_TIER_I8MM};
 
 static bool tier_available(syn_isa_tier t) {
-    syn_isa isa;
-    return syn_isa_parse(syn_isa_tier_name(t), &isa) == SYN_OK && syn_isa_available(isa);
+    return syn_isa_tier_available(t);
 }
 
 /* Every tier available here gives the same logits, bitwise, at every position, with either KV
@@ -294,8 +293,8 @@ static void test_unavailable_tier_fails(void **state) {
     printf("%d tiers unavailable here, each refused\n", missing);
     p.isa = SYN_TIER_AUTO;
     assert_int_equal(syn_context_new(f->model, &p, &ctx), SYN_OK);
-    syn_isa best = syn_isa_best();
-    assert_string_equal(syn_context_isa_name(ctx), syn_isa_name(best));
+    syn_isa_tier best = syn_isa_tier_best();
+    assert_string_equal(syn_context_isa_name(ctx), syn_isa_tier_name(best));
     syn_context_free(ctx);
 
     p.isa = (syn_isa_tier)99;

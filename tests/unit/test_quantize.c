@@ -19,10 +19,10 @@
 
 /* Runs check(kernels) for every tier available here; prints the ones skipped. */
 static void for_each_tier(void (*check)(const syn_kernels *k)) {
-    for (int i = 0; i < SYN_ISA_COUNT; i++) {
+    for (int i = SYN_TIER_SCALAR; i < SYN_TIER_COUNT; i++) {
         syn_kernels k;
-        if (syn_kernels_get((syn_isa)i, &k) != SYN_OK) {
-            printf("  skipped %s: %s\n", syn_isa_name((syn_isa)i), syn_last_error());
+        if (syn_kernels_get((syn_isa_tier)i, &k) != SYN_OK) {
+            printf("  skipped %s: %s\n", syn_isa_tier_name((syn_isa_tier)i), syn_last_error());
             continue;
         }
         check(&k);
@@ -34,9 +34,9 @@ static void expect_block(const syn_kernels *k, const float x[QK8_0], uint16_t sc
     block_q8_0 y;
     memset(&y, 0x55, sizeof y);
     k->quantize_row_q8_0(x, &y, QK8_0);
-    if (y.d != scale) fail_msg("%s: scale 0x%04x, expected 0x%04x", syn_isa_name(k->isa), y.d, scale);
+    if (y.d != scale) fail_msg("%s: scale 0x%04x, expected 0x%04x", syn_isa_tier_name(k->isa), y.d, scale);
     for (int i = 0; i < QK8_0; i++) {
-        if (y.qs[i] != codes[i]) fail_msg("%s: code %d is %d, expected %d", syn_isa_name(k->isa), i, y.qs[i], codes[i]);
+        if (y.qs[i] != codes[i]) fail_msg("%s: code %d is %d, expected %d", syn_isa_tier_name(k->isa), i, y.qs[i], codes[i]);
     }
 }
 
@@ -113,7 +113,7 @@ static void check_random_against_scalar(const syn_kernels *k) {
     k->quantize_row_q8_0(random_x, random_out, (int64_t)RANDOM_BLOCKS * QK8_0);
     for (int b = 0; b < RANDOM_BLOCKS; b++) {
         if (memcmp(&random_out[b], &random_ref[b], sizeof(block_q8_0)) != 0) {
-            fail_msg("%s: block %d differs from scalar", syn_isa_name(k->isa), b);
+            fail_msg("%s: block %d differs from scalar", syn_isa_tier_name(k->isa), b);
         }
     }
 }
@@ -130,7 +130,7 @@ static void test_random_rows_identical_to_scalar(void **state) {
         }
     }
     syn_kernels scalar;
-    assert_int_equal(syn_kernels_get(SYN_ISA_SCALAR, &scalar), SYN_OK);
+    assert_int_equal(syn_kernels_get(SYN_TIER_SCALAR, &scalar), SYN_OK);
     scalar.quantize_row_q8_0(random_x, random_ref, (int64_t)RANDOM_BLOCKS * QK8_0);
     for_each_tier(check_random_against_scalar);
 }
@@ -154,7 +154,7 @@ __attribute__((target("f16c"))) static void compare_fp16_with_f16c(void) {
 static void test_fp16_matches_hardware(void **state) {
     (void)state;
 #if defined(__x86_64__)
-    if (!syn_isa_available(SYN_ISA_AVX2)) { /* the avx2 tier requires F16C */
+    if (!syn_isa_tier_available(SYN_TIER_AVX2)) { /* the avx2 tier requires F16C */
         printf("  skipped: CPU lacks F16C\n");
         return;
     }

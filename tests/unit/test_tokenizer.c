@@ -306,12 +306,12 @@ static void test_invalid_utf8(void **state) {
     } cases[] = {
         {"abc\xff"
          "def",
-         7, 3},                    /* never a UTF-8 byte */
-        {"ab\xc3", 3, 2},          /* truncated at the end */
-        {"\xc0\xaf", 2, 0},        /* overlong '/' */
-        {"x\xed\xa0\x80", 4, 1},   /* UTF-16 surrogate */
+         7, 3},                   /* never a UTF-8 byte */
+        {"ab\xc3", 3, 2},         /* truncated at the end */
+        {"\xc0\xaf", 2, 0},       /* overlong '/' */
+        {"x\xed\xa0\x80", 4, 1},  /* UTF-16 surrogate */
         {"\xf4\x90\x80\x80", 4, 0}, /* above U+10FFFF */
-        {"ok \x80", 4, 3},         /* stray continuation byte */
+        {"ok \x80", 4, 3},        /* stray continuation byte */
         {"\xe2\x82"
          "A",
          3, 0}, /* lead byte then ASCII */
@@ -769,12 +769,12 @@ static void test_load_refusals(void **state) {
         const char *merge;
         const char *needle;
     } bad[] = {
-        {"ab", "tokenizer.ggml.merges[1]"},  /* no space */
+        {"ab", "tokenizer.ggml.merges[1]"}, /* no space */
         {"a  b", "tokenizer.ggml.merges[1]"}, /* two spaces */
         {" ab", "tokenizer.ggml.merges[1]"}, /* empty left part */
-        {"a ", "tokenizer.ggml.merges[1]"},  /* empty right part */
-        {"ab zz", "the right part"},         /* not a token */
-        {"c a", "the merged token"},         /* "ca" is not a token */
+        {"a ", "tokenizer.ggml.merges[1]"}, /* empty right part */
+        {"ab zz", "the right part"},        /* not a token */
+        {"c a", "the merged token"},        /* "ca" is not a token */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *merges[] = {"a b", bad[i].merge};

@@ -84,7 +84,7 @@ static int spawn_run(char *const *argv, int32_t n_gen, e2e_run *run) {
     if (e == 0) e = posix_spawn_file_actions_adddup2(&fa, fileno(err), 2);
     fflush(stdout); /* nothing buffered may be written twice */
     pid_t pid = 0;
-    double t0 = now_ms();
+    double t0 = syn_now_ms();
     if (e == 0) e = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (e != 0) {
@@ -95,7 +95,7 @@ static int spawn_run(char *const *argv, int32_t n_gen, e2e_run *run) {
     struct rusage ru;
     pid_t got;
     while ((got = wait4(pid, &status, 0, &ru)) < 0 && errno == EINTR) {}
-    run->wall_ms = now_ms() - t0;
+    run->wall_ms = syn_now_ms() - t0;
     if (got < 0) {
         rc = fail_runtime("--e2e: cannot wait for synapse run: %s", strerror(errno));
         goto done;

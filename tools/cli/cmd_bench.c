@@ -312,15 +312,15 @@ static int time_test(syn_context *ctx, const int32_t *ids, int32_t reps, bench_r
         syn_status st = SYN_OK;
         double t0 = 0, t1 = 0;
         if (!r->tg) {
-            t0 = now_ms();
+            t0 = syn_now_ms();
             st = syn_context_decode(ctx, ids, (size_t)r->n_tokens, NULL);
-            t1 = now_ms();
+            t1 = syn_now_ms();
         } else {
             st = syn_context_decode(ctx, ids, 1, NULL); /* the untimed 1-token prompt */
-            t0 = now_ms();
+            t0 = syn_now_ms();
             for (int32_t i = 0; st == SYN_OK && i < r->n_tokens; i++)
                 st = syn_context_decode(ctx, &ids[i + 1], 1, NULL);
-            t1 = now_ms();
+            t1 = syn_now_ms();
         }
         if (st != SYN_OK) return fail_lib("%s: decoding failed at position %u", name, syn_context_n_past(ctx));
         if (rep >= 0) r->ts[rep] = t1 > t0 ? (double)r->n_tokens * 1e3 / (t1 - t0) : 0.0;

@@ -543,12 +543,12 @@ static int gen_model(const gen_model_opts *o) {
         if (gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, fill_tensor, t) != SYN_OK)
             rc = fail_lib("cannot declare tensor '%s'", t->name);
     }
-    double t0 = now_ms();
+    double t0 = syn_now_ms();
     if (rc == EXIT_OK) rc = write_output(w, o->out);
     if (rc == EXIT_OK)
         printf("wrote %s: preset %s, %s, seed %llu, %zu tensors%s, in %.1f s\n", o->out, p->name, o->mix->name,
                (unsigned long long)o->seed, n_specs, n_tokens < n_vocab ? ", vocabulary padded" : "",
-               (now_ms() - t0) / 1000.0);
+               (syn_now_ms() - t0) / 1000.0);
     gguf_writer_free(w);
     free(row);
     free(specs);

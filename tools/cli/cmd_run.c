@@ -12,6 +12,7 @@
 #include "common/text.h"
 #include "common/output.h"
 #include "common/args.h"
+#include "synapse_internal.h"
 
 const char usage_run[] =
     "synapse run -m MODEL (-p TEXT | -f FILE | --tokens 1,2,3) [options]\n"
@@ -220,10 +221,10 @@ static int run(const run_opts *o) {
     syn_sampler *sampler = NULL;
     token_vec prompt = {0}, all = {0};
     gen_result res = {0};
-    double t0 = now_ms();
+    double t0 = syn_now_ms();
     int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
     if (rc != EXIT_OK) return rc;
-    double load_ms = now_ms() - t0;
+    double load_ms = syn_now_ms() - t0;
 
     syn_model_info info;
     syn_model_get_info(model, &info);
@@ -246,12 +247,12 @@ static int run(const run_opts *o) {
     }
     if ((rc = tokens_append(&all, prompt.ids, prompt.n)) != EXIT_OK) goto done;
 
-    double t_prompt0 = now_ms();
+    double t_prompt0 = syn_now_ms();
     if (syn_context_decode(ctx, prompt.ids, prompt.n, NULL) != SYN_OK) {
         rc = fail_lib("cannot process the prompt (%zu tokens)", prompt.n);
         goto done;
     }
-    double t_prompt1 = now_ms();
+    double t_prompt1 = syn_now_ms();
     gen_request req = {ctx, sampler, syn_model_tokenizer(model), o->g.n_predict, o->ignore_eos,
                        o->json ? NULL : stdout};
     if ((rc = generate(&req, &all, &res)) != EXIT_OK) goto done;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "common/text.h"
 #include "common/args.h"
+#include "synapse_internal.h"
 
 int tokens_push(token_vec *v, int32_t id) {
     return tokens_append(v, &id, 1);
@@ -57,7 +58,7 @@ static int run_loop(const gen_request *req, token_vec *history, gen_result *res,
         if (syn_sampler_sample_banned(req->sampler, logits, n_vocab, history->ids, history->n, eog, (size_t)n_eog,
                                       &id) != SYN_OK)
             return fail_lib("sampling failed at generated token %d", i);
-        if (i == 0) res->t_first_ms = now_ms();
+        if (i == 0) res->t_first_ms = syn_now_ms();
         if (!req->ignore_eos && syn_tokenizer_is_eog(req->tok, id)) {
             res->stop = STOP_EOG;
             return EXIT_OK;
@@ -94,7 +95,7 @@ int generate(const gen_request *req, token_vec *history, gen_result *res) {
         else
             rc = emit(req, res, piece, n_piece);
     }
-    res->t_end_ms = now_ms();
+    res->t_end_ms = syn_now_ms();
     syn_detok_stream_free(detok);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include "synapse.h"
 #include "common/text.h"
+#include "synapse_internal.h"
 
 
 /* A growable token list. */
@@ -38,8 +39,8 @@ typedef struct gen_result {
     int32_t n_decode;    /* decode calls made after the first sample */
     text_buf text;       /* all generated text; caller frees text.data, also after an error */
     stop_reason stop;
-    double t_first_ms;   /* now_ms() when the first token was sampled (0 when none was) */
-    double t_end_ms;     /* now_ms() at the end */
+    double t_first_ms;   /* syn_now_ms() when the first token was sampled (0 when none was) */
+    double t_end_ms;     /* syn_now_ms() at the end */
 } gen_result;
 
 /* Runs the loop; history holds the tokens so far (for the repetition penalty) and receives the

@@ -197,7 +197,7 @@ static void submit_line(const syn_model *model, const run_opts *o, syn_engine *e
 static int report_request(const syn_model *model, const run_opts *o, size_t i, const line_req *r, run_totals *t) {
     syn_request_result res = {.finish = SYN_FINISH_ERROR, .status = SYN_ERR_INVALID_ARGUMENT, .error = r->error};
     if (r->req) syn_request_wait(r->req, &res);
-    t->t_last_done = now_ms();
+    t->t_last_done = syn_now_ms();
     t->n_generated += res.n_tokens;
     char *text = NULL;
     size_t len = 0;
@@ -228,7 +228,7 @@ static int run_lines(const syn_model *model, const run_opts *o, syn_engine *engi
     if (!ring) return fail_runtime("out of memory for %zu requests", window);
     size_t head = 0, n_in_flight = 0;
     int rc = EXIT_OK;
-    t->t_first_submit = t->t_last_done = now_ms();
+    t->t_first_submit = t->t_last_done = syn_now_ms();
     if (o->json) fputs("{\"requests\": [", stdout);
     while (rc == EXIT_OK && (len > 0 || n_in_flight > 0)) {
         for (; rc == EXIT_OK && len > 0 && n_in_flight < window; n_in_flight++) {

@@ -1,20 +1,13 @@
-/* text.c: the clock, file bytes, UTF-8 checks, aliases and text buffers of the tools. */
+/* text.c: file bytes, UTF-8 checks, aliases and text buffers of the tools. */
 #include "text.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "args.h"
 #include "synapse_internal.h"
-
-double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 int read_file(const char *path, char **data, size_t *len) {
     FILE *f = fopen(path, "rb");

@@ -8,9 +8,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Milliseconds on a monotonic clock. */
-double now_ms(void);
-
 /* The file's exact bytes, NUL-terminated for convenience (*len excludes the NUL). Caller frees. */
 int read_file(const char *path, char **data, size_t *len);
 

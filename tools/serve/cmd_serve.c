@@ -12,6 +12,7 @@
 #include "common/options.h"
 #include "common/text.h"
 #include "common/args.h"
+#include "synapse_internal.h"
 
 const char usage_serve[] =
     "synapse serve -m MODEL [--alias NAME] [-m MODEL [--alias NAME] ...] [options]\n"
@@ -172,13 +173,13 @@ static void stop_gracefully(server *srv, int sig) {
             sig == SIGINT ? "SIGINT" : "SIGTERM", srv->opts.grace_s, atomic_load(&srv->active_completions));
     atomic_store(&srv->stopping, true);
     MHD_socket listener = MHD_quiesce_daemon(srv->daemon);
-    const double deadline = now_ms() + 1000.0 * srv->opts.grace_s;
-    while (atomic_load(&srv->active_completions) > 0 && now_ms() < deadline) usleep(10 * 1000);
+    const double deadline = syn_now_ms() + 1000.0 * srv->opts.grace_s;
+    while (atomic_load(&srv->active_completions) > 0 && syn_now_ms() < deadline) usleep(10 * 1000);
     /* What is left is cancelled; its clients get their last event (a 503 error) before the
      * daemon closes every connection, within a second. */
     completions_cancel_all(srv);
-    const double flushed = now_ms() + 1000.0;
-    while (atomic_load(&srv->active_completions) > 0 && now_ms() < flushed) usleep(10 * 1000);
+    const double flushed = syn_now_ms() + 1000.0;
+    while (atomic_load(&srv->active_completions) > 0 && syn_now_ms() < flushed) usleep(10 * 1000);
     http_stop(srv);
     if (listener != MHD_INVALID_SOCKET) close(listener);
 }

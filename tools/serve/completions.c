@@ -13,6 +13,7 @@
 #include "server.h"
 #include "common/text.h"
 #include "common/output.h"
+#include "synapse_internal.h"
 
 /* How often a waiting connection thread looks at its client when no token comes. */
 enum { CLIENT_CHECK_MS = 20 };
@@ -372,7 +373,7 @@ static void make_id(char *out, size_t cap, oa_kind kind) {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     unsigned char rnd[24] = {0};
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) { /* never fails for 24 bytes */
-        for (size_t i = 0; i < sizeof rnd; i++) rnd[i] = (unsigned char)(now_ms() * (i + 1));
+        for (size_t i = 0; i < sizeof rnd; i++) rnd[i] = (unsigned char)(syn_now_ms() * (i + 1));
     }
     int n = snprintf(out, cap, "%s", kind == OA_CHAT ? "chatcmpl-" : "cmpl-");
     for (size_t i = 0; i < sizeof rnd && (size_t)n + 1 < cap; i++) out[n++] = alphabet[rnd[i] % 62];
@@ -452,7 +453,7 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
     p.sampling = req.sampling;
     if (!req.has_seed) { /* OpenAI: without a seed, every request samples differently */
         if (getrandom(&p.sampling.seed, sizeof p.sampling.seed, 0) != (ssize_t)sizeof p.sampling.seed)
-            p.sampling.seed = (uint64_t)(now_ms() * 1000);
+            p.sampling.seed = (uint64_t)(syn_now_ms() * 1000);
     }
     p.max_tokens = req.max_tokens > 0 ? req.max_tokens : 0; /* 0: to the end of the context */
     p.stop_strings = req.stop;

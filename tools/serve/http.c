@@ -12,6 +12,7 @@
 #include "server.h"
 #include "common/text.h"
 #include "common/args.h"
+#include "synapse_internal.h"
 
 /* Every response allows any origin, so browser chat front-ends on other origins can call the API
  * (the API key, when set, is what protects it). */
@@ -158,7 +159,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!hr) return MHD_NO;
         hr->srv = srv;
         hr->conn = conn;
-        hr->start_ms = now_ms();
+        hr->start_ms = syn_now_ms();
         snprintf(hr->method, sizeof hr->method, "%s", method);
         snprintf(hr->path, sizeof hr->path, "%s", url);
         *req_cls = hr;
@@ -201,7 +202,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         atomic_fetch_add(&srv->counters.by_status[status], 1);
     fprintf(stderr, "synapse serve: %s %s %u prompt=%llu completion=%llu %.1f ms%s\n", hr->method,
             hr->path, status, (unsigned long long)hr->prompt_tokens,
-            (unsigned long long)hr->completion_tokens, now_ms() - hr->start_ms,
+            (unsigned long long)hr->completion_tokens, syn_now_ms() - hr->start_ms,
             why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
     free(hr->body.data);
     free(hr);

@@ -1,0 +1,583 @@
+/*
+ * scheduler.c: the engine's scheduler thread: admission from the FIFO queue into the n_parallel
+ * slots, batched steps, KV blocks on demand and preemption, sampling, stop conditions and
+ * streaming, and the end of a request (see the engine section of synapse.h for the contract and
+ * threading model, scheduler.h for ownership).
+ *
+ * A step: every decoding request first gets a KV block for its next position (preempting the
+ * most recently submitted requests when the pool is dry), then contributes its last sampled
+ * token; prefilling requests contribute prompt tokens in submission order up to max_step_tokens;
+ * only the last prompt token and decode tokens want logits. After the pass, each request with
+ * logits samples with its own sampler, streams (its text stream holding back text that may be a
+ * stop string), and finishes on EOG / stop token / stop string / length / callback refusal; the
+ * full blocks of every request are entered into the prefix cache; finished requests get their
+ * final event and release their blocks and slots.
+ *
+ * A preempted request keeps its tokens, sampler and text state and goes back to the queue's
+ * front; readmitted, it "prefills" its prompt plus all but the last generated token (n_fill)
+ * without wanting logits, then decodes on from that last token.
+ */
+#include "engine/scheduler.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "engine/kv_pool.h"
+#include "engine/text_stream.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Queue and the end of a request
+ * ------------------------------------------------------------------------------------------- */
+
+void queue_push_back_locked(syn_engine *e, syn_request *r) {
+    r->queued = true;
+    if (e->q_tail)
+        e->q_tail->next = r;
+    else
+        e->q_head = r;
+    e->q_tail = r;
+    e->n_queued++;
+}
+
+/* Puts r back at the queue's front (mutex held). */
+static void queue_push_front_locked(syn_engine *e, syn_request *r) {
+    r->queued = true;
+    r->next = e->q_head;
+    e->q_head = r;
+    if (!e->q_tail) e->q_tail = r;
+    e->n_queued++;
+}
+
+void dequeue_locked(syn_engine *e, syn_request *r) {
+    syn_request **link = &e->q_head, *prev = NULL;
+    while (*link != r) {
+        prev = *link;
+        link = &(*link)->next;
+    }
+    *link = r->next;
+    if (e->q_tail == r) e->q_tail = prev;
+    r->next = NULL;
+    r->queued = false;
+    e->n_queued--;
+}
+
+/* Frees (and forgets) what only the work on r needs: the sampler (whose candidate buffer can be
+ * 12 bytes per vocabulary entry, 1.8 MB for Qwen2), the text stream, the stop tokens and the block
+ * tables. */
+static void free_work_buffers(syn_request *r) {
+    syn_sampler_free(r->sampler);
+    text_stream_free(&r->text);
+    free(r->stop);
+    free(r->block_ids);
+    free(r->block_data);
+    r->sampler = NULL;
+    r->stop = NULL;
+    r->block_ids = NULL;
+    r->block_data = NULL;
+}
+
+void request_destroy(syn_request *r) {
+    free_work_buffers(r);
+    free(r->ids);
+    free(r);
+}
+
+bool request_unref_locked(syn_request *r) {
+    if (--r->refs > 0) return false;
+    syn_engine *e = r->engine;
+    request_destroy(r);
+    return --e->refs == 0;
+}
+
+/* The moment r finishes, keeps only what its result needs: the work buffers go, and the generated
+ * ids move to the front of ids, which shrinks to them. The engine no longer touches r: it is out
+ * of the queue and of the active list. */
+static void release_work_state(syn_request *r) {
+    free_work_buffers(r);
+    memmove(r->ids, r->ids + r->n_prompt, sizeof *r->ids * r->n_out);
+    int32_t *generated = realloc(r->ids, sizeof *r->ids * (r->n_out ? r->n_out : 1));
+    if (generated) r->ids = generated; /* a failed shrink keeps the larger array */
+}
+
+void finish_locked(syn_request *r, syn_finish_reason why, syn_status status, const char *msg) {
+    syn_engine *e = r->engine;
+    release_work_state(r);
+    r->done = true;
+    r->finish = why;
+    r->status = status;
+    snprintf(r->error, sizeof r->error, "%s", msg ? msg : "");
+    r->t_end = syn_now_ms();
+    pthread_cond_broadcast(&e->done);
+    /* The engine outlives this call: its owner reference is held while the scheduler runs. */
+    (void)request_unref_locked(r);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Start and stop
+ * ------------------------------------------------------------------------------------------- */
+
+static void *scheduler_main(void *arg);
+
+/* Everything the scheduler owns; e->backend and e->pool may be NULL. */
+static void free_scheduler_state(syn_engine *e) {
+    if (e->backend) e->ops->destroy(e->backend);
+    kv_pool_free(e->pool);
+    free(e->active);
+    free(e->b_tokens);
+    free(e->b_pos);
+    free(e->b_blocks);
+    free(e->b_want);
+    free(e->logits);
+    e->backend = NULL;
+    e->pool = NULL;
+}
+
+syn_status scheduler_start(syn_engine *e, const syn_backend_config *cfg) {
+    e->ops = &syn_optimized_backend;
+    syn_status st = e->ops->create(e->model, cfg, &e->backend);
+    if (st == SYN_OK) {
+        const size_t block_bytes = e->ops->kv_block_bytes(e->backend);
+        const uint64_t n_blocks = ((uint64_t)e->params.kv_budget_mib << 20) / block_bytes;
+        if (n_blocks == 0)
+            st = syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                          "kv_budget_mib %u holds no KV block of %zu bytes",
+                          e->params.kv_budget_mib, block_bytes);
+        else
+            st = kv_pool_new(block_bytes, n_blocks > INT32_MAX ? INT32_MAX : (uint32_t)n_blocks,
+                             &e->pool);
+    }
+    if (st == SYN_OK) {
+        const size_t n_step = (size_t)e->params.max_step_tokens;
+        e->active = calloc((size_t)e->params.n_parallel, sizeof *e->active);
+        e->b_tokens = malloc(sizeof *e->b_tokens * n_step);
+        e->b_pos = malloc(sizeof *e->b_pos * n_step);
+        e->b_blocks = malloc(sizeof *e->b_blocks * n_step);
+        e->b_want = malloc(sizeof *e->b_want * n_step);
+        if (!e->active || !e->b_tokens || !e->b_pos || !e->b_blocks || !e->b_want)
+            st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_new: out of memory for %d-token steps",
+                          e->params.max_step_tokens);
+    }
+    if (st == SYN_OK)
+        e->n_eog = (size_t)syn_tokenizer_eog_ids(syn_model_tokenizer(e->model), &e->eog_ids);
+    if (st == SYN_OK) {
+        e->stats.kv_blocks_total = kv_pool_capacity(e->pool);
+        e->stats.kv_block_bytes = e->ops->kv_block_bytes(e->backend);
+        if (pthread_create(&e->thread, NULL, scheduler_main, e) != 0)
+            st = syn_fail(SYN_ERR_INTERNAL, "syn_engine_new: cannot start the scheduler thread");
+        else
+            e->thread_started = true;
+    }
+    if (st != SYN_OK) free_scheduler_state(e);
+    return st;
+}
+
+void scheduler_stop(syn_engine *e) {
+    pthread_mutex_lock(&e->mutex);
+    e->stopping = true;
+    pthread_cond_broadcast(&e->work);
+    pthread_mutex_unlock(&e->mutex);
+    if (e->thread_started) pthread_join(e->thread, NULL);
+    free_scheduler_state(e);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Admission and preemption
+ * ------------------------------------------------------------------------------------------- */
+
+/* Decides r's outcome during a step; retire_finished applies it after the step. */
+static void mark_finished(syn_request *r, syn_finish_reason why, syn_status st, const char *msg) {
+    r->phase = PHASE_FINISHED;
+    r->finish_now = why;
+    r->finish_status = st;
+    snprintf(r->finish_msg, sizeof r->finish_msg, "%s", msg ? msg : "");
+}
+
+/* Returns r's blocks and unused reservation to the pool. */
+static void release_blocks(syn_engine *e, syn_request *r) {
+    for (uint32_t b = 0; b < r->n_blocks; b++)
+        kv_pool_unref(e->pool, r->block_ids[b]);
+    r->n_blocks = 0;
+    kv_pool_unreserve(e->pool, r->reserved);
+    r->reserved = 0;
+}
+
+/* Puts r into the active list, which is kept in submission order (mutex held). */
+static void activate(syn_engine *e, syn_request *r) {
+    uint32_t i = e->n_active++;
+    for (; i > 0 && e->active[i - 1]->seq > r->seq; i--)
+        e->active[i] = e->active[i - 1];
+    e->active[i] = r;
+}
+
+/* Admits queued requests in FIFO order while a slot and the blocks for their n_fill positions and
+ * the first generated token are free (mutex held). A request first looks up its leading full
+ * blocks in the prefix cache; when it still needs logits (nothing generated yet), at least its
+ * last prompt token is computed. */
+static void admit_locked(syn_engine *e) {
+    while (e->q_head && e->n_active < (uint32_t)e->params.n_parallel) {
+        syn_request *r = e->q_head;
+        const bool wants_logits = r->n_out == 0;
+        uint32_t matched = 0;
+        if (e->params.prefix_cache)
+            matched = kv_pool_lookup(e->pool, r->ids, (r->n_fill - wants_logits) / SYN_KV_BLOCK,
+                                     r->block_ids);
+        uint32_t first = blocks_for((uint64_t)r->n_fill + 1);
+        if (first > r->max_blocks) first = r->max_blocks;
+        const uint32_t need = first > matched ? first - matched : 0;
+        if (kv_pool_available(e->pool) < need) {
+            for (uint32_t b = 0; b < matched; b++)
+                kv_pool_unref(e->pool, r->block_ids[b]);
+            return; /* the head waits for blocks; FIFO order is kept */
+        }
+        kv_pool_reserve(e->pool, need);
+        dequeue_locked(e, r);
+        for (uint32_t b = 0; b < matched; b++)
+            r->block_data[b] = kv_pool_data(e->pool, r->block_ids[b]);
+        r->n_blocks = matched;
+        r->reserved = need;
+        r->n_published = matched;
+        r->publish_blocked = false;
+        r->n_past = matched * SYN_KV_BLOCK;
+        r->phase = r->n_past == r->n_fill ? PHASE_DECODE : PHASE_PREFILL;
+        if (r->t_admit == 0) { /* the first admission: what the prefix cache saved of the prompt */
+            r->t_admit = syn_now_ms();
+            r->n_cached = r->n_past;
+            e->stats.n_cached_tokens += r->n_cached;
+        }
+        activate(e, r);
+    }
+    /* With no request active every block is free or evictable, and submission checked that each
+     * request fits the budget, so the head can always start; anything else is a bug, failed
+     * rather than waited on forever. */
+    if (e->n_active == 0 && e->q_head) {
+        syn_request *r = e->q_head;
+        dequeue_locked(e, r);
+        finish_locked(r, SYN_FINISH_ERROR, SYN_ERR_INTERNAL,
+                      "engine: an idle engine could not admit the request");
+    }
+}
+
+/* Takes r out of the active list and back to the queue's front, its blocks released: readmitted,
+ * it recomputes its prompt and all but its last generated token (bitwise as before). */
+static void preempt(syn_engine *e, syn_request *r) {
+    release_blocks(e, r);
+    r->n_past = 0;
+    r->n_fill = (uint32_t)(r->n_prompt + (r->n_out ? r->n_out - 1 : 0));
+    r->phase = PHASE_PREFILL;
+    uint32_t i = 0;
+    while (e->active[i] != r)
+        i++;
+    memmove(&e->active[i], &e->active[i + 1], sizeof *e->active * (e->n_active - i - 1));
+    e->n_active--;
+    pthread_mutex_lock(&e->mutex);
+    queue_push_front_locked(e, r);
+    e->stats.n_preempted++;
+    pthread_mutex_unlock(&e->mutex);
+}
+
+/* Takes one more block for r: from its reservation, else from what the pool has free. */
+static syn_status take_block(syn_engine *e, syn_request *r) {
+    if (r->reserved == 0) {
+        if (kv_pool_available(e->pool) == 0) return SYN_ERR_CONTEXT_FULL;
+        kv_pool_reserve(e->pool, 1);
+        r->reserved = 1;
+    }
+    int32_t id;
+    syn_status st = kv_pool_alloc(e->pool, &id);
+    if (st != SYN_OK) return st;
+    r->reserved--;
+    r->block_ids[r->n_blocks] = id;
+    r->block_data[r->n_blocks++] = kv_pool_data(e->pool, id);
+    return SYN_OK;
+}
+
+/* Gives every decoding request a block for its next position, in submission order. When the pool
+ * is dry the most recently submitted active request is preempted (possibly the one asking); a
+ * request alone that fills the whole budget finishes with SYN_FINISH_LENGTH. */
+static void grow_decoders(syn_engine *e) {
+    for (uint32_t i = 0; i < e->n_active; i++) {
+        syn_request *r = e->active[i];
+        while (r->phase == PHASE_DECODE && r->n_blocks <= r->n_past / SYN_KV_BLOCK) {
+            syn_status st = take_block(e, r);
+            if (st == SYN_OK) continue;
+            if (st != SYN_ERR_CONTEXT_FULL) {
+                mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
+            } else if (e->n_active == 1) {
+                mark_finished(r, SYN_FINISH_LENGTH, SYN_OK, NULL);
+            } else {
+                syn_request *youngest = e->active[e->n_active - 1];
+                preempt(e, youngest);
+                if (youngest == r) return; /* r was the last in the list */
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Sampling, streaming and retirement
+ * ------------------------------------------------------------------------------------------- */
+
+/* Streams token id (just appended to r's output) through r's text stream, which holds back any
+ * text that may be the start of a stop string. Returns false when r finished (stop string or the
+ * callback's refusal). */
+static bool stream_token(const syn_engine *e, syn_request *r, int32_t id, const float *logits,
+                         uint64_t step) {
+    const char *text;
+    size_t len;
+    const bool stopped = text_stream_push(&r->text, id, &text, &len);
+    bool go_on = true;
+    if (r->on_token) {
+        const syn_token_event ev = {.token = id,
+                                    .piece = text,
+                                    .piece_len = len,
+                                    .index = (uint32_t)(r->n_out - 1),
+                                    .step = step,
+                                    .logits = logits,
+                                    .n_vocab = e->n_vocab};
+        go_on = r->on_token(&ev, r->user_data);
+    }
+    text_stream_release(&r->text);
+    if (stopped) {
+        mark_finished(r, SYN_FINISH_STOP, SYN_OK, NULL);
+        return false;
+    }
+    if (!go_on) {
+        mark_finished(r, SYN_FINISH_CANCELLED, SYN_OK, NULL);
+        return false;
+    }
+    return true;
+}
+
+/* Samples r's next token from logits and applies the stop conditions. */
+static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint64_t step) {
+    const syn_tokenizer *tok = syn_model_tokenizer(e->model);
+    int32_t id = -1;
+    /* as `synapse run --ignore-eos`: end-of-generation tokens cannot be drawn */
+    const syn_status st =
+        syn_sampler_sample_banned(r->sampler, logits, e->n_vocab, r->ids, r->n_prompt + r->n_out,
+                                  e->eog_ids, r->ignore_eos ? e->n_eog : 0, &id);
+    if (st != SYN_OK) {
+        mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
+        return;
+    }
+    if (r->n_out == 0) r->t_first = syn_now_ms();
+    if (!r->ignore_eos && syn_tokenizer_is_eog(tok, id)) {
+        mark_finished(r, SYN_FINISH_EOG, SYN_OK, NULL);
+        return;
+    }
+    for (size_t i = 0; i < r->n_stop; i++) {
+        if (r->stop[i] == id) {
+            mark_finished(r, SYN_FINISH_STOP, SYN_OK, NULL);
+            return;
+        }
+    }
+    r->ids[r->n_prompt + r->n_out++] = id;
+    if ((r->on_token || r->text.n_stops) && !stream_token(e, r, id, logits, step)) return;
+    if (r->n_out == (size_t)r->max_tokens) {
+        mark_finished(r, SYN_FINISH_LENGTH, SYN_OK, NULL);
+        return;
+    }
+    r->phase = PHASE_DECODE;
+}
+
+/* The final event: the text still held back (unless a stop string ended it) and how r finished. */
+static void final_event(const syn_engine *e, syn_request *r) {
+    if (!r->on_token) return;
+    size_t len;
+    const char *tail = text_stream_finish(&r->text, r->finish_now == SYN_FINISH_STOP, &len);
+    const syn_token_event ev = {.token = -1,
+                                .piece = tail,
+                                .piece_len = len,
+                                .index = (uint32_t)r->n_out,
+                                .step = e->stats.n_steps,
+                                .n_vocab = e->n_vocab,
+                                .finish = r->finish_now};
+    (void)r->on_token(&ev, r->user_data);
+    text_stream_release(&r->text);
+}
+
+/* Removes finished requests from the active list (keeping admission order), releasing their
+ * blocks and recording their outcome. Returns with the mutex held. */
+static void retire_finished(syn_engine *e) {
+    syn_request *finished[SYN_ENGINE_MAX_PARALLEL];
+    uint32_t kept = 0, n_finished = 0;
+    for (uint32_t i = 0; i < e->n_active; i++) {
+        syn_request *r = e->active[i];
+        if (r->phase == PHASE_FINISHED) {
+            final_event(e, r);
+            release_blocks(e, r);
+            finished[n_finished++] = r;
+        } else {
+            e->active[kept++] = r;
+        }
+    }
+    e->n_active = kept;
+    pthread_mutex_lock(&e->mutex);
+    for (uint32_t i = 0; i < n_finished; i++) {
+        syn_request *r = finished[i];
+        finish_locked(r, r->finish_now, r->finish_status, r->finish_msg); /* may free r */
+    }
+    e->stats.n_active = kept;
+    e->stats.kv_blocks_used = kv_pool_used(e->pool);
+    e->stats.kv_blocks_cached = kv_pool_cached(e->pool);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Steps
+ * ------------------------------------------------------------------------------------------- */
+
+/* Allocates r's blocks up to position last (from its reservation). */
+static syn_status ensure_blocks(syn_engine *e, syn_request *r, uint32_t last) {
+    while (r->n_blocks <= last / SYN_KV_BLOCK) {
+        syn_status st = take_block(e, r);
+        if (st != SYN_OK) return syn_fail(st, "engine: no KV block for position %u", last);
+    }
+    return SYN_OK;
+}
+
+/* Adds r's next k tokens to the batch (*n tokens, *n_rows of them wanting logits so far); false
+ * when its blocks could not be had (r is failed). */
+static bool add_tokens(syn_engine *e, syn_request *r, size_t *n, uint32_t *n_rows, uint32_t k,
+                       bool logits_at_end) {
+    syn_status st = ensure_blocks(e, r, r->n_past + k - 1);
+    if (st != SYN_OK) {
+        mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
+        return false;
+    }
+    for (uint32_t i = 0; i < k; i++) {
+        const size_t t = (*n)++;
+        e->b_tokens[t] = r->ids[r->n_past + i];
+        e->b_pos[t] = r->n_past + i;
+        e->b_blocks[t] = r->block_data;
+        e->b_want[t] = logits_at_end && i + 1 == k;
+    }
+    r->step_tokens = k;
+    r->step_logits = logits_at_end;
+    if (logits_at_end) r->logits_row = (*n_rows)++;
+    return true;
+}
+
+static syn_status grow_logits(syn_engine *e, uint32_t rows) {
+    if (rows <= e->logits_rows) return SYN_OK;
+    float *l = realloc(e->logits, sizeof *l * (size_t)rows * (size_t)e->n_vocab);
+    if (!l) return syn_fail(SYN_ERR_NO_MEMORY, "engine: logits for %u requests", rows);
+    e->logits = l;
+    e->logits_rows = rows;
+    return SYN_OK;
+}
+
+/* Enters r's newly completed full blocks into the prefix cache. */
+static void publish_blocks(syn_engine *e, syn_request *r) {
+    const uint32_t full = r->n_past / SYN_KV_BLOCK;
+    while (!r->publish_blocked && r->n_published < full) {
+        const uint32_t b = r->n_published;
+        const int32_t parent = b ? r->block_ids[b - 1] : -1;
+        if (!kv_pool_publish(e->pool, parent, r->ids + (size_t)b * SYN_KV_BLOCK, r->block_ids[b]))
+            r->publish_blocked = true;
+        else
+            r->n_published++;
+    }
+}
+
+/* One batched forward pass and what follows it. */
+static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
+    const double t0 = syn_now_ms();
+    size_t n = 0;
+    uint32_t n_decode = 0, n_logits = 0;
+    grow_decoders(e);
+    for (uint32_t i = 0; i < e->n_active; i++) {
+        syn_request *r = e->active[i];
+        r->step_tokens = 0;
+        r->step_logits = false;
+        if (r->phase == PHASE_DECODE && add_tokens(e, r, &n, &n_logits, 1, true)) n_decode++;
+    }
+    for (uint32_t i = 0; i < e->n_active && n < (size_t)e->params.max_step_tokens; i++) {
+        syn_request *r = e->active[i];
+        if (r->phase != PHASE_PREFILL) continue;
+        const size_t left = r->n_fill - r->n_past, room = (size_t)e->params.max_step_tokens - n;
+        const uint32_t k = (uint32_t)(left < room ? left : room);
+        add_tokens(e, r, &n, &n_logits, k, k == left && r->n_out == 0); /* resumed: no logits */
+    }
+
+    syn_status st = grow_logits(e, n_logits);
+    if (st == SYN_OK && inject_failure)
+        st = syn_fail(SYN_ERR_INTERNAL, "engine: injected step failure (test)");
+    if (st == SYN_OK && n > 0) {
+        const syn_batch b = {.n = n,
+                             .tokens = e->b_tokens,
+                             .pos = e->b_pos,
+                             .blocks = (void *const *const *)e->b_blocks,
+                             .want_logits = e->b_want,
+                             .logits = e->logits};
+        st = e->ops->forward_batch(e->backend, &b);
+    }
+    if (st != SYN_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "step %llu failed: %s", (unsigned long long)step_index,
+                 syn_last_error());
+        for (uint32_t i = 0; i < e->n_active; i++)
+            if (e->active[i]->step_tokens) mark_finished(e->active[i], SYN_FINISH_ERROR, st, msg);
+    } else {
+        for (uint32_t i = 0; i < e->n_active; i++) {
+            syn_request *r = e->active[i];
+            if (!r->step_tokens) continue;
+            r->n_past += r->step_tokens;
+            if (r->step_logits)
+                sample_next(e, r, e->logits + (size_t)r->logits_row * (size_t)e->n_vocab,
+                            step_index);
+            else if (r->phase == PHASE_PREFILL && r->n_past == r->n_fill && r->n_out > 0)
+                r->phase = PHASE_DECODE; /* a preempted request caught up */
+            if (e->params.prefix_cache) publish_blocks(e, r);
+        }
+    }
+    const double ms = syn_now_ms() - t0;
+    retire_finished(e); /* locks the mutex */
+    if (n > 0 || st != SYN_OK) e->stats.n_steps++;
+    if (st == SYN_OK) {
+        e->stats.n_prompt_tokens += n - n_decode;
+        e->stats.n_decode_tokens += n_decode;
+        e->stats.n_generated += n_logits;
+        if (n_decode > 0 && n == n_decode) {
+            e->stats.n_decode_steps++;
+            e->stats.decode_steps_ms += ms;
+            e->stats.decode_steps_tokens += n_decode;
+        }
+    }
+    pthread_mutex_unlock(&e->mutex);
+}
+
+static void *scheduler_main(void *arg) {
+    syn_engine *e = arg;
+    pthread_mutex_lock(&e->mutex);
+    for (;;) {
+        while (!e->stopping && e->n_active == 0 && !e->q_head)
+            pthread_cond_wait(&e->work, &e->mutex);
+        if (e->stopping) break;
+        for (uint32_t i = 0; i < e->n_active; i++)
+            if (e->active[i]->cancel)
+                mark_finished(e->active[i], SYN_FINISH_CANCELLED, SYN_OK, NULL);
+        admit_locked(e);
+        const bool inject = e->fail_next_step;
+        e->fail_next_step = false;
+        const uint64_t step_index = e->stats.n_steps;
+        pthread_mutex_unlock(&e->mutex);
+        step(e, step_index, inject); /* returns with the mutex unlocked */
+        pthread_mutex_lock(&e->mutex);
+    }
+    /* Shutdown: every unfinished request is cancelled. */
+    pthread_mutex_unlock(&e->mutex);
+    for (uint32_t i = 0; i < e->n_active; i++)
+        mark_finished(e->active[i], SYN_FINISH_CANCELLED, SYN_OK, NULL);
+    retire_finished(e);
+    while (e->q_head) {
+        syn_request *r = e->q_head;
+        dequeue_locked(e, r);
+        finish_locked(r, SYN_FINISH_CANCELLED, SYN_OK, NULL);
+    }
+    pthread_mutex_unlock(&e->mutex);
+    return NULL;
+}

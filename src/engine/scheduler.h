@@ -1,0 +1,149 @@
+/*
+ * scheduler.h: the engine's private types, and what engine.c (the public functions: creation,
+ * submission, cancellation, waiting) calls in scheduler.c (the scheduler thread, the queue, the
+ * end of a request). The calls go one way: scheduler.c never calls into engine.c.
+ *
+ * Ownership: fields under "mutex" are read and written with engine->mutex held; fields under
+ * "scheduler" belong to the scheduler thread (and to submission before the request is queued).
+ * A request struct lives while its handle is held or the engine still works on it (refs); the
+ * engine struct lives while its owner or any request struct holds it (refs), so that handles stay
+ * usable after syn_engine_free.
+ */
+#ifndef SYN_ENGINE_SCHEDULER_H
+#define SYN_ENGINE_SCHEDULER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "engine/kv_pool.h"
+#include "engine/text_stream.h"
+#include "synapse.h"
+
+typedef enum req_phase { PHASE_PREFILL, PHASE_DECODE, PHASE_FINISHED } req_phase;
+
+struct syn_request {
+    struct syn_engine *engine;
+
+    /* Set at submission, read-only afterwards (until finish_locked releases them). */
+    int32_t *ids; /* [n_prompt + max_tokens]: the prompt, then the generated tokens; once
+                   * finished, [n_out]: the generated tokens only (release_work_state) */
+    size_t n_prompt;
+    int32_t max_tokens;  /* > 0: what the caller's 0 meant resolved against the context */
+    uint32_t max_blocks; /* blocks for positions [0, n_prompt + max_tokens - 1) */
+    bool ignore_eos;
+    int32_t *stop; /* [n_stop] */
+    size_t n_stop;
+    uint64_t seq; /* submission order: preemption takes the largest */
+    syn_token_fn on_token;
+    void *user_data;
+    double t_submit;
+
+    /* Scheduler. */
+    syn_sampler *sampler;
+    text_stream text;   /* the streamed text: detokenizer, stop strings, held-back text */
+    int32_t *block_ids; /* [max_blocks] pool ids of the sequence's blocks */
+    void **block_data;  /* [max_blocks] their memory: the table the backend reads */
+    uint32_t n_blocks;
+    uint32_t reserved;    /* blocks still to draw from the pool's reservation */
+    uint32_t n_published; /* leading blocks entered into the prefix cache */
+    bool publish_blocked; /* an equal chain was cached by another sequence first */
+    uint32_t n_past;      /* positions whose keys and values are stored */
+    uint32_t n_fill;      /* positions to compute before decoding (re)starts: n_prompt, or after a
+                           * preemption the prompt and all but the last generated token */
+    size_t n_out;         /* generated tokens, in ids after the prompt */
+    size_t n_cached;      /* prompt positions reused from the prefix cache */
+    req_phase phase;
+    uint32_t step_tokens; /* tokens in the current step */
+    bool step_logits;     /* the current step computes its logits ... */
+    uint32_t logits_row;  /* ... in this row of the step's logits (rows follow batch order) */
+    syn_finish_reason finish_now; /* decided during a step, applied after it */
+    syn_status finish_status;
+    char finish_msg[256];
+    double t_admit, t_first;
+
+    /* Mutex. */
+    syn_request *next; /* queue link */
+    bool queued;
+    bool cancel;
+    bool done;
+    int refs; /* the handle + the engine until done */
+    syn_finish_reason finish;
+    syn_status status;
+    char error[256];
+    double t_end;
+};
+
+struct syn_engine {
+    const struct syn_model *model;
+    syn_engine_params params;
+    uint32_t n_ctx;
+    int32_t n_vocab;
+    const syn_backend_ops *ops;
+
+    /* Scheduler (after creation). */
+    void *backend;
+    kv_pool *pool;
+    syn_request **active; /* [n_parallel] in admission order */
+    uint32_t n_active;
+    int32_t *b_tokens; /* [max_step_tokens] the step's batch */
+    uint32_t *b_pos;
+    void *const **b_blocks;
+    bool *b_want;
+    float *logits; /* [logits_rows][n_vocab] */
+    uint32_t logits_rows;
+    /* [n_eog] the vocabulary's end-of-generation tokens (the tokenizer's) */
+    const int32_t *eog_ids;
+    size_t n_eog;
+
+    /* Mutex. */
+    pthread_mutex_t mutex;
+    pthread_cond_t work; /* a submission, a cancellation or shutdown */
+    pthread_cond_t done; /* a request finished */
+    syn_request *q_head, *q_tail;
+    uint32_t n_queued;
+    uint64_t next_seq;
+    bool stopping;
+    bool fail_next_step;
+    int refs;
+    syn_engine_stats stats;
+
+    pthread_t thread;
+    bool thread_started;
+};
+
+/* KV blocks holding `positions` positions. */
+static inline uint32_t blocks_for(uint64_t positions) {
+    return (uint32_t)((positions + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK);
+}
+
+/* Creates the scheduler's state (the backend, the KV pool of kv_budget_mib, the step buffers) and
+ * starts the scheduler thread. On failure that state is freed again; the caller still frees the
+ * engine struct. */
+syn_status scheduler_start(syn_engine *e, const syn_backend_config *cfg);
+
+/* Stops the scheduler thread, which first cancels every unfinished request, and frees the
+ * scheduler's state. */
+void scheduler_stop(syn_engine *e);
+
+/* Appends r to the queue (mutex held). */
+void queue_push_back_locked(syn_engine *e, syn_request *r);
+
+/* Unlinks queued request r (mutex held). */
+void dequeue_locked(syn_engine *e, syn_request *r);
+
+/* Records r's outcome, releases its work state and wakes its waiters (mutex held); drops the
+ * engine's reference. */
+void finish_locked(syn_request *r, syn_finish_reason why, syn_status status, const char *msg);
+
+/* Frees a request struct that was never queued (or whose last reference is gone). */
+void request_destroy(syn_request *r);
+
+/* Drops one reference to r (mutex held), freeing it on the last one, which also drops r's
+ * reference to the engine. Returns true when that was the engine's last reference: the caller
+ * then destroys the engine after unlocking its mutex. */
+bool request_unref_locked(syn_request *r);
+
+#endif
