@@ -1,5 +1,6 @@
 /*
- * synapse.h: the public C API of Synapse, a CPU inference engine for Qwen2, Qwen3 and Llama 3 GGUF models.
+ * synapse.h: the public C API of Synapse, a CPU inference engine for Qwen2, Qwen3 and Llama 3 GGUF
+ * models.
  *
  * Conventions
  *   - Every handle is opaque and comes in a new/free pair. Freeing NULL is a no-op.
@@ -149,7 +150,8 @@ typedef struct syn_tokenizer syn_tokenizer;
 SYN_API const syn_tokenizer *syn_model_tokenizer(const syn_model *model);
 
 SYN_API int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok);
-SYN_API int32_t syn_tokenizer_bos(const syn_tokenizer *tok); /* beginning-of-sequence id, -1: none */
+SYN_API int32_t
+syn_tokenizer_bos(const syn_tokenizer *tok); /* beginning-of-sequence id, -1: none */
 SYN_API int32_t syn_tokenizer_eos(const syn_tokenizer *tok); /* end-of-sequence id, -1: none */
 /* Whether a prompt made from text starts with BOS / ends with EOS (syn_tokenize's add_special):
  * tokenizer.ggml.add_bos_token / add_eos_token, or where a key is absent the pre-tokenizer's
@@ -339,8 +341,9 @@ SYN_API syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32
  * Errors: those of syn_sampler_sample; SYN_ERR_INVALID_ARGUMENT for banned NULL with n_banned > 0
  * or a banned id outside [0, n_vocab); SYN_ERR_NO_MEMORY. */
 SYN_API syn_status syn_sampler_sample_banned(syn_sampler *s, const float *logits, int32_t n_vocab,
-                                             const int32_t *history, size_t n_history, const int32_t *banned,
-                                             size_t n_banned, int32_t *token);
+                                             const int32_t *history, size_t n_history,
+                                             const int32_t *banned, size_t n_banned,
+                                             int32_t *token);
 
 /* ---------------------------------------------------------------------------------------------
  * Engine: many concurrent requests over one model
@@ -431,11 +434,11 @@ SYN_API syn_status syn_engine_new(const syn_model *model, const syn_engine_param
 SYN_API void syn_engine_free(syn_engine *engine);
 
 typedef enum syn_finish_reason {
-    SYN_FINISH_NONE = 0,      /* not finished yet */
-    SYN_FINISH_EOG = 1,       /* an end-of-generation token was sampled (not part of the output) */
-    SYN_FINISH_STOP = 2,      /* a stop token was sampled (not part of the output), or the text
-                               * reached a stop string (the token that completed it is) */
-    SYN_FINISH_LENGTH = 3,    /* max_tokens were generated, or the context or the KV budget is full */
+    SYN_FINISH_NONE = 0,   /* not finished yet */
+    SYN_FINISH_EOG = 1,    /* an end-of-generation token was sampled (not part of the output) */
+    SYN_FINISH_STOP = 2,   /* a stop token was sampled (not part of the output), or the text
+                            * reached a stop string (the token that completed it is) */
+    SYN_FINISH_LENGTH = 3, /* max_tokens were generated, or the context or the KV budget is full */
     SYN_FINISH_CANCELLED = 4, /* syn_request_cancel, on_token returned false, or engine freed */
     SYN_FINISH_ERROR = 5      /* a step or the sampling failed: status and error say why */
 } syn_finish_reason;
@@ -549,8 +552,8 @@ typedef struct syn_engine_stats {
     uint32_t kv_blocks_used;      /* blocks held by active requests or the prefix cache */
     uint32_t kv_blocks_cached;    /* of those, blocks in the prefix cache */
     size_t kv_block_bytes;
-    uint32_t n_active; /* requests in slots */
-    uint32_t n_queued; /* requests waiting for a slot */
+    uint32_t n_active;    /* requests in slots */
+    uint32_t n_queued;    /* requests waiting for a slot */
     uint64_t n_preempted; /* times a request gave up its KV blocks to let older ones grow */
 } syn_engine_stats;
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "commands.h"
-#include "common/output.h"
 #include "common/args.h"
+#include "common/output.h"
 
 typedef struct command {
     const char *name;
@@ -46,7 +46,8 @@ static void print_usage(void) {
 
 static int dispatch(int argc, char **argv) {
     if (argc < 2)
-        return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, gen-model, bench, serve, cluster-config)");
+        return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, "
+                          "gen-model, bench, serve, cluster-config)");
     const char *name = argv[1];
     bool help = strcmp(name, "help") == 0;
     if (args_is_help(name) || (help && argc == 2)) {
@@ -63,6 +64,4 @@ static int dispatch(int argc, char **argv) {
     return fail_usage("unknown command '%s' (try 'synapse --help')", name);
 }
 
-int main(int argc, char **argv) {
-    return close_stdout(dispatch(argc, argv));
-}
+int main(int argc, char **argv) { return close_stdout(dispatch(argc, argv)); }

@@ -4,8 +4,8 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
-#include "synapse_internal.h"
 #include "kernels/cpu_features.h"
+#include "synapse_internal.h"
 
 struct syn_context {
     const struct syn_model *model;
@@ -36,7 +36,6 @@ static const syn_backend_ops *backend_ops(syn_backend b) {
     }
     return NULL;
 }
-
 
 syn_status syn_context_new(const syn_model *model, const syn_context_params *params,
                            syn_context **out) {

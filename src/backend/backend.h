@@ -23,7 +23,7 @@ enum { SYN_KV_BLOCK = 16 };
 typedef struct syn_backend_config {
     uint32_t n_ctx;      /* positions a sequence may reach (memory grows on demand) */
     int32_t n_threads;   /* >= 0; 0: one per online CPU */
-    syn_isa_tier isa;         /* a tier this CPU runs (syn_isa_tier_check passed) */
+    syn_isa_tier isa;    /* a tier this CPU runs (syn_isa_tier_check passed) */
     syn_kv_type kv_type; /* SYN_KV_F32 or SYN_KV_F16 */
     struct syn_threadpool *shared_pool; /* NULL: the state's own n_threads; else these threads,
                                          * borrowed (they outlive the state) and taken in turns */

@@ -20,17 +20,19 @@ at depth 4096 27.1 -> 30.4; docs/BENCHMARKS.md).
 #include "synapse.h"
 
 typedef struct syn_block_arena {
-    uint8_t *base;      /* the reserved range, or NULL */
-    size_t stride;      /* block_bytes rounded up to whole pages */
-    uint32_t capacity;  /* blocks the range holds */
-    uint32_t n_usable;  /* blocks [0, n_usable) are readable and writable */
+    uint8_t *base;     /* the reserved range, or NULL */
+    size_t stride;     /* block_bytes rounded up to whole pages */
+    uint32_t capacity; /* blocks the range holds */
+    uint32_t n_usable; /* blocks [0, n_usable) are readable and writable */
 } syn_block_arena;
 
 /* Reserves room for capacity blocks of block_bytes (both > 0). Errors: SYN_ERR_NO_MEMORY naming
  * what (e.g. "KV cache") and the size. */
-syn_status syn_block_arena_init(syn_block_arena *a, size_t block_bytes, uint32_t capacity, const char *what);
+syn_status syn_block_arena_init(syn_block_arena *a, size_t block_bytes, uint32_t capacity,
+                                const char *what);
 
-/* Makes blocks [0, n) usable (n <= capacity); new blocks read as zeros. Errors: SYN_ERR_NO_MEMORY. */
+/* Makes blocks [0, n) usable (n <= capacity); new blocks read as zeros. Errors: SYN_ERR_NO_MEMORY.
+ */
 syn_status syn_block_arena_grow(syn_block_arena *a, uint32_t n, const char *what);
 
 static inline void *syn_block_arena_at(const syn_block_arena *a, uint32_t i) {

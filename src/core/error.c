@@ -43,8 +43,10 @@ static void elide_middle(const char *s, size_t len, char *out, size_t cap) {
     static const char gap[] = "...";
     const size_t keep = cap - sizeof gap; /* bytes kept from s, around the gap */
     size_t head = keep / 3, tail = len - (keep - head);
-    while (head > 0 && ((unsigned char)s[head] & 0xC0) == 0x80) head--;
-    while (tail < len && ((unsigned char)s[tail] & 0xC0) == 0x80) tail++;
+    while (head > 0 && ((unsigned char)s[head] & 0xC0) == 0x80)
+        head--;
+    while (tail < len && ((unsigned char)s[tail] & 0xC0) == 0x80)
+        tail++;
     snprintf(out, cap, "%.*s%s%s", (int)head, s, gap, s + tail);
 }
 

@@ -60,7 +60,8 @@ syn_status syn_file_map(int fd, size_t size, const char *path, bool huge, void *
     /* Reserve size + 2 MiB of address space, place the file at the first aligned address in
      * it, then give back the slack on both sides. */
     const size_t span = size + SYN_HUGE_PAGE_BYTES;
-    uint8_t *reserve = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    uint8_t *reserve =
+        mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (reserve == MAP_FAILED)
         return syn_fail(SYN_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
     const uintptr_t mask = (uintptr_t)SYN_HUGE_PAGE_BYTES - 1;
@@ -73,7 +74,8 @@ syn_status syn_file_map(int fd, size_t size, const char *path, bool huge, void *
     }
     if (base > reserve) munmap(reserve, (size_t)(base - reserve));
     const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
-    uint8_t *end = (uint8_t *)(((uintptr_t)(base + size) + (uintptr_t)page - 1) & ~((uintptr_t)page - 1));
+    uint8_t *end =
+        (uint8_t *)(((uintptr_t)(base + size) + (uintptr_t)page - 1) & ~((uintptr_t)page - 1));
     if (end < reserve + span) munmap(end, (size_t)(reserve + span - end));
     (void)madvise(base, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE); /* EINVAL: no THP here */
     *out = base;
@@ -91,7 +93,8 @@ size_t syn_file_map_huge_bytes(const void *base, size_t size) {
         uintptr_t start, end;
         unsigned long long kib;
         /* A mapping's header line is "start-end perms ..."; its fields follow, one per line. */
-        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &start, &end) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &start, &end) == 2 &&
+            strchr(line, '-') < strchr(line, ' ')) {
             inside = start < hi && end > lo;
         } else if (inside && (sscanf(line, "FilePmdMapped: %llu kB", &kib) == 1 ||
                               sscanf(line, "AnonHugePages: %llu kB", &kib) == 1)) {
@@ -106,7 +109,8 @@ size_t syn_file_map_huge_bytes(const void *base, size_t size) {
 static void touch(const void *p, size_t n) {
     const volatile uint8_t *b = p;
     uint8_t sink = 0;
-    for (size_t i = 0; i < n; i += 4096) sink ^= b[i];
+    for (size_t i = 0; i < n; i += 4096)
+        sink ^= b[i];
     (void)sink;
 }
 
@@ -146,7 +150,8 @@ bool syn_file_map_recache_huge(int fd, const void *base, size_t size) {
         const uint8_t *r = (const uint8_t *)base + k * SYN_HUGE_PAGE_BYTES;
         if (!range_cached(r, vec)) continue;
         size_t i = 0;
-        while (!(vec[i] & 1)) i++;
+        while (!(vec[i] & 1))
+            i++;
         touch(r + i * 4096, 1); /* a cached page: no read */
         cached += SYN_HUGE_PAGE_BYTES;
     }
@@ -161,16 +166,20 @@ bool syn_file_map_recache_huge(int fd, const void *base, size_t size) {
     const size_t probe_off = (n_whole - 1) * (size_t)SYN_HUGE_PAGE_BYTES;
     uint8_t *probe = (uint8_t *)base + probe_off;
     if (madvise(probe, SYN_HUGE_PAGE_BYTES, MADV_DONTNEED) != 0 ||
-        posix_fadvise(fd, (off_t)probe_off, SYN_HUGE_PAGE_BYTES, POSIX_FADV_DONTNEED) != 0 || range_cached(probe, vec))
+        posix_fadvise(fd, (off_t)probe_off, SYN_HUGE_PAGE_BYTES, POSIX_FADV_DONTNEED) != 0 ||
+        range_cached(probe, vec))
         return false;
     const size_t huge_dropped = syn_file_map_huge_bytes(base, size);
     touch(probe, 1);
-    if (syn_file_map_huge_bytes(base, size) < huge_dropped + (size_t)SYN_HUGE_PAGE_BYTES) return false; /* no support */
+    if (syn_file_map_huge_bytes(base, size) < huge_dropped + (size_t)SYN_HUGE_PAGE_BYTES)
+        return false; /* no support */
     /* Unmap this process's pages, so that the whole cache can go, then drop it. */
     if (madvise((void *)base, size, MADV_DONTNEED) != 0) return false;
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    syn_log(SYN_LOG_INFO, "model: %zu of %zu MiB of the file's cache was in small pages; the cache was dropped so that "
-                          "it reads back in 2 MiB pages",
+    syn_log(SYN_LOG_INFO,
+            "model: %zu of %zu MiB of the file's cache was in small pages; the cache was dropped "
+            "so that "
+            "it reads back in 2 MiB pages",
             small >> 20, size >> 20);
     return true;
 }

@@ -9,10 +9,10 @@
 #include "core/error.h"
 
 typedef struct kv_block {
-    void *data;        /* NULL until the block is first used */
-    uint32_t refs;     /* sequences holding it, plus one while cached */
+    void *data;    /* NULL until the block is first used */
+    uint32_t refs; /* sequences holding it, plus one while cached */
     bool cached;
-    int32_t next;      /* free list link, or hash chain link while cached; -1 ends either */
+    int32_t next; /* free list link, or hash chain link while cached; -1 ends either */
     /* Cache entry (valid while cached). */
     int32_t parent;      /* previous block of the chain, -1 for a sequence's first block */
     uint32_t n_children; /* cached blocks whose parent this is */
@@ -29,18 +29,18 @@ enum { MIN_DESCRIPTORS = 64, MIN_BUCKETS = 64 };
 struct kv_pool {
     size_t block_bytes;
     syn_block_arena arena; /* the blocks' memory, back to back (core/block_arena.h) */
-    uint32_t n_blocks;  /* the budget's capacity */
-    kv_block *blocks;   /* [n_described] the descriptors of blocks [0, n_described) */
-    uint32_t n_described; /* >= n_created */
-    uint32_t n_created; /* blocks [0, n_created) have memory */
+    uint32_t n_blocks;     /* the budget's capacity */
+    kv_block *blocks;      /* [n_described] the descriptors of blocks [0, n_described) */
+    uint32_t n_described;  /* >= n_created */
+    uint32_t n_created;    /* blocks [0, n_created) have memory */
     int32_t free_head;
     uint32_t n_free;
     uint32_t n_cached;
     uint32_t n_evictable; /* cached blocks whose only reference is the cache's */
     uint32_t reserved;
-    int32_t *buckets;     /* [n_buckets] hash chain heads */
-    uint32_t n_buckets;   /* a power of two, doubled when the cache holds more entries */
-    uint64_t tick;        /* LRU clock */
+    int32_t *buckets;   /* [n_buckets] hash chain heads */
+    uint32_t n_buckets; /* a power of two, doubled when the cache holds more entries */
+    uint64_t tick;      /* LRU clock */
 };
 
 syn_status kv_pool_new(size_t block_bytes, uint32_t n_blocks, kv_pool **out) {
@@ -56,7 +56,8 @@ syn_status kv_pool_new(size_t block_bytes, uint32_t n_blocks, kv_pool **out) {
         kv_pool_free(p);
         return syn_fail(SYN_ERR_NO_MEMORY, "KV pool: out of memory");
     }
-    for (uint32_t i = 0; i < p->n_buckets; i++) p->buckets[i] = -1;
+    for (uint32_t i = 0; i < p->n_buckets; i++)
+        p->buckets[i] = -1;
     syn_status st = syn_block_arena_init(&p->arena, block_bytes, n_blocks, "KV pool");
     if (st != SYN_OK) {
         kv_pool_free(p);
@@ -96,18 +97,24 @@ static uint64_t entry_hash(int32_t parent, const int32_t *tokens) {
     uint64_t h = 14695981039346656037ull;
     const uint32_t words[1] = {(uint32_t)parent};
     const unsigned char *b = (const unsigned char *)words;
-    for (size_t i = 0; i < sizeof words; i++) h = (h ^ b[i]) * 1099511628211ull;
+    for (size_t i = 0; i < sizeof words; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
     b = (const unsigned char *)tokens;
-    for (size_t i = 0; i < sizeof(int32_t) * SYN_KV_BLOCK; i++) h = (h ^ b[i]) * 1099511628211ull;
+    for (size_t i = 0; i < sizeof(int32_t) * SYN_KV_BLOCK; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
 
-static int32_t *bucket_of(kv_pool *p, uint64_t hash) { return &p->buckets[hash & (p->n_buckets - 1)]; }
+static int32_t *bucket_of(kv_pool *p, uint64_t hash) {
+    return &p->buckets[hash & (p->n_buckets - 1)];
+}
 
 static int32_t find_entry(kv_pool *p, int32_t parent, const int32_t *tokens, uint64_t hash) {
     for (int32_t id = *bucket_of(p, hash); id >= 0; id = p->blocks[id].next) {
         const kv_block *b = &p->blocks[id];
-        if (b->hash == hash && b->parent == parent && memcmp(b->tokens, tokens, sizeof b->tokens) == 0) return id;
+        if (b->hash == hash && b->parent == parent &&
+            memcmp(b->tokens, tokens, sizeof b->tokens) == 0)
+            return id;
     }
     return -1;
 }
@@ -116,7 +123,8 @@ static int32_t find_entry(kv_pool *p, int32_t parent, const int32_t *tokens, uin
 static void evict(kv_pool *p, int32_t id) {
     kv_block *b = &p->blocks[id];
     int32_t *link = bucket_of(p, b->hash);
-    while (*link != id) link = &p->blocks[*link].next;
+    while (*link != id)
+        link = &p->blocks[*link].next;
     *link = b->next;
     if (b->parent >= 0) p->blocks[b->parent].n_children--;
     b->cached = false;
@@ -154,7 +162,8 @@ static syn_status describe_blocks(kv_pool *p, uint32_t n) {
 }
 
 syn_status kv_pool_alloc(kv_pool *p, int32_t *id) {
-    if (p->reserved == 0) return syn_fail(SYN_ERR_INTERNAL, "KV pool: block allocated without a reservation");
+    if (p->reserved == 0)
+        return syn_fail(SYN_ERR_INTERNAL, "KV pool: block allocated without a reservation");
     int32_t got = -1;
     if (p->free_head >= 0) {
         got = p->free_head;
@@ -170,7 +179,9 @@ syn_status kv_pool_alloc(kv_pool *p, int32_t *id) {
         got = lru_victim(p);
         /* An evictable block always exists here: reservations never exceed available(), and the
          * descendants of an evictable block are evictable too (a sequence holds whole chains). */
-        if (got < 0) return syn_fail(SYN_ERR_INTERNAL, "KV pool: no block to evict with %u reserved", p->reserved);
+        if (got < 0)
+            return syn_fail(SYN_ERR_INTERNAL, "KV pool: no block to evict with %u reserved",
+                            p->reserved);
         evict(p, got);
     }
     kv_block *b = &p->blocks[got];
@@ -210,7 +221,8 @@ uint32_t kv_pool_lookup(kv_pool *p, const int32_t *tokens, uint32_t max_blocks, 
         parent = id;
     }
     /* Deepest first, so that a chain's first blocks count as the most recently used. */
-    for (uint32_t i = n; i-- > 0;) p->blocks[ids[i]].last_use = ++p->tick;
+    for (uint32_t i = n; i-- > 0;)
+        p->blocks[ids[i]].last_use = ++p->tick;
     return n;
 }
 
@@ -221,7 +233,8 @@ static void grow_buckets(kv_pool *p) {
     const uint32_t n = p->n_buckets * 2;
     int32_t *buckets = malloc(sizeof *buckets * n);
     if (!buckets) return;
-    for (uint32_t i = 0; i < n; i++) buckets[i] = -1;
+    for (uint32_t i = 0; i < n; i++)
+        buckets[i] = -1;
     for (uint32_t id = 0; id < p->n_created; id++) {
         kv_block *b = &p->blocks[id];
         if (!b->cached) continue;

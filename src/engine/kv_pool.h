@@ -5,11 +5,11 @@
  *
  * A block holds SYN_KV_BLOCK consecutive positions of one sequence (backend.h). The blocks' memory
  * is one arena (core/block_arena.h): reserved up front as address space, made usable block by
- * block. A sequence holds one reference on each block of its table. The prefix cache maps a chain of full blocks to their
- * tokens: an entry is (parent block, the block's SYN_KV_BLOCK tokens), so a lookup walks a prompt
- * block by block from position 0; the cache holds one reference on each of its blocks. A cached
- * block that no sequence holds is evictable; eviction takes the least recently used evictable
- * block among those with no cached children, so chains shrink from their ends.
+ * block. A sequence holds one reference on each block of its table. The prefix cache maps a chain
+ * of full blocks to their tokens: an entry is (parent block, the block's SYN_KV_BLOCK tokens), so a
+ * lookup walks a prompt block by block from position 0; the cache holds one reference on each of
+ * its blocks. A cached block that no sequence holds is evictable; eviction takes the least recently
+ * used evictable block among those with no cached children, so chains shrink from their ends.
  *
  * Accounting: a sequence reserves, when it is admitted, every block it may still need; allocation
  * draws on a reservation and cannot run out of budget. available() is what a new reservation can

@@ -63,7 +63,8 @@ static float largest_magnitude(const float *x, int n) {
 static uint16_t codes_symmetric(const float *x, int half, uint8_t q[32]) {
     uint16_t d16 = syn_k_f32_to_fp16(largest_magnitude(x, 32) / (float)-half);
     float d = syn_k_fp16_to_f32(d16), id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < 32; j++) q[j] = (uint8_t)code_of(x[j] * id + (float)half, 0, 2 * half - 1);
+    for (int j = 0; j < 32; j++)
+        q[j] = (uint8_t)code_of(x[j] * id + (float)half, 0, 2 * half - 1);
     return d16;
 }
 
@@ -74,20 +75,25 @@ static void codes_min_max(const float *x, int top, uint8_t q[32], uint16_t *d16,
     min_max(x, 32, &lo, &hi);
     *d16 = fp16_up((hi - lo) / (float)top);
     *m16 = syn_k_f32_to_fp16(lo);
-    float d = syn_k_fp16_to_f32(*d16), m = syn_k_fp16_to_f32(*m16), id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < 32; j++) q[j] = (uint8_t)code_of((x[j] - m) * id, 0, top);
+    float d = syn_k_fp16_to_f32(*d16), m = syn_k_fp16_to_f32(*m16),
+          id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++)
+        q[j] = (uint8_t)code_of((x[j] - m) * id, 0, top);
 }
 
 /* Nibbles: elements 0..15 low, 16..31 high. */
 static void pack_nibbles(const uint8_t q[32], uint8_t qs[16]) {
-    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((q[j] & 0x0F) | (q[j + 16] & 0x0F) << 4);
+    for (int j = 0; j < 16; j++)
+        qs[j] = (uint8_t)((q[j] & 0x0F) | (q[j + 16] & 0x0F) << 4);
 }
 
 /* Fifth bits: element i's at bit i of a little-endian uint32. */
 static void pack_fifth_bits(const uint8_t q[32], uint8_t qh[4]) {
     uint32_t bits = 0;
-    for (int j = 0; j < 32; j++) bits |= (uint32_t)(q[j] >> 4) << j;
-    for (int k = 0; k < 4; k++) qh[k] = (uint8_t)(bits >> (8 * k));
+    for (int j = 0; j < 32; j++)
+        bits |= (uint32_t)(q[j] >> 4) << j;
+    for (int k = 0; k < 4; k++)
+        qh[k] = (uint8_t)(bits >> (8 * k));
 }
 
 static void quantize_q4_0(const float *x, int64_t n, uint8_t *dst) {
@@ -170,7 +176,8 @@ static void codes_k_4_5(const float *x, int top, uint8_t q[QK_K], uint16_t *d16,
         /* The dequantizer's own products, so that the codes are rounded against its grid. */
         const float step = d * (float)sc[s], offset = dmin * (float)mn[s];
         const float inv = step != 0.0f ? 1.0f / step : 0.0f;
-        for (int j = 32 * s; j < 32 * s + 32; j++) q[j] = (uint8_t)code_of((x[j] + offset) * inv, 0, top);
+        for (int j = 32 * s; j < 32 * s + 32; j++)
+            q[j] = (uint8_t)code_of((x[j] + offset) * inv, 0, top);
     }
     /* Sub-blocks 0..3 in the low 6 bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 in a nibble
      * of bytes 8..11 (scale low, min high) plus the top 2 bits of bytes 0..3 and 4..7. */
@@ -209,7 +216,8 @@ static void quantize_q5_k(const float *x, int64_t n, uint8_t *dst) {
         memset(blk.qh, 0, sizeof blk.qh);
         for (int g = 0; g < QK_K / 64; g++)
             for (int l = 0; l < 32; l++)
-                blk.qh[l] |= (uint8_t)((q[64 * g + l] >> 4) << (2 * g) | (q[64 * g + 32 + l] >> 4) << (2 * g + 1));
+                blk.qh[l] |= (uint8_t)((q[64 * g + l] >> 4) << (2 * g) | (q[64 * g + 32 + l] >> 4)
+                                                                             << (2 * g + 1));
         memcpy(dst, &blk, sizeof blk);
     }
 }
@@ -231,7 +239,8 @@ static void quantize_q6_k(const float *x, int64_t n, uint8_t *dst) {
         for (int s = 0; s < 16; s++) {
             blk.scales[s] = (int8_t)multiple_up(need[s], d, 127);
             const float step = d * (float)blk.scales[s], inv = step != 0.0f ? 1.0f / step : 0.0f;
-            for (int j = 16 * s; j < 16 * s + 16; j++) q[j] = (uint8_t)code_of(x[j] * inv + 32.0f, 0, 63);
+            for (int j = 16 * s; j < 16 * s + 16; j++)
+                q[j] = (uint8_t)code_of(x[j] * inv + 32.0f, 0, 63);
         }
         /* In each half of 128, value l + 32k (l < 32, k < 4): low nibble in ql[l] (k = 0, 2) or
          * ql[l + 32] (k = 1, 3), low for k < 2 and high after; high 2 bits at bits 2k of qh[l]. */
@@ -242,7 +251,8 @@ static void quantize_q6_k(const float *x, int64_t n, uint8_t *dst) {
             for (int l = 0; l < 32; l++) {
                 ql[l] = (uint8_t)((qv[l] & 0x0F) | (qv[l + 64] & 0x0F) << 4);
                 ql[l + 32] = (uint8_t)((qv[l + 32] & 0x0F) | (qv[l + 96] & 0x0F) << 4);
-                for (int k = 0; k < 4; k++) qh[l] |= (uint8_t)((qv[l + 32 * k] >> 4) << (2 * k));
+                for (int k = 0; k < 4; k++)
+                    qh[l] |= (uint8_t)((qv[l + 32 * k] >> 4) << (2 * k));
             }
         }
         memcpy(dst, &blk, sizeof blk);

@@ -21,12 +21,9 @@
 #endif
 
 static const char *const tier_names[SYN_TIER_COUNT] = {
-    [SYN_TIER_AUTO] = "auto",
-    [SYN_TIER_SCALAR] = "scalar",
-    [SYN_TIER_AVX2] = "avx2",
-    [SYN_TIER_AVX512_VNNI] = "avx512-vnni",
-    [SYN_TIER_AVX_VNNI] = "avx-vnni",
-    [SYN_TIER_NEON_DOT] = "neon-dot",
+    [SYN_TIER_AUTO] = "auto",         [SYN_TIER_SCALAR] = "scalar",
+    [SYN_TIER_AVX2] = "avx2",         [SYN_TIER_AVX512_VNNI] = "avx512-vnni",
+    [SYN_TIER_AVX_VNNI] = "avx-vnni", [SYN_TIER_NEON_DOT] = "neon-dot",
     [SYN_TIER_I8MM] = "i8mm",
 };
 
@@ -177,13 +174,13 @@ bool syn_isa_tier_available(syn_isa_tier isa) { return missing_feature(isa) == N
 syn_status syn_isa_tier_check(syn_isa_tier isa) {
     const char *missing = missing_feature(isa);
     if (!missing) return SYN_OK;
-    return syn_fail(SYN_ERR_UNAVAILABLE, "isa '%s' is unavailable: it needs %s", syn_isa_tier_name(isa),
-                    missing);
+    return syn_fail(SYN_ERR_UNAVAILABLE, "isa '%s' is unavailable: it needs %s",
+                    syn_isa_tier_name(isa), missing);
 }
 
 syn_isa_tier syn_isa_tier_best(void) {
-    static const syn_isa_tier preference[] = {SYN_TIER_AVX512_VNNI, SYN_TIER_AVX_VNNI, SYN_TIER_AVX2,
-                                         SYN_TIER_I8MM, SYN_TIER_NEON_DOT};
+    static const syn_isa_tier preference[] = {SYN_TIER_AVX512_VNNI, SYN_TIER_AVX_VNNI,
+                                              SYN_TIER_AVX2, SYN_TIER_I8MM, SYN_TIER_NEON_DOT};
     for (size_t i = 0; i < sizeof preference / sizeof preference[0]; i++) {
         if (syn_isa_tier_available(preference[i])) return preference[i];
     }

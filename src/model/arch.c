@@ -12,8 +12,9 @@
 /* Outside the blocks. A missing output.weight means the output projection is token_embd. */
 #define MODEL_TENSORS                                                                              \
     {"token_embd.weight", MODEL_SLOT(tok_embd), SYN_DIM_EMBD, SYN_DIM_VOCAB, false},               \
-        {"output_norm.weight", MODEL_SLOT(output_norm), SYN_DIM_EMBD, SYN_DIM_NONE, false},        \
-        {"output.weight", MODEL_SLOT(output), SYN_DIM_EMBD, SYN_DIM_VOCAB, true}
+        {"output_norm.weight", MODEL_SLOT(output_norm), SYN_DIM_EMBD, SYN_DIM_NONE, false}, {      \
+        "output.weight", MODEL_SLOT(output), SYN_DIM_EMBD, SYN_DIM_VOCAB, true                     \
+    }
 
 /* In every block of every entry. */
 #define BLOCK_TENSORS                                                                              \
@@ -24,13 +25,15 @@
         {"attn_output.weight", LAYER_SLOT(wo), SYN_DIM_Q, SYN_DIM_EMBD, false},                    \
         {"ffn_norm.weight", LAYER_SLOT(ffn_norm), SYN_DIM_EMBD, SYN_DIM_NONE, false},              \
         {"ffn_gate.weight", LAYER_SLOT(w_gate), SYN_DIM_EMBD, SYN_DIM_FF, false},                  \
-        {"ffn_up.weight", LAYER_SLOT(w_up), SYN_DIM_EMBD, SYN_DIM_FF, false},                      \
-        {"ffn_down.weight", LAYER_SLOT(w_down), SYN_DIM_FF, SYN_DIM_EMBD, false}
+        {"ffn_up.weight", LAYER_SLOT(w_up), SYN_DIM_EMBD, SYN_DIM_FF, false}, {                    \
+        "ffn_down.weight", LAYER_SLOT(w_down), SYN_DIM_FF, SYN_DIM_EMBD, false                     \
+    }
 
 #define QKV_BIASES(optional)                                                                       \
     {"attn_q.bias", LAYER_SLOT(bq), SYN_DIM_Q, SYN_DIM_NONE, optional},                            \
-        {"attn_k.bias", LAYER_SLOT(bk), SYN_DIM_KV, SYN_DIM_NONE, optional},                       \
-        {"attn_v.bias", LAYER_SLOT(bv), SYN_DIM_KV, SYN_DIM_NONE, optional}
+        {"attn_k.bias", LAYER_SLOT(bk), SYN_DIM_KV, SYN_DIM_NONE, optional}, {                     \
+        "attn_v.bias", LAYER_SLOT(bv), SYN_DIM_KV, SYN_DIM_NONE, optional                          \
+    }
 
 static const syn_tensor_rule qwen_model_rules[] = {MODEL_TENSORS};
 

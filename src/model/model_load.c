@@ -10,9 +10,9 @@
 
 #include "core/error.h"
 #include "core/file_map.h"
-#include "synapse_internal.h"
 #include "model/model.h"
 #include "model/wtype.h"
+#include "synapse_internal.h"
 #include "tokenizer/tokenizer.h"
 
 enum {
@@ -20,7 +20,9 @@ enum {
     KEY_CAP = 64,         /* "qwen3.attention.layer_norm_rms_epsilon" and the like */
 };
 
-syn_model_params syn_model_default_params(void) { return (syn_model_params){.prefetch = true, .huge_pages = true}; }
+syn_model_params syn_model_default_params(void) {
+    return (syn_model_params){.prefetch = true, .huge_pages = true};
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Hyperparameters
@@ -68,16 +70,19 @@ static syn_status refuse_unsupported_features(const gguf_file *f, const syn_arch
     if (st != SYN_OK) return st;
     if (experts > 0)
         return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "model: %s is %" PRIu32 ": mixture-of-experts models are not supported", key, experts);
+                        "model: %s is %" PRIu32 ": mixture-of-experts models are not supported",
+                        key, experts);
     if (gguf_find_kv(f, arch_key(key, sizeof key, arch, "attention.sliding_window")))
-        return syn_fail(SYN_ERR_UNSUPPORTED, "model: %s is set: sliding-window attention is not supported", key);
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "model: %s is set: sliding-window attention is not supported", key);
     gguf_str scaling = {0, NULL};
-    if ((st = gguf_get_str_opt(f, arch_key(key, sizeof key, arch, "rope.scaling.type"), &scaling)) != SYN_OK)
+    if ((st = gguf_get_str_opt(f, arch_key(key, sizeof key, arch, "rope.scaling.type"),
+                               &scaling)) != SYN_OK)
         return st;
     if (scaling.data && !gguf_str_eq(scaling, "none")) {
         int len = scaling.len > 64 ? 64 : (int)scaling.len;
-        return syn_fail(SYN_ERR_UNSUPPORTED, "model: %s '%.*s' is not supported (only 'none')", key, len,
-                        scaling.data);
+        return syn_fail(SYN_ERR_UNSUPPORTED, "model: %s '%.*s' is not supported (only 'none')", key,
+                        len, scaling.data);
     }
     return SYN_OK;
 }
@@ -90,29 +95,32 @@ static syn_status read_head_dim(const gguf_file *f, const syn_arch *arch, syn_hp
     if (gguf_find_kv(f, arch_key(key, sizeof key, arch, "attention.key_length"))) {
         if ((st = read_count(f, key, -1, &hp->head_dim)) != SYN_OK) return st;
     } else if (hp->n_embd % hp->n_head != 0) {
-        return syn_fail(SYN_ERR_FORMAT, "model: %s.attention.head_count %d does not divide %s.embedding_length %d",
+        return syn_fail(SYN_ERR_FORMAT,
+                        "model: %s.attention.head_count %d does not divide %s.embedding_length %d",
                         arch->name, hp->n_head, arch->name, hp->n_embd);
     } else {
         hp->head_dim = hp->n_embd / hp->n_head;
     }
     int32_t value_dim = hp->head_dim, rope_dim = hp->head_dim;
-    if ((st = read_count(f, arch_key(vkey, sizeof vkey, arch, "attention.value_length"), hp->head_dim,
-                         &value_dim)) != SYN_OK ||
-        (st = read_count(f, arch_key(rkey, sizeof rkey, arch, "rope.dimension_count"), hp->head_dim, &rope_dim)) !=
-            SYN_OK)
+    if ((st = read_count(f, arch_key(vkey, sizeof vkey, arch, "attention.value_length"),
+                         hp->head_dim, &value_dim)) != SYN_OK ||
+        (st = read_count(f, arch_key(rkey, sizeof rkey, arch, "rope.dimension_count"), hp->head_dim,
+                         &rope_dim)) != SYN_OK)
         return st;
     if (value_dim != hp->head_dim)
-        return syn_fail(SYN_ERR_UNSUPPORTED, "model: %s %d differs from the key head size %d: not supported", vkey,
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "model: %s %d differs from the key head size %d: not supported", vkey,
                         value_dim, hp->head_dim);
     if (rope_dim != hp->head_dim)
         return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "model: %s %d differs from the head size %d: partial RoPE is not supported", rkey,
-                        rope_dim, hp->head_dim);
+                        "model: %s %d differs from the head size %d: partial RoPE is not supported",
+                        rkey, rope_dim, hp->head_dim);
     if (hp->head_dim % 2 != 0)
         return syn_fail(SYN_ERR_FORMAT, "model: head size %d must be even for RoPE", hp->head_dim);
     const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
     if (q_dim > INT32_MAX)
-        return syn_fail(SYN_ERR_FORMAT, "model: %d heads of %d values exceed the supported width %d", hp->n_head,
+        return syn_fail(SYN_ERR_FORMAT,
+                        "model: %d heads of %d values exceed the supported width %d", hp->n_head,
                         hp->head_dim, INT32_MAX);
     hp->q_dim = (int32_t)q_dim;
     return SYN_OK;
@@ -120,7 +128,8 @@ static syn_status read_head_dim(const gguf_file *f, const syn_arch *arch, syn_hp
 
 static size_t required_layer_tensors(const syn_arch *arch) {
     size_t n = 0;
-    for (size_t i = 0; i < arch->n_layer_tensors; i++) n += !arch->layer_tensors[i].optional;
+    for (size_t i = 0; i < arch->n_layer_tensors; i++)
+        n += !arch->layer_tensors[i].optional;
     return n;
 }
 
@@ -139,28 +148,38 @@ static syn_status read_hparams(const gguf_file *f, const syn_arch **arch_out, sy
     *arch_out = arch;
     hp->rope_layout = arch->rope;
     char k[6][KEY_CAP];
-    if ((st = read_count(f, arch_key(k[0], KEY_CAP, arch, "block_count"), -1, &hp->n_layer)) != SYN_OK ||
-        (st = read_count(f, arch_key(k[1], KEY_CAP, arch, "context_length"), -1, &hp->n_ctx_train)) != SYN_OK ||
-        (st = read_count(f, arch_key(k[2], KEY_CAP, arch, "embedding_length"), -1, &hp->n_embd)) != SYN_OK ||
-        (st = read_count(f, arch_key(k[3], KEY_CAP, arch, "feed_forward_length"), -1, &hp->n_ff)) != SYN_OK ||
-        (st = read_count(f, arch_key(k[4], KEY_CAP, arch, "attention.head_count"), -1, &hp->n_head)) != SYN_OK ||
+    if ((st = read_count(f, arch_key(k[0], KEY_CAP, arch, "block_count"), -1, &hp->n_layer)) !=
+            SYN_OK ||
+        (st = read_count(f, arch_key(k[1], KEY_CAP, arch, "context_length"), -1,
+                         &hp->n_ctx_train)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[2], KEY_CAP, arch, "embedding_length"), -1, &hp->n_embd)) !=
+            SYN_OK ||
+        (st = read_count(f, arch_key(k[3], KEY_CAP, arch, "feed_forward_length"), -1, &hp->n_ff)) !=
+            SYN_OK ||
+        (st = read_count(f, arch_key(k[4], KEY_CAP, arch, "attention.head_count"), -1,
+                         &hp->n_head)) != SYN_OK ||
         (st = read_count(f, arch_key(k[5], KEY_CAP, arch, "attention.head_count_kv"), hp->n_head,
                          &hp->n_head_kv)) != SYN_OK ||
-        (st = refuse_unsupported_features(f, arch)) != SYN_OK || (st = read_head_dim(f, arch, hp)) != SYN_OK)
+        (st = refuse_unsupported_features(f, arch)) != SYN_OK ||
+        (st = read_head_dim(f, arch, hp)) != SYN_OK)
         return st;
     if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)
-        return syn_fail(SYN_ERR_FORMAT, "model: %s %d must divide %s %d", k[5], hp->n_head_kv, k[4], hp->n_head);
+        return syn_fail(SYN_ERR_FORMAT, "model: %s %d must divide %s %d", k[5], hp->n_head_kv, k[4],
+                        hp->n_head);
     hp->kv_dim = hp->n_head_kv * hp->head_dim; /* at most q_dim */
-    if ((st = read_positive_float(f, arch_key(k[0], KEY_CAP, arch, "rope.freq_base"), true, 10000.0f,
-                                  &hp->rope_freq_base)) != SYN_OK ||
-        (st = read_positive_float(f, arch_key(k[1], KEY_CAP, arch, "attention.layer_norm_rms_epsilon"), false,
-                                  0.0f, &hp->rms_norm_eps)) != SYN_OK)
+    if ((st = read_positive_float(f, arch_key(k[0], KEY_CAP, arch, "rope.freq_base"), true,
+                                  10000.0f, &hp->rope_freq_base)) != SYN_OK ||
+        (st = read_positive_float(f,
+                                  arch_key(k[1], KEY_CAP, arch, "attention.layer_norm_rms_epsilon"),
+                                  false, 0.0f, &hp->rms_norm_eps)) != SYN_OK)
         return st;
     /* Every block has the architecture's required tensors: this bounds the layer allocation by
      * the file size, while leaving a missing tensor to be reported by name. */
     const size_t per_layer = required_layer_tensors(arch);
     if ((uint64_t)hp->n_layer > f->n_tensors / per_layer)
-        return syn_fail(SYN_ERR_FORMAT, "model: %s.block_count %d needs %" PRIu64 " tensors but the file has %" PRIu64,
+        return syn_fail(SYN_ERR_FORMAT,
+                        "model: %s.block_count %d needs %" PRIu64
+                        " tensors but the file has %" PRIu64,
                         arch->name, hp->n_layer, (uint64_t)hp->n_layer * per_layer, f->n_tensors);
     return SYN_OK;
 }
@@ -193,8 +212,8 @@ static void format_shape(char *buf, size_t cap, const uint64_t *ne, uint32_t n_d
 /* Binds tensor name by rule into *out. Trailing dimensions of 1 are accepted. Missing:
  * SYN_ERR_FORMAT, or SYN_OK with out->data NULL when the rule makes it optional. Matrices may be
  * of any type of the weight-type table; norms and biases of the float types. */
-static syn_status bind_tensor(syn_model *m, const char *name, const syn_tensor_rule *rule, syn_tensor *out,
-                              size_t *name_slot) {
+static syn_status bind_tensor(syn_model *m, const char *name, const syn_tensor_rule *rule,
+                              syn_tensor *out, size_t *name_slot) {
     const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) {
         if (rule->optional) return SYN_OK;
@@ -203,17 +222,20 @@ static syn_status bind_tensor(syn_model *m, const char *name, const syn_tensor_r
     const bool matrix = rule->ne1 != SYN_DIM_NONE;
     const syn_wtype *wt = syn_wtype_get(t->type);
     if (!wt || (!matrix && wt->act_type != GGML_TYPE_F32))
-        return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "model: tensor '%s' has type %s, which this build does not support (supported%s: %s)",
-                        name, ggml_type_name(t->type), matrix ? "" : " for norms and biases",
-                        matrix ? syn_wtype_names() : "f32, f16, bf16");
-    const int64_t ne0 = dim_value(&m->hp, rule->ne0), ne1 = matrix ? dim_value(&m->hp, rule->ne1) : 1;
+        return syn_fail(
+            SYN_ERR_UNSUPPORTED,
+            "model: tensor '%s' has type %s, which this build does not support (supported%s: %s)",
+            name, ggml_type_name(t->type), matrix ? "" : " for norms and biases",
+            matrix ? syn_wtype_names() : "f32, f16, bf16");
+    const int64_t ne0 = dim_value(&m->hp, rule->ne0),
+                  ne1 = matrix ? dim_value(&m->hp, rule->ne1) : 1;
     uint64_t want[GGUF_MAX_DIMS] = {(uint64_t)ne0, (uint64_t)ne1, 1, 1};
     if (memcmp(want, t->ne, sizeof want) != 0) {
         char have_s[128], want_s[64];
         format_shape(have_s, sizeof have_s, t->ne, t->n_dims);
         format_shape(want_s, sizeof want_s, want, matrix ? 2 : 1);
-        return syn_fail(SYN_ERR_FORMAT, "model: tensor '%s' has shape %s but the hyperparameters require %s", name,
+        return syn_fail(SYN_ERR_FORMAT,
+                        "model: tensor '%s' has shape %s but the hyperparameters require %s", name,
                         have_s, want_s);
     }
     char *slot = m->tensor_names + *name_slot * TENSOR_NAME_CAP;
@@ -264,7 +286,8 @@ static syn_status bind_tensors(syn_model *m) {
     syn_status st;
     for (size_t i = 0; i < arch->n_model_tensors; i++) {
         const syn_tensor_rule *rule = &arch->model_tensors[i];
-        if ((st = bind_tensor(m, rule->name, rule, (syn_tensor *)((char *)m + rule->slot), &slot)) != SYN_OK)
+        if ((st = bind_tensor(m, rule->name, rule, (syn_tensor *)((char *)m + rule->slot),
+                              &slot)) != SYN_OK)
             return st;
     }
     m->tied_output = m->output.data == NULL;
@@ -274,7 +297,8 @@ static syn_status bind_tensors(syn_model *m) {
 
     uint64_t unused = m->gguf->n_tensors - slot;
     if (unused > 0)
-        syn_log(SYN_LOG_WARN, "model: ignoring %" PRIu64 " tensors that %s does not use", unused, arch->name);
+        syn_log(SYN_LOG_WARN, "model: ignoring %" PRIu64 " tensors that %s does not use", unused,
+                arch->name);
     return SYN_OK;
 }
 
@@ -314,7 +338,8 @@ static void *prefetch_main(void *arg) {
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const syn_layer *L = &m->layers[il];
         for (size_t i = 0; i < m->arch->n_layer_tensors; i++)
-            prefetch_range(m, (const syn_tensor *)((const char *)L + m->arch->layer_tensors[i].slot), page);
+            prefetch_range(
+                m, (const syn_tensor *)((const char *)L + m->arch->layer_tensors[i].slot), page);
     }
     prefetch_range(m, &m->output_norm, page);
     prefetch_range(m, m->tied_output ? &m->tok_embd : &m->output, page);
@@ -459,7 +484,10 @@ syn_status syn_model_meta_str(const syn_model *model, const char *key, char *buf
                               size_t *n_bytes) {
     if (!model || !key || !n_bytes || (!buf && cap > 0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_model_meta_str: %s is NULL",
-                        !model ? "model" : !key ? "key" : !n_bytes ? "n_bytes" : "buf");
+                        !model     ? "model"
+                        : !key     ? "key"
+                        : !n_bytes ? "n_bytes"
+                                   : "buf");
     *n_bytes = 0;
     const gguf_kv *kv = gguf_find_kv(model->gguf, key);
     if (!kv) {
@@ -504,7 +532,8 @@ void syn_model_get_work(const syn_model *model, syn_model_work *out) {
     };
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &model->layers[l];
-        const syn_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const syn_tensor *mats[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                    &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             out->macs_per_token += (uint64_t)mats[i]->ne[0] * (uint64_t)mats[i]->ne[1];
     }

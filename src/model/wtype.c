@@ -99,14 +99,15 @@ static void dequantize_q8_0(const void *src, float *dst, int64_t n) {
         block_q8_0 blk;
         memcpy(&blk, (const uint8_t *)src + b * (int64_t)sizeof blk, sizeof blk);
         const float d = syn_k_fp16_to_f32(blk.d);
-        for (int j = 0; j < QK8_0; j++) dst[j] = d * (float)blk.qs[j];
+        for (int j = 0; j < QK8_0; j++)
+            dst[j] = d * (float)blk.qs[j];
     }
 }
 
 /* Q4_K and Q5_K: 4 groups of 64 values, each two sub-blocks of 32 sharing 32 bytes of qs (low
  * nibbles first); qh (Q5_K, else NULL) adds 16 where the group's bit is set. */
-static void dequantize_k_4_5(const uint8_t *qs, const uint8_t *qh, const uint8_t *scales, uint16_t d16,
-                             uint16_t dmin16, float *dst) {
+static void dequantize_k_4_5(const uint8_t *qs, const uint8_t *qh, const uint8_t *scales,
+                             uint16_t d16, uint16_t dmin16, float *dst) {
     const float d = syn_k_fp16_to_f32(d16), dmin = syn_k_fp16_to_f32(dmin16);
     for (int g = 0; g < QK_K / 64; g++, qs += 32, dst += 64) {
         uint8_t sc, mn;
@@ -169,11 +170,16 @@ static void dequantize_q6_k(const void *src, float *dst, int64_t n) {
 }
 
 static const syn_wtype wtypes[] = {
-    {GGML_TYPE_F32, dequantize_f32, GGML_TYPE_F32},    {GGML_TYPE_F16, dequantize_f16, GGML_TYPE_F32},
-    {GGML_TYPE_BF16, dequantize_bf16, GGML_TYPE_F32},  {GGML_TYPE_Q8_0, dequantize_q8_0, GGML_TYPE_Q8_0},
-    {GGML_TYPE_Q4_0, dequantize_q4_0, GGML_TYPE_Q8_0}, {GGML_TYPE_Q4_1, dequantize_q4_1, GGML_TYPE_Q8_1},
-    {GGML_TYPE_Q5_0, dequantize_q5_0, GGML_TYPE_Q8_0}, {GGML_TYPE_Q5_1, dequantize_q5_1, GGML_TYPE_Q8_1},
-    {GGML_TYPE_Q4_K, dequantize_q4_k, GGML_TYPE_Q8_K}, {GGML_TYPE_Q5_K, dequantize_q5_k, GGML_TYPE_Q8_K},
+    {GGML_TYPE_F32, dequantize_f32, GGML_TYPE_F32},
+    {GGML_TYPE_F16, dequantize_f16, GGML_TYPE_F32},
+    {GGML_TYPE_BF16, dequantize_bf16, GGML_TYPE_F32},
+    {GGML_TYPE_Q8_0, dequantize_q8_0, GGML_TYPE_Q8_0},
+    {GGML_TYPE_Q4_0, dequantize_q4_0, GGML_TYPE_Q8_0},
+    {GGML_TYPE_Q4_1, dequantize_q4_1, GGML_TYPE_Q8_1},
+    {GGML_TYPE_Q5_0, dequantize_q5_0, GGML_TYPE_Q8_0},
+    {GGML_TYPE_Q5_1, dequantize_q5_1, GGML_TYPE_Q8_1},
+    {GGML_TYPE_Q4_K, dequantize_q4_k, GGML_TYPE_Q8_K},
+    {GGML_TYPE_Q5_K, dequantize_q5_k, GGML_TYPE_Q8_K},
     {GGML_TYPE_Q6_K, dequantize_q6_k, GGML_TYPE_Q8_K},
 };
 
@@ -183,4 +189,6 @@ const syn_wtype *syn_wtype_get(uint32_t type) {
     return NULL;
 }
 
-const char *syn_wtype_names(void) { return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k"; }
+const char *syn_wtype_names(void) {
+    return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k";
+}

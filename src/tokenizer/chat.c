@@ -55,7 +55,9 @@ static void put_n(text_out *o, const char *s, size_t len) {
 
 static void put(text_out *o, const char *s) { put_n(o, s, strlen(s)); }
 
-static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+static bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 static void put_turn(text_out *o, chat_format format, const char *role, const char *content) {
     if (format == CHAT_CHATML) {
@@ -68,8 +70,10 @@ static void put_turn(text_out *o, chat_format format, const char *role, const ch
     }
     /* Llama 3's template trims each message's content. */
     size_t len = strlen(content);
-    while (len > 0 && is_space(content[len - 1])) len--;
-    while (len > 0 && is_space(*content)) content++, len--;
+    while (len > 0 && is_space(content[len - 1]))
+        len--;
+    while (len > 0 && is_space(*content))
+        content++, len--;
     put(o, "<|start_header_id|>");
     put(o, role);
     put(o, "<|end_header_id|>\n\n");

@@ -117,7 +117,7 @@ static syn_status check_id(const syn_tokenizer *tok, int32_t id, const char *wha
 }
 
 syn_status syn_tokenizer_token_bytes(const syn_tokenizer *tok, int32_t id, char *buf, size_t cap,
-                              size_t *n_bytes) {
+                                     size_t *n_bytes) {
     if (!tok || !n_bytes || (!buf && cap > 0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenizer_token_bytes: %s is NULL",
                         !tok       ? "tok"
@@ -143,7 +143,8 @@ syn_status syn_tokenizer_token_bytes(const syn_tokenizer *tok, int32_t id, char 
     free(tmp);
     if (n > cap)
         return syn_fail(SYN_ERR_BUFFER_TOO_SMALL,
-                        "syn_tokenizer_token_bytes: token %d needs %zu bytes, cap is %zu", id, n, cap);
+                        "syn_tokenizer_token_bytes: token %d needs %zu bytes, cap is %zu", id, n,
+                        cap);
     return SYN_OK;
 }
 

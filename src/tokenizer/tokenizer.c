@@ -124,9 +124,8 @@ static syn_status check_kind(const gguf_file *f, const pretok_kind **pre_out) {
     /* The pre-tokenizer regex differs per model family; guessing one would silently produce
      * different ids, so it must be named. */
     if (!gguf_find_kv(f, "tokenizer.ggml.pre"))
-        return syn_fail(
-            SYN_ERR_UNSUPPORTED,
-            "tokenizer.ggml.pre is missing: the pre-tokenizer must be named (supported: qwen2, llama-bpe)");
+        return syn_fail(SYN_ERR_UNSUPPORTED, "tokenizer.ggml.pre is missing: the pre-tokenizer "
+                                             "must be named (supported: qwen2, llama-bpe)");
     gguf_str pre;
     st = gguf_get_str(f, "tokenizer.ggml.pre", &pre);
     if (st != SYN_OK) return st;
@@ -363,7 +362,8 @@ static syn_status index_specials(syn_tokenizer *tok) {
         tok->specials[j] = id;
     }
     if (tok->eos >= 0) tok->tokens[tok->eos].eog = true;
-    for (int32_t i = 0; i < tok->n_tokens; i++) tok->n_eog += tok->tokens[i].eog;
+    for (int32_t i = 0; i < tok->n_tokens; i++)
+        tok->n_eog += tok->tokens[i].eog;
     tok->eog = malloc((size_t)(tok->n_eog ? tok->n_eog : 1) * sizeof *tok->eog);
     if (!tok->eog) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
     for (int32_t i = 0, k = 0; i < tok->n_tokens; i++)

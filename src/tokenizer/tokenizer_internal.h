@@ -75,15 +75,15 @@ struct syn_tokenizer {
     int32_t *eog; /* [n_eog] the end-of-generation ids, ascending */
     int32_t n_eog;
 
-    int32_t bos, eos, pad;    /* -1: absent */
+    int32_t bos, eos, pad; /* -1: absent */
     /* What text becomes as a prompt (syn_tokenize's add_special): tokenizer.ggml.add_bos_token and
      * add_eos_token, or the pre-tokenizer's default where a key is absent. */
     bool add_bos, add_eos;
-    char *chat_template; /* tokenizer.chat_template, NUL-terminated copy; NULL when absent */
+    char *chat_template;      /* tokenizer.chat_template, NUL-terminated copy; NULL when absent */
     uint32_t max_token_bytes; /* longest token text; decoded tokens are never longer */
 
     const struct pretok_kind *pretok_kind; /* tokenizer.ggml.pre's entry of the table */
-    pcre2_code *pretok; /* its regex; read-only, shared by all calls */
+    pcre2_code *pretok;                    /* its regex; read-only, shared by all calls */
 };
 
 /* ---- tokenizer.c ---- */
@@ -125,7 +125,6 @@ syn_status pretok_split(const pcre2_code *code, pcre2_match_data *md, const char
  * ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF) map to themselves, the other 68 bytes, in order, to
  * U+0100 upwards. */
 void byte_level_tables(uint16_t byte_cp[256], int16_t cp_byte[BYTE_LEVEL_CP_LIMIT]);
-
 
 /* Writes cp as UTF-8 into out[4]; returns the length. cp must be a Unicode scalar value. */
 int utf8_put(uint32_t cp, char out[4]);

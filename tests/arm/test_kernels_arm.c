@@ -73,7 +73,8 @@ static void test_quantize_hand_worked(const syn_kernels *k) {
     CHECK(y.d == 0x3c00 && memcmp(y.qs, q1, QK8_0) == 0, "%s: hand-worked block",
           syn_isa_tier_name(k->isa));
     k->quantize_row_q8_0(x2, &y, QK8_0);
-    CHECK(y.d == 0x3c00 && memcmp(y.qs, q2, QK8_0) == 0, "%s: ties block", syn_isa_tier_name(k->isa));
+    CHECK(y.d == 0x3c00 && memcmp(y.qs, q2, QK8_0) == 0, "%s: ties block",
+          syn_isa_tier_name(k->isa));
     const float zero[QK8_0] = {0};
     k->quantize_row_q8_0(zero, &y, QK8_0);
     const int8_t zq[QK8_0] = {0};
@@ -143,10 +144,10 @@ static void test_matmul_vs_scalar(const syn_kernels *k, const syn_kernels *ref) 
                 if (memcmp(&y[t * ROWS + r], &yv[r], sizeof(float)) != 0) bad_mv++;
             }
         }
-        CHECK(bad == 0, "%s: %d tokens: %d outputs differ from scalar", syn_isa_tier_name(k->isa), nt,
-              bad);
-        CHECK(bad_mv == 0, "%s: %d tokens: %d outputs differ from matvec", syn_isa_tier_name(k->isa), nt,
-              bad_mv);
+        CHECK(bad == 0, "%s: %d tokens: %d outputs differ from scalar", syn_isa_tier_name(k->isa),
+              nt, bad);
+        CHECK(bad_mv == 0, "%s: %d tokens: %d outputs differ from matvec",
+              syn_isa_tier_name(k->isa), nt, bad_mv);
     }
     free(w);
     free(a);
@@ -187,7 +188,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 2; i++) {
             syn_kernels k;
             const syn_status st = syn_kernels_get(tiers[i], &k);
-            CHECK(st == SYN_OK, "%s unavailable: %s", syn_isa_tier_name(tiers[i]), syn_last_error());
+            CHECK(st == SYN_OK, "%s unavailable: %s", syn_isa_tier_name(tiers[i]),
+                  syn_last_error());
             if (st == SYN_OK) test_tier(&k, &ref);
         }
     } else {
@@ -201,8 +203,8 @@ int main(int argc, char **argv) {
                   "message does not name %s: %s", syn_isa_tier_name(tiers[i]), syn_last_error());
             printf("%s refused: %s\n", syn_isa_tier_name(tiers[i]), syn_last_error());
             syn_isa_tier isa;
-            CHECK(syn_isa_tier_resolve(tiers[i], &isa) == SYN_ERR_UNAVAILABLE,
-                  "resolve %s", syn_isa_tier_name(tiers[i]));
+            CHECK(syn_isa_tier_resolve(tiers[i], &isa) == SYN_ERR_UNAVAILABLE, "resolve %s",
+                  syn_isa_tier_name(tiers[i]));
         }
     }
     printf("%d passed, %d failed\n", n_passed, n_failed);

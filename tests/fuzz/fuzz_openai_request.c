@@ -18,14 +18,17 @@ static void check_accepted(const oa_request *r) {
     if (r->kind == OA_CHAT) {
         REQUIRE(r->n_messages > 0 && r->messages);
         for (size_t i = 0; i < r->n_messages; i++)
-            REQUIRE(r->messages[i].role && r->messages[i].content && strlen(r->messages[i].role) > 0);
+            REQUIRE(r->messages[i].role && r->messages[i].content &&
+                    strlen(r->messages[i].role) > 0);
     } else {
         REQUIRE((r->prompt_text != NULL) != (r->prompt_tokens != NULL));
-        for (size_t i = 0; i < r->n_prompt_tokens; i++) REQUIRE(r->prompt_tokens[i] >= 0);
+        for (size_t i = 0; i < r->n_prompt_tokens; i++)
+            REQUIRE(r->prompt_tokens[i] >= 0);
     }
     REQUIRE(r->max_tokens == -1 || r->max_tokens >= 1);
     REQUIRE(r->n_stop <= OA_MAX_STOP);
-    for (size_t i = 0; i < r->n_stop; i++) REQUIRE(strlen(r->stop[i]) >= 1 && strlen(r->stop[i]) <= OA_MAX_STOP_BYTES);
+    for (size_t i = 0; i < r->n_stop; i++)
+        REQUIRE(strlen(r->stop[i]) >= 1 && strlen(r->stop[i]) <= OA_MAX_STOP_BYTES);
     REQUIRE(r->top_logprobs >= -1 && r->top_logprobs <= OA_MAX_TOP_LOGPROBS);
     REQUIRE(r->sampling.temperature >= 0 && r->sampling.temperature <= 2);
     REQUIRE(r->sampling.top_p > 0 && r->sampling.top_p <= 1);

@@ -38,7 +38,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     const char *path = getenv("SYNAPSE_FUZZ_MODEL");
     syn_model_params p = syn_model_default_params();
     p.prefetch = false;
-    REQUIRE(syn_model_load(path ? path : "tests/data/qwen2-tiny-synth-q8_0.gguf", &p, &model) == SYN_OK);
+    REQUIRE(syn_model_load(path ? path : "tests/data/qwen2-tiny-synth-q8_0.gguf", &p, &model) ==
+            SYN_OK);
     tok = syn_model_tokenizer(model);
     return 0;
 }
@@ -58,7 +59,8 @@ static bool valid_utf8(const uint8_t *s, size_t n) {
  * *n_nfc. */
 static uint8_t *nfc_of(const uint8_t *s, size_t n, size_t *n_nfc) {
     utf8proc_uint8_t *nfc = NULL;
-    const utf8proc_ssize_t k = utf8proc_map(s, (utf8proc_ssize_t)n, &nfc, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    const utf8proc_ssize_t k =
+        utf8proc_map(s, (utf8proc_ssize_t)n, &nfc, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
     if (k < 0) {
         free(nfc);
         return NULL;
@@ -74,7 +76,8 @@ static uint8_t *detokenize_whole(const int32_t *ids, size_t n_ids, size_t *n_byt
     REQUIRE(st == (n ? SYN_ERR_BUFFER_TOO_SMALL : SYN_OK));
     uint8_t *out = malloc(n + 1);
     REQUIRE(out);
-    REQUIRE(syn_detokenize(tok, ids, n_ids, (char *)out, n + 1, n_bytes) == SYN_OK && *n_bytes == n);
+    REQUIRE(syn_detokenize(tok, ids, n_ids, (char *)out, n + 1, n_bytes) == SYN_OK &&
+            *n_bytes == n);
     return out;
 }
 
@@ -108,7 +111,8 @@ static void check_ids_stream(const uint8_t *data, size_t size) {
     int32_t *ids = malloc(sizeof *ids * (n_ids + 1));
     REQUIRE(ids);
     for (size_t i = 0; i < n_ids; i++)
-        ids[i] = (int32_t)(((uint32_t)data[3 * i] | (uint32_t)data[3 * i + 1] << 8 | (uint32_t)data[3 * i + 2] << 16) %
+        ids[i] = (int32_t)(((uint32_t)data[3 * i] | (uint32_t)data[3 * i + 1] << 8 |
+                            (uint32_t)data[3 * i + 2] << 16) %
                            (uint32_t)n_vocab);
     size_t n_raw = 0;
     uint8_t *raw = detokenize_whole(ids, n_ids, &n_raw);
@@ -124,7 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int32_t n_vocab = syn_tokenizer_n_vocab(tok);
     for (int special = 0; special <= 1; special++) {
         size_t n_ids = 0;
-        const syn_status st = syn_tokenize(tok, (const char *)data, size, false, special, NULL, 0, &n_ids);
+        const syn_status st =
+            syn_tokenize(tok, (const char *)data, size, false, special, NULL, 0, &n_ids);
         if (!nfc) { /* utf8proc cannot decode it */
             REQUIRE(st == SYN_ERR_INVALID_ARGUMENT);
             continue;
@@ -133,9 +138,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int32_t *ids = malloc(sizeof *ids * (n_ids + 1));
         REQUIRE(ids);
         size_t n_again = 0;
-        REQUIRE(syn_tokenize(tok, (const char *)data, size, false, special, ids, n_ids + 1, &n_again) == SYN_OK);
+        REQUIRE(syn_tokenize(tok, (const char *)data, size, false, special, ids, n_ids + 1,
+                             &n_again) == SYN_OK);
         REQUIRE(n_again == n_ids);
-        for (size_t i = 0; i < n_ids; i++) REQUIRE(ids[i] >= 0 && ids[i] < n_vocab);
+        for (size_t i = 0; i < n_ids; i++)
+            REQUIRE(ids[i] >= 0 && ids[i] < n_vocab);
         size_t n_text = 0, n_text_nfc = 0;
         uint8_t *text = detokenize_whole(ids, n_ids, &n_text);
         uint8_t *text_nfc = nfc_of(text, n_text, &n_text_nfc);

@@ -22,8 +22,10 @@ static bool compare_prompt(syn_model *model, const syn_context_params *params, j
                            double *sum_abs, long *n_abs) {
     json_t *prompt_ids = json_object_get(prompt, "prompt_ids");
     json_t *generated = json_object_get(prompt, "generated_ids");
-    json_t *source = against == AGAINST_LLAMA_CPP ? prompt
-                     : json_object_get(prompt, against == AGAINST_Q8_REF ? "q8_ref" : "f32_ref");
+    json_t *source =
+        against == AGAINST_LLAMA_CPP
+            ? prompt
+            : json_object_get(prompt, against == AGAINST_Q8_REF ? "q8_ref" : "f32_ref");
     if (!json_is_array(prompt_ids) || !json_is_array(generated) || !json_is_object(source)) {
         fprintf(stderr, "agreement: fixture lacks prompt_ids, generated_ids or the oracle\n");
         return false;
@@ -37,8 +39,8 @@ static bool compare_prompt(syn_model *model, const syn_context_params *params, j
     syn_context *ctx = NULL;
     bool ok = tokens && logits;
     for (size_t i = 0; ok && i < n_tokens; i++) {
-        json_t *id = i < n_prompt ? json_array_get(prompt_ids, i)
-                                  : json_array_get(generated, i - n_prompt);
+        json_t *id =
+            i < n_prompt ? json_array_get(prompt_ids, i) : json_array_get(generated, i - n_prompt);
         tokens[i] = (int32_t)json_integer_value(id);
     }
     syn_context_params p = *params;
@@ -82,8 +84,10 @@ static bool compare_prompt(syn_model *model, const syn_context_params *params, j
             /* llama.cpp's argmax at this step: with quantized activations it can leave a clear
              * oracle argmax too, and no engine quantizing as ggml does is asked to do better. */
             json_t *llama_top5 = json_array_get(json_object_get(prompt, "top5"), k);
-            int llama_want = (int)json_integer_value(json_array_get(json_array_get(llama_top5, 0), 0));
-            if (against == AGAINST_F32_REF_AS_LLAMA_CPP && json_is_array(llama_top5) && llama_want != want) {
+            int llama_want =
+                (int)json_integer_value(json_array_get(json_array_get(llama_top5, 0), 0));
+            if (against == AGAINST_F32_REF_AS_LLAMA_CPP && json_is_array(llama_top5) &&
+                llama_want != want) {
                 st->n_argmax_excused++;
             } else {
                 st->n_argmax_checked++;
@@ -131,13 +135,14 @@ bool agreement_run(const char *model_key, const syn_context_params *params,
     json_t *entry = json_object_get(json_object_get(root, "models"), model_key);
     char file[256];
     snprintf(file, sizeof file, "%s.gguf", model_key);
-    bool ok = entry && run_prompts(file, json_object_get(entry, "prompts"), params, against, min_margin, stats);
+    bool ok = entry && run_prompts(file, json_object_get(entry, "prompts"), params, against,
+                                   min_margin, stats);
     json_decref(root);
     return ok;
 }
 
-bool agreement_run_arch(const char *file, const syn_context_params *params, agreement_against against,
-                        double min_margin, agreement_stats *stats) {
+bool agreement_run_arch(const char *file, const syn_context_params *params,
+                        agreement_against against, double min_margin, agreement_stats *stats) {
     memset(stats, 0, sizeof *stats);
     char oracle[256];
     snprintf(oracle, sizeof oracle, "%s.oracle.json", file);
@@ -153,7 +158,8 @@ bool agreement_run_arch(const char *file, const syn_context_params *params, agre
 }
 
 void agreement_print(const char *what, const agreement_stats *s) {
-    printf("%s: %d steps, max |diff| %.5f, mean %.5f, argmax checked %d, mismatches %d, left out (llama.cpp's differs) %d\n", what,
-           s->n_steps, s->max_abs_diff, s->mean_abs_diff, s->n_argmax_checked,
+    printf("%s: %d steps, max |diff| %.5f, mean %.5f, argmax checked %d, mismatches %d, left out "
+           "(llama.cpp's differs) %d\n",
+           what, s->n_steps, s->max_abs_diff, s->mean_abs_diff, s->n_argmax_checked,
            s->n_argmax_mismatch, s->n_argmax_excused);
 }

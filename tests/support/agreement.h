@@ -18,11 +18,11 @@ typedef struct agreement_stats {
 } agreement_stats;
 
 typedef enum agreement_against {
-    AGAINST_LLAMA_CPP, /* llama.cpp's top5 logits and greedy tokens */
-    AGAINST_F32_REF,   /* the float32 oracle's own top5 */
+    AGAINST_LLAMA_CPP,            /* llama.cpp's top5 logits and greedy tokens */
+    AGAINST_F32_REF,              /* the float32 oracle's own top5 */
     AGAINST_F32_REF_AS_LLAMA_CPP, /* the same, for an engine that quantizes activations as llama.cpp
                                    * does: argmax is not compared where llama.cpp's own differs */
-    AGAINST_Q8_REF     /* the Q8_0-activation oracle's own top5 */
+    AGAINST_Q8_REF                /* the Q8_0-activation oracle's own top5 */
 } agreement_against;
 
 /* Teacher-forces every prompt of model_key ("qwen2-tiny-synth-q8_0" or "qwen2-tiny-synth-f32")
@@ -36,8 +36,8 @@ bool agreement_run(const char *model_key, const syn_context_params *params,
 /* The same along the runs of arch/FILE.oracle.json for the model file (a path under tests/data,
  * e.g. "arch/qwen3-s5-q8_0.gguf"): its llama.cpp top5 and margins, or its f32_ref (the exact
  * oracle) with margins taken from the oracle's own top-2. */
-bool agreement_run_arch(const char *file, const syn_context_params *params, agreement_against against,
-                        double min_margin, agreement_stats *stats);
+bool agreement_run_arch(const char *file, const syn_context_params *params,
+                        agreement_against against, double min_margin, agreement_stats *stats);
 
 /* Prints one line of stats, labelled what, for the test log. */
 void agreement_print(const char *what, const agreement_stats *stats);

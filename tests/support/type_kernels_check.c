@@ -44,13 +44,21 @@ static const type_case cases[] = {
     {GGML_TYPE_Q8_0, "q8_0", sizeof(block_q8_0), QK8_0, GGML_TYPE_Q8_0, {0}, 1},
     {GGML_TYPE_Q4_K, "q4_k", sizeof(block_q4_k), QK_K, GGML_TYPE_Q8_K, {0, 2}, 2},
     {GGML_TYPE_Q5_K, "q5_k", sizeof(block_q5_k), QK_K, GGML_TYPE_Q8_K, {0, 2}, 2},
-    {GGML_TYPE_Q6_K, "q6_k", sizeof(block_q6_k), QK_K, GGML_TYPE_Q8_K, {offsetof(block_q6_k, d)}, 1},
+    {GGML_TYPE_Q6_K,
+     "q6_k",
+     sizeof(block_q6_k),
+     QK_K,
+     GGML_TYPE_Q8_K,
+     {offsetof(block_q6_k, d)},
+     1},
 };
 
-static void random_weights(const type_case *tc, unsigned char *w, size_t row_bytes, int64_t n_rows, int64_t n_blocks) {
+static void random_weights(const type_case *tc, unsigned char *w, size_t row_bytes, int64_t n_rows,
+                           int64_t n_blocks) {
     for (int64_t r = 0; r < n_rows; r++) {
         unsigned char *row = w + (size_t)r * row_bytes;
-        for (size_t i = 0; i < row_bytes; i++) row[i] = (unsigned char)next_u32();
+        for (size_t i = 0; i < row_bytes; i++)
+            row[i] = (unsigned char)next_u32();
         for (int64_t b = 0; b < n_blocks; b++) {
             for (int f = 0; f < tc->n_f16; f++) {
                 const uint16_t h = random_scale(1);
@@ -63,10 +71,12 @@ static void random_weights(const type_case *tc, unsigned char *w, size_t row_byt
 /* Activations of n floats: normal-ish values, with a zero block, a block of ties (x * id = k + 0.5
  * for its largest value's scale) and repeated maxima of both signs. */
 static void random_floats(float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] = ((float)(next_u32() % 20001) - 10000.0f) / 3000.0f;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = ((float)(next_u32() % 20001) - 10000.0f) / 3000.0f;
     if (n >= 64) memset(x + 32, 0, 32 * sizeof(float));
     if (n >= 96)
-        for (int i = 64; i < 96; i++) x[i] = (float)((i % 7) - 3) * 0.5f + (i == 64 ? 127.0f : 0.0f);
+        for (int i = 64; i < 96; i++)
+            x[i] = (float)((i % 7) - 3) * 0.5f + (i == 64 ? 127.0f : 0.0f);
     if (n >= 512) {
         x[300] = 9.0f;
         x[301] = -9.0f;
@@ -81,14 +91,15 @@ typedef struct act_set {
     syn_act_q8_1 q8_1;
 } act_set;
 
-static void quantize_acts(const syn_kernels *k, const type_case *tc, const float *x, int64_t n_tokens,
-                          int64_t n_elems, act_set *a) {
+static void quantize_acts(const syn_kernels *k, const type_case *tc, const float *x,
+                          int64_t n_tokens, int64_t n_elems, act_set *a) {
     for (int64_t t = 0; t < n_tokens; t++) {
         const float *xt = x + t * n_elems;
         if (tc->act == GGML_TYPE_Q8_K) {
             k->quantize_row_q8_k(xt, a->k + t * (n_elems / QK_K), n_elems);
         } else if (tc->act == GGML_TYPE_Q8_1) {
-            k->quantize_row_q8_1(xt, a->q + t * (n_elems / QK8_0), a->s + t * (n_elems / QK8_0), n_elems);
+            k->quantize_row_q8_1(xt, a->q + t * (n_elems / QK8_0), a->s + t * (n_elems / QK8_0),
+                                 n_elems);
         } else {
             k->quantize_row_q8_0(xt, a->q + t * (n_elems / QK8_0), n_elems);
         }
@@ -96,7 +107,8 @@ static void quantize_acts(const syn_kernels *k, const type_case *tc, const float
     a->q8_1 = (syn_act_q8_1){a->q, a->s};
 }
 
-static const void *act_arg(const type_case *tc, const act_set *a, int64_t t, int64_t n_blocks, syn_act_q8_1 *tmp) {
+static const void *act_arg(const type_case *tc, const act_set *a, int64_t t, int64_t n_blocks,
+                           syn_act_q8_1 *tmp) {
     if (tc->act == GGML_TYPE_Q8_K) return a->k + t * n_blocks;
     if (tc->act == GGML_TYPE_Q8_1) {
         *tmp = (syn_act_q8_1){a->q + t * n_blocks, a->s + t * n_blocks};
@@ -114,22 +126,25 @@ static const void *act_arg(const type_case *tc, const act_set *a, int64_t t, int
     } while (0)
 
 /* One shape: matvec and matmul of tier k equal scalar's bitwise, and matmul equals k's matvec. */
-static int check_shape(const syn_kernels *k, const syn_kernels *ref, const char *name, const type_case *tc,
-                       int64_t n_rows, int64_t n_blocks, int64_t n_tokens, int *n_passed) {
+static int check_shape(const syn_kernels *k, const syn_kernels *ref, const char *name,
+                       const type_case *tc, int64_t n_rows, int64_t n_blocks, int64_t n_tokens,
+                       int *n_passed) {
     int n_failed = 0;
     const size_t row_bytes = (size_t)n_blocks * tc->block_bytes + 2 * (size_t)(next_u32() % 3);
     const int64_t n_elems = n_blocks * tc->block_elems;
     unsigned char *w = malloc(row_bytes * (size_t)n_rows);
     float *x = malloc(sizeof(float) * (size_t)(n_elems * n_tokens));
     act_set a = {0}, ar = {0};
-    const size_t nq = (size_t)(n_elems / QK8_0 * n_tokens), nk = (size_t)(n_elems / QK_K * n_tokens) + 1;
+    const size_t nq = (size_t)(n_elems / QK8_0 * n_tokens),
+                 nk = (size_t)(n_elems / QK_K * n_tokens) + 1;
     a.q = malloc(sizeof(block_q8_0) * nq);
     a.s = malloc(sizeof(uint16_t) * nq);
     a.k = malloc(sizeof(block_q8_k) * nk);
     ar.q = malloc(sizeof(block_q8_0) * nq);
     ar.s = malloc(sizeof(uint16_t) * nq);
     ar.k = malloc(sizeof(block_q8_k) * nk);
-    float *y = malloc(sizeof(float) * (size_t)(n_rows * n_tokens)), *yr = malloc(sizeof(float) * (size_t)(n_rows * n_tokens));
+    float *y = malloc(sizeof(float) * (size_t)(n_rows * n_tokens)),
+          *yr = malloc(sizeof(float) * (size_t)(n_rows * n_tokens));
     float *yv = malloc(sizeof(float) * (size_t)n_rows);
     if (!w || !x || !a.q || !a.s || !a.k || !ar.q || !ar.s || !ar.k || !y || !yr || !yv) {
         FAIL("out of memory");
@@ -139,13 +154,16 @@ static int check_shape(const syn_kernels *k, const syn_kernels *ref, const char 
     random_floats(x, n_elems * n_tokens);
     quantize_acts(k, tc, x, n_tokens, n_elems, &a);
     quantize_acts(ref, tc, x, n_tokens, n_elems, &ar);
-    const int same_act = tc->act == GGML_TYPE_Q8_K ? memcmp(a.k, ar.k, sizeof(block_q8_k) * (nk - 1)) == 0
-                         : tc->act == GGML_TYPE_Q8_1
-                             ? memcmp(a.q, ar.q, sizeof(block_q8_0) * nq) == 0 && memcmp(a.s, ar.s, 2 * nq) == 0
-                             : memcmp(a.q, ar.q, sizeof(block_q8_0) * nq) == 0;
+    const int same_act =
+        tc->act == GGML_TYPE_Q8_K ? memcmp(a.k, ar.k, sizeof(block_q8_k) * (nk - 1)) == 0
+        : tc->act == GGML_TYPE_Q8_1
+            ? memcmp(a.q, ar.q, sizeof(block_q8_0) * nq) == 0 && memcmp(a.s, ar.s, 2 * nq) == 0
+            : memcmp(a.q, ar.q, sizeof(block_q8_0) * nq) == 0;
     if (!same_act) FAIL("%s %s: the activation quantizer differs from scalar's", name, tc->name);
 
-    const void *act = tc->act == GGML_TYPE_Q8_K ? (const void *)a.k : tc->act == GGML_TYPE_Q8_1 ? (const void *)&a.q8_1 : (const void *)a.q;
+    const void *act = tc->act == GGML_TYPE_Q8_K   ? (const void *)a.k
+                      : tc->act == GGML_TYPE_Q8_1 ? (const void *)&a.q8_1
+                                                  : (const void *)a.q;
     const syn_type_kernels *mk = &k->mat[tc->type], *mr = &ref->mat[tc->type];
     if (!mk->matvec || !mk->matmul) {
         FAIL("%s %s: no kernels", name, tc->name);
@@ -164,8 +182,10 @@ static int check_shape(const syn_kernels *k, const syn_kernels *ref, const char 
         }
     }
     if (bad || bad_mv)
-        FAIL("%s %s: %lld rows x %lld blocks x %lld tokens: %d matmul and %d matvec outputs differ from scalar", name,
-             tc->name, (long long)n_rows, (long long)n_blocks, (long long)n_tokens, bad, bad_mv);
+        FAIL("%s %s: %lld rows x %lld blocks x %lld tokens: %d matmul and %d matvec outputs differ "
+             "from scalar",
+             name, tc->name, (long long)n_rows, (long long)n_blocks, (long long)n_tokens, bad,
+             bad_mv);
     else
         (*n_passed)++;
 done:
@@ -183,17 +203,21 @@ done:
     return n_failed;
 }
 
-int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char *name, int *n_passed) {
+int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char *name,
+                       int *n_passed) {
     int n_failed = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const type_case *tc = &cases[c];
         const int64_t kq = tc->block_elems == QK_K;
         /* widths of the models in use (896, 4864, 2048, 8192 elements) and odd ones */
-        const int64_t widths[] = {kq ? 1 : 28, kq ? 3 : 152, kq ? 8 : 64, kq ? 32 : 7, kq ? 19 : 256};
-        const int64_t tokens[] = {1, 2, 3, 5, 6, 7, 8, 17}; /* 6, 7: the k-quants' lane path, 3 left after 4s */
+        const int64_t widths[] = {kq ? 1 : 28, kq ? 3 : 152, kq ? 8 : 64, kq ? 32 : 7,
+                                  kq ? 19 : 256};
+        const int64_t tokens[] = {1, 2, 3, 5,
+                                  6, 7, 8, 17}; /* 6, 7: the k-quants' lane path, 3 left after 4s */
         for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
             for (size_t j = 0; j < sizeof tokens / sizeof tokens[0]; j++)
-                n_failed += check_shape(k, ref, name, tc, 1 + 23 + (int64_t)(next_u32() % 20), widths[i], tokens[j], n_passed);
+                n_failed += check_shape(k, ref, name, tc, 1 + 23 + (int64_t)(next_u32() % 20),
+                                        widths[i], tokens[j], n_passed);
         /* a prompt's worth: 64+ tokens take the lane matmuls' longest k-spans */
         n_failed += check_shape(k, ref, name, tc, 37, widths[1], 70, n_passed);
         /* 1 to 3 rows (check_shape's matvec starts at row 1): the x86 matvec finishes each row's
@@ -205,23 +229,27 @@ int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char 
     }
     /* the x86 lane matmul's two step orders (quants_x86.h, x86_matmul_lanes): a row tile's spans in
      * turn while tokens x spans <= 256 (25 tokens x 10 spans of 152 blocks), span by span past it
-     * (26), and a call of two token chunks (300 tokens over 33 blocks: 256 x 2 spans, then 44 x 2) */
+     * (26), and a call of two token chunks (300 tokens over 33 blocks: 256 x 2 spans, then 44 x 2)
+     */
     static const int64_t order_shapes[][2] = {{152, 25}, {152, 26}, {33, 300}};
     for (size_t c = 0; c < 5; c++) /* the 32-value types */
         for (size_t i = 0; i < 3; i++)
-            n_failed += check_shape(k, ref, name, &cases[c], 21, order_shapes[i][0], order_shapes[i][1], n_passed);
+            n_failed += check_shape(k, ref, name, &cases[c], 21, order_shapes[i][0],
+                                    order_shapes[i][1], n_passed);
     /* rows longer than the unpacked types' stack buffer (unpacked.c: 3855 blocks) take the row-dot
      * path, and past SYN_K_MIN_TERMS_MAX (8192) the x86 Q4_1 / Q5_1 matmul takes its matvec */
     static const int64_t long_rows[] = {4000, 8200};
     for (size_t c = 0; c < 4; c++)
-        for (size_t i = 0; i < 2; i++) n_failed += check_shape(k, ref, name, &cases[c], 3, long_rows[i], 2, n_passed);
+        for (size_t i = 0; i < 2; i++)
+            n_failed += check_shape(k, ref, name, &cases[c], 3, long_rows[i], 2, n_passed);
     return n_failed;
 }
 
 /* ---- The specification ----------------------------------------------------------------------- */
 
 /* Float64 dot of one weight row and one activation row from the codes (codes.h) and the scales. */
-static double exact_dot(const type_case *tc, const unsigned char *w, const act_set *a, int64_t n_blocks) {
+static double exact_dot(const type_case *tc, const unsigned char *w, const act_set *a,
+                        int64_t n_blocks) {
     double acc = 0.0;
     for (int64_t b = 0; b < n_blocks; b++) {
         const unsigned char *blk = w + (size_t)b * tc->block_bytes;
@@ -251,7 +279,8 @@ static double exact_dot(const type_case *tc, const unsigned char *w, const act_s
                     const block_q6_k *b6 = (const block_q6_k *)blk;
                     wv = (double)syn_k_fp16_to_f32(b6->d) * b6->scales[i / 16] * c[i];
                 } else {
-                    const block_q4_k *b4 = (const block_q4_k *)blk; /* d, dmin, scales: same place in Q5_K */
+                    const block_q4_k *b4 =
+                        (const block_q4_k *)blk; /* d, dmin, scales: same place in Q5_K */
                     wv = (double)syn_k_fp16_to_f32(b4->d) * sc[i / 32] * u[i] -
                          (double)syn_k_fp16_to_f32(b4->dmin) * mn[i / 32];
                 }
@@ -263,8 +292,10 @@ static double exact_dot(const type_case *tc, const unsigned char *w, const act_s
             memcpy(&d, blk, sizeof d);
             if (tc->act == GGML_TYPE_Q8_1) memcpy(&m, blk + 2, sizeof m);
             for (int i = 0; i < QK8_0; i++)
-                acc += (double)syn_k_fp16_to_f32(d) * c[i] * (double)syn_k_fp16_to_f32(aq->d) * aq->qs[i];
-            if (tc->act == GGML_TYPE_Q8_1) acc += (double)syn_k_fp16_to_f32(m) * (double)syn_k_fp16_to_f32(a->s[b]);
+                acc += (double)syn_k_fp16_to_f32(d) * c[i] * (double)syn_k_fp16_to_f32(aq->d) *
+                       aq->qs[i];
+            if (tc->act == GGML_TYPE_Q8_1)
+                acc += (double)syn_k_fp16_to_f32(m) * (double)syn_k_fp16_to_f32(a->s[b]);
         }
     }
     return acc;
@@ -278,25 +309,32 @@ int type_kernels_check_spec(const syn_kernels *ref, int *n_passed) {
         const int64_t n_elems = BLOCKS * tc->block_elems;
         unsigned char *w = malloc(tc->block_bytes * BLOCKS * ROWS);
         float *x = malloc(sizeof(float) * (size_t)n_elems);
-        act_set a = {malloc(sizeof(block_q8_0) * (size_t)(n_elems / QK8_0)), malloc(2 * (size_t)(n_elems / QK8_0)),
-                     malloc(sizeof(block_q8_k) * (size_t)(n_elems / QK_K + 1)), {0}};
+        act_set a = {malloc(sizeof(block_q8_0) * (size_t)(n_elems / QK8_0)),
+                     malloc(2 * (size_t)(n_elems / QK8_0)),
+                     malloc(sizeof(block_q8_k) * (size_t)(n_elems / QK_K + 1)),
+                     {0}};
         float y[ROWS];
         random_weights(tc, w, tc->block_bytes * BLOCKS, ROWS, BLOCKS);
         random_floats(x, n_elems);
         quantize_acts(ref, tc, x, 1, n_elems, &a);
-        const void *act = tc->act == GGML_TYPE_Q8_K ? (const void *)a.k : tc->act == GGML_TYPE_Q8_1 ? (const void *)&a.q8_1 : (const void *)a.q;
+        const void *act = tc->act == GGML_TYPE_Q8_K   ? (const void *)a.k
+                          : tc->act == GGML_TYPE_Q8_1 ? (const void *)&a.q8_1
+                                                      : (const void *)a.q;
         ref->mat[tc->type].matvec(BLOCKS, w, tc->block_bytes * BLOCKS, 0, ROWS, act, y);
         int bad = 0;
         for (int r = 0; r < ROWS; r++) {
             const double e = exact_dot(tc, w + (size_t)r * tc->block_bytes * BLOCKS, &a, BLOCKS);
-            /* float32 products and sums of terms up to ~1e4 in magnitude: a few ulps of the terms */
+            /* float32 products and sums of terms up to ~1e4 in magnitude: a few ulps of the terms
+             */
             if (fabs((double)y[r] - e) > 1e-5 * (1.0 + fabs(e)) * BLOCKS * 8) {
                 printf("  %s row %d: %.9g against float64 %.9g\n", tc->name, r, (double)y[r], e);
                 bad++;
             }
         }
-        if (bad) FAIL("scalar %s: %d rows off float64", tc->name, bad);
-        else (*n_passed)++;
+        if (bad)
+            FAIL("scalar %s: %d rows off float64", tc->name, bad);
+        else
+            (*n_passed)++;
         free(w);
         free(x);
         free(a.q);
@@ -308,7 +346,8 @@ int type_kernels_check_spec(const syn_kernels *ref, int *n_passed) {
      * [-127, 127], bsums the sums of 16 codes; an all-zero block all zero. */
     float x[2 * QK_K];
     random_floats(x, 2 * QK_K);
-    for (int i = 0; i < QK_K; i++) x[QK_K + i] = 0.0f;
+    for (int i = 0; i < QK_K; i++)
+        x[QK_K + i] = 0.0f;
     x[5] = -4.0f;
     x[77] = 4.0f; /* same |x| later: the first (negative) one sets the sign */
     for (int i = 0; i < QK_K; i++)
@@ -324,11 +363,14 @@ int type_kernels_check_spec(const syn_kernels *ref, int *n_passed) {
     }
     for (int j = 0; j < QK_K / 16; j++) {
         int sum = 0;
-        for (int i = 0; i < 16; i++) sum += q[0].qs[16 * j + i];
+        for (int i = 0; i < 16; i++)
+            sum += q[0].qs[16 * j + i];
         if (sum != q[0].bsums[j] || q[1].bsums[j] != 0) bad++;
     }
     if (q[1].d != 0.0f) bad++;
-    if (bad) FAIL("scalar quantize_row_q8_k: %d violations of its rule", bad);
-    else (*n_passed)++;
+    if (bad)
+        FAIL("scalar quantize_row_q8_k: %d violations of its rule", bad);
+    else
+        (*n_passed)++;
     return n_failed;
 }

@@ -8,7 +8,8 @@
 
 /* Runs every check of tier k against ref (the scalar table); returns the number of failed
  * checks, each printed with the tier, type and shape, and adds the passed ones to *n_passed. */
-int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char *name, int *n_passed);
+int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char *name,
+                       int *n_passed);
 
 /* Checks the scalar specification itself against float64 arithmetic on the same codes and the
  * Q8_K quantizer against its rule's properties; returns the number of failed checks. */

@@ -33,8 +33,10 @@ static int setup(void **state) {
     syn_engine_params ep = syn_engine_default_params();
     ep.n_threads = 1;
     ep.kv_budget_mib = 16;
-    if (syn_context_new(h->model, &cp, &h->ctx) != SYN_OK || syn_sampler_new(&sp, &h->sampler) != SYN_OK ||
-        syn_detok_stream_new(h->tok, &h->stream) != SYN_OK || syn_engine_new(h->model, &ep, &h->engine) != SYN_OK)
+    if (syn_context_new(h->model, &cp, &h->ctx) != SYN_OK ||
+        syn_sampler_new(&sp, &h->sampler) != SYN_OK ||
+        syn_detok_stream_new(h->tok, &h->stream) != SYN_OK ||
+        syn_engine_new(h->model, &ep, &h->engine) != SYN_OK)
         return -1;
     *state = h;
     return 0;
@@ -99,7 +101,8 @@ static void test_model_and_tokenizer(void **state) {
     assert_invalid(syn_detok_stream_flush(h->stream, buf, sizeof buf, NULL));
     syn_detok_stream_free(NULL);
 
-    const syn_chat_message no_role = {.role = NULL, .content = "x"}, no_content = {.role = "user", .content = NULL};
+    const syn_chat_message no_role = {.role = NULL, .content = "x"},
+                           no_content = {.role = "user", .content = NULL};
     assert_invalid(syn_chat_format(NULL, "chatml", &no_content, 0, true, buf, sizeof buf, &n));
     assert_invalid(syn_chat_format(h->model, "chatml", NULL, 1, true, buf, sizeof buf, &n));
     assert_invalid(syn_chat_format(h->model, "chatml", &no_role, 1, true, buf, sizeof buf, &n));

@@ -18,7 +18,7 @@
 #include "../support/test_util.h"
 
 static const char *const all_files[] = {
-    "arch/qwen2-s5-q4_0.gguf", "arch/qwen2-s5-q5_0.gguf", "arch/qwen2-s5-q4_k_m.gguf",
+    "arch/qwen2-s5-q4_0.gguf",   "arch/qwen2-s5-q5_0.gguf", "arch/qwen2-s5-q4_k_m.gguf",
     "arch/qwen2-s5-q5_k_m.gguf", "arch/qwen2-s5-q6_k.gguf", "arch/qwen3-s5-q8_0.gguf",
     "arch/qwen3-s5-q4_k_m.gguf", "arch/llama-s5-q8_0.gguf", "arch/llama-s5-q4_k_m.gguf",
 };
@@ -48,9 +48,9 @@ typedef struct llama_cpp_distance {
 } llama_cpp_distance;
 
 static const llama_cpp_distance distances[] = {
-    {"arch/qwen2-s5-q4_0.gguf", 0.067, 0.015}, {"arch/qwen2-s5-q5_0.gguf", 0.069, 0.016},
+    {"arch/qwen2-s5-q4_0.gguf", 0.067, 0.015},   {"arch/qwen2-s5-q5_0.gguf", 0.069, 0.016},
     {"arch/qwen2-s5-q4_k_m.gguf", 0.085, 0.022}, {"arch/qwen2-s5-q5_k_m.gguf", 0.090, 0.024},
-    {"arch/qwen2-s5-q6_k.gguf", 0.110, 0.024}, {"arch/qwen3-s5-q8_0.gguf", 0.059, 0.016},
+    {"arch/qwen2-s5-q6_k.gguf", 0.110, 0.024},   {"arch/qwen3-s5-q8_0.gguf", 0.059, 0.016},
     {"arch/qwen3-s5-q4_k_m.gguf", 0.108, 0.022}, {"arch/llama-s5-q8_0.gguf", 0.178, 0.031},
     {"arch/llama-s5-q4_k_m.gguf", 0.172, 0.045},
 };
@@ -97,9 +97,12 @@ static void check_tokenizer(const char *model_file, const char *cases_file) {
         json_t *want = json_object_get(c, "ids");
         int32_t ids[2048];
         size_t n = 0;
-        assert_int_equal(syn_tokenize(syn_model_tokenizer(m), text, strlen(text), false, true, ids, 2048, &n), SYN_OK);
+        assert_int_equal(
+            syn_tokenize(syn_model_tokenizer(m), text, strlen(text), false, true, ids, 2048, &n),
+            SYN_OK);
         assert_int_equal(n, json_array_size(want));
-        for (size_t k = 0; k < n; k++) assert_int_equal(ids[k], json_integer_value(json_array_get(want, k)));
+        for (size_t k = 0; k < n; k++)
+            assert_int_equal(ids[k], json_integer_value(json_array_get(want, k)));
     }
     json_decref(root);
     syn_model_free(m);

@@ -38,7 +38,8 @@ static void test_blocks_back_to_back_zeroed_and_writable(void **state) {
     for (uint32_t i = 0; i < 3; i++) {
         uint8_t *b = syn_block_arena_at(&a, i);
         assert_ptr_equal(b, a.base + i * 4 * page);
-        for (size_t j = 0; j < 3 * page + 5; j += 97) assert_int_equal(b[j], 0);
+        for (size_t j = 0; j < 3 * page + 5; j += 97)
+            assert_int_equal(b[j], 0);
         memset(b, (int)(i + 1), 3 * page + 5);
     }
     assert_int_equal(syn_block_arena_grow(&a, 8, "test"), SYN_OK);
@@ -63,7 +64,8 @@ static void test_refusals(void **state) {
     assert_int_equal(syn_block_arena_init(&a, 0, 4, "KV test"), SYN_ERR_INVALID_ARGUMENT);
     assert_int_equal(syn_block_arena_init(&a, 4096, 0, "KV test"), SYN_ERR_INVALID_ARGUMENT);
     assert_int_equal(syn_block_arena_init(&a, SIZE_MAX, 2, "KV test"), SYN_ERR_INVALID_ARGUMENT);
-    assert_int_equal(syn_block_arena_init(&a, (size_t)1 << 40, UINT32_MAX, "KV test"), SYN_ERR_NO_MEMORY);
+    assert_int_equal(syn_block_arena_init(&a, (size_t)1 << 40, UINT32_MAX, "KV test"),
+                     SYN_ERR_NO_MEMORY);
     assert_non_null(strstr(syn_last_error(), "KV test"));
     assert_null(a.base);
 }

@@ -1,4 +1,5 @@
-/* test_chat.c: ChatML and Llama 3 rendering, template recognition and the argument checks of syn_chat_format.
+/* test_chat.c: ChatML and Llama 3 rendering, template recognition and the argument checks of
+ * syn_chat_format.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,7 +98,8 @@ static void test_tokenizes_to_control_tokens(void **state) {
                      SYN_OK);
     int32_t ids[64];
     size_t n;
-    assert_int_equal(syn_tokenize(syn_model_tokenizer(model), buf, len, false, true, ids, 64, &n), SYN_OK);
+    assert_int_equal(syn_tokenize(syn_model_tokenizer(model), buf, len, false, true, ids, 64, &n),
+                     SYN_OK);
     assert_true(n > 6);
     assert_int_equal(ids[0], 151644);     /* <|im_start|> */
     assert_int_equal(ids[n - 3], 151644); /* <|im_start|> assistant \n */
@@ -144,7 +146,8 @@ static void test_unrecognised_model_template(void **state) {
     struct syn_model other = *model;
     struct syn_tokenizer other_tok = *model->tokenizer;
     other.tokenizer = &other_tok;
-    other_tok.chat_template = (char *)"{% for m in messages %}<start_of_turn>{{ m['role'] }}{% endfor %}";
+    other_tok.chat_template =
+        (char *)"{% for m in messages %}<start_of_turn>{{ m['role'] }}{% endfor %}";
     const syn_chat_message user[] = {{"user", "hi"}};
     char buf[256];
     size_t len;
@@ -184,7 +187,8 @@ static const char llama3_template[] =
     "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
     "+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
     "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% "
+    "endif %}";
 
 static syn_status copy_tensor(void *user, const char *name, void *dst, uint64_t nbytes) {
     const gguf_tensor *t = gguf_find_tensor(user, name);
@@ -209,7 +213,8 @@ static syn_model *load_llama3_chat_model(char **dir_out) {
         const gguf_tensor *t = &src->tensors[i];
         char name[128];
         snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.data);
-        assert_int_equal(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, copy_tensor, src), SYN_OK);
+        assert_int_equal(
+            gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, copy_tensor, src), SYN_OK);
     }
     char *dir = test_make_temp_dir();
     assert_non_null(dir);
@@ -231,9 +236,9 @@ static void test_llama3_template(void **state) {
     char *dir = NULL;
     syn_model *m = load_llama3_chat_model(&dir);
     chat_style style;
-    assert_int_equal(chat_template_recognise(syn_tokenizer_chat_template(syn_model_tokenizer(m)),
-                                             &style),
-                     SYN_OK);
+    assert_int_equal(
+        chat_template_recognise(syn_tokenizer_chat_template(syn_model_tokenizer(m)), &style),
+        SYN_OK);
     assert_int_equal(style.format, CHAT_LLAMA3);
     const syn_chat_message turns[] = {
         {"system", "You are terse."},
@@ -247,7 +252,8 @@ static void test_llama3_template(void **state) {
                 "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
                 "<|start_header_id|>user<|end_header_id|>\n\nName a river.<|eot_id|>"
                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    expect_chat(m, NULL, turns + 1, 1, false, "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>");
+    expect_chat(m, NULL, turns + 1, 1, false,
+                "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>");
     /* "llama3" forces the Llama 3 format on a ChatML model (the tiny Qwen2 file). */
     expect_chat(model, "llama3", turns + 3, 1, true,
                 "<|start_header_id|>user<|end_header_id|>\n\nName a river.<|eot_id|>"

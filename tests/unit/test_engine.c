@@ -44,21 +44,22 @@ typedef struct trace {
     size_t n;
     char text[4096];
     size_t text_len;
-    int stop_after;                     /* the callback returns false after this many tokens; 0: never */
+    int stop_after; /* the callback returns false after this many tokens; 0: never */
     void (*hook)(void *ctx, uint32_t index); /* called for each token (on the scheduler thread) */
     void *hook_ctx;
-    int max_active;                     /* most active requests seen while it ran */
-    syn_engine *engine;                 /* for max_active */
-    int n_final;                        /* final events seen (token -1) */
-    syn_finish_reason final_finish;     /* the finish reason the final event carried */
-    bool piece_after_final;             /* an event came after the final one */
+    int max_active;                 /* most active requests seen while it ran */
+    syn_engine *engine;             /* for max_active */
+    int n_final;                    /* final events seen (token -1) */
+    syn_finish_reason final_finish; /* the finish reason the final event carried */
+    bool piece_after_final;         /* an event came after the final one */
 } trace;
 
 /* FNV-1a over the raw bytes: any change of any logit changes it (with overwhelming odds). */
 static uint64_t hash_logits(const float *l, int32_t n) {
     uint64_t h = 14695981039346656037ull;
     const unsigned char *b = (const unsigned char *)l;
-    for (size_t i = 0; i < sizeof(float) * (size_t)n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    for (size_t i = 0; i < sizeof(float) * (size_t)n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
 
@@ -74,8 +75,10 @@ static bool record_token(const syn_token_event *ev, void *user_data) {
         t->final_finish = ev->finish;
         return true;
     }
-    if (ev->finish != SYN_FINISH_NONE) fail_msg("token event %u carries a finish reason", ev->index);
-    if (t->n >= MAX_GEN || ev->index != t->n) fail_msg("token event %u out of order (have %zu)", ev->index, t->n);
+    if (ev->finish != SYN_FINISH_NONE)
+        fail_msg("token event %u carries a finish reason", ev->index);
+    if (t->n >= MAX_GEN || ev->index != t->n)
+        fail_msg("token event %u out of order (have %zu)", ev->index, t->n);
     t->tokens[t->n] = ev->token;
     t->hashes[t->n] = hash_logits(ev->logits, ev->n_vocab);
     t->steps[t->n] = ev->step;
@@ -140,7 +143,8 @@ static void reference(const fixture *f, const job *j, syn_kv_type kv, trace *out
             logits = masked;
         }
         int32_t id;
-        assert_int_equal(syn_sampler_sample(sampler, logits, f->n_vocab, history, n_hist, &id), SYN_OK);
+        assert_int_equal(syn_sampler_sample(sampler, logits, f->n_vocab, history, n_hist, &id),
+                         SYN_OK);
         if (!j->ignore_eos && syn_tokenizer_is_eog(f->tok, id)) break;
         out->tokens[out->n] = id;
         out->hashes[out->n++] = h;
@@ -155,12 +159,15 @@ static void reference(const fixture *f, const job *j, syn_kv_type kv, trace *out
 }
 
 static void assert_same_run(const trace *want, const trace *got, const char *what, size_t k) {
-    if (want->n != got->n) fail_msg("%s, request %zu: %zu tokens, want %zu", what, k, got->n, want->n);
+    if (want->n != got->n)
+        fail_msg("%s, request %zu: %zu tokens, want %zu", what, k, got->n, want->n);
     for (size_t i = 0; i < want->n; i++) {
         if (want->tokens[i] != got->tokens[i])
-            fail_msg("%s, request %zu: token %zu is %d, want %d", what, k, i, got->tokens[i], want->tokens[i]);
+            fail_msg("%s, request %zu: token %zu is %d, want %d", what, k, i, got->tokens[i],
+                     want->tokens[i]);
         if (want->hashes[i] != got->hashes[i])
-            fail_msg("%s, request %zu: logits of token %zu differ from the syn_context run", what, k, i);
+            fail_msg("%s, request %zu: logits of token %zu differ from the syn_context run", what,
+                     k, i);
     }
 }
 
@@ -175,7 +182,8 @@ static void assert_prefix_run(const trace *want, const trace *got, const char *w
 
 /* Sixteen ragged requests: prompt lengths 1..~80 (around block edges too), greedy and seeded. */
 static void make_jobs(const fixture *f, job *jobs, size_t n, size_t offset) {
-    static const size_t lens[MAX_JOBS] = {1, 16, 17, 33, 5, 48, 70, 2, 31, 32, 9, 64, 80, 3, 15, 47};
+    static const size_t lens[MAX_JOBS] = {1,  16, 17, 33, 5,  48, 70, 2,
+                                          31, 32, 9,  64, 80, 3,  15, 47};
     for (size_t k = 0; k < n; k++) {
         job *j = &jobs[k];
         j->prompt = f->tokens + offset + k * 97;
@@ -213,8 +221,8 @@ static syn_engine_params engine_params(int32_t n_parallel, int32_t threads, int3
 }
 
 /* Submits jobs in `order`, waits for all, checks each against its reference. */
-static void run_and_compare(const fixture *f, const syn_engine_params *ep, const job *jobs, const trace *want,
-                            const size_t *order, size_t n, const char *what) {
+static void run_and_compare(const fixture *f, const syn_engine_params *ep, const job *jobs,
+                            const trace *want, const size_t *order, size_t n, const char *what) {
     syn_engine *e = NULL;
     assert_int_equal(syn_engine_new(f->model, ep, &e), SYN_OK);
     trace *got = calloc(n, sizeof *got);
@@ -253,7 +261,8 @@ static void test_parity_batches(void **state) {
     job jobs[MAX_JOBS];
     trace want[MAX_JOBS];
     make_jobs(f, jobs, MAX_JOBS, 0);
-    for (size_t k = 0; k < MAX_JOBS; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    for (size_t k = 0; k < MAX_JOBS; k++)
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
 
     size_t reversed[MAX_JOBS], shuffled[MAX_JOBS];
     for (size_t i = 0; i < MAX_JOBS; i++) {
@@ -268,7 +277,8 @@ static void test_parity_batches(void **state) {
         snprintf(what, sizeof what, "5 slots, %d threads", threads);
         run_and_compare(f, &five, jobs, want, shuffled, MAX_JOBS, what);
         syn_engine_params sixteen = engine_params(16, threads, 16 + 7 * threads);
-        snprintf(what, sizeof what, "16 slots, %d threads, %d-token steps", threads, 16 + 7 * threads);
+        snprintf(what, sizeof what, "16 slots, %d threads, %d-token steps", threads,
+                 16 + 7 * threads);
         run_and_compare(f, &sixteen, jobs, want, reversed, MAX_JOBS, what);
     }
     syn_engine_params tight = engine_params(4, 2, 4); /* prompts cut into 1..4-token pieces */
@@ -284,7 +294,8 @@ static void test_parity_f16_kv(void **state) {
     job jobs[8];
     trace want[8];
     make_jobs(f, jobs, 8, 500);
-    for (size_t k = 0; k < 8; k++) reference(f, &jobs[k], SYN_KV_F16, &want[k]);
+    for (size_t k = 0; k < 8; k++)
+        reference(f, &jobs[k], SYN_KV_F16, &want[k]);
     syn_engine_params ep = engine_params(8, 2, 40);
     ep.kv_type = SYN_KV_F16;
     run_and_compare(f, &ep, jobs, want, NULL, 8, "f16 KV, 8 slots");
@@ -299,8 +310,8 @@ typedef struct arrivals {
     const job *jobs;
     trace *traces;
     syn_request **reqs;
-    size_t first, count;      /* jobs submitted by the hook */
-    syn_request **to_cancel;  /* cancelled by the hook */
+    size_t first, count;     /* jobs submitted by the hook */
+    syn_request **to_cancel; /* cancelled by the hook */
     bool fired;
 } arrivals;
 
@@ -323,9 +334,10 @@ static void test_parity_arrivals_and_cancellation(void **state) {
     syn_request *reqs[N] = {0};
     make_jobs(f, jobs, N, 1000);
     jobs[0].ignore_eos = true; /* its second token submits more requests */
-    jobs[2].max_tokens = 40; /* cancelled by the callback of request 0 */
-    jobs[3].max_tokens = 40; /* its own callback stops it after 3 tokens */
-    for (size_t k = 0; k < N; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    jobs[2].max_tokens = 40;   /* cancelled by the callback of request 0 */
+    jobs[3].max_tokens = 40;   /* its own callback stops it after 3 tokens */
+    for (size_t k = 0; k < N; k++)
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
     memset(got, 0, sizeof got);
     got[3].stop_after = 3;
 
@@ -335,7 +347,12 @@ static void test_parity_arrivals_and_cancellation(void **state) {
         syn_engine *e = NULL;
         syn_engine_params ep = engine_params(4, threads, 24);
         assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
-        arrivals a = {.engine = e, .jobs = jobs, .traces = got, .reqs = reqs, .first = 6, .count = N - 6,
+        arrivals a = {.engine = e,
+                      .jobs = jobs,
+                      .traces = got,
+                      .reqs = reqs,
+                      .first = 6,
+                      .count = N - 6,
                       .to_cancel = &reqs[2]};
         got[0].hook = submit_more;
         got[0].hook_ctx = &a;
@@ -363,7 +380,8 @@ static void test_parity_arrivals_and_cancellation(void **state) {
     }
 }
 
-/* ---- prefix reuse ----------------------------------------------------------------------------- */
+/* ---- prefix reuse -----------------------------------------------------------------------------
+ */
 
 /* A shared 48-token system prompt and a chat continuation are reused from the cache (result
  * n_cached_tokens) and give the same tokens and logits as computing everything. */
@@ -374,21 +392,28 @@ static void test_prefix_reuse(void **state) {
     job jobs[N + 1];
     trace want[N + 1], got[N + 1];
     for (size_t k = 0; k < N; k++) {
-        memcpy(prompts[k], f->tokens + 2000, sizeof(int32_t) * 48);      /* the shared system prompt */
+        memcpy(prompts[k], f->tokens + 2000, sizeof(int32_t) * 48); /* the shared system prompt */
         memcpy(prompts[k] + 48, f->tokens + 2100 + k * 50, sizeof(int32_t) * 30);
-        jobs[k] = (job){.prompt = prompts[k], .n_prompt = 48 + 5 + k * 6, .max_tokens = 6,
-                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k] = (job){.prompt = prompts[k],
+                        .n_prompt = 48 + 5 + k * 6,
+                        .max_tokens = 6,
+                        .sampling = syn_sampler_default_params(),
+                        .ignore_eos = true};
         jobs[k].sampling.seed = 77 + k;
     }
     jobs[0].max_tokens = 14; /* 53 + 13 decoded positions: its answer completes a 4th block */
-    for (size_t k = 0; k < N; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    for (size_t k = 0; k < N; k++)
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
     /* The next turn of request 0's chat: its prompt, its answer, then new tokens. */
     size_t n0 = jobs[0].n_prompt;
     memcpy(prompts[N], prompts[0], sizeof(int32_t) * n0);
     memcpy(prompts[N] + n0, want[0].tokens, sizeof(int32_t) * want[0].n);
     memcpy(prompts[N] + n0 + want[0].n, f->tokens + 3000, sizeof(int32_t) * 20);
-    jobs[N] = (job){.prompt = prompts[N], .n_prompt = n0 + want[0].n + 20, .max_tokens = 5,
-                    .sampling = syn_sampler_default_params(), .ignore_eos = true};
+    jobs[N] = (job){.prompt = prompts[N],
+                    .n_prompt = n0 + want[0].n + 20,
+                    .max_tokens = 5,
+                    .sampling = syn_sampler_default_params(),
+                    .ignore_eos = true};
     jobs[N].sampling.temperature = 0.0f;
     reference(f, &jobs[N], SYN_KV_F32, &want[N]);
 
@@ -420,7 +445,8 @@ static void test_prefix_reuse(void **state) {
                 assert_int_equal(res.n_cached_tokens, 64);
             syn_request_free(rs[k]);
         }
-        for (size_t k = 0; k <= N; k++) assert_same_run(&want[k], &got[k], cache ? "prefix cache" : "no cache", k);
+        for (size_t k = 0; k <= N; k++)
+            assert_same_run(&want[k], &got[k], cache ? "prefix cache" : "no cache", k);
         syn_engine_stats st;
         syn_engine_get_stats(e, &st);
         if (cache) assert_true(st.n_cached_tokens >= 48 * N);
@@ -437,8 +463,11 @@ static void test_prefix_lru_eviction(void **state) {
     job jobs[N];
     trace want[2], got;
     for (size_t k = 0; k < N; k++) {
-        jobs[k] = (job){.prompt = f->tokens + k * 300, .n_prompt = 300, .max_tokens = 3,
-                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k] = (job){.prompt = f->tokens + k * 300,
+                        .n_prompt = 300,
+                        .max_tokens = 3,
+                        .sampling = syn_sampler_default_params(),
+                        .ignore_eos = true};
         jobs[k].sampling.temperature = 0.0f;
     }
     syn_engine_params ep = engine_params(2, 2, 256);
@@ -463,7 +492,8 @@ static void test_prefix_lru_eviction(void **state) {
     assert_true(st.kv_blocks_cached > 0);
 
     const size_t again[2] = {N - 1, 0};
-    for (int i = 0; i < 2; i++) reference(f, &jobs[again[i]], SYN_KV_F32, &want[i]);
+    for (int i = 0; i < 2; i++)
+        reference(f, &jobs[again[i]], SYN_KV_F32, &want[i]);
     for (int i = 0; i < 2; i++) {
         memset(&got, 0, sizeof got);
         syn_request *r = NULL;
@@ -481,7 +511,8 @@ static void test_prefix_lru_eviction(void **state) {
     syn_engine_free(e);
 }
 
-/* ---- scheduling ------------------------------------------------------------------------------- */
+/* ---- scheduling -------------------------------------------------------------------------------
+ */
 
 /* A 2,000-token prompt arriving while 4 sequences decode is read over many steps, and every
  * decoding sequence still advances exactly one token per step. */
@@ -492,13 +523,20 @@ static void test_fairness_long_prompt(void **state) {
     trace want[N], got[N];
     syn_request *reqs[N] = {0};
     for (size_t k = 0; k < 4; k++) {
-        jobs[k] = (job){.prompt = f->tokens + 100 * k, .n_prompt = 5 + 4 * k, .max_tokens = 40,
-                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k] = (job){.prompt = f->tokens + 100 * k,
+                        .n_prompt = 5 + 4 * k,
+                        .max_tokens = 40,
+                        .sampling = syn_sampler_default_params(),
+                        .ignore_eos = true};
         jobs[k].sampling.temperature = 0.0f;
     }
-    jobs[4] = (job){.prompt = f->tokens + 1000, .n_prompt = 2000, .max_tokens = 3,
-                    .sampling = syn_sampler_default_params(), .ignore_eos = true};
-    for (size_t k = 0; k < N; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    jobs[4] = (job){.prompt = f->tokens + 1000,
+                    .n_prompt = 2000,
+                    .max_tokens = 3,
+                    .sampling = syn_sampler_default_params(),
+                    .ignore_eos = true};
+    for (size_t k = 0; k < N; k++)
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
     memset(got, 0, sizeof got);
 
     syn_engine_params ep = engine_params(5, 2, 128);
@@ -521,11 +559,13 @@ static void test_fairness_long_prompt(void **state) {
     /* 2,000 tokens in steps of at most 128 - 4 prompt tokens: at least 17 steps. */
     assert_true(first_long - arrival >= 16);
     for (size_t k = 0; k < 4; k++) {
-        assert_true(got[k].steps[got[k].n - 1] > first_long); /* it decoded through the long prefill */
+        assert_true(got[k].steps[got[k].n - 1] >
+                    first_long); /* it decoded through the long prefill */
         for (size_t i = 1; i < got[k].n; i++)
             if (got[k].steps[i] != got[k].steps[i - 1] + 1)
                 fail_msg("request %zu: token %zu came at step %llu after step %llu", k, i,
-                         (unsigned long long)got[k].steps[i], (unsigned long long)got[k].steps[i - 1]);
+                         (unsigned long long)got[k].steps[i],
+                         (unsigned long long)got[k].steps[i - 1]);
     }
     syn_engine_free(e);
 }
@@ -539,8 +579,11 @@ static void test_budget_admission(void **state) {
     trace want[N], got[N];
     syn_request *reqs[N];
     for (size_t k = 0; k < N; k++) {
-        jobs[k] = (job){.prompt = f->tokens + 500 * k, .n_prompt = 900, .max_tokens = 8,
-                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k] = (job){.prompt = f->tokens + 500 * k,
+                        .n_prompt = 900,
+                        .max_tokens = 8,
+                        .sampling = syn_sampler_default_params(),
+                        .ignore_eos = true};
         jobs[k].sampling.temperature = 0.0f;
         reference(f, &jobs[k], SYN_KV_F32, &want[k]);
     }
@@ -586,8 +629,11 @@ static void test_preemption_parity(void **state) {
     trace want[N], got[N];
     syn_request *reqs[N];
     for (size_t k = 0; k < N; k++) {
-        jobs[k] = (job){.prompt = f->tokens + 700 * k, .n_prompt = n_prompt, .max_tokens = GEN,
-                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k] = (job){.prompt = f->tokens + 700 * k,
+                        .n_prompt = n_prompt,
+                        .max_tokens = GEN,
+                        .sampling = syn_sampler_default_params(),
+                        .ignore_eos = true};
         jobs[k].sampling.seed = 77 + k;
         if (k % 2) jobs[k].sampling.temperature = 0.0f;
         reference(f, &jobs[k], SYN_KV_F32, &want[k]);
@@ -606,7 +652,8 @@ static void test_preemption_parity(void **state) {
         syn_request_free(reqs[k]);
     }
     syn_engine_get_stats(e, &st);
-    if (st.n_preempted == 0) fail_msg("the pool never ran dry: the test does not exercise preemption");
+    if (st.n_preempted == 0)
+        fail_msg("the pool never ran dry: the test does not exercise preemption");
     syn_engine_free(e);
 }
 
@@ -653,7 +700,10 @@ static void test_generate_to_the_end(void **state) {
  * streamed text ends right before it and never carried any part of it. */
 static void test_stop_strings(void **state) {
     const fixture *f = *state;
-    job j = {.prompt = f->tokens + 40, .n_prompt = 12, .max_tokens = 40, .sampling = syn_sampler_default_params(),
+    job j = {.prompt = f->tokens + 40,
+             .n_prompt = 12,
+             .max_tokens = 40,
+             .sampling = syn_sampler_default_params(),
              .ignore_eos = true};
     j.sampling.temperature = 0.0f;
     syn_engine_params ep = engine_params(2, 2, 64);
@@ -672,13 +722,15 @@ static void test_stop_strings(void **state) {
     for (size_t i = 0; i < full.n; i++) {
         char piece[256];
         size_t len = 0;
-        assert_int_equal(syn_tokenizer_token_bytes(f->tok, full.tokens[i], piece, sizeof piece, &len), SYN_OK);
+        assert_int_equal(
+            syn_tokenizer_token_bytes(f->tok, full.tokens[i], piece, sizeof piece, &len), SYN_OK);
         ends[i] = end += len;
     }
     assert_int_equal(end, full.text_len);
     size_t b = 0; /* a token boundary with at least 3 bytes on each side */
     for (size_t i = 0; i < full.n && !b; i++)
-        if (ends[i] >= 3 && ends[i] + 3 <= end && (i == 0 || ends[i] - ends[i - 1] >= 1)) b = ends[i];
+        if (ends[i] >= 3 && ends[i] + 3 <= end && (i == 0 || ends[i] - ends[i - 1] >= 1))
+            b = ends[i];
     assert_true(b > 0);
     char stop[8];
     memcpy(stop, full.text + b - 3, 6);
@@ -699,7 +751,8 @@ static void test_stop_strings(void **state) {
         assert_int_equal(res.finish, SYN_FINISH_STOP);
         /* Generation went on exactly until the token that completed the match. */
         size_t last = 0;
-        while (ends[last] < want_len + 6) last++;
+        while (ends[last] < want_len + 6)
+            last++;
         assert_int_equal(res.n_tokens, last + 1);
         if (with_stream) {
             assert_int_equal(got.text_len, want_len);
@@ -728,14 +781,16 @@ static void test_shared_compute_pool(void **state) {
     job jobs[N];
     trace want[N], got[N];
     make_jobs(f, jobs, N, 300);
-    for (size_t k = 0; k < N; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    for (size_t k = 0; k < N; k++)
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
     syn_compute_pool *pool = NULL;
     assert_int_equal(syn_compute_pool_new(2, &pool), SYN_OK);
     assert_int_equal(syn_compute_pool_n_threads(pool), 2);
     syn_engine_params ep = engine_params(3, 0, 64);
     ep.pool = pool;
     syn_engine *engines[2] = {NULL, NULL};
-    for (int i = 0; i < 2; i++) assert_int_equal(syn_engine_new(f->model, &ep, &engines[i]), SYN_OK);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(syn_engine_new(f->model, &ep, &engines[i]), SYN_OK);
     memset(got, 0, sizeof got);
     syn_request *reqs[N];
     for (size_t k = 0; k < N; k++) {
@@ -748,7 +803,8 @@ static void test_shared_compute_pool(void **state) {
         assert_same_run(&want[k], &got[k], "shared pool", k);
         syn_request_free(reqs[k]);
     }
-    for (int i = 0; i < 2; i++) syn_engine_free(engines[i]);
+    for (int i = 0; i < 2; i++)
+        syn_engine_free(engines[i]);
     ep.n_threads = 3;
     syn_engine *e = NULL;
     assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_ERR_INVALID_ARGUMENT);
@@ -757,7 +813,8 @@ static void test_shared_compute_pool(void **state) {
     assert_int_equal(syn_compute_pool_new(-1, &pool), SYN_ERR_INVALID_ARGUMENT);
 }
 
-/* ---- prompts, streaming, stop tokens, helper -------------------------------------------------- */
+/* ---- prompts, streaming, stop tokens, helper --------------------------------------------------
+ */
 
 /* Text and chat prompts are tokenized as syn_tokenize / syn_chat_format would; the streamed
  * pieces concatenate to the detokenized output; a stop token ends generation before it. */
@@ -766,8 +823,12 @@ static void test_text_chat_stream_stop(void **state) {
     const char *text = "Hello, world! Tell me about <|im_start|>concurrency.";
     int32_t ids[128];
     size_t n_ids = 0;
-    assert_int_equal(syn_tokenize(f->tok, text, strlen(text), false, true, ids, 128, &n_ids), SYN_OK);
-    job j = {.prompt = ids, .n_prompt = n_ids, .max_tokens = 12, .sampling = syn_sampler_default_params(),
+    assert_int_equal(syn_tokenize(f->tok, text, strlen(text), false, true, ids, 128, &n_ids),
+                     SYN_OK);
+    job j = {.prompt = ids,
+             .n_prompt = n_ids,
+             .max_tokens = 12,
+             .sampling = syn_sampler_default_params(),
              .ignore_eos = true};
     j.sampling.temperature = 0.0f;
     trace want, got;
@@ -789,7 +850,8 @@ static void test_text_chat_stream_stop(void **state) {
     assert_same_run(&want, &got, "text prompt", 0);
     char detok[4096];
     size_t n_bytes = 0;
-    assert_int_equal(syn_detokenize(f->tok, res.tokens, res.n_tokens, detok, sizeof detok, &n_bytes), SYN_OK);
+    assert_int_equal(
+        syn_detokenize(f->tok, res.tokens, res.n_tokens, detok, sizeof detok, &n_bytes), SYN_OK);
     assert_int_equal(got.text_len, n_bytes);
     assert_memory_equal(got.text, detok, n_bytes);
     syn_request_free(r);
@@ -797,7 +859,8 @@ static void test_text_chat_stream_stop(void **state) {
     /* Stop at the first occurrence of the 5th generated token. */
     const int32_t stop = want.tokens[4];
     size_t first = 0;
-    while (want.tokens[first] != stop) first++;
+    while (want.tokens[first] != stop)
+        first++;
     memset(&got, 0, sizeof got);
     p = request_of(&j, &got);
     p.stop_tokens = &stop;
@@ -812,7 +875,8 @@ static void test_text_chat_stream_stop(void **state) {
     const syn_chat_message msgs[2] = {{"system", "You are terse."}, {"user", "Hi"}};
     char chat[1024];
     size_t chat_len = 0;
-    assert_int_equal(syn_chat_format(f->model, NULL, msgs, 2, true, chat, sizeof chat, &chat_len), SYN_OK);
+    assert_int_equal(syn_chat_format(f->model, NULL, msgs, 2, true, chat, sizeof chat, &chat_len),
+                     SYN_OK);
     assert_int_equal(syn_tokenize(f->tok, chat, chat_len, false, true, ids, 128, &n_ids), SYN_OK);
     j.n_prompt = n_ids;
     reference(f, &j, SYN_KV_F32, &want);
@@ -863,21 +927,25 @@ static void test_run_helper(void **state) {
     }
     /* A bad request: nothing stays submitted, and the error names its index. The requests before
      * it may produce tokens before they are cancelled: no callbacks this time. */
-    for (size_t k = 0; k < N; k++) params[k].on_token = NULL;
+    for (size_t k = 0; k < N; k++)
+        params[k].on_token = NULL;
     params[4].max_tokens = -1;
     assert_int_equal(syn_engine_run(e, params, N, reqs, &rs), SYN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(syn_last_error(), "request 4"));
-    for (size_t k = 0; k < N; k++) assert_null(reqs[k]);
+    for (size_t k = 0; k < N; k++)
+        assert_null(reqs[k]);
     syn_engine_free(e);
 }
 
-/* ---- limits and errors -------------------------------------------------------------------------- */
+/* ---- limits and errors --------------------------------------------------------------------------
+ */
 
 static void expect_engine_error(const fixture *f, syn_engine_params ep, const char *needle) {
     syn_engine *e = (syn_engine *)&e; /* must be reset to NULL */
     assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_ERR_INVALID_ARGUMENT);
     assert_null(e);
-    if (!strstr(syn_last_error(), needle)) fail_msg("message '%s' does not name '%s'", syn_last_error(), needle);
+    if (!strstr(syn_last_error(), needle))
+        fail_msg("message '%s' does not name '%s'", syn_last_error(), needle);
 }
 
 static void test_invalid_engine_params(void **state) {
@@ -899,11 +967,14 @@ static void test_invalid_engine_params(void **state) {
     expect_engine_error(f, ep, "99");
     /* The limits themselves are accepted. */
     syn_engine *e = NULL;
-    assert_int_equal(syn_engine_new(f->model, &(syn_engine_params){.n_parallel = SYN_ENGINE_MAX_PARALLEL,
-                                                                   .n_threads = 1, .kv_budget_mib = 16,
-                                                                   .max_step_tokens = SYN_ENGINE_MAX_PARALLEL},
-                                    &e),
-                     SYN_OK);
+    assert_int_equal(
+        syn_engine_new(f->model,
+                       &(syn_engine_params){.n_parallel = SYN_ENGINE_MAX_PARALLEL,
+                                            .n_threads = 1,
+                                            .kv_budget_mib = 16,
+                                            .max_step_tokens = SYN_ENGINE_MAX_PARALLEL},
+                       &e),
+        SYN_OK);
     syn_engine_free(e);
 }
 
@@ -914,7 +985,10 @@ static void test_request_limits(void **state) {
     syn_engine *e = NULL;
     assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
     syn_request *r = (syn_request *)&r;
-    job j = {.prompt = f->tokens, .n_prompt = 60, .max_tokens = 5, .sampling = syn_sampler_default_params()};
+    job j = {.prompt = f->tokens,
+             .n_prompt = 60,
+             .max_tokens = 5,
+             .sampling = syn_sampler_default_params()};
     syn_request_params p = request_of(&j, NULL);
     /* Context overflow: 60 + 5 > 64. */
     assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_CONTEXT_FULL);
@@ -997,7 +1071,8 @@ static void test_cancel_queued_and_failed_step(void **state) {
     make_jobs(f, jobs, 4, 2500);
     jobs[0].ignore_eos = true;
     trace want[4], got[4];
-    for (size_t k = 0; k < 4; k++) reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    for (size_t k = 0; k < 4; k++)
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
     memset(got, 0, sizeof got);
     syn_engine_params ep = engine_params(1, 2, 64);
     syn_engine *e = NULL;
@@ -1005,7 +1080,13 @@ static void test_cancel_queued_and_failed_step(void **state) {
 
     /* Request 0 holds the only slot; its second token submits request 1 and cancels it queued. */
     syn_request *r[4] = {0};
-    arrivals a = {.engine = e, .jobs = jobs, .traces = got, .reqs = r, .first = 1, .count = 1, .to_cancel = &r[1]};
+    arrivals a = {.engine = e,
+                  .jobs = jobs,
+                  .traces = got,
+                  .reqs = r,
+                  .first = 1,
+                  .count = 1,
+                  .to_cancel = &r[1]};
     got[0].hook = submit_more;
     got[0].hook_ctx = &a;
     syn_request_result res;
@@ -1033,7 +1114,8 @@ static void test_cancel_queued_and_failed_step(void **state) {
     assert_int_equal(syn_request_wait(r[3], &res), SYN_OK);
     assert_int_equal(res.status, SYN_OK);
     assert_same_run(&want[3], &got[3], "after a failed step", 3);
-    for (int i = 0; i < 4; i++) syn_request_free(r[i]);
+    for (int i = 0; i < 4; i++)
+        syn_request_free(r[i]);
     syn_engine_stats st;
     syn_engine_get_stats(e, &st);
     assert_int_equal(st.n_active, 0);
@@ -1044,8 +1126,8 @@ static void test_cancel_queued_and_failed_step(void **state) {
 /* A copy of the tiny model, dir/name, whose token_embd rows ids[0..n_ids) have every block scale
  * set to the fp16 bits `scale`: with the tied output projection that scales logits[id] (a NaN
  * makes it NaN after every token; prompts must avoid the ids). Returns its path. */
-static char *write_scaled_rows_model(const char *dir, const char *name, const int32_t *ids, size_t n_ids,
-                                     uint16_t scale) {
+static char *write_scaled_rows_model(const char *dir, const char *name, const int32_t *ids,
+                                     size_t n_ids, uint16_t scale) {
     const char *src = test_data_path("qwen2-tiny-synth-q8_0.gguf");
     gguf_file *g = NULL;
     assert_int_equal(gguf_open(src, &g), SYN_OK);
@@ -1053,14 +1135,16 @@ static char *write_scaled_rows_model(const char *dir, const char *name, const in
     assert_non_null(t);
     assert_int_equal(t->type, GGML_TYPE_Q8_0);
     const size_t data_at = (size_t)((const uint8_t *)t->data - g->base);
-    const size_t row_bytes = (size_t)ggml_row_size(t->type, t->ne[0]), n_blocks = (size_t)t->ne[0] / 32;
+    const size_t row_bytes = (size_t)ggml_row_size(t->type, t->ne[0]),
+                 n_blocks = (size_t)t->ne[0] / 32;
     gguf_close(g);
     size_t size = 0;
     uint8_t *bytes = test_read_file(src, &size);
     assert_non_null(bytes);
     const uint8_t le[2] = {(uint8_t)(scale & 0xff), (uint8_t)(scale >> 8)};
     for (size_t i = 0; i < n_ids; i++)
-        for (size_t b = 0; b < n_blocks; b++) memcpy(bytes + data_at + (size_t)ids[i] * row_bytes + b * 34, le, 2);
+        for (size_t b = 0; b < n_blocks; b++)
+            memcpy(bytes + data_at + (size_t)ids[i] * row_bytes + b * 34, le, 2);
     char *path = malloc(strlen(dir) + strlen(name) + 2);
     assert_non_null(path);
     sprintf(path, "%s/%s", dir, name);
@@ -1099,10 +1183,14 @@ static void test_ignore_eos_greedy_masks_when_needed(void **state) {
     trace want[N];
     int eog_stops = 0;
     for (size_t k = 0; k < N; k++) {
-        jobs[k] = (job){.prompt = f->tokens + 300 + 50 * k, .n_prompt = 10, .max_tokens = 12,
-                        .sampling = syn_sampler_default_params(), .ignore_eos = true};
+        jobs[k] = (job){.prompt = f->tokens + 300 + 50 * k,
+                        .n_prompt = 10,
+                        .max_tokens = 12,
+                        .sampling = syn_sampler_default_params(),
+                        .ignore_eos = true};
         jobs[k].sampling.temperature = 0.0f;
-        for (size_t i = 0; i < jobs[k].n_prompt; i++) assert_false(syn_tokenizer_is_eog(f->tok, jobs[k].prompt[i]));
+        for (size_t i = 0; i < jobs[k].n_prompt; i++)
+            assert_false(syn_tokenizer_is_eog(f->tok, jobs[k].prompt[i]));
         reference(&g, &jobs[k], SYN_KV_F32, &want[k]);
         job unmasked = jobs[k];
         unmasked.ignore_eos = false;
@@ -1136,8 +1224,12 @@ static void test_nan_logits_fail_the_request(void **state) {
     assert_int_equal(syn_engine_new(model, &ep, &e), SYN_OK);
     const float temperatures[] = {0.0f, 0.8f, 0.0f};
     for (size_t k = 0; k < sizeof temperatures / sizeof temperatures[0]; k++) {
-        job j = {.prompt = f->tokens + 40 * k, .n_prompt = 20, .max_tokens = 4, .sampling = syn_sampler_default_params()};
-        for (size_t i = 0; i < j.n_prompt; i++) assert_int_not_equal(j.prompt[i], NAN_ID);
+        job j = {.prompt = f->tokens + 40 * k,
+                 .n_prompt = 20,
+                 .max_tokens = 4,
+                 .sampling = syn_sampler_default_params()};
+        for (size_t i = 0; i < j.n_prompt; i++)
+            assert_int_not_equal(j.prompt[i], NAN_ID);
         j.sampling.temperature = temperatures[k];
         trace got = {0};
         syn_request_params p = request_of(&j, &got);
@@ -1147,8 +1239,8 @@ static void test_nan_logits_fail_the_request(void **state) {
         assert_int_equal(syn_request_wait(r, &res), SYN_OK);
         if (res.finish != SYN_FINISH_ERROR || res.status != SYN_ERR_INVALID_ARGUMENT ||
             !strstr(res.error, "logits[1000] is NaN"))
-            fail_msg("request %zu: finish %s, status %d, error '%s'", k, syn_finish_reason_name(res.finish),
-                     res.status, res.error);
+            fail_msg("request %zu: finish %s, status %d, error '%s'", k,
+                     syn_finish_reason_name(res.finish), res.status, res.error);
         assert_int_equal(res.n_tokens, 0);
         assert_int_equal(got.n, 0);
         syn_request_free(r);
@@ -1212,7 +1304,9 @@ static int run_short_requests(void *arg) {
     syn_request **reqs = calloc(sr->n, sizeof *reqs);
     int failed = !params || !reqs;
     for (size_t k = 0; !failed && k < sr->n; k++) {
-        job j = {.prompt = sr->f->tokens + k % 1000, .n_prompt = 8, .max_tokens = 2,
+        job j = {.prompt = sr->f->tokens + k % 1000,
+                 .n_prompt = 8,
+                 .max_tokens = 2,
                  .sampling = syn_sampler_default_params()};
         j.sampling.seed = k;
         if (k % 3 != 0) j.sampling.temperature = 0.0f;
@@ -1224,7 +1318,8 @@ static int run_short_requests(void *arg) {
         failed = syn_request_wait(reqs[k], &res) != SYN_OK ||
                  (res.finish != SYN_FINISH_LENGTH && res.finish != SYN_FINISH_EOG);
     }
-    for (size_t k = 0; reqs && k < sr->n; k++) syn_request_free(reqs[k]);
+    for (size_t k = 0; reqs && k < sr->n; k++)
+        syn_request_free(reqs[k]);
     syn_engine_free(e);
     free(params);
     free(reqs);

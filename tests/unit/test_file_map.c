@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/statfs.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,7 +36,8 @@ static char *write_pattern_file(const char *dir, size_t size) {
     uint8_t chunk[4096];
     for (size_t off = 0; off < size; off += sizeof chunk) {
         const size_t n = size - off < sizeof chunk ? size - off : sizeof chunk;
-        for (size_t i = 0; i < n; i++) chunk[i] = (uint8_t)((off + i) * 2654435761u >> 11);
+        for (size_t i = 0; i < n; i++)
+            chunk[i] = (uint8_t)((off + i) * 2654435761u >> 11);
         assert_int_equal(write(fd, chunk, n), (ssize_t)n);
     }
     assert_int_equal(fsync(fd), 0);
@@ -58,7 +59,8 @@ static bool huge_file_pages_expected(const char *dir) {
     if (!thp || statfs(dir, &fs) != 0 || uname(&u) != 0) return false;
     int major = 0, minor = 0;
     if (sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
-    const bool ext4_large_folios = fs.f_type == 0xEF53 && (major > 6 || (major == 6 && minor >= 16));
+    const bool ext4_large_folios =
+        fs.f_type == 0xEF53 && (major > 6 || (major == 6 && minor >= 16));
     return ext4_large_folios || fs.f_type == 0x58465342; /* XFS */
 }
 
@@ -68,18 +70,21 @@ static size_t resident_pages(const void *p, size_t n) {
     assert_true(n <= 8 * MIB);
     assert_int_equal(mincore((void *)p, n, vec), 0);
     size_t resident = 0;
-    for (size_t i = 0; i < n / 4096; i++) resident += vec[i] & 1;
+    for (size_t i = 0; i < n / 4096; i++)
+        resident += vec[i] & 1;
     return resident;
 }
 
 static uint8_t sum_pages(const uint8_t *p, size_t n) {
     uint8_t s = 0;
-    for (size_t i = 0; i < n; i += 4096) s ^= ((const volatile uint8_t *)p)[i];
+    for (size_t i = 0; i < n; i += 4096)
+        s ^= ((const volatile uint8_t *)p)[i];
     return s;
 }
 
 /* A fresh temporary folder for a huge-page test, or the test skipped (folder removed) where the
- * file system cannot give a mapping 2 MiB pages, or where it needs root and does not run as root. */
+ * file system cannot give a mapping 2 MiB pages, or where it needs root and does not run as root.
+ */
 static char *huge_test_dir(bool needs_root) {
     char *dir = test_make_temp_dir();
     if ((needs_root && geteuid() != 0) || !huge_file_pages_expected(dir)) {
@@ -110,7 +115,8 @@ static void test_mapping_is_aligned_and_holds_the_file(void **state) {
         assert_int_equal(syn_file_map(fd, size, path, huge, &base), SYN_OK);
         assert_int_equal((uintptr_t)base % SYN_HUGE_PAGE_BYTES, 0);
         const uint8_t *b = base;
-        for (size_t i = 0; i < size; i += 997) assert_int_equal(b[i], (uint8_t)(i * 2654435761u >> 11));
+        for (size_t i = 0; i < size; i += 997)
+            assert_int_equal(b[i], (uint8_t)(i * 2654435761u >> 11));
         assert_int_equal(b[size - 1], (uint8_t)((size - 1) * 2654435761u >> 11));
         assert_int_equal(munmap(base, size), 0);
     }
@@ -134,7 +140,8 @@ static void rewrite_in_small_folios(int fd, const char *path, size_t off, size_t
     assert_int_equal(posix_fadvise(fd, (off_t)off, (off_t)n, POSIX_FADV_DONTNEED), 0);
     int wfd = open(path, O_WRONLY);
     assert_true(wfd >= 0);
-    for (size_t o = 0; o < n; o += 4096) assert_int_equal(pwrite(wfd, buf + o, 4096, (off_t)(off + o)), 4096);
+    for (size_t o = 0; o < n; o += 4096)
+        assert_int_equal(pwrite(wfd, buf + o, 4096, (off_t)(off + o)), 4096);
     assert_int_equal(fsync(wfd), 0);
     close(wfd);
     free(buf);
@@ -174,7 +181,8 @@ static void test_recache_gives_huge_pages(void **state) {
     rewrite_in_small_folios(fd, path, 0, SYN_HUGE_PAGE_BYTES);
     assert_int_equal(syn_file_map(fd, size, path, true, &base), SYN_OK);
     (void)sum_pages(base, size);
-    assert_int_equal(syn_file_map_huge_bytes(base, size), size - SYN_HUGE_PAGE_BYTES); /* mixed indeed */
+    assert_int_equal(syn_file_map_huge_bytes(base, size),
+                     size - SYN_HUGE_PAGE_BYTES); /* mixed indeed */
     assert_true(syn_file_map_recache_huge(fd, base, size));
     (void)sum_pages(base, size);
     assert_true(syn_file_map_huge_bytes(base, size) >= size);
@@ -268,10 +276,13 @@ static void test_model_huge_page_switch(void **state) {
         p.prefetch = false;
         p.huge_pages = huge;
         syn_model *m = NULL;
-        assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), &p, &m), SYN_OK);
+        assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), &p, &m),
+                         SYN_OK);
         sums[huge] = sum_pages(m->gguf->base, m->gguf->size);
-        if (huge) assert_true(syn_model_huge_page_bytes(m) >= SYN_HUGE_PAGE_BYTES);
-        else assert_int_equal(syn_model_huge_page_bytes(m), 0);
+        if (huge)
+            assert_true(syn_model_huge_page_bytes(m) >= SYN_HUGE_PAGE_BYTES);
+        else
+            assert_int_equal(syn_model_huge_page_bytes(m), 0);
         syn_model_free(m);
     }
     assert_int_equal(sums[0], sums[1]);

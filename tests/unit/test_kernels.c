@@ -125,8 +125,8 @@ static void test_block_dots_exact(void **state) {
             for (int k = 0; k < n_tiers; k++) {
                 float got = tier_vec_dot(tiers[k].isa)(1, &w, &a);
                 if (got != expect)
-                    fail_msg("%s vec_dot: %.1f, expected %.1f", syn_isa_tier_name(tiers[k].isa), got,
-                             expect);
+                    fail_msg("%s vec_dot: %.1f, expected %.1f", syn_isa_tier_name(tiers[k].isa),
+                             got, expect);
                 tiers[k].mat[GGML_TYPE_Q8_0].matvec(1, &w, sizeof w, 0, 1, &a, &got);
                 if (got != expect)
                     fail_msg("%s matvec: %.1f, expected %.1f", syn_isa_tier_name(tiers[k].isa), got,
@@ -150,7 +150,8 @@ static void test_block_dots_exact(void **state) {
             for (int r = 0; r < 8; r++) {
                 if (y[t * 8 + r] != (float)int_dot(&w[r], &a[t])) {
                     fail_msg("%s matmul row %d token %d: %.1f, expected %d",
-                             syn_isa_tier_name(tiers[k].isa), r, t, y[t * 8 + r], int_dot(&w[r], &a[t]));
+                             syn_isa_tier_name(tiers[k].isa), r, t, y[t * 8 + r],
+                             int_dot(&w[r], &a[t]));
                 }
             }
         }

@@ -47,7 +47,8 @@ static void test_f32_model_vs_f32_ref(void **state) {
     check_oracle("qwen2-tiny-synth-f32", AGAINST_F32_REF);
 }
 
-/* Against llama.cpp, same argmax where its margin >= 0.05; max_diff / mean_diff bound the logits. */
+/* Against llama.cpp, same argmax where its margin >= 0.05; max_diff / mean_diff bound the logits.
+ */
 static void check_llama(const char *model_key, syn_kv_type kv, double max_diff, double mean_diff) {
     syn_context_params p = optimized_params();
     p.kv_type = kv;
@@ -97,7 +98,8 @@ static int setup_model(void **state, const char *file) {
     syn_model_get_info(f->model, &info);
     f->n_vocab = info.n_vocab;
     test_fill_tokens(f->tokens, sizeof f->tokens / sizeof f->tokens[0], 12345);
-    for (size_t i = 0; i < sizeof f->tokens / sizeof f->tokens[0]; i++) f->tokens[i] %= f->n_vocab;
+    for (size_t i = 0; i < sizeof f->tokens / sizeof f->tokens[0]; i++)
+        f->tokens[i] %= f->n_vocab;
     *state = f;
     return 0;
 }
@@ -120,7 +122,8 @@ static int teardown(void **state) {
 /* Logits of every one of n tokens ([n][n_vocab], malloc'd), fed to a fresh context in chunks of
  * `chunk` tokens. all_logits false: each chunk's last row only comes from syn_context_logits
  * (the other rows stay NaN-free zeros and are not compared by callers). */
-static float *run_chunks(const fixture *f, syn_context_params p, size_t n, size_t chunk, bool all_logits) {
+static float *run_chunks(const fixture *f, syn_context_params p, size_t n, size_t chunk,
+                         bool all_logits) {
     float *out = calloc(n * (size_t)f->n_vocab, sizeof(float));
     syn_context *ctx = NULL;
     assert_non_null(out);
@@ -129,7 +132,8 @@ static float *run_chunks(const fixture *f, syn_context_params p, size_t n, size_
     for (size_t i = 0; i < n; i += chunk) {
         size_t len = n - i < chunk ? n - i : chunk;
         float *dst = out + i * (size_t)f->n_vocab;
-        assert_int_equal(syn_context_decode(ctx, f->tokens + i, len, all_logits ? dst : NULL), SYN_OK);
+        assert_int_equal(syn_context_decode(ctx, f->tokens + i, len, all_logits ? dst : NULL),
+                         SYN_OK);
         if (!all_logits)
             memcpy(out + (i + len - 1) * (size_t)f->n_vocab, syn_context_logits(ctx),
                    sizeof(float) * (size_t)f->n_vocab);
@@ -142,7 +146,8 @@ static void assert_bitwise_equal(const float *a, const float *b, size_t n, const
     if (memcmp(a, b, n * sizeof(float)) != 0) {
         for (size_t i = 0; i < n; i++) {
             if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-                fail_msg("%s: logits differ at %zu: %.9g vs %.9g", what, i, (double)a[i], (double)b[i]);
+                fail_msg("%s: logits differ at %zu: %.9g vs %.9g", what, i, (double)a[i],
+                         (double)b[i]);
             }
         }
     }
@@ -184,7 +189,8 @@ static void test_decode_equals_prefill(void **state) {
 
     float *whole = run_chunks(f, p, 600, 600, false);
     float *sliced = run_chunks(f, p, 600, 64, false);
-    assert_bitwise_equal(whole + 599 * v, sliced + 599 * v, v, "600-token prefill vs 64-token chunks");
+    assert_bitwise_equal(whole + 599 * v, sliced + 599 * v, v,
+                         "600-token prefill vs 64-token chunks");
     free(whole);
     free(sliced);
 }
@@ -214,8 +220,8 @@ static void test_long_context_vs_reference(void **state) {
                 const double d = fabs((double)got[pos * v + i] - (double)want[pos * v + i]);
                 max_diff = d > max_diff ? d : max_diff;
             }
-        printf("%s KV, positions up to %zu: max |diff| against the reference %.5f\n", k ? "f16" : "f32", n - 1,
-               max_diff);
+        printf("%s KV, positions up to %zu: max |diff| against the reference %.5f\n",
+               k ? "f16" : "f32", n - 1, max_diff);
         assert_true(max_diff < bound[k]);
         free(got);
     }
@@ -246,9 +252,7 @@ static void test_truncate_rewinds(void **state) {
 static const syn_isa_tier all_tiers[] = {SYN_TIER_SCALAR,   SYN_TIER_AVX2,     SYN_TIER_AVX512_VNNI,
                                          SYN_TIER_AVX_VNNI, SYN_TIER_NEON_DOT, SYN_TIER_I8MM};
 
-static bool tier_available(syn_isa_tier t) {
-    return syn_isa_tier_available(t);
-}
+static bool tier_available(syn_isa_tier t) { return syn_isa_tier_available(t); }
 
 /* Every tier available here gives the same logits, bitwise, at every position, with either KV
  * element type (an f16 cache is converted with F16C on x86, portably elsewhere). */
@@ -266,10 +270,12 @@ static void test_tiers_agree(void **state) {
             if (!tier_available(all_tiers[i])) continue;
             p.isa = all_tiers[i];
             float *got = run_chunks(f, p, n, 9, true);
-            assert_bitwise_equal(want, got, n * (size_t)f->n_vocab, syn_isa_tier_name(all_tiers[i]));
+            assert_bitwise_equal(want, got, n * (size_t)f->n_vocab,
+                                 syn_isa_tier_name(all_tiers[i]));
             free(got);
             tested++;
-            printf("tier %s, %s KV: same logits as scalar\n", syn_isa_tier_name(all_tiers[i]), k ? "f16" : "f32");
+            printf("tier %s, %s KV: same logits as scalar\n", syn_isa_tier_name(all_tiers[i]),
+                   k ? "f16" : "f32");
         }
         assert_true(tested >= 1);
         free(want);
@@ -331,12 +337,9 @@ static void test_reference_rejects_f16_kv(void **state) {
 
 int main(void) {
     const struct CMUnitTest agreement[] = {
-        cmocka_unit_test(test_q8_model_vs_q8_ref),
-        cmocka_unit_test(test_f32_model_vs_f32_ref),
-        cmocka_unit_test(test_q8_model_vs_llama_cpp),
-        cmocka_unit_test(test_f32_model_vs_llama_cpp),
-        cmocka_unit_test(test_f16_kv_vs_llama_cpp),
-        cmocka_unit_test(test_tier_names),
+        cmocka_unit_test(test_q8_model_vs_q8_ref),    cmocka_unit_test(test_f32_model_vs_f32_ref),
+        cmocka_unit_test(test_q8_model_vs_llama_cpp), cmocka_unit_test(test_f32_model_vs_llama_cpp),
+        cmocka_unit_test(test_f16_kv_vs_llama_cpp),   cmocka_unit_test(test_tier_names),
     };
     const struct CMUnitTest on_model[] = {
         cmocka_unit_test(test_chunking_and_threads_bitwise),
@@ -355,7 +358,9 @@ int main(void) {
     };
     int failed = cmocka_run_group_tests_name("agreement", agreement, NULL, NULL);
     failed += cmocka_run_group_tests_name("determinism and tiers", on_model, setup_q8, teardown);
-    failed += cmocka_run_group_tests_name("determinism and tiers, qwen3 q8_0", on_arch_model, setup_qwen3_q8, teardown);
-    failed += cmocka_run_group_tests_name("determinism and tiers, llama q8_0", on_arch_model, setup_llama_q8, teardown);
+    failed += cmocka_run_group_tests_name("determinism and tiers, qwen3 q8_0", on_arch_model,
+                                          setup_qwen3_q8, teardown);
+    failed += cmocka_run_group_tests_name("determinism and tiers, llama q8_0", on_arch_model,
+                                          setup_llama_q8, teardown);
     return failed;
 }

@@ -30,13 +30,17 @@ static void for_each_tier(void (*check)(const syn_kernels *k)) {
 }
 
 /* Quantizes one block and checks its fp16 scale and 32 codes. */
-static void expect_block(const syn_kernels *k, const float x[QK8_0], uint16_t scale, const int8_t codes[QK8_0]) {
+static void expect_block(const syn_kernels *k, const float x[QK8_0], uint16_t scale,
+                         const int8_t codes[QK8_0]) {
     block_q8_0 y;
     memset(&y, 0x55, sizeof y);
     k->quantize_row_q8_0(x, &y, QK8_0);
-    if (y.d != scale) fail_msg("%s: scale 0x%04x, expected 0x%04x", syn_isa_tier_name(k->isa), y.d, scale);
+    if (y.d != scale)
+        fail_msg("%s: scale 0x%04x, expected 0x%04x", syn_isa_tier_name(k->isa), y.d, scale);
     for (int i = 0; i < QK8_0; i++) {
-        if (y.qs[i] != codes[i]) fail_msg("%s: code %d is %d, expected %d", syn_isa_tier_name(k->isa), i, y.qs[i], codes[i]);
+        if (y.qs[i] != codes[i])
+            fail_msg("%s: code %d is %d, expected %d", syn_isa_tier_name(k->isa), i, y.qs[i],
+                     codes[i]);
     }
 }
 
@@ -56,7 +60,8 @@ static void test_hand_worked_block(void **state) {
 
 /* d = 1: every .5 goes to the even neighbour, either sign; -127 stays exact. */
 static void check_ties(const syn_kernels *k) {
-    float x[QK8_0] = {-127, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 3.5f, 126.5f, -126.5f, 125.5f, 0.49999997f, 1.25f, -3.75f};
+    float x[QK8_0] = {-127, 0.5f,   1.5f,    2.5f,   -0.5f,       -1.5f, -2.5f,
+                      3.5f, 126.5f, -126.5f, 125.5f, 0.49999997f, 1.25f, -3.75f};
     int8_t q[QK8_0] = {-127, 0, 2, 2, 0, -2, -2, 4, 126, -126, 126, 0, 1, -4};
     expect_block(k, x, FP16_ONE, q);
 }
@@ -101,7 +106,9 @@ static uint32_t rng_next(void) {
     rng_state ^= rng_state << 17;
     return (uint32_t)(rng_state >> 16);
 }
-static float rng_uniform(float lo, float hi) { return lo + (hi - lo) * (float)(rng_next() & 0xffffff) / 16777216.0f; }
+static float rng_uniform(float lo, float hi) {
+    return lo + (hi - lo) * (float)(rng_next() & 0xffffff) / 16777216.0f;
+}
 
 enum { RANDOM_BLOCKS = 4096 };
 
@@ -123,10 +130,13 @@ static void test_random_rows_identical_to_scalar(void **state) {
     for (int b = 0; b < RANDOM_BLOCKS; b++) {
         /* magnitudes from 1e-6 to 1e4, some blocks with exact ties after scaling */
         const float scale = (float)(1e-6 * __builtin_powi(10.0, b % 11));
-        for (int i = 0; i < QK8_0; i++) random_x[b * QK8_0 + i] = rng_uniform(-1, 1) * scale;
+        for (int i = 0; i < QK8_0; i++)
+            random_x[b * QK8_0 + i] = rng_uniform(-1, 1) * scale;
         if (b % 7 == 0) {
-            for (int i = 0; i < QK8_0; i++) random_x[b * QK8_0 + i] = (float)((int)(rng_next() % 255) - 127) * 0.5f;
-            random_x[b * QK8_0] = 63.5f; /* amax 63.5 -> d = 0.5: every value lands on a tie or integer */
+            for (int i = 0; i < QK8_0; i++)
+                random_x[b * QK8_0 + i] = (float)((int)(rng_next() % 255) - 127) * 0.5f;
+            random_x[b * QK8_0] =
+                63.5f; /* amax 63.5 -> d = 0.5: every value lands on a tie or integer */
         }
     }
     syn_kernels scalar;
@@ -140,12 +150,14 @@ __attribute__((target("f16c"))) static void compare_fp16_with_f16c(void) {
     for (uint32_t h = 0; h < 65536; h++) {
         const float a = syn_k_fp16_to_f32((uint16_t)h), b = _cvtsh_ss((uint16_t)h);
         if (a != a && b != b) continue;
-        if (syn_k_f32_bits(a) != syn_k_f32_bits(b)) fail_msg("fp16 0x%04x -> %a, F16C says %a", h, a, b);
+        if (syn_k_f32_bits(a) != syn_k_f32_bits(b))
+            fail_msg("fp16 0x%04x -> %a, F16C says %a", h, a, b);
     }
     for (uint64_t u = 0; u < 0x100000000u; u += 997) {
         const float f = syn_k_bits_f32((uint32_t)u);
         if (f != f) continue;
-        const uint16_t a = syn_k_f32_to_fp16(f), b = (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+        const uint16_t a = syn_k_f32_to_fp16(f),
+                       b = (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
         if (a != b) fail_msg("f32 0x%08x -> fp16 0x%04x, F16C says 0x%04x", (unsigned)u, a, b);
     }
 }

@@ -34,7 +34,8 @@ static void frequencies(const syn_sampler_params *p, const float *logits, int32_
     syn_sampler *s = NULL;
     assert_int_equal(syn_sampler_new(p, &s), SYN_OK);
     memset(freq, 0, sizeof(double) * (size_t)n);
-    for (int i = 0; i < n_draws; i++) freq[sample_once(s, logits, n)] += 1.0 / n_draws;
+    for (int i = 0; i < n_draws; i++)
+        freq[sample_once(s, logits, n)] += 1.0 / n_draws;
     syn_sampler_free(s);
 }
 
@@ -76,18 +77,22 @@ static void test_greedy_long_rows(void **state) {
             if (at + 5 < n) l[at + 5] = 3.0f; /* a tie in another lane or group: the first wins */
             if (at + 17 < n) l[at + 17] = 3.0f;
             const int32_t got = sample_once(s, l, n);
-            if (got != first_maximum(l, n) || got != at) fail_msg("n %d, maximum at %d: got %d", n, at, got);
+            if (got != first_maximum(l, n) || got != at)
+                fail_msg("n %d, maximum at %d: got %d", n, at, got);
         }
     }
-    for (int32_t i = 0; i < 40; i++) l[i] = -1.0f;
+    for (int32_t i = 0; i < 40; i++)
+        l[i] = -1.0f;
     l[7] = -0.0f;
     l[23] = 0.0f;
     l[38] = -0.0f;
     assert_int_equal(sample_once(s, l, 40), 7); /* -0 == +0: the first zero */
-    for (int32_t i = 0; i < 40; i++) l[i] = -INFINITY;
+    for (int32_t i = 0; i < 40; i++)
+        l[i] = -INFINITY;
     assert_int_equal(sample_once(s, l, 40), 0);
     for (int32_t at = 0; at < 40; at++) {
-        for (int32_t i = 0; i < 40; i++) l[i] = (float)i;
+        for (int32_t i = 0; i < 40; i++)
+            l[i] = (float)i;
         l[at] = NAN;
         int32_t tok = -7;
         char want[32];
@@ -105,7 +110,8 @@ static void test_greedy_long_rows(void **state) {
 static void test_banned_tokens(void **state) {
     (void)state;
     float logits[40], masked[40];
-    for (int i = 0; i < 40; i++) logits[i] = (float)((i * 7) % 11) * 0.3f;
+    for (int i = 0; i < 40; i++)
+        logits[i] = (float)((i * 7) % 11) * 0.3f;
     logits[9] = 9.0f; /* the best, then 31 */
     logits[31] = 8.0f;
     const int32_t banned[] = {9, 3};
@@ -120,9 +126,11 @@ static void test_banned_tokens(void **state) {
         assert_int_equal(syn_sampler_new(&modes[m], &ref), SYN_OK);
         for (int i = 0; i < 300; i++) {
             int32_t got = -1, want = -1;
-            assert_int_equal(syn_sampler_sample_banned(s, logits, 40, history, 2, banned, 2, &got), SYN_OK);
+            assert_int_equal(syn_sampler_sample_banned(s, logits, 40, history, 2, banned, 2, &got),
+                             SYN_OK);
             assert_int_equal(syn_sampler_sample(ref, masked, 40, history, 2, &want), SYN_OK);
-            if (got != want || got == 9 || got == 3) fail_msg("mode %zu, draw %d: %d, want %d", m, i, got, want);
+            if (got != want || got == 9 || got == 3)
+                fail_msg("mode %zu, draw %d: %d, want %d", m, i, got, want);
         }
         int32_t tok = -1; /* nothing banned: syn_sampler_sample itself */
         assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, NULL, 0, &tok), SYN_OK);
@@ -133,12 +141,14 @@ static void test_banned_tokens(void **state) {
         float nan_banned[40]; /* a NaN in a banned logit does not count: it is -inf */
         memcpy(nan_banned, logits, sizeof nan_banned);
         nan_banned[3] = NAN;
-        assert_int_equal(syn_sampler_sample_banned(s, nan_banned, 40, NULL, 0, other, 1, &tok), SYN_OK);
+        assert_int_equal(syn_sampler_sample_banned(s, nan_banned, 40, NULL, 0, other, 1, &tok),
+                         SYN_OK);
         assert_int_not_equal(tok, 3);
         if (m == 0) assert_int_equal(tok, 9);
         nan_banned[9] = NAN; /* ... but one elsewhere is still refused */
         tok = -7;
-        assert_int_equal(syn_sampler_sample_banned(s, nan_banned, 40, NULL, 0, other, 1, &tok), SYN_ERR_INVALID_ARGUMENT);
+        assert_int_equal(syn_sampler_sample_banned(s, nan_banned, 40, NULL, 0, other, 1, &tok),
+                         SYN_ERR_INVALID_ARGUMENT);
         assert_non_null(strstr(syn_last_error(), "logits[9] is NaN"));
         assert_int_equal(tok, -7);
         syn_sampler_free(s);
@@ -150,10 +160,13 @@ static void test_banned_tokens(void **state) {
     assert_int_equal(syn_sampler_new(&p, &s), SYN_OK);
     int32_t tok = -7;
     const int32_t out_of_range[] = {40}, negative[] = {-1};
-    assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, out_of_range, 1, &tok), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, out_of_range, 1, &tok),
+                     SYN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(syn_last_error(), "banned id 40"));
-    assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, negative, 1, &tok), SYN_ERR_INVALID_ARGUMENT);
-    assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, NULL, 1, &tok), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, negative, 1, &tok),
+                     SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_sampler_sample_banned(s, logits, 40, NULL, 0, NULL, 1, &tok),
+                     SYN_ERR_INVALID_ARGUMENT);
     assert_int_equal(tok, -7);
     syn_sampler_free(s);
 }
@@ -220,9 +233,13 @@ static void test_top_k_paths_agree(void **state) {
         assert_int_equal(syn_sampler_new(&full, &b), SYN_OK);
         for (int d = 0; d < DRAWS; d++) {
             int32_t ta = -1, tb = -2;
-            assert_int_equal(syn_sampler_sample(a, logits, N, history, (size_t)n_hist, &ta), SYN_OK);
-            assert_int_equal(syn_sampler_sample(b, logits, N, history, (size_t)n_hist, &tb), SYN_OK);
-            if (ta != tb) fail_msg("top_k %d, draw %d: %d in place, %d through the full list", ks[t], d, ta, tb);
+            assert_int_equal(syn_sampler_sample(a, logits, N, history, (size_t)n_hist, &ta),
+                             SYN_OK);
+            assert_int_equal(syn_sampler_sample(b, logits, N, history, (size_t)n_hist, &tb),
+                             SYN_OK);
+            if (ta != tb)
+                fail_msg("top_k %d, draw %d: %d in place, %d through the full list", ks[t], d, ta,
+                         tb);
         }
         syn_sampler_free(a);
         syn_sampler_free(b);
@@ -270,7 +287,8 @@ static void test_repeat_penalty(void **state) {
 static void test_seed_reproducible(void **state) {
     (void)state;
     float logits[64];
-    for (int i = 0; i < 64; i++) logits[i] = (float)((i * 37) % 11) * 0.1f;
+    for (int i = 0; i < 64; i++)
+        logits[i] = (float)((i * 37) % 11) * 0.1f;
     syn_sampler_params p = plain(1.0f);
     int32_t a[50], b[50], c[50];
     syn_sampler *s1 = NULL, *s2 = NULL, *s3 = NULL;
@@ -296,7 +314,8 @@ static void test_seed_reproducible(void **state) {
  * masked token) stays valid. */
 static void test_nan_logits_refused(void **state) {
     (void)state;
-    syn_sampler_params modes[4] = {plain(0.0f), plain(1.0f), syn_sampler_default_params(), plain(0.7f)};
+    syn_sampler_params modes[4] = {plain(0.0f), plain(1.0f), syn_sampler_default_params(),
+                                   plain(0.7f)};
     modes[3].repeat_penalty = 1.3f;
     const int32_t history[] = {1, 2};
     const float nan_first[] = {NAN, 1.0f, 2.0f, NAN};
@@ -305,15 +324,19 @@ static void test_nan_logits_refused(void **state) {
     const struct {
         const float *logits;
         const char *names;
-    } cases[] = {{nan_first, "logits[0] is NaN"}, {nan_last, "logits[3] is NaN"}, {all_nan, "logits[0] is NaN"}};
+    } cases[] = {{nan_first, "logits[0] is NaN"},
+                 {nan_last, "logits[3] is NaN"},
+                 {all_nan, "logits[0] is NaN"}};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         syn_sampler *s = NULL;
         assert_int_equal(syn_sampler_new(&modes[m], &s), SYN_OK);
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             int32_t tok = -7;
             const syn_status st = syn_sampler_sample(s, cases[c].logits, 4, history, 2, &tok);
-            if (st != SYN_ERR_INVALID_ARGUMENT || tok != -7 || !strstr(syn_last_error(), cases[c].names))
-                fail_msg("mode %zu, case %zu: status %d, token %d, message '%s'", m, c, st, tok, syn_last_error());
+            if (st != SYN_ERR_INVALID_ARGUMENT || tok != -7 ||
+                !strstr(syn_last_error(), cases[c].names))
+                fail_msg("mode %zu, case %zu: status %d, token %d, message '%s'", m, c, st, tok,
+                         syn_last_error());
         }
         const float masked[] = {-INFINITY, 1.0f, -INFINITY, 0.5f};
         assert_int_equal(sample_once(s, masked, 2), 1);

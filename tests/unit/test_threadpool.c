@@ -3,9 +3,9 @@
  * a thread runs its own share in order and a stalled thread's share is taken over. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -37,11 +37,13 @@ static void test_every_chunk_runs_once(void **state) {
         assert_int_equal(syn_threadpool_n_threads(pool), n_threads);
         for (size_t c = 0; c < sizeof chunk_counts / sizeof chunk_counts[0]; c++) {
             const int64_t n = chunk_counts[c];
-            count_job job = {.runs = calloc((size_t)n + 1, sizeof(atomic_int)), .n_threads = n_threads,
+            count_job job = {.runs = calloc((size_t)n + 1, sizeof(atomic_int)),
+                             .n_threads = n_threads,
                              .fail_chunk = -1};
             assert_non_null(job.runs);
             assert_int_equal(syn_threadpool_run(pool, n, count_chunk, &job), 0);
-            for (int64_t i = 0; i < n; i++) assert_int_equal(atomic_load(&job.runs[i]), 1);
+            for (int64_t i = 0; i < n; i++)
+                assert_int_equal(atomic_load(&job.runs[i]), 1);
             assert_int_equal(atomic_load(&job.runs[n]), 0); /* nothing past the end */
             assert_int_equal(atomic_load(&job.bad_thread), 0);
             free(job.runs);
@@ -56,18 +58,23 @@ static void test_error_reaches_caller_and_pool_recovers(void **state) {
         syn_threadpool *pool = NULL;
         assert_int_equal(syn_threadpool_new(n_threads, &pool), SYN_OK);
         const int64_t n = 500;
-        count_job job = {.runs = calloc((size_t)n, sizeof(atomic_int)), .n_threads = n_threads, .fail_chunk = 123,
+        count_job job = {.runs = calloc((size_t)n, sizeof(atomic_int)),
+                         .n_threads = n_threads,
+                         .fail_chunk = 123,
                          .fail_code = -42};
         assert_non_null(job.runs);
         assert_int_equal(syn_threadpool_run(pool, n, count_chunk, &job), -42);
         assert_int_equal(atomic_load(&job.runs[123]), 1);
-        for (int64_t i = 0; i < n; i++) assert_true(atomic_load(&job.runs[i]) <= 1); /* skipped or once */
+        for (int64_t i = 0; i < n; i++)
+            assert_true(atomic_load(&job.runs[i]) <= 1); /* skipped or once */
 
         /* The next job runs completely. */
-        for (int64_t i = 0; i < n; i++) atomic_store(&job.runs[i], 0);
+        for (int64_t i = 0; i < n; i++)
+            atomic_store(&job.runs[i], 0);
         job.fail_chunk = -1;
         assert_int_equal(syn_threadpool_run(pool, n, count_chunk, &job), 0);
-        for (int64_t i = 0; i < n; i++) assert_int_equal(atomic_load(&job.runs[i]), 1);
+        for (int64_t i = 0; i < n; i++)
+            assert_int_equal(atomic_load(&job.runs[i]), 1);
         free(job.runs);
         syn_threadpool_free(pool);
     }
@@ -151,9 +158,11 @@ static void test_shares_run_in_order_and_are_shared_out(void **state) {
         assert_non_null(job);
         assert_int_equal(syn_threadpool_run(pool, 100, order_chunk, job), 0);
         assert_int_equal(atomic_load(&job->timed_out), 0);
-        for (int c = 0; c < 100; c++) assert_int_equal(atomic_load(&job->runs[c]), 1);
-        for (int c = 0; c < 50; c++) assert_int_equal(job->order0[c], c); /* the caller's own share, in order */
-        assert_int_equal(atomic_load(&job->ran_on[99]), 1);              /* the back of the worker's share */
+        for (int c = 0; c < 100; c++)
+            assert_int_equal(atomic_load(&job->runs[c]), 1);
+        for (int c = 0; c < 50; c++)
+            assert_int_equal(job->order0[c], c);            /* the caller's own share, in order */
+        assert_int_equal(atomic_load(&job->ran_on[99]), 1); /* the back of the worker's share */
         assert_true(job->n_order0 >= 60);
         free(job);
     }

@@ -17,8 +17,8 @@
 #include "../support/test_util.h"
 #include "gguf/gguf.h"
 #include "synapse.h"
-#include "tokenizer/tokenizer.h"
 #include "synapse_internal.h"
+#include "tokenizer/tokenizer.h"
 
 enum {
     QWEN_N_VOCAB = 151936,
@@ -306,12 +306,12 @@ static void test_invalid_utf8(void **state) {
     } cases[] = {
         {"abc\xff"
          "def",
-         7, 3},                   /* never a UTF-8 byte */
-        {"ab\xc3", 3, 2},         /* truncated at the end */
-        {"\xc0\xaf", 2, 0},       /* overlong '/' */
-        {"x\xed\xa0\x80", 4, 1},  /* UTF-16 surrogate */
+         7, 3},                     /* never a UTF-8 byte */
+        {"ab\xc3", 3, 2},           /* truncated at the end */
+        {"\xc0\xaf", 2, 0},         /* overlong '/' */
+        {"x\xed\xa0\x80", 4, 1},    /* UTF-16 surrogate */
         {"\xf4\x90\x80\x80", 4, 0}, /* above U+10FFFF */
-        {"ok \x80", 4, 3},        /* stray continuation byte */
+        {"ok \x80", 4, 3},          /* stray continuation byte */
         {"\xe2\x82"
          "A",
          3, 0}, /* lead byte then ASCII */
@@ -345,8 +345,10 @@ static void test_buffer_protocol(void **state) {
     assert_ids(ids, n, want, 9, "exact cap");
     assert_int_equal(syn_tokenize(qwen, "", 0, false, true, NULL, 0, &n), SYN_OK);
     assert_int_equal(n, 0);
-    assert_int_equal(syn_tokenize(qwen, NULL, 3, false, true, ids, 9, &n), SYN_ERR_INVALID_ARGUMENT);
-    assert_int_equal(syn_tokenize(qwen, text, 3, false, true, NULL, 9, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_tokenize(qwen, NULL, 3, false, true, ids, 9, &n),
+                     SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_tokenize(qwen, text, 3, false, true, NULL, 9, &n),
+                     SYN_ERR_INVALID_ARGUMENT);
 
     char buf[8];
     size_t k;
@@ -373,9 +375,11 @@ static void test_token_to_bytes(void **state) {
     assert_int_equal(syn_tokenizer_token_bytes(qwen, QWEN_IM_START, buf, sizeof buf, &n), SYN_OK);
     assert_int_equal(n, 12);
     assert_memory_equal(buf, "<|im_start|>", 12);
-    assert_int_equal(syn_tokenizer_token_bytes(qwen, QWEN_IM_START, buf, 3, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(syn_tokenizer_token_bytes(qwen, QWEN_IM_START, buf, 3, &n),
+                     SYN_ERR_BUFFER_TOO_SMALL);
     assert_int_equal(n, 12);
-    assert_int_equal(syn_tokenizer_token_bytes(qwen, -1, buf, sizeof buf, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_tokenizer_token_bytes(qwen, -1, buf, sizeof buf, &n),
+                     SYN_ERR_INVALID_ARGUMENT);
     assert_int_equal(syn_tokenizer_token_bytes(qwen, QWEN_N_VOCAB, buf, sizeof buf, &n),
                      SYN_ERR_INVALID_ARGUMENT);
 }
@@ -517,10 +521,10 @@ typedef struct tiny_spec {
     const char *pre;
     const char *const *merges;
     size_t n_merges;
-    int64_t eos;         /* < 0: omitted */
-    bool drop_byte_zero; /* leave out the token of byte 0x00 */
-    bool short_types;    /* one token type fewer than tokens */
-    int64_t bos;         /* < 0: omitted */
+    int64_t eos;          /* < 0: omitted */
+    bool drop_byte_zero;  /* leave out the token of byte 0x00 */
+    bool short_types;     /* one token type fewer than tokens */
+    int64_t bos;          /* < 0: omitted */
     int add_bos, add_eos; /* tokenizer.ggml.add_{bos,eos}_token: < 0 omitted, else the bool */
     bool add_bos_as_u32;  /* write add_bos_token as a uint32 (a wrong type) */
 } tiny_spec;
@@ -646,7 +650,8 @@ static void test_tiny_bpe(void **state) {
 static int32_t *prompt_ids(const syn_tokenizer *tok, const char *text, bool parse_special,
                            size_t *n) {
     int32_t *ids = NULL;
-    assert_int_equal(syn_tokenize_new(tok, text, strlen(text), true, parse_special, &ids, n), SYN_OK);
+    assert_int_equal(syn_tokenize_new(tok, text, strlen(text), true, parse_special, &ids, n),
+                     SYN_OK);
     return ids;
 }
 
@@ -683,9 +688,11 @@ static void test_prompt_policy(void **state) {
     /* The full count whatever the buffer, the BOS first in what fits. */
     int32_t one[1] = {-7};
     size_t n = 0;
-    assert_int_equal(syn_tokenize(tok, "abab", 4, true, true, NULL, 0, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(syn_tokenize(tok, "abab", 4, true, true, NULL, 0, &n),
+                     SYN_ERR_BUFFER_TOO_SMALL);
     assert_int_equal(n, 3);
-    assert_int_equal(syn_tokenize(tok, "abab", 4, true, true, one, 1, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(syn_tokenize(tok, "abab", 4, true, true, one, 1, &n),
+                     SYN_ERR_BUFFER_TOO_SMALL);
     assert_int_equal(n, 3);
     assert_int_equal(one[0], BOS);
     tokenizer_free(tok);
@@ -769,12 +776,12 @@ static void test_load_refusals(void **state) {
         const char *merge;
         const char *needle;
     } bad[] = {
-        {"ab", "tokenizer.ggml.merges[1]"}, /* no space */
+        {"ab", "tokenizer.ggml.merges[1]"},   /* no space */
         {"a  b", "tokenizer.ggml.merges[1]"}, /* two spaces */
-        {" ab", "tokenizer.ggml.merges[1]"}, /* empty left part */
-        {"a ", "tokenizer.ggml.merges[1]"}, /* empty right part */
-        {"ab zz", "the right part"},        /* not a token */
-        {"c a", "the merged token"},        /* "ca" is not a token */
+        {" ab", "tokenizer.ggml.merges[1]"},  /* empty left part */
+        {"a ", "tokenizer.ggml.merges[1]"},   /* empty right part */
+        {"ab zz", "the right part"},          /* not a token */
+        {"c a", "the merged token"},          /* "ca" is not a token */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *merges[] = {"a b", bad[i].merge};

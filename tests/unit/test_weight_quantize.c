@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "synapse_internal.h"
 #include "gguf/gguf.h"
 #include "kernels/blocks.h"
 #include "model/wtype.h"
+#include "synapse_internal.h"
 
 enum { N = 2048 }; /* 8 super-blocks, 64 blocks of 32 */
 

@@ -21,10 +21,12 @@ bench_stats bench_stats_of(const double *v, size_t n) {
     bench_stats s = {0};
     double *sorted = malloc(n * sizeof *sorted);
     double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += v[i];
+    for (size_t i = 0; i < n; i++)
+        sum += v[i];
     s.mean = sum / (double)n;
     double ss = 0;
-    for (size_t i = 0; i < n; i++) ss += (v[i] - s.mean) * (v[i] - s.mean);
+    for (size_t i = 0; i < n; i++)
+        ss += (v[i] - s.mean) * (v[i] - s.mean);
     s.stddev = n > 1 ? sqrt(ss / (double)(n - 1)) : 0.0;
     s.min = s.max = v[0];
     for (size_t i = 1; i < n; i++) {
@@ -59,9 +61,9 @@ static const char *file_type_name(const syn_model *model) {
     static const struct {
         uint32_t id;
         const char *name;
-    } names[] = {{0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},   {8, "Q5_0"},
-                 {9, "Q5_1"},    {14, "Q4_K_S"}, {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},
-                 {32, "BF16"}};
+    } names[] = {{0, "F32"},     {1, "F16"},   {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},
+                 {8, "Q5_0"},    {9, "Q5_1"},  {14, "Q4_K_S"}, {15, "Q4_K_M"}, {16, "Q5_K_S"},
+                 {17, "Q5_K_M"}, {18, "Q6_K"}, {32, "BF16"}};
     uint32_t ft = UINT32_MAX;
     if (gguf_get_u32_opt(syn_model_gguf(model), "general.file_type", &ft) == SYN_OK)
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -76,8 +78,10 @@ void bench_describe_model(const syn_model *model, const char *path, bench_model 
     syn_model_get_info(model, &m->info);
     double n = (double)m->info.n_params;
     const char *wtype = file_type_name(model);
-    if (n >= 1e9) snprintf(m->type, sizeof m->type, "%s %.2fB %s", m->info.architecture, n / 1e9, wtype);
-    else snprintf(m->type, sizeof m->type, "%s %.0fM %s", m->info.architecture, n / 1e6, wtype);
+    if (n >= 1e9)
+        snprintf(m->type, sizeof m->type, "%s %.2fB %s", m->info.architecture, n / 1e9, wtype);
+    else
+        snprintf(m->type, sizeof m->type, "%s %.0fM %s", m->info.architecture, n / 1e6, wtype);
     /* Decode reads every block matrix, norm and bias, and the output projection; of the token
      * embedding only one row, unless it is the (tied) output projection. */
     syn_model_work work;
@@ -98,4 +102,3 @@ void bench_random_tokens(int32_t *ids, size_t n, int32_t n_vocab) {
         ids[i] = (int32_t)((z ^ (z >> 31)) % (uint64_t)n_vocab);
     }
 }
-

@@ -6,33 +6,32 @@
 #ifndef SYNAPSE_TOOL_BENCH_H
 #define SYNAPSE_TOOL_BENCH_H
 
+#include "common/options.h"
+#include "synapse.h"
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "synapse.h"
-#include "common/options.h"
-
 
 /* The 5-token prompt of the --e2e runs: "The capital of France is" in Qwen2's vocabulary. */
 #define BENCH_E2E_PROMPT "785,6722,315,9625,374"
 enum { BENCH_E2E_PROMPT_LEN = 5, BENCH_E2E_DEFAULT_N_CTX = 4096 };
 
 typedef struct bench_opts {
-    gen_opts g;        /* -m, --backend, --isa, --kv-type; g.n_ctx: -c (--e2e only) */
-    int32_t *threads;  /* -t: [n_threads] thread counts */
+    gen_opts g;       /* -m, --backend, --isa, --kv-type; g.n_ctx: -c (--e2e only) */
+    int32_t *threads; /* -t: [n_threads] thread counts */
     size_t n_threads;
-    int32_t *prompts;  /* -p: [n_prompts] prompt lengths; 0 skips */
+    int32_t *prompts; /* -p: [n_prompts] prompt lengths; 0 skips */
     size_t n_prompts;
-    int32_t *gens;     /* -n: [n_gens] decode lengths; 0 skips */
+    int32_t *gens; /* -n: [n_gens] decode lengths; 0 skips */
     size_t n_gens;
-    int32_t *depths;   /* -d: [n_depths] tokens already cached before each test */
+    int32_t *depths; /* -d: [n_depths] tokens already cached before each test */
     size_t n_depths;
-    int32_t reps;      /* -r: counted repetitions (one warm-up comes on top) */
+    int32_t reps;        /* -r: counted repetitions (one warm-up comes on top) */
     int32_t *concurrent; /* --concurrent: [n_concurrent] simultaneous request counts */
     size_t n_concurrent;
-    bool e2e;          /* --e2e */
-    bool json;         /* --json */
+    bool e2e;  /* --e2e */
+    bool json; /* --json */
 } bench_opts;
 
 typedef struct bench_stats {
@@ -49,10 +48,10 @@ json_t *json_doubles(const double *v, size_t n);
 typedef struct bench_model {
     const char *path;
     syn_model_info info;
-    char type[64];             /* "qwen2 494M q8_0" */
-    uint64_t bytes_per_token;  /* weight bytes one decode step reads */
+    char type[64];                   /* "qwen2 494M q8_0" */
+    uint64_t bytes_per_token;        /* weight bytes one decode step reads */
     uint64_t kv_values_per_position; /* keys + values one cached position holds, all layers */
-    uint64_t macs_per_token;   /* multiply-adds of the block matrices for one token */
+    uint64_t macs_per_token;         /* multiply-adds of the block matrices for one token */
 } bench_model;
 
 void bench_describe_model(const syn_model *model, const char *path, bench_model *m);

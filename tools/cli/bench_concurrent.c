@@ -5,16 +5,16 @@
 #include <string.h>
 
 #include "bench.h"
-#include "common/setup.h"
-#include "common/output.h"
 #include "common/args.h"
+#include "common/output.h"
+#include "common/setup.h"
 #include "synapse_internal.h"
 
 enum { PROMPT_LEN = 5 };
 
 /* One N: its engine, its requests' parameters and the figures of every round. */
 typedef struct conc_case {
-    int32_t n;                  /* simultaneous requests = the engine's slots */
+    int32_t n; /* simultaneous requests = the engine's slots */
     syn_engine *engine;
     syn_request_params *params; /* [n] */
     syn_request **reqs;         /* [n] handles of the round in progress */
@@ -44,9 +44,10 @@ static int run_round(conc_case *c, int32_t n_gen, int32_t rep) {
         syn_request_wait(c->reqs[i], &res);
         /* Every request must have generated exactly n_gen tokens, or the figures mean nothing. */
         if (rc == EXIT_OK && (res.finish != SYN_FINISH_LENGTH || res.n_tokens != (size_t)n_gen))
-            rc = fail_runtime("--concurrent %d: request %d finished as %s after %zu of %d tokens%s%s", c->n, i,
-                              syn_finish_reason_name(res.finish), res.n_tokens, n_gen, res.error[0] ? ": " : "",
-                              res.error);
+            rc = fail_runtime(
+                "--concurrent %d: request %d finished as %s after %zu of %d tokens%s%s", c->n, i,
+                syn_finish_reason_name(res.finish), res.n_tokens, n_gen, res.error[0] ? ": " : "",
+                res.error);
         syn_request_free(c->reqs[i]);
         c->reqs[i] = NULL;
     }
@@ -73,7 +74,8 @@ static int setup_case(const syn_model *model, const bench_opts *o, int32_t n_thr
     c->reqs = calloc((size_t)c->n, sizeof *c->reqs);
     c->ts = calloc((size_t)o->reps, sizeof *c->ts);
     c->decode_ts = calloc((size_t)o->reps, sizeof *c->decode_ts);
-    if (!c->params || !c->reqs || !c->ts || !c->decode_ts) return fail_runtime("out of memory for %d requests", c->n);
+    if (!c->params || !c->reqs || !c->ts || !c->decode_ts)
+        return fail_runtime("out of memory for %d requests", c->n);
     for (int32_t i = 0; i < c->n; i++) {
         syn_request_params *p = &c->params[i];
         *p = syn_request_default_params();
@@ -101,12 +103,13 @@ static const conc_case *find_one(const conc_case *cases, size_t n) {
     return NULL;
 }
 
-static void print_table(const bench_model *m, const char *isa, int32_t n_threads, int32_t n_gen, int32_t reps,
-                        const conc_case *cases, size_t n) {
+static void print_table(const bench_model *m, const char *isa, int32_t n_threads, int32_t n_gen,
+                        int32_t reps, const conc_case *cases, size_t n) {
     const conc_case *one = find_one(cases, n);
-    printf("| %-20s | %-11s | %7s | %8s | %-9s | %20s | %20s | %9s |\n", "model", "isa", "threads", "requests",
-           "test", "agg t/s", "decode t/s", "speedup");
-    printf("| -------------------- | ----------- | ------: | -------: | --------- | -------------------: "
+    printf("| %-20s | %-11s | %7s | %8s | %-9s | %20s | %20s | %9s |\n", "model", "isa", "threads",
+           "requests", "test", "agg t/s", "decode t/s", "speedup");
+    printf("| -------------------- | ----------- | ------: | -------: | --------- | "
+           "-------------------: "
            "| -------------------: | --------: |\n");
     for (size_t i = 0; i < n; i++) {
         const conc_case *c = &cases[i];
@@ -114,14 +117,18 @@ static void print_table(const bench_model *m, const char *isa, int32_t n_threads
         snprintf(test, sizeof test, "p%d+tg%d", PROMPT_LEN, n_gen);
         snprintf(agg, sizeof agg, "%.2f ± %.2f", c->st.median, c->st.stddev);
         snprintf(dec, sizeof dec, "%.2f ± %.2f", c->decode_st.median, c->decode_st.stddev);
-        if (one && one->decode_st.median > 0) snprintf(speedup, sizeof speedup, "%.2fx", c->decode_st.median / one->decode_st.median);
+        if (one && one->decode_st.median > 0)
+            snprintf(speedup, sizeof speedup, "%.2fx", c->decode_st.median / one->decode_st.median);
         /* "±" is two bytes but one column: pad by one more. */
-        printf("| %-20s | %-11s | %7d | %8d | %-9s | %21s | %21s | %9s |\n", m->type, isa, n_threads, c->n, test, agg,
-               dec, speedup);
+        printf("| %-20s | %-11s | %7d | %8d | %-9s | %21s | %21s | %9s |\n", m->type, isa,
+               n_threads, c->n, test, agg, dec, speedup);
     }
-    printf("agg t/s: all generated tokens / wall time of the round (prompts included); decode t/s: tokens /\n"
-           "time of the steps that only decoded; speedup: median decode t/s over that of 1 request.\n"
-           "median ± sample standard deviation of %d interleaved rounds after one warm-up per N.\n", reps);
+    printf(
+        "agg t/s: all generated tokens / wall time of the round (prompts included); decode t/s: "
+        "tokens /\n"
+        "time of the steps that only decoded; speedup: median decode t/s over that of 1 request.\n"
+        "median ± sample standard deviation of %d interleaved rounds after one warm-up per N.\n",
+        reps);
 }
 
 static json_t *ratio_json(double num, const conc_case *one, bool decode) {
@@ -129,8 +136,8 @@ static json_t *ratio_json(double num, const conc_case *one, bool decode) {
     return den > 0 ? json_real(num / den) : json_null();
 }
 
-static int print_json_results(const bench_model *m, const bench_opts *o, const char *isa, int32_t n_threads,
-                              int32_t n_gen, const conc_case *cases, size_t n) {
+static int print_json_results(const bench_model *m, const bench_opts *o, const char *isa,
+                              int32_t n_threads, int32_t n_gen, const conc_case *cases, size_t n) {
     const conc_case *one = find_one(cases, n);
     char cpu[160];
     syn_cpu_describe(cpu, sizeof cpu);
@@ -138,14 +145,16 @@ static int print_json_results(const bench_model *m, const bench_opts *o, const c
     for (size_t i = 0; arr && i < n; i++) {
         const conc_case *c = &cases[i];
         json_t *obj = json_pack(
-            "{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:o, s:o, "
+            "{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:o, s:f, s:f, "
+            "s:f, s:f, s:o, s:o, "
             "s:o}",
             "model_file", json_text(m->path), "model_type", m->type, "isa", isa, "kv_type",
-            o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads", n_threads, "n_requests", c->n, "n_prompt",
-            PROMPT_LEN, "n_gen", n_gen, "reps", o->reps, "samples_ts", json_doubles(c->ts, (size_t)o->reps),
-            "median_ts", c->st.median, "stddev_ts", c->st.stddev, "min_ts", c->st.min, "max_ts", c->st.max,
-            "samples_decode_ts", json_doubles(c->decode_ts, (size_t)o->reps), "median_decode_ts",
-            c->decode_st.median, "stddev_decode_ts", c->decode_st.stddev, "min_decode_ts", c->decode_st.min,
+            o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads", n_threads, "n_requests", c->n,
+            "n_prompt", PROMPT_LEN, "n_gen", n_gen, "reps", o->reps, "samples_ts",
+            json_doubles(c->ts, (size_t)o->reps), "median_ts", c->st.median, "stddev_ts",
+            c->st.stddev, "min_ts", c->st.min, "max_ts", c->st.max, "samples_decode_ts",
+            json_doubles(c->decode_ts, (size_t)o->reps), "median_decode_ts", c->decode_st.median,
+            "stddev_decode_ts", c->decode_st.stddev, "min_decode_ts", c->decode_st.min,
             "max_decode_ts", c->decode_st.max, "speedup_ts", ratio_json(c->st.median, one, false),
             "speedup_decode_ts", ratio_json(c->decode_st.median, one, true), "cpu", json_text(cpu));
         if (json_array_append_new(arr, obj) != 0) {
@@ -174,9 +183,11 @@ int bench_concurrent(const bench_opts *o) {
         rc = fail_runtime("out of memory for %d requests", max_n);
         goto done;
     }
-    if ((uint64_t)PROMPT_LEN + (uint64_t)n_gen > (uint64_t)(m.info.n_ctx_train > 0 ? m.info.n_ctx_train : 0)) {
-        rc = fail_runtime("a request of %d + %d tokens does not fit the training context of '%s' (%d)", PROMPT_LEN,
-                          n_gen, o->g.model_path, m.info.n_ctx_train);
+    if ((uint64_t)PROMPT_LEN + (uint64_t)n_gen >
+        (uint64_t)(m.info.n_ctx_train > 0 ? m.info.n_ctx_train : 0)) {
+        rc = fail_runtime(
+            "a request of %d + %d tokens does not fit the training context of '%s' (%d)",
+            PROMPT_LEN, n_gen, o->g.model_path, m.info.n_ctx_train);
         goto done;
     }
     bench_random_tokens(ids, (size_t)max_n * PROMPT_LEN, m.info.n_vocab);
@@ -188,7 +199,8 @@ int bench_concurrent(const bench_opts *o) {
         if (rc == EXIT_OK) rc = run_round(&cases[i], n_gen, -1);
     }
     for (int32_t rep = 0; rc == EXIT_OK && rep < o->reps; rep++)
-        for (size_t i = 0; rc == EXIT_OK && i < o->n_concurrent; i++) rc = run_round(&cases[i], n_gen, rep);
+        for (size_t i = 0; rc == EXIT_OK && i < o->n_concurrent; i++)
+            rc = run_round(&cases[i], n_gen, rep);
     if (rc != EXIT_OK) goto done;
     for (size_t i = 0; i < o->n_concurrent; i++) {
         cases[i].st = bench_stats_of(cases[i].ts, (size_t)o->reps);

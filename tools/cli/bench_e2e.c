@@ -9,10 +9,10 @@
 #include <sys/wait.h>
 
 #include "bench.h"
-#include "common/options.h"
-#include "common/text.h"
-#include "common/output.h"
 #include "common/args.h"
+#include "common/options.h"
+#include "common/output.h"
+#include "common/text.h"
 #include "synapse_internal.h"
 
 extern char **environ;
@@ -49,17 +49,21 @@ static int parse_child_json(FILE *out, int32_t n_gen, e2e_run *run) {
     rewind(out);
     json_error_t jerr;
     json_t *root = json_loadf(out, 0, &jerr);
-    if (!root) return fail_runtime("--e2e: cannot parse the output of synapse run: %s (line %d)", jerr.text, jerr.line);
+    if (!root)
+        return fail_runtime("--e2e: cannot parse the output of synapse run: %s (line %d)",
+                            jerr.text, jerr.line);
     json_t *t = json_object_get(root, "timings");
     json_t *gen = json_object_get(root, "generated_ids");
     const char *isa = json_string_value(json_object_get(root, "isa"));
     int rc = EXIT_OK;
     if (!json_is_object(t) || !json_is_array(gen) || !isa ||
-        !json_is_number(json_object_get(t, "ttft_ms")) || !json_is_number(json_object_get(t, "load_ms")) ||
+        !json_is_number(json_object_get(t, "ttft_ms")) ||
+        !json_is_number(json_object_get(t, "load_ms")) ||
         !json_is_number(json_object_get(t, "decode_tok_s"))) {
         rc = fail_runtime("--e2e: the output of synapse run lacks timings, generated_ids or isa");
     } else if (json_array_size(gen) != (size_t)n_gen) {
-        rc = fail_runtime("--e2e: synapse run generated %zu tokens, not %d", json_array_size(gen), n_gen);
+        rc = fail_runtime("--e2e: synapse run generated %zu tokens, not %d", json_array_size(gen),
+                          n_gen);
     } else {
         run->ttft_ms = json_number_value(json_object_get(t, "ttft_ms"));
         run->load_ms = json_number_value(json_object_get(t, "load_ms"));
@@ -94,7 +98,8 @@ static int spawn_run(char *const *argv, int32_t n_gen, e2e_run *run) {
     int status = 0;
     struct rusage ru;
     pid_t got;
-    while ((got = wait4(pid, &status, 0, &ru)) < 0 && errno == EINTR) {}
+    while ((got = wait4(pid, &status, 0, &ru)) < 0 && errno == EINTR) {
+    }
     run->wall_ms = syn_now_ms() - t0;
     if (got < 0) {
         rc = fail_runtime("--e2e: cannot wait for synapse run: %s", strerror(errno));
@@ -104,7 +109,8 @@ static int spawn_run(char *const *argv, int32_t n_gen, e2e_run *run) {
         char line[512];
         first_error_line(err, line, sizeof line);
         rc = WIFEXITED(status)
-                 ? fail_runtime("--e2e: synapse run exited with status %d: %s", WEXITSTATUS(status), line)
+                 ? fail_runtime("--e2e: synapse run exited with status %d: %s", WEXITSTATUS(status),
+                                line)
                  : fail_runtime("--e2e: synapse run was killed by signal %d", WTERMSIG(status));
         goto done;
     }
@@ -122,12 +128,30 @@ static int run_series(const bench_opts *o, int32_t n_threads, int32_t n_gen, e2e
     snprintf(n_buf, sizeof n_buf, "%d", n_gen);
     snprintf(t_buf, sizeof t_buf, "%d", n_threads);
     snprintf(c_buf, sizeof c_buf, "%u", o->g.n_ctx);
-    const char *argv[] = {"synapse", "run", "-m", o->g.model_path, "--tokens", BENCH_E2E_PROMPT,
-                          "-n", n_buf, "--temp", "0", "--ignore-eos", "-t", t_buf, "-c", c_buf,
-                          "--backend", backend_name(o->g.backend), "--isa",
-                          syn_isa_tier_name(o->g.isa), "--kv-type",
-                          o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "--json",
-                          o->g.huge_pages ? NULL : "--no-huge-pages", NULL};
+    const char *argv[] = {"synapse",
+                          "run",
+                          "-m",
+                          o->g.model_path,
+                          "--tokens",
+                          BENCH_E2E_PROMPT,
+                          "-n",
+                          n_buf,
+                          "--temp",
+                          "0",
+                          "--ignore-eos",
+                          "-t",
+                          t_buf,
+                          "-c",
+                          c_buf,
+                          "--backend",
+                          backend_name(o->g.backend),
+                          "--isa",
+                          syn_isa_tier_name(o->g.isa),
+                          "--kv-type",
+                          o->g.kv_type == SYN_KV_F16 ? "f16" : "f32",
+                          "--json",
+                          o->g.huge_pages ? NULL : "--no-huge-pages",
+                          NULL};
     for (int32_t rep = -1; rep < o->reps; rep++) {
         e2e_run run = {0};
         /* posix_spawn takes char *const[] for historical reasons; it does not write them. */
@@ -153,8 +177,9 @@ static int print_header(void) {
     printf("| %-30s | %-9s | %-11s | %7s | %5s | %-8s | %8s | %8s | %8s | %10s | %8s |\n", "model",
            "backend", "isa", "threads", "n_ctx", "test", "wall s", "ttft ms", "load ms",
            "decode t/s", "peak RSS");
-    printf("| ------------------------------ | --------- | ----------- | ------: | ----: | -------- "
-           "| -------: | -------: | -------: | ---------: | -------: |\n");
+    printf(
+        "| ------------------------------ | --------- | ----------- | ------: | ----: | -------- "
+        "| -------: | -------: | -------: | ---------: | -------: |\n");
     return check_stdout();
 }
 
@@ -163,30 +188,33 @@ static int print_row(const bench_opts *o, int32_t n_threads, int32_t n_gen, cons
     char test[32], rss[32];
     snprintf(test, sizeof test, "p%d+tg%d", BENCH_E2E_PROMPT_LEN, n_gen);
     snprintf(rss, sizeof rss, "%.0f MiB", bench_stats_of(s->rss_mib, n).median);
-    printf("| %-30.30s | %-9s | %-11s | %7d | %5u | %-8s | %8.3f | %8.1f | %8.1f | %10.2f | %8s |\n",
-           file_name(o->g.model_path), backend_name(o->g.backend), s->isa, n_threads, o->g.n_ctx,
-           test, bench_stats_of(s->wall_ms, n).median / 1e3, bench_stats_of(s->ttft_ms, n).median,
-           bench_stats_of(s->load_ms, n).median, bench_stats_of(s->decode_ts, n).median, rss);
+    printf(
+        "| %-30.30s | %-9s | %-11s | %7d | %5u | %-8s | %8.3f | %8.1f | %8.1f | %10.2f | %8s |\n",
+        file_name(o->g.model_path), backend_name(o->g.backend), s->isa, n_threads, o->g.n_ctx, test,
+        bench_stats_of(s->wall_ms, n).median / 1e3, bench_stats_of(s->ttft_ms, n).median,
+        bench_stats_of(s->load_ms, n).median, bench_stats_of(s->decode_ts, n).median, rss);
     return check_stdout();
 }
 
-static json_t *series_json(const bench_opts *o, int32_t n_threads, int32_t n_gen, const e2e_series *s) {
+static json_t *series_json(const bench_opts *o, int32_t n_threads, int32_t n_gen,
+                           const e2e_series *s) {
     size_t n = (size_t)o->reps;
     char cpu[160];
     syn_cpu_describe(cpu, sizeof cpu);
     return json_pack("{s:o, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
                      "s:o, s:o, s:o, s:o}",
-                     "model_file", json_text(o->g.model_path), "backend", backend_name(o->g.backend), "isa",
-                     s->isa, "kv_type", o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads",
-                     n_threads, "n_ctx", (int)o->g.n_ctx, "n_prompt", BENCH_E2E_PROMPT_LEN, "n_gen",
-                     n_gen, "reps", o->reps, "median_wall_ms", bench_stats_of(s->wall_ms, n).median,
+                     "model_file", json_text(o->g.model_path), "backend",
+                     backend_name(o->g.backend), "isa", s->isa, "kv_type",
+                     o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads", n_threads, "n_ctx",
+                     (int)o->g.n_ctx, "n_prompt", BENCH_E2E_PROMPT_LEN, "n_gen", n_gen, "reps",
+                     o->reps, "median_wall_ms", bench_stats_of(s->wall_ms, n).median,
                      "median_ttft_ms", bench_stats_of(s->ttft_ms, n).median, "median_load_ms",
                      bench_stats_of(s->load_ms, n).median, "median_decode_ts",
                      bench_stats_of(s->decode_ts, n).median, "median_peak_rss_mib",
                      bench_stats_of(s->rss_mib, n).median, "max_peak_rss_mib",
-                     bench_stats_of(s->rss_mib, n).max, "samples_wall_ms", json_doubles(s->wall_ms, n),
-                     "samples_ttft_ms", json_doubles(s->ttft_ms, n), "samples_peak_rss_mib",
-                     json_doubles(s->rss_mib, n), "cpu", json_text(cpu));
+                     bench_stats_of(s->rss_mib, n).max, "samples_wall_ms",
+                     json_doubles(s->wall_ms, n), "samples_ttft_ms", json_doubles(s->ttft_ms, n),
+                     "samples_peak_rss_mib", json_doubles(s->rss_mib, n), "cpu", json_text(cpu));
 }
 
 int bench_e2e(const bench_opts *o) {
@@ -204,14 +232,16 @@ int bench_e2e(const bench_opts *o) {
         for (size_t g = 0; rc == EXIT_OK && g < o->n_gens; g++) {
             if (o->gens[g] == 0) continue;
             if ((rc = run_series(o, o->threads[t], o->gens[g], &s)) != EXIT_OK) break;
-            if (!o->json) rc = print_row(o, o->threads[t], o->gens[g], &s);
+            if (!o->json)
+                rc = print_row(o, o->threads[t], o->gens[g], &s);
             else if (json_array_append_new(arr, series_json(o, o->threads[t], o->gens[g], &s)) != 0)
                 rc = fail_runtime("out of memory building the JSON output");
         }
     }
     if (rc == EXIT_OK && !o->json)
         printf("\nmedians of %d runs after one warm-up; wall: spawn to exit; ttft: the run's own "
-               "ttft_ms (prompt start to first token); peak RSS: wait4 ru_maxrss\n", o->reps);
+               "ttft_ms (prompt start to first token); peak RSS: wait4 ru_maxrss\n",
+               o->reps);
     if (rc == EXIT_OK && o->json) {
         rc = print_json(arr);
         arr = NULL;

@@ -8,13 +8,13 @@
 
 #include "bench.h"
 #include "commands.h"
-#include "int8peak.h"
-#include "membw.h"
+#include "common/args.h"
 #include "common/options.h"
+#include "common/output.h"
 #include "common/setup.h"
 #include "common/text.h"
-#include "common/output.h"
-#include "common/args.h"
+#include "int8peak.h"
+#include "membw.h"
 #include "synapse_internal.h"
 
 const char usage_bench[] =
@@ -47,22 +47,28 @@ const char usage_bench[] =
     "  -p, --n-prompt LIST     prompt lengths (default 5,64,512; 0: none)\n"
     "  -n, --n-gen LIST        decode lengths (default 64; 0: none)\n"
     "  -d, --n-depth LIST      cached tokens before each test (default 0)\n"
-    "  -r, --repetitions N     counted runs per test, N >= 1 (default 5)\n"
-    USAGE_BACKEND_OPTS
+    "  -r, --repetitions N     counted runs per test, N >= 1 (default 5)\n" USAGE_BACKEND_OPTS
     "  --json                  an array of result objects: {\"model_file\", \"model_type\",\n"
-    "                          \"model_size\", \"model_n_params\", \"backend\", \"isa\", \"kv_type\",\n"
-    "                          \"n_threads\", \"test\", \"n_prompt\", \"n_gen\", \"n_depth\", \"reps\",\n"
-    "                          \"samples_ts\", \"median_ts\", \"avg_ts\", \"stddev_ts\", \"min_ts\", \"max_ts\",\n"
-    "                          \"bandwidth_gbs\", \"bandwidth_median_gbs\", \"weight_bytes_per_token\",\n"
+    "                          \"model_size\", \"model_n_params\", \"backend\", \"isa\", "
+    "\"kv_type\",\n"
+    "                          \"n_threads\", \"test\", \"n_prompt\", \"n_gen\", \"n_depth\", "
+    "\"reps\",\n"
+    "                          \"samples_ts\", \"median_ts\", \"avg_ts\", \"stddev_ts\", "
+    "\"min_ts\", \"max_ts\",\n"
+    "                          \"bandwidth_gbs\", \"bandwidth_median_gbs\", "
+    "\"weight_bytes_per_token\",\n"
     "                          \"kv_bytes_per_token\", \"int8_peak_gmacs\", \"macs_per_token\",\n"
-    "                          \"efficiency\" (tg: of the bandwidth ceiling, pp: of the int8 peak;\n"
+    "                          \"efficiency\" (tg: of the bandwidth ceiling, pp: of the int8 "
+    "peak;\n"
     "                          null where not measured),\n"
     "                          \"cpu\" (CPUID's brand string, family and model; aarch64: the\n"
     "                          implementer and part codes)}\n"
     "  --e2e                   whole processes instead: for every -t and -n, runs `synapse run -m\n"
-    "                          MODEL --tokens " BENCH_E2E_PROMPT " -n N --temp 0 --ignore-eos -t T\n"
+    "                          MODEL --tokens " BENCH_E2E_PROMPT
+    " -n N --temp 0 --ignore-eos -t T\n"
     "                          -c C --json` (plus the backend options) once as a warm-up, then -r\n"
-    "                          times, and reports the medians of its wall time, time to first token\n"
+    "                          times, and reports the medians of its wall time, time to first "
+    "token\n"
     "                          (its ttft_ms), load time, decode speed and peak RSS (wait4's\n"
     "                          ru_maxrss). -c C: its context size (default 4096)\n"
     "  The tests' context (the largest depth + the longest test) must fit in the model's\n"
@@ -78,12 +84,16 @@ const char usage_bench[] =
     "  time from first submission to last completion (prompts included); decode t/s = tokens /\n"
     "  time of the engine steps that only decoded; and each median's speedup over N = 1 (when 1\n"
     "  is in LIST). -t takes one thread count here (default: one per online CPU).\n"
-    "  --json                  an array, one object per N: {\"model_file\", \"model_type\", \"isa\",\n"
-    "                          \"kv_type\", \"n_threads\", \"n_requests\", \"n_prompt\", \"n_gen\",\n"
-    "                          \"reps\", \"samples_ts\", \"median_ts\", \"stddev_ts\", \"min_ts\",\n"
+    "  --json                  an array, one object per N: {\"model_file\", \"model_type\", "
+    "\"isa\",\n"
+    "                          \"kv_type\", \"n_threads\", \"n_requests\", \"n_prompt\", "
+    "\"n_gen\",\n"
+    "                          \"reps\", \"samples_ts\", \"median_ts\", \"stddev_ts\", "
+    "\"min_ts\",\n"
     "                          \"max_ts\", \"samples_decode_ts\", \"median_decode_ts\",\n"
     "                          \"stddev_decode_ts\", \"min_decode_ts\", \"max_decode_ts\",\n"
-    "                          \"speedup_ts\", \"speedup_decode_ts\" (null without N = 1), \"cpu\"}\n";
+    "                          \"speedup_ts\", \"speedup_decode_ts\" (null without N = 1), "
+    "\"cpu\"}\n";
 
 enum {
     DEFAULT_REPS = 5,
@@ -97,8 +107,8 @@ static const int32_t DEFAULT_DEPTHS[] = {0};
 
 /* ---- options ---------------------------------------------------------------------------- */
 
-static int parse_list(arg_iter *it, const char *arg, int32_t min, int32_t max, const char *what, int32_t **vals,
-                      size_t *n) {
+static int parse_list(arg_iter *it, const char *arg, int32_t min, int32_t max, const char *what,
+                      int32_t **vals, size_t *n) {
     const char *v;
     int rc = args_value(it, arg, &v);
     if (rc != EXIT_OK) return rc;
@@ -137,17 +147,21 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         if (rc != OPT_NOMATCH) {
             if (rc != EXIT_OK) return rc;
         } else if (strcmp(arg, "-t") == 0 || strcmp(arg, "--threads") == 0) {
-            if ((rc = parse_list(&it, arg, 1, MAX_THREADS, "thread count", &o->threads, &o->n_threads)) != EXIT_OK)
+            if ((rc = parse_list(&it, arg, 1, MAX_THREADS, "thread count", &o->threads,
+                                 &o->n_threads)) != EXIT_OK)
                 return rc;
         } else if (strcmp(arg, "-p") == 0 || strcmp(arg, "--n-prompt") == 0) {
-            if ((rc = parse_list(&it, arg, 0, MAX_LIST_VALUE, "prompt length", &o->prompts, &o->n_prompts)) != EXIT_OK)
+            if ((rc = parse_list(&it, arg, 0, MAX_LIST_VALUE, "prompt length", &o->prompts,
+                                 &o->n_prompts)) != EXIT_OK)
                 return rc;
             prompts_given = true;
         } else if (strcmp(arg, "-n") == 0 || strcmp(arg, "--n-gen") == 0) {
-            if ((rc = parse_list(&it, arg, 0, MAX_LIST_VALUE, "token count", &o->gens, &o->n_gens)) != EXIT_OK)
+            if ((rc = parse_list(&it, arg, 0, MAX_LIST_VALUE, "token count", &o->gens,
+                                 &o->n_gens)) != EXIT_OK)
                 return rc;
         } else if (strcmp(arg, "-d") == 0 || strcmp(arg, "--n-depth") == 0) {
-            if ((rc = parse_list(&it, arg, 0, MAX_LIST_VALUE, "depth", &o->depths, &o->n_depths)) != EXIT_OK)
+            if ((rc = parse_list(&it, arg, 0, MAX_LIST_VALUE, "depth", &o->depths, &o->n_depths)) !=
+                EXIT_OK)
                 return rc;
             depths_given = true;
         } else if (strcmp(arg, "-r") == 0 || strcmp(arg, "--repetitions") == 0) {
@@ -160,8 +174,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
             free(o->concurrent);
             o->concurrent = NULL;
-            if ((rc = parse_int_list(arg, v, 1, SYN_ENGINE_MAX_PARALLEL, "request count", &o->concurrent,
-                                     &o->n_concurrent)) != EXIT_OK)
+            if ((rc = parse_int_list(arg, v, 1, SYN_ENGINE_MAX_PARALLEL, "request count",
+                                     &o->concurrent, &o->n_concurrent)) != EXIT_OK)
                 return rc;
         } else if (strcmp(arg, "--e2e") == 0) {
             o->e2e = true;
@@ -174,23 +188,31 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     if ((rc = require_model(&o->g)) != EXIT_OK) return rc;
     if (o->concurrent) {
         if (o->e2e || prompts_given || depths_given || o->g.n_ctx)
-            return fail_usage("--concurrent runs 5-token prompts on engines: --e2e, -p, -d and -c do not apply");
-        if (o->g.backend != SYN_BACKEND_OPTIMIZED) return fail_usage("--concurrent runs on the optimized backend only");
+            return fail_usage(
+                "--concurrent runs 5-token prompts on engines: --e2e, -p, -d and -c do not apply");
+        if (o->g.backend != SYN_BACKEND_OPTIMIZED)
+            return fail_usage("--concurrent runs on the optimized backend only");
         if (o->n_threads > 1) return fail_usage("--concurrent takes one thread count (-t T)");
         if (o->n_gens > 1 || (o->gens && o->gens[0] == 0))
             return fail_usage("--concurrent takes one token count of at least 1 (-n N)");
     }
     if (o->e2e && (prompts_given || depths_given))
-        return fail_usage("--e2e runs a fixed %d-token prompt: -p and -d do not apply", BENCH_E2E_PROMPT_LEN);
-    if (!o->e2e && o->g.n_ctx) return fail_usage("-c applies to --e2e only (the tests size their own context)");
+        return fail_usage("--e2e runs a fixed %d-token prompt: -p and -d do not apply",
+                          BENCH_E2E_PROMPT_LEN);
+    if (!o->e2e && o->g.n_ctx)
+        return fail_usage("-c applies to --e2e only (the tests size their own context)");
     if (!o->threads) {
         long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
         int32_t t = n_cpu < 1 ? 1 : n_cpu > MAX_THREADS ? MAX_THREADS : (int32_t)n_cpu;
         if ((rc = default_list(&t, 1, &o->threads, &o->n_threads)) != EXIT_OK) return rc;
     }
-    if (!o->prompts && (rc = default_list(DEFAULT_PROMPTS, 3, &o->prompts, &o->n_prompts)) != EXIT_OK) return rc;
-    if (!o->gens && (rc = default_list(DEFAULT_GENS, 1, &o->gens, &o->n_gens)) != EXIT_OK) return rc;
-    if (!o->depths && (rc = default_list(DEFAULT_DEPTHS, 1, &o->depths, &o->n_depths)) != EXIT_OK) return rc;
+    if (!o->prompts &&
+        (rc = default_list(DEFAULT_PROMPTS, 3, &o->prompts, &o->n_prompts)) != EXIT_OK)
+        return rc;
+    if (!o->gens && (rc = default_list(DEFAULT_GENS, 1, &o->gens, &o->n_gens)) != EXIT_OK)
+        return rc;
+    if (!o->depths && (rc = default_list(DEFAULT_DEPTHS, 1, &o->depths, &o->n_depths)) != EXIT_OK)
+        return rc;
     if (o->e2e ? !any_positive(o->gens, o->n_gens)
                : !any_positive(o->prompts, o->n_prompts) && !any_positive(o->gens, o->n_gens))
         return fail_usage("nothing to measure: every -p and -n value is 0");
@@ -202,15 +224,15 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 
 typedef struct bench_result {
     int32_t n_threads;
-    bool tg;           /* a decode test (else a prompt test) */
-    int32_t n_tokens;  /* P for ppP, N for tgN */
+    bool tg;          /* a decode test (else a prompt test) */
+    int32_t n_tokens; /* P for ppP, N for tgN */
     int32_t depth;
-    const char *isa;   /* static, from syn_context_isa_name */
-    double bw_gbs;     /* this thread count's in-run bandwidth: its probes' best pass */
+    const char *isa;      /* static, from syn_context_isa_name */
+    double bw_gbs;        /* this thread count's in-run bandwidth: its probes' best pass */
     double bw_median_gbs; /* and their median pass */
-    double peak_gmacs; /* this thread count's in-run int8 peak (0: not measured for the tier) */
+    double peak_gmacs;    /* this thread count's in-run int8 peak (0: not measured for the tier) */
     syn_kv_type kv_type;
-    double *ts;        /* [reps] tokens per second */
+    double *ts; /* [reps] tokens per second */
     bench_stats st;
 } bench_result;
 
@@ -222,22 +244,27 @@ static double kv_bytes_per_token(const bench_model *m, const bench_result *r) {
 
 static void test_name(const bench_result *r, char *buf, size_t cap) {
     int n = snprintf(buf, cap, "%s%d", r->tg ? "tg" : "pp", r->n_tokens);
-    if (r->depth > 0 && n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " @ d%d", r->depth);
+    if (r->depth > 0 && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, " @ d%d", r->depth);
 }
 
 /* tg: the share of the bandwidth ceiling (weights + KV); pp: of the int8 peak; < 0: unknown. */
 static double efficiency(const bench_model *m, const bench_result *r) {
     if (r->tg)
-        return r->bw_gbs > 0 ? r->st.median * ((double)m->bytes_per_token + kv_bytes_per_token(m, r)) / (r->bw_gbs * 1e9)
+        return r->bw_gbs > 0
+                   ? r->st.median * ((double)m->bytes_per_token + kv_bytes_per_token(m, r)) /
+                         (r->bw_gbs * 1e9)
+                   : -1;
+    return r->peak_gmacs > 0 ? r->st.median * (double)m->macs_per_token / (r->peak_gmacs * 1e9)
                              : -1;
-    return r->peak_gmacs > 0 ? r->st.median * (double)m->macs_per_token / (r->peak_gmacs * 1e9) : -1;
 }
 
 static int print_header(void) {
-    printf("| %-20s | %10s | %-9s | %-11s | %7s | %-15s | %20s | %5s |\n", "model", "size", "backend",
-           "isa", "threads", "test", "t/s", "eff");
-    printf("| -------------------- | ---------: | --------- | ----------- | ------: | --------------- "
-           "| -------------------: | ----: |\n");
+    printf("| %-20s | %10s | %-9s | %-11s | %7s | %-15s | %20s | %5s |\n", "model", "size",
+           "backend", "isa", "threads", "test", "t/s", "eff");
+    printf(
+        "| -------------------- | ---------: | --------- | ----------- | ------: | --------------- "
+        "| -------------------: | ----: |\n");
     return check_stdout();
 }
 
@@ -253,29 +280,36 @@ static int print_row(const bench_model *m, const bench_opts *o, const bench_resu
     return check_stdout();
 }
 
-static void print_bandwidth(const bench_model *m, const bench_opts *o, const bench_stats *bw, const double *peak,
-                            const membw_buffer *buf, const syn_model *model) {
+static void print_bandwidth(const bench_model *m, const bench_opts *o, const bench_stats *bw,
+                            const double *peak, const membw_buffer *buf, const syn_model *model) {
     double mb = (double)m->bytes_per_token / 1e6, gmacs = (double)m->macs_per_token / 1e9;
     char cpu[160];
     syn_cpu_describe(cpu, sizeof cpu);
     printf("\ncpu: %s\n", cpu);
-    printf("memory read bandwidth and int8 peak, measured before and after each thread count's tests (the "
-           "best of two probes' %d passes each; the bandwidth's median pass in brackets):\n", BW_PASSES);
+    printf("memory read bandwidth and int8 peak, measured before and after each thread count's "
+           "tests (the "
+           "best of two probes' %d passes each; the bandwidth's median pass in brackets):\n",
+           BW_PASSES);
     for (size_t i = 0; i < o->n_threads; i++) {
-        printf("  %3d thread%s %6.1f GB/s (%.1f) -> decode ceiling %.1f tok/s at %.1f MB of weights per token",
-               o->threads[i], o->threads[i] == 1 ? ": " : "s:", bw[i].max, bw[i].median, bw[i].max * 1e3 / mb, mb);
+        printf("  %3d thread%s %6.1f GB/s (%.1f) -> decode ceiling %.1f tok/s at %.1f MB of "
+               "weights per token",
+               o->threads[i], o->threads[i] == 1 ? ": " : "s:", bw[i].max, bw[i].median,
+               bw[i].max * 1e3 / mb, mb);
         if (peak[i] > 0)
             printf("; %.0f G int8 MAC/s -> prefill ceiling %.0f tok/s at %.3f G per token", peak[i],
                    peak[i] / gmacs, gmacs);
         printf("\n");
     }
-    printf("t/s: median ± sample standard deviation of %d runs after one warm-up. eff: tg t/s x (%.1f MB + "
-           "the KV bytes at its depth) / bandwidth; pp t/s x %.3f G multiply-adds / int8 peak.\n", o->reps, mb,
-           gmacs);
-    printf("in 2 MiB pages: %.0f MiB of the model's mapping (weights: %.0f MiB), %.0f of %zu MiB of the "
-           "bandwidth buffer\n", (double)syn_model_huge_page_bytes(model) / 1048576.0,
-           (double)m->info.weight_bytes / 1048576.0,
-           (double)membw_huge_page_bytes(buf) / 1048576.0, membw_bytes(buf) >> 20);
+    printf("t/s: median ± sample standard deviation of %d runs after one warm-up. eff: tg t/s x "
+           "(%.1f MB + "
+           "the KV bytes at its depth) / bandwidth; pp t/s x %.3f G multiply-adds / int8 peak.\n",
+           o->reps, mb, gmacs);
+    printf("in 2 MiB pages: %.0f MiB of the model's mapping (weights: %.0f MiB), %.0f of %zu MiB "
+           "of the "
+           "bandwidth buffer\n",
+           (double)syn_model_huge_page_bytes(model) / 1048576.0,
+           (double)m->info.weight_bytes / 1048576.0, (double)membw_huge_page_bytes(buf) / 1048576.0,
+           membw_bytes(buf) >> 20);
 }
 
 static json_t *result_json(const bench_model *m, const bench_opts *o, const bench_result *r) {
@@ -286,20 +320,20 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
     json_t *eff = e >= 0 ? json_real(e) : json_null();
     char cpu[160];
     syn_cpu_describe(cpu, sizeof cpu);
-    return json_pack("{s:o, s:s, s:I, s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:f, "
-                     "s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:I, s:o, s:o}",
-                     "model_file", json_text(m->path), "model_type", m->type, "model_size",
-                     (json_int_t)m->info.weight_bytes, "model_n_params", (json_int_t)m->info.n_params,
-                     "backend", backend_name(o->g.backend), "isa", r->isa, "kv_type",
-                     o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads", r->n_threads, "test",
-                     name, "n_prompt", r->tg ? 0 : r->n_tokens, "n_gen", r->tg ? r->n_tokens : 0,
-                     "n_depth", r->depth, "reps", o->reps, "samples_ts", samples, "median_ts",
-                     r->st.median, "avg_ts", r->st.mean, "stddev_ts", r->st.stddev, "min_ts",
-                     r->st.min, "max_ts", r->st.max, "bandwidth_gbs", r->bw_gbs,
-                     "bandwidth_median_gbs", r->bw_median_gbs,
-                     "weight_bytes_per_token", (json_int_t)m->bytes_per_token, "kv_bytes_per_token",
-                     r->tg ? kv_bytes_per_token(m, r) : 0.0, "int8_peak_gmacs", r->peak_gmacs, "macs_per_token",
-                     (json_int_t)m->macs_per_token, "efficiency", eff, "cpu", json_text(cpu));
+    return json_pack(
+        "{s:o, s:s, s:I, s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:f, "
+        "s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:I, s:o, s:o}",
+        "model_file", json_text(m->path), "model_type", m->type, "model_size",
+        (json_int_t)m->info.weight_bytes, "model_n_params", (json_int_t)m->info.n_params, "backend",
+        backend_name(o->g.backend), "isa", r->isa, "kv_type",
+        o->g.kv_type == SYN_KV_F16 ? "f16" : "f32", "n_threads", r->n_threads, "test", name,
+        "n_prompt", r->tg ? 0 : r->n_tokens, "n_gen", r->tg ? r->n_tokens : 0, "n_depth", r->depth,
+        "reps", o->reps, "samples_ts", samples, "median_ts", r->st.median, "avg_ts", r->st.mean,
+        "stddev_ts", r->st.stddev, "min_ts", r->st.min, "max_ts", r->st.max, "bandwidth_gbs",
+        r->bw_gbs, "bandwidth_median_gbs", r->bw_median_gbs, "weight_bytes_per_token",
+        (json_int_t)m->bytes_per_token, "kv_bytes_per_token",
+        r->tg ? kv_bytes_per_token(m, r) : 0.0, "int8_peak_gmacs", r->peak_gmacs, "macs_per_token",
+        (json_int_t)m->macs_per_token, "efficiency", eff, "cpu", json_text(cpu));
 }
 
 /* Runs r's test once as a warm-up and then reps times, from depth r->depth each time (the cache
@@ -308,7 +342,8 @@ static int time_test(syn_context *ctx, const int32_t *ids, int32_t reps, bench_r
     char name[48];
     test_name(r, name, sizeof name);
     for (int32_t rep = -1; rep < reps; rep++) {
-        if (syn_context_truncate(ctx, (uint32_t)r->depth) != SYN_OK) return fail_lib("%s: cannot rewind the cache", name);
+        if (syn_context_truncate(ctx, (uint32_t)r->depth) != SYN_OK)
+            return fail_lib("%s: cannot rewind the cache", name);
         syn_status st = SYN_OK;
         double t0 = 0, t1 = 0;
         if (!r->tg) {
@@ -322,7 +357,8 @@ static int time_test(syn_context *ctx, const int32_t *ids, int32_t reps, bench_r
                 st = syn_context_decode(ctx, &ids[i + 1], 1, NULL);
             t1 = syn_now_ms();
         }
-        if (st != SYN_OK) return fail_lib("%s: decoding failed at position %u", name, syn_context_n_past(ctx));
+        if (st != SYN_OK)
+            return fail_lib("%s: decoding failed at position %u", name, syn_context_n_past(ctx));
         if (rep >= 0) r->ts[rep] = t1 > t0 ? (double)r->n_tokens * 1e3 / (t1 - t0) : 0.0;
     }
     r->st = bench_stats_of(r->ts, (size_t)reps);
@@ -337,8 +373,9 @@ static int32_t max_of(const int32_t *v, size_t n) {
 }
 
 /* Runs every test of one thread count into results[*n_results...]. */
-static int bench_threads(const syn_model *model, const bench_opts *o, int32_t n_threads, uint32_t n_ctx,
-                         const int32_t *ids, bench_result *results, size_t *n_results) {
+static int bench_threads(const syn_model *model, const bench_opts *o, int32_t n_threads,
+                         uint32_t n_ctx, const int32_t *ids, bench_result *results,
+                         size_t *n_results) {
     gen_opts g = o->g;
     g.n_threads = n_threads;
     syn_context *ctx = NULL;
@@ -394,9 +431,10 @@ static int bench_speed(const bench_opts *o) {
     membw_buffer *buf = NULL;
     size_t n_results = 0;
     if (m.info.n_ctx_train <= 0 || n_ctx > (uint64_t)m.info.n_ctx_train) {
-        rc = fail_runtime("the tests need a context of %" PRIu64 " tokens (depth %d + the longest test, "
-                          "%d) but the training context of '%s' is %d", n_ctx, max_d, longest, o->g.model_path,
-                          m.info.n_ctx_train);
+        rc = fail_runtime("the tests need a context of %" PRIu64
+                          " tokens (depth %d + the longest test, "
+                          "%d) but the training context of '%s' is %d",
+                          n_ctx, max_d, longest, o->g.model_path, m.info.n_ctx_train);
         goto done;
     }
     ids = malloc(n_ids * sizeof *ids);
@@ -408,7 +446,8 @@ static int bench_speed(const bench_opts *o) {
         rc = fail_runtime("out of memory for %zu tests", n_tests);
         goto done;
     }
-    for (size_t i = 0; i < n_tests; i++) results[i].ts = samples + i * (size_t)o->reps;
+    for (size_t i = 0; i < n_tests; i++)
+        results[i].ts = samples + i * (size_t)o->reps;
     bench_random_tokens(ids, n_ids, m.info.n_vocab);
     if ((rc = membw_new(BW_BYTES, &buf)) != EXIT_OK) goto done;
     /* The int8 peak of the tier the contexts will run (NULL for a tier it is not measured on). */
@@ -426,11 +465,13 @@ static int bench_speed(const bench_opts *o) {
         double passes[2 * BW_PASSES], peak_before = 0, peak_after = 0;
         const size_t first = n_results;
         if ((rc = membw_measure(buf, o->threads[t], BW_PASSES, passes)) != EXIT_OK ||
-            (chain && (rc = int8peak_measure(chain, o->threads[t], BW_PASSES, &peak_before)) != EXIT_OK))
+            (chain &&
+             (rc = int8peak_measure(chain, o->threads[t], BW_PASSES, &peak_before)) != EXIT_OK))
             break;
         rc = bench_threads(model, o, o->threads[t], (uint32_t)n_ctx, ids, results, &n_results);
         if (rc == EXIT_OK) rc = membw_measure(buf, o->threads[t], BW_PASSES, passes + BW_PASSES);
-        if (rc == EXIT_OK && chain) rc = int8peak_measure(chain, o->threads[t], BW_PASSES, &peak_after);
+        if (rc == EXIT_OK && chain)
+            rc = int8peak_measure(chain, o->threads[t], BW_PASSES, &peak_after);
         if (rc == EXIT_OK) bw[t] = bench_stats_of(passes, 2 * BW_PASSES);
         peak[t] = peak_before > peak_after ? peak_before : peak_after;
         for (size_t i = first; i < n_results; i++) {
@@ -470,7 +511,8 @@ int cmd_bench(int argc, char **argv) {
     gen_opts_init(&o.g, 0);
     o.reps = DEFAULT_REPS;
     int rc = parse_args(argc, argv, &o);
-    if (rc == EXIT_OK) rc = o.concurrent ? bench_concurrent(&o) : o.e2e ? bench_e2e(&o) : bench_speed(&o);
+    if (rc == EXIT_OK)
+        rc = o.concurrent ? bench_concurrent(&o) : o.e2e ? bench_e2e(&o) : bench_speed(&o);
     free(o.threads);
     free(o.prompts);
     free(o.gens);

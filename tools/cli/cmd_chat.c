@@ -9,28 +9,31 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "generate.h"
+#include "common/args.h"
 #include "common/options.h"
+#include "common/output.h"
 #include "common/setup.h"
 #include "common/text.h"
-#include "common/output.h"
-#include "common/args.h"
+#include "generate.h"
 
 const char usage_chat[] =
     "synapse chat -m MODEL [--system TEXT] [options]\n"
-    "  An interactive conversation: each line read from stdin is a user turn; the reply streams to\n"
+    "  An interactive conversation: each line read from stdin is a user turn; the reply streams "
+    "to\n"
     "  stdout followed by a newline. An empty line or end of input ends the conversation. The KV\n"
     "  cache persists across turns (only the new turn's tokens are processed). A line that is not\n"
     "  valid UTF-8 text (or holds a NUL byte) is refused with 'line L: ... at byte B of the line'\n"
     "  (L from 1, B from 0) and skipped; the conversation goes on, and the exit status is then 1.\n"
     "  --system TEXT           the system turn (default: the chat template's own, if any)\n"
-    "  --chat-template NAME    force a format (chatml or llama3) instead of recognising the GGUF's template\n"
+    "  --chat-template NAME    force a format (chatml or llama3) instead of recognising the GGUF's "
+    "template\n"
     "  -n N                    at most N tokens per reply (default 256)\n"
     "  -c N                    context size in tokens for the whole conversation (default 4096,\n"
     "                          at most the model's training context)\n"
     "  -v, --verbose           after each reply, print on stderr how many prompt tokens came from\n"
     "                          the cache and how many were processed\n"
-    "  -t, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed, --backend,\n"
+    "  -t, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed, "
+    "--backend,\n"
     "  --isa, --kv-type, --no-huge-pages: as for synapse run\n";
 
 typedef struct chat_opts {
@@ -62,7 +65,8 @@ static int conv_add(conversation *c, const char *role, const char *content, size
 }
 
 static void conv_free(conversation *c) {
-    for (size_t i = 0; i < c->n; i++) free((char *)c->msgs[i].content);
+    for (size_t i = 0; i < c->n; i++)
+        free((char *)c->msgs[i].content);
     free(c->msgs);
 }
 
@@ -75,7 +79,8 @@ static int parse_args(int argc, char **argv, chat_opts *o) {
             fputs(usage_chat, stdout);
             return ARGS_HELP;
         }
-        rc = parse_gen_opt(&it, arg, GEN_MODEL | GEN_COMPUTE | GEN_CTX | GEN_SAMPLING | GEN_TEMPLATE, &o->g);
+        rc = parse_gen_opt(&it, arg,
+                           GEN_MODEL | GEN_COMPUTE | GEN_CTX | GEN_SAMPLING | GEN_TEMPLATE, &o->g);
         if (rc != OPT_NOMATCH) {
             if (rc != EXIT_OK) return rc;
         } else if (strcmp(arg, "--system") == 0) {
@@ -92,16 +97,19 @@ static int parse_args(int argc, char **argv, chat_opts *o) {
 /* Brings the cache in line with the rendered conversation ids[n]: keeps the longest cached
  * prefix (*reused tokens), drops the rest, decodes the new suffix. history mirrors the tokens
  * seen so far. */
-static int sync_cache(syn_context *ctx, token_vec *history, const int32_t *ids, size_t n, size_t *reused) {
+static int sync_cache(syn_context *ctx, token_vec *history, const int32_t *ids, size_t n,
+                      size_t *reused) {
     if (n == 0) return fail_runtime("the chat format rendered no tokens");
     size_t cached = syn_context_n_past(ctx);
     if (cached > history->n) cached = history->n;
     size_t common = 0;
-    while (common < cached && common < n && history->ids[common] == ids[common]) common++;
+    while (common < cached && common < n && history->ids[common] == ids[common])
+        common++;
     if (common == n) common = n - 1; /* at least one token must run, for fresh logits */
     if (n > syn_context_n_ctx(ctx))
-        return fail_runtime("the conversation (%zu tokens) no longer fits in the context of %u tokens (see -c)",
-                            n, syn_context_n_ctx(ctx));
+        return fail_runtime(
+            "the conversation (%zu tokens) no longer fits in the context of %u tokens (see -c)", n,
+            syn_context_n_ctx(ctx));
     if (common < syn_context_n_past(ctx) && syn_context_truncate(ctx, (uint32_t)common) != SYN_OK)
         return fail_lib("cannot truncate the cache to %zu tokens", common);
     history->n = common;
@@ -117,10 +125,13 @@ static int sync_cache(syn_context *ctx, token_vec *history, const int32_t *ids, 
  * byte within the line itself. */
 static int check_line(size_t line_no, const char *line, size_t len) {
     size_t valid = utf8_valid_prefix(line, len);
-    if (valid < len) return fail_runtime("line %zu: invalid UTF-8 at byte %zu of the line", line_no, valid);
+    if (valid < len)
+        return fail_runtime("line %zu: invalid UTF-8 at byte %zu of the line", line_no, valid);
     /* The chat format takes NUL-terminated text: the turn would be cut short without a word. */
     const char *nul = memchr(line, '\0', len);
-    if (nul) return fail_runtime("line %zu: NUL byte at byte %zu of the line", line_no, (size_t)(nul - line));
+    if (nul)
+        return fail_runtime("line %zu: NUL byte at byte %zu of the line", line_no,
+                            (size_t)(nul - line));
     return EXIT_OK;
 }
 
@@ -134,7 +145,8 @@ static int turn(const chat_opts *o, const syn_model *model, syn_context *ctx, sy
     token_vec prompt = {0};
     gen_result res = {0};
     int rc = conv_add(conv, "user", line, len);
-    if (rc == EXIT_OK) rc = format_chat(model, o->g.chat_template, conv->msgs, conv->n, &text, &text_len);
+    if (rc == EXIT_OK)
+        rc = format_chat(model, o->g.chat_template, conv->msgs, conv->n, &text, &text_len);
     if (rc == EXIT_OK) rc = tokenize_text(tok, text, text_len, true, true, &ids, &n_ids);
     if (rc == EXIT_OK) rc = tokens_append(&prompt, ids, n_ids);
     if (rc == EXIT_OK) rc = sync_cache(ctx, history, prompt.ids, prompt.n, &reused);
@@ -150,7 +162,9 @@ static int turn(const chat_opts *o, const syn_model *model, syn_context *ctx, sy
         rc = conv_add(conv, "assistant", res.text.data ? res.text.data : "", res.text.len);
     }
     if (rc == EXIT_OK && o->verbose)
-        fprintf(stderr, "synapse: turn: %zu prompt tokens, %zu from the cache, %zu processed; %zu generated, stop: %s\n",
+        fprintf(stderr,
+                "synapse: turn: %zu prompt tokens, %zu from the cache, %zu processed; %zu "
+                "generated, stop: %s\n",
                 prompt.n, reused, prompt.n - reused, res.n_generated, stop_reason_name(res.stop));
     free(res.text.data);
     free(prompt.ids);
@@ -172,13 +186,15 @@ static int chat(const chat_opts *o) {
     syn_model_info info;
     syn_model_get_info(model, &info);
     uint32_t n_ctx = o->g.n_ctx ? o->g.n_ctx : CHAT_DEFAULT_N_CTX;
-    if (!o->g.n_ctx && info.n_ctx_train > 0 && n_ctx > (uint32_t)info.n_ctx_train) n_ctx = (uint32_t)info.n_ctx_train;
+    if (!o->g.n_ctx && info.n_ctx_train > 0 && n_ctx > (uint32_t)info.n_ctx_train)
+        n_ctx = (uint32_t)info.n_ctx_train;
     if ((rc = new_context(model, &o->g, n_ctx, &ctx)) != EXIT_OK) goto done;
     if (syn_sampler_new(&o->g.sampling, &sampler) != SYN_OK) {
         rc = fail_lib("invalid sampling options");
         goto done;
     }
-    if (o->system && (rc = conv_add(&conv, "system", o->system, strlen(o->system))) != EXIT_OK) goto done;
+    if (o->system && (rc = conv_add(&conv, "system", o->system, strlen(o->system))) != EXIT_OK)
+        goto done;
     bool interactive = isatty(fileno(stdin)), refused = false;
     for (size_t line_no = 1;; line_no++) {
         if (interactive) fputs("> ", stderr);

@@ -4,10 +4,10 @@
 #include <string.h>
 
 #include "commands.h"
-#include "common/options.h"
-#include "common/setup.h"
-#include "common/output.h"
 #include "common/args.h"
+#include "common/options.h"
+#include "common/output.h"
+#include "common/setup.h"
 
 const char usage_eval[] =
     "synapse eval -m MODEL --tokens 1,2,3 [--top K] [-t THREADS] [--backend NAME] [--isa TIER]\n"
@@ -17,8 +17,8 @@ const char usage_eval[] =
     "  is capped at the vocabulary size. With --json:\n"
     "  {\"tokens\": [...], \"positions\": [{\"pos\": 0, \"top\": [[id, logit], ...]}, ...]}\n"
     "  otherwise one line per position: \"pos P: id logit, id logit, ...\".\n"
-    "  -t, --threads N         worker threads, 0..256 (default 0: one per core)\n"
-    USAGE_BACKEND_OPTS;
+    "  -t, --threads N         worker threads, 0..256 (default 0: one per "
+    "core)\n" USAGE_BACKEND_OPTS;
 
 /* Logits are computed this many positions at a time, so memory stays bounded for long inputs. */
 enum { EVAL_CHUNK = 64 };
@@ -54,12 +54,14 @@ static void top_k(const float *logits, int32_t n, int32_t k, scored *all, scored
             scored c = {i, logits[i]};
             if (m == k && scored_cmp(&c, &top[m - 1]) >= 0) continue;
             int32_t j = m < k ? m++ : k - 1;
-            for (; j > 0 && scored_cmp(&c, &top[j - 1]) < 0; j--) top[j] = top[j - 1];
+            for (; j > 0 && scored_cmp(&c, &top[j - 1]) < 0; j--)
+                top[j] = top[j - 1];
             top[j] = c;
         }
         return;
     }
-    for (int32_t i = 0; i < n; i++) all[i] = (scored){i, logits[i]};
+    for (int32_t i = 0; i < n; i++)
+        all[i] = (scored){i, logits[i]};
     qsort(all, (size_t)n, sizeof *all, scored_cmp);
     memcpy(top, all, (size_t)k * sizeof *top);
 }
@@ -98,10 +100,12 @@ static int parse_args(int argc, char **argv, eval_opts *o) {
 }
 
 /* Appends position pos's top list to out (JSON) or prints it (text). */
-static int emit_position(const eval_opts *o, size_t pos, const scored *top, int32_t k, json_t *positions) {
+static int emit_position(const eval_opts *o, size_t pos, const scored *top, int32_t k,
+                         json_t *positions) {
     if (!o->json) {
         printf("pos %zu:", pos);
-        for (int32_t j = 0; j < k; j++) printf("%s %d %.6f", j ? "," : "", top[j].id, top[j].logit);
+        for (int32_t j = 0; j < k; j++)
+            printf("%s %d %.6f", j ? "," : "", top[j].id, top[j].logit);
         putchar('\n');
         return check_stdout();
     }
@@ -114,7 +118,8 @@ static int emit_position(const eval_opts *o, size_t pos, const scored *top, int3
         }
     }
     json_t *entry = json_pack("{s:I, s:o}", "pos", (json_int_t)pos, "top", list);
-    if (json_array_append_new(positions, entry) != 0) return fail_runtime("out of memory building the JSON output");
+    if (json_array_append_new(positions, entry) != 0)
+        return fail_runtime("out of memory building the JSON output");
     return EXIT_OK;
 }
 

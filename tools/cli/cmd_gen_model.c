@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "common/args.h"
 #include "common/setup.h"
 #include "common/text.h"
-#include "common/args.h"
 #include "synapse_internal.h"
 
 const char usage_gen_model[] =
@@ -30,7 +30,8 @@ const char usage_gen_model[] =
     "                  context 32768 (exactly Qwen2.5-0.5B-Instruct's tensors)\n"
     "    qwen3-0.6b    qwen3: 28 blocks, width 1024, 16 heads of 128 (query width 2048), 8 KV\n"
     "                  heads, FFN 3072, vocab 151936, Q/K norms, context 40960\n"
-    "    llama3.2-1b   llama: 16 blocks, width 2048, 32 heads, 8 KV heads, FFN 8192, vocab 128256,\n"
+    "    llama3.2-1b   llama: 16 blocks, width 2048, 32 heads, 8 KV heads, FFN 8192, vocab "
+    "128256,\n"
     "                  Llama 3 RoPE frequency factors, context 131072, pre-tokenizer llama-bpe\n"
     "    tiny          qwen2: 2 blocks, width 64, 4 heads, 2 KV heads, FFN 128, vocab 151936\n"
     "    test-qwen2, test-qwen3, test-llama: the shape of tests/data/arch's llama.cpp files\n"
@@ -43,7 +44,8 @@ const char usage_gen_model[] =
     "  template) is copied from the --tokenizer-from GGUF; a vocabulary smaller than the preset's\n"
     "  is padded with unused tokens [PADn] (as llama.cpp's converters pad one), a larger one is\n"
     "  refused. --add-bos-token writes tokenizer.ggml.add_bos_token over the copied value (the\n"
-    "  prompt policy: whether prompts start with BOS). The same seed gives the same file. OUT appears whole or not at all: the model is\n"
+    "  prompt policy: whether prompts start with BOS). The same seed gives the same file. OUT "
+    "appears whole or not at all: the model is\n"
     "  written to a new hidden file beside it (.OUT.XXXXXXXX), synced, then renamed over it; an\n"
     "  OUT that exists as anything but a regular file (a symbolic link, FIFO, device or\n"
     "  directory) is refused (exit 1) and left as it is.\n";
@@ -66,23 +68,24 @@ typedef struct preset {
 } preset;
 
 static const preset presets[] = {
-    {"qwen2.5-0.5b", "Qwen2.5 0.5B Instruct shape synthetic random", ARCH_QWEN2, 24, 896, 14, 2, 64, 4864, 151936,
-     32768, 1e6f, 1e-6f, true, false, NULL},
-    {"qwen3-0.6b", "Qwen3 0.6B shape synthetic random", ARCH_QWEN3, 28, 1024, 16, 8, 128, 3072, 151936, 40960, 1e6f,
-     1e-6f, true, false, NULL},
-    {"llama3.2-1b", "Llama 3.2 1B Instruct shape synthetic random", ARCH_LLAMA, 16, 2048, 32, 8, 64, 8192, 128256,
-     131072, 500000.0f, 1e-5f, true, true, "llama-bpe"},
-    {"tiny", "Qwen2.5 0.5B Instruct shape synthetic random (tiny)", ARCH_QWEN2, 2, 64, 4, 2, 16, 128, 151936, 32768,
-     1e6f, 1e-6f, true, false, NULL},
+    {"qwen2.5-0.5b", "Qwen2.5 0.5B Instruct shape synthetic random", ARCH_QWEN2, 24, 896, 14, 2, 64,
+     4864, 151936, 32768, 1e6f, 1e-6f, true, false, NULL},
+    {"qwen3-0.6b", "Qwen3 0.6B shape synthetic random", ARCH_QWEN3, 28, 1024, 16, 8, 128, 3072,
+     151936, 40960, 1e6f, 1e-6f, true, false, NULL},
+    {"llama3.2-1b", "Llama 3.2 1B Instruct shape synthetic random", ARCH_LLAMA, 16, 2048, 32, 8, 64,
+     8192, 128256, 131072, 500000.0f, 1e-5f, true, true, "llama-bpe"},
+    {"tiny", "Qwen2.5 0.5B Instruct shape synthetic random (tiny)", ARCH_QWEN2, 2, 64, 4, 2, 16,
+     128, 151936, 32768, 1e6f, 1e-6f, true, false, NULL},
     /* The llama.cpp-quantized files of tests/data/arch (see its README), type for type. */
-    {"test-qwen2", "qwen2 test shape synthetic random", ARCH_QWEN2, 3, 256, 4, 2, 64, 768, 0, 4096, 1e6f, 1e-6f,
-     true, false, NULL},
-    {"test-qwen3", "qwen3 test shape synthetic random", ARCH_QWEN3, 3, 256, 8, 2, 64, 768, 0, 4096, 1e6f, 1e-6f,
-     true, false, NULL},
-    {"test-llama", "llama test shape synthetic random", ARCH_LLAMA, 3, 256, 4, 2, 64, 768, 0, 4096, 500000.0f,
-     1e-6f, false, true, "llama-bpe"},
+    {"test-qwen2", "qwen2 test shape synthetic random", ARCH_QWEN2, 3, 256, 4, 2, 64, 768, 0, 4096,
+     1e6f, 1e-6f, true, false, NULL},
+    {"test-qwen3", "qwen3 test shape synthetic random", ARCH_QWEN3, 3, 256, 8, 2, 64, 768, 0, 4096,
+     1e6f, 1e-6f, true, false, NULL},
+    {"test-llama", "llama test shape synthetic random", ARCH_LLAMA, 3, 256, 4, 2, 64, 768, 0, 4096,
+     500000.0f, 1e-6f, false, true, "llama-bpe"},
 };
-#define PRESET_NAMES "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, tiny, test-qwen2, test-qwen3 or test-llama"
+#define PRESET_NAMES                                                                               \
+    "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, tiny, test-qwen2, test-qwen3 or test-llama"
 
 /* A --type: the matrices' type and general.file_type (llama.cpp's llama_ftype); more_bits: the _M
  * mixes' Q6_K for some attn_v and ffn_down. */
@@ -94,8 +97,9 @@ typedef struct type_mix {
 } type_mix;
 
 static const type_mix mixes[] = {
-    {"q8_0", GGML_TYPE_Q8_0, 7, false},   {"f32", GGML_TYPE_F32, 0, false},     {"q4_0", GGML_TYPE_Q4_0, 2, false},
-    {"q4_k_m", GGML_TYPE_Q4_K, 15, true}, {"q5_k_m", GGML_TYPE_Q5_K, 17, true}, {"q6_k", GGML_TYPE_Q6_K, 18, false},
+    {"q8_0", GGML_TYPE_Q8_0, 7, false},   {"f32", GGML_TYPE_F32, 0, false},
+    {"q4_0", GGML_TYPE_Q4_0, 2, false},   {"q4_k_m", GGML_TYPE_Q4_K, 15, true},
+    {"q5_k_m", GGML_TYPE_Q5_K, 17, true}, {"q6_k", GGML_TYPE_Q6_K, 18, false},
 };
 #define TYPE_NAMES "q8_0, f32, q4_0, q4_k_m, q5_k_m or q6_k"
 
@@ -143,8 +147,8 @@ static uint64_t splitmix64(uint64_t *state) {
 
 static float normal01(uint64_t *state) {
     uint64_t r = splitmix64(state);
-    uint32_t sum = (uint32_t)(r & 0xFFFF) + (uint32_t)((r >> 16) & 0xFFFF) + (uint32_t)((r >> 32) & 0xFFFF) +
-                   (uint32_t)(r >> 48);
+    uint32_t sum = (uint32_t)(r & 0xFFFF) + (uint32_t)((r >> 16) & 0xFFFF) +
+                   (uint32_t)((r >> 32) & 0xFFFF) + (uint32_t)(r >> 48);
     /* Four uniforms on 0..65535: mean 131070, standard deviation sqrt((65536^2 - 1) / 3). */
     return ((float)sum - 131070.0f) * (1.0f / 37837.2f);
 }
@@ -152,7 +156,8 @@ static float normal01(uint64_t *state) {
 /* A per-tensor seed, so that each tensor's values do not depend on the others' order. */
 static uint64_t tensor_seed(uint64_t seed, const char *name) {
     uint64_t h = 0xCBF29CE484222325ull; /* FNV-1a */
-    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001B3ull;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001B3ull;
     uint64_t state = seed ^ h;
     return splitmix64(&state);
 }
@@ -162,7 +167,8 @@ static uint64_t tensor_seed(uint64_t seed, const char *name) {
  * pair i, of wavelength 2 pi base^(2i / head_dim), is kept under 8192 / 4 positions, divided by 32
  * over 8192 / 1, and blended in between. */
 static void llama3_rope_factors(float base, uint64_t n_pairs, float *dst) {
-    const double factor = 32.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_ctx = 8192.0;
+    const double factor = 32.0, low_freq_factor = 1.0, high_freq_factor = 4.0,
+                 original_ctx = 8192.0;
     for (uint64_t i = 0; i < n_pairs; i++) {
         const double wavelen = 2.0 * M_PI * pow(base, (double)i / (double)n_pairs);
         if (wavelen < original_ctx / high_freq_factor) {
@@ -170,7 +176,8 @@ static void llama3_rope_factors(float base, uint64_t n_pairs, float *dst) {
         } else if (wavelen > original_ctx / low_freq_factor) {
             dst[i] = (float)factor;
         } else {
-            const double smooth = (original_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+            const double smooth =
+                (original_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
             dst[i] = (float)(1.0 / ((1.0 - smooth) / factor + smooth));
         }
     }
@@ -181,9 +188,12 @@ static syn_status fill_tensor(void *user, const char *name, void *dst, uint64_t 
     const tensor_spec *t = user;
     uint64_t row_bytes = ggml_row_size(t->type, t->ne[0]);
     if (row_bytes * t->ne[1] != nbytes)
-        return syn_fail(SYN_ERR_INTERNAL, "gen-model: tensor '%s': %llu bytes expected, writer asks %llu",
-                        name, (unsigned long long)(row_bytes * t->ne[1]), (unsigned long long)nbytes);
-    float scale = t->init == INIT_MATRIX ? 1.0f / sqrtf((float)t->ne[0]) : t->init == INIT_NORM ? 0.1f : 0.02f;
+        return syn_fail(SYN_ERR_INTERNAL,
+                        "gen-model: tensor '%s': %llu bytes expected, writer asks %llu", name,
+                        (unsigned long long)(row_bytes * t->ne[1]), (unsigned long long)nbytes);
+    float scale = t->init == INIT_MATRIX ? 1.0f / sqrtf((float)t->ne[0])
+                  : t->init == INIT_NORM ? 0.1f
+                                         : 0.02f;
     float mean = t->init == INIT_NORM ? 1.0f : 0.0f;
     uint64_t state = t->seed;
     uint8_t *out = dst;
@@ -191,11 +201,12 @@ static syn_status fill_tensor(void *user, const char *name, void *dst, uint64_t 
         if (t->init == INIT_ROPE_FREQS) {
             llama3_rope_factors(t->rope_freq_base, t->ne[0], t->row);
         } else {
-            for (uint64_t j = 0; j < t->ne[0]; j++) t->row[j] = mean + scale * normal01(&state);
+            for (uint64_t j = 0; j < t->ne[0]; j++)
+                t->row[j] = mean + scale * normal01(&state);
         }
         if (!syn_quantize_weight_row(t->type, t->row, (int64_t)t->ne[0], out))
-            return syn_fail(SYN_ERR_INTERNAL, "gen-model: tensor '%s': no quantizer for type %s", name,
-                            ggml_type_name(t->type));
+            return syn_fail(SYN_ERR_INTERNAL, "gen-model: tensor '%s': no quantizer for type %s",
+                            name, ggml_type_name(t->type));
     }
     return SYN_OK;
 }
@@ -218,18 +229,24 @@ static bool use_more_bits(uint32_t layer, uint32_t n_layer) {
 }
 
 /* The type llama-quantize gives a matrix of the mix with rows of ne0 values. */
-static uint32_t matrix_type(const type_mix *mix, matrix_role role, uint32_t layer, uint32_t n_layer, uint64_t ne0) {
+static uint32_t matrix_type(const type_mix *mix, matrix_role role, uint32_t layer, uint32_t n_layer,
+                            uint64_t ne0) {
     uint32_t type = mix->type;
     if (type == GGML_TYPE_F32) return type;
-    if (role == ROLE_OUTPUT && type != GGML_TYPE_Q8_0) type = GGML_TYPE_Q6_K;
-    else if ((role == ROLE_ATTN_V || role == ROLE_FFN_DOWN) && mix->more_bits && use_more_bits(layer, n_layer))
+    if (role == ROLE_OUTPUT && type != GGML_TYPE_Q8_0)
+        type = GGML_TYPE_Q6_K;
+    else if ((role == ROLE_ATTN_V || role == ROLE_FFN_DOWN) && mix->more_bits &&
+             use_more_bits(layer, n_layer))
         type = GGML_TYPE_Q6_K;
     /* A k-quant needs rows of whole 256-value super-blocks; llama.cpp falls back to a type of
      * 32-value blocks with about as many bits. */
     if (ne0 % ggml_block_size(GGML_TYPE_Q4_K) != 0) {
-        if (type == GGML_TYPE_Q4_K) type = GGML_TYPE_Q5_0;
-        else if (type == GGML_TYPE_Q5_K) type = GGML_TYPE_Q5_1;
-        else if (type == GGML_TYPE_Q6_K) type = GGML_TYPE_Q8_0;
+        if (type == GGML_TYPE_Q4_K)
+            type = GGML_TYPE_Q5_0;
+        else if (type == GGML_TYPE_Q5_K)
+            type = GGML_TYPE_Q5_1;
+        else if (type == GGML_TYPE_Q6_K)
+            type = GGML_TYPE_Q8_0;
     }
     return type;
 }
@@ -251,42 +268,57 @@ enum { MAX_TENSORS_OUTSIDE_BLOCKS = 4, MAX_TENSORS_PER_BLOCK = 12 };
 
 /* Fills specs (room for MAX_TENSORS_OUTSIDE_BLOCKS + MAX_TENSORS_PER_BLOCK * n_layer) and returns
  * the count. */
-static size_t build_specs(const preset *p, const type_mix *mix, uint64_t n_vocab, tensor_spec *specs) {
+static size_t build_specs(const preset *p, const type_mix *mix, uint64_t n_vocab,
+                          tensor_spec *specs) {
     size_t n = 0;
-    const uint64_t q_dim = (uint64_t)p->n_head * p->head_dim, kv_dim = (uint64_t)p->n_head_kv * p->head_dim;
+    const uint64_t q_dim = (uint64_t)p->n_head * p->head_dim,
+                   kv_dim = (uint64_t)p->n_head_kv * p->head_dim;
     const uint32_t L = p->n_layer;
     char name[48];
     if (p->llama3_rope) {
-        add_spec(specs, &n, "rope_freqs.weight", GGML_TYPE_F32, p->head_dim / 2, 1, INIT_ROPE_FREQS);
+        add_spec(specs, &n, "rope_freqs.weight", GGML_TYPE_F32, p->head_dim / 2, 1,
+                 INIT_ROPE_FREQS);
         specs[n - 1].rope_freq_base = p->rope_freq_base;
     }
-    add_spec(specs, &n, "token_embd.weight", matrix_type(mix, p->tied ? ROLE_OUTPUT : ROLE_PLAIN, 0, L, p->n_embd),
-             p->n_embd, n_vocab, INIT_MATRIX);
+    add_spec(specs, &n, "token_embd.weight",
+             matrix_type(mix, p->tied ? ROLE_OUTPUT : ROLE_PLAIN, 0, L, p->n_embd), p->n_embd,
+             n_vocab, INIT_MATRIX);
     for (uint32_t l = 0; l < L; l++) {
 #define BLK(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
 #define MAT(role, ne0) matrix_type(mix, role, l, L, ne0)
         const bool biases = p->arch == ARCH_QWEN2, qk_norms = p->arch == ARCH_QWEN3;
         add_spec(specs, &n, BLK("attn_norm.weight"), GGML_TYPE_F32, p->n_embd, 1, INIT_NORM);
-        add_spec(specs, &n, BLK("attn_q.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, q_dim, INIT_MATRIX);
+        add_spec(specs, &n, BLK("attn_q.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, q_dim,
+                 INIT_MATRIX);
         if (biases) add_spec(specs, &n, BLK("attn_q.bias"), GGML_TYPE_F32, q_dim, 1, INIT_BIAS);
-        if (qk_norms) add_spec(specs, &n, BLK("attn_q_norm.weight"), GGML_TYPE_F32, p->head_dim, 1, INIT_NORM);
-        add_spec(specs, &n, BLK("attn_k.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, kv_dim, INIT_MATRIX);
+        if (qk_norms)
+            add_spec(specs, &n, BLK("attn_q_norm.weight"), GGML_TYPE_F32, p->head_dim, 1,
+                     INIT_NORM);
+        add_spec(specs, &n, BLK("attn_k.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, kv_dim,
+                 INIT_MATRIX);
         if (biases) add_spec(specs, &n, BLK("attn_k.bias"), GGML_TYPE_F32, kv_dim, 1, INIT_BIAS);
-        if (qk_norms) add_spec(specs, &n, BLK("attn_k_norm.weight"), GGML_TYPE_F32, p->head_dim, 1, INIT_NORM);
-        add_spec(specs, &n, BLK("attn_v.weight"), MAT(ROLE_ATTN_V, p->n_embd), p->n_embd, kv_dim, INIT_MATRIX);
+        if (qk_norms)
+            add_spec(specs, &n, BLK("attn_k_norm.weight"), GGML_TYPE_F32, p->head_dim, 1,
+                     INIT_NORM);
+        add_spec(specs, &n, BLK("attn_v.weight"), MAT(ROLE_ATTN_V, p->n_embd), p->n_embd, kv_dim,
+                 INIT_MATRIX);
         if (biases) add_spec(specs, &n, BLK("attn_v.bias"), GGML_TYPE_F32, kv_dim, 1, INIT_BIAS);
-        add_spec(specs, &n, BLK("attn_output.weight"), MAT(ROLE_PLAIN, q_dim), q_dim, p->n_embd, INIT_MATRIX);
+        add_spec(specs, &n, BLK("attn_output.weight"), MAT(ROLE_PLAIN, q_dim), q_dim, p->n_embd,
+                 INIT_MATRIX);
         add_spec(specs, &n, BLK("ffn_norm.weight"), GGML_TYPE_F32, p->n_embd, 1, INIT_NORM);
-        add_spec(specs, &n, BLK("ffn_gate.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, p->n_ff, INIT_MATRIX);
-        add_spec(specs, &n, BLK("ffn_up.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, p->n_ff, INIT_MATRIX);
-        add_spec(specs, &n, BLK("ffn_down.weight"), MAT(ROLE_FFN_DOWN, p->n_ff), p->n_ff, p->n_embd, INIT_MATRIX);
+        add_spec(specs, &n, BLK("ffn_gate.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, p->n_ff,
+                 INIT_MATRIX);
+        add_spec(specs, &n, BLK("ffn_up.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, p->n_ff,
+                 INIT_MATRIX);
+        add_spec(specs, &n, BLK("ffn_down.weight"), MAT(ROLE_FFN_DOWN, p->n_ff), p->n_ff, p->n_embd,
+                 INIT_MATRIX);
 #undef MAT
 #undef BLK
     }
     add_spec(specs, &n, "output_norm.weight", GGML_TYPE_F32, p->n_embd, 1, INIT_NORM);
     if (!p->tied)
-        add_spec(specs, &n, "output.weight", matrix_type(mix, ROLE_OUTPUT, 0, L, p->n_embd), p->n_embd, n_vocab,
-                 INIT_MATRIX);
+        add_spec(specs, &n, "output.weight", matrix_type(mix, ROLE_OUTPUT, 0, L, p->n_embd),
+                 p->n_embd, n_vocab, INIT_MATRIX);
     return n;
 }
 
@@ -299,25 +331,29 @@ static size_t build_specs(const preset *p, const type_mix *mix, uint64_t n_vocab
 static int check_tokenizer(const gen_model_opts *o, const gguf_file *f, uint64_t *n_tokens) {
     const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
     if (!tokens || tokens->type != GGUF_TYPE_ARRAY || tokens->value.arr.type != GGUF_TYPE_STRING)
-        return fail_runtime("--tokenizer-from '%s': no tokenizer.ggml.tokens string array", o->tokenizer_from);
+        return fail_runtime("--tokenizer-from '%s': no tokenizer.ggml.tokens string array",
+                            o->tokenizer_from);
     *n_tokens = tokens->value.arr.count;
     const uint32_t n_vocab = o->preset->n_vocab;
     if (n_vocab != 0 && *n_tokens > n_vocab)
-        return fail_runtime("--tokenizer-from '%s': %llu tokens, more than preset %s's vocabulary of %u",
-                            o->tokenizer_from, (unsigned long long)*n_tokens, o->preset->name, n_vocab);
+        return fail_runtime(
+            "--tokenizer-from '%s': %llu tokens, more than preset %s's vocabulary of %u",
+            o->tokenizer_from, (unsigned long long)*n_tokens, o->preset->name, n_vocab);
     if (n_vocab == 0 || *n_tokens == n_vocab) return EXIT_OK;
     const gguf_kv *types = gguf_find_kv(f, "tokenizer.ggml.token_type");
     if (!types || types->type != GGUF_TYPE_ARRAY || types->value.arr.type != GGUF_TYPE_INT32 ||
         types->value.arr.count != *n_tokens)
-        return fail_runtime("--tokenizer-from '%s': padding its %llu tokens to %u needs a tokenizer.ggml.token_type "
+        return fail_runtime("--tokenizer-from '%s': padding its %llu tokens to %u needs a "
+                            "tokenizer.ggml.token_type "
                             "int32 array of one type per token",
                             o->tokenizer_from, (unsigned long long)*n_tokens, n_vocab);
     const gguf_kv *scores = gguf_find_kv(f, "tokenizer.ggml.scores");
     if (scores && (scores->type != GGUF_TYPE_ARRAY || scores->value.arr.type != GGUF_TYPE_FLOAT32 ||
                    scores->value.arr.count != *n_tokens))
-        return fail_runtime("--tokenizer-from '%s': tokenizer.ggml.scores is not a float32 array of one score per "
-                            "token: cannot pad it",
-                            o->tokenizer_from);
+        return fail_runtime(
+            "--tokenizer-from '%s': tokenizer.ggml.scores is not a float32 array of one score per "
+            "token: cannot pad it",
+            o->tokenizer_from);
     return EXIT_OK;
 }
 
@@ -328,7 +364,9 @@ static syn_status write_padded_tokens(gguf_writer *w, const gguf_kv *kv, uint64_
     const uint64_t n = kv->value.arr.count;
     const char **strs = malloc(n_vocab * sizeof *strs);
     char *text = malloc(kv->value.arr.nbytes + n_vocab * 24); /* each string NUL-terminated */
-    syn_status st = strs && text ? SYN_OK : syn_fail(SYN_ERR_NO_MEMORY, "gen-model: out of memory padding tokens");
+    syn_status st = strs && text
+                        ? SYN_OK
+                        : syn_fail(SYN_ERR_NO_MEMORY, "gen-model: out of memory padding tokens");
     const uint8_t *cursor = kv->value.arr.data;
     char *at = text;
     for (uint64_t i = 0; st == SYN_OK && i < n_vocab; i++) {
@@ -336,7 +374,8 @@ static syn_status write_padded_tokens(gguf_writer *w, const gguf_kv *kv, uint64_
         if (i < n) {
             gguf_str s = gguf_array_next_str(&cursor);
             if (memchr(s.data, '\0', s.len))
-                st = syn_fail(SYN_ERR_UNSUPPORTED, "gen-model: tokenizer.ggml.tokens[%llu] holds a NUL byte",
+                st = syn_fail(SYN_ERR_UNSUPPORTED,
+                              "gen-model: tokenizer.ggml.tokens[%llu] holds a NUL byte",
                               (unsigned long long)i);
             memcpy(at, s.data, s.len);
             at[s.len] = '\0';
@@ -352,12 +391,13 @@ static syn_status write_padded_tokens(gguf_writer *w, const gguf_kv *kv, uint64_
 }
 
 /* A per-token array of 4-byte elements (token types, scores) padded to n_vocab with pad. */
-static syn_status write_padded_array(gguf_writer *w, const char *key, const gguf_kv *kv, uint64_t n_vocab,
-                                     const void *pad) {
+static syn_status write_padded_array(gguf_writer *w, const char *key, const gguf_kv *kv,
+                                     uint64_t n_vocab, const void *pad) {
     uint8_t *elems = malloc(n_vocab * 4);
     if (!elems) return syn_fail(SYN_ERR_NO_MEMORY, "gen-model: out of memory padding %s", key);
     memcpy(elems, kv->value.arr.data, kv->value.arr.count * 4);
-    for (uint64_t i = kv->value.arr.count; i < n_vocab; i++) memcpy(elems + 4 * i, pad, 4);
+    for (uint64_t i = kv->value.arr.count; i < n_vocab; i++)
+        memcpy(elems + 4 * i, pad, 4);
     syn_status st = gguf_writer_set_array(w, key, kv->value.arr.type, elems, n_vocab);
     free(elems);
     return st;
@@ -368,8 +408,8 @@ static syn_status write_padded_array(gguf_writer *w, const char *key, const gguf
  * of type UNUSED (and score -1000 where there are scores); check_tokenizer has checked the arrays
  * padded. The preset's pre-tokenizer name replaces the source's (or follows its keys where it has
  * none). */
-static syn_status write_tokenizer(gguf_writer *w, const gguf_file *f, uint64_t n_tokens, uint64_t n_vocab,
-                                  const char *pre, int add_bos_token) {
+static syn_status write_tokenizer(gguf_writer *w, const gguf_file *f, uint64_t n_tokens,
+                                  uint64_t n_vocab, const char *pre, int add_bos_token) {
     const int32_t unused = TOKEN_TYPE_UNUSED;
     const float pad_score = -1000.0f;
     syn_status st = SYN_OK;
@@ -407,7 +447,7 @@ static syn_status write_metadata(gguf_writer *w, const gen_model_opts *o, const 
     char name[160], key[64];
     snprintf(name, sizeof name, "%s (seed %llu)", p->model_name, (unsigned long long)o->seed);
     syn_status st = SYN_OK;
-#define SET(call) \
+#define SET(call)                                                                                  \
     if (st == SYN_OK) st = (call)
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
     SET(gguf_writer_set_str(w, "general.architecture", arch));
@@ -415,21 +455,25 @@ static syn_status write_metadata(gguf_writer *w, const gen_model_opts *o, const 
     SET(gguf_writer_set_str(w, "general.name", name));
     /* Qwen2's text is tests/data's tiny reference files', which their layout test compares to the
      * byte. */
-    SET(gguf_writer_set_str(w, "general.description",
-                            p->arch == ARCH_QWEN2
-                                ? "Synthetic random weights, real Qwen2.5 tokenizer; for benchmarking/correctness only"
-                                : "Synthetic random weights, tokenizer copied from another model; for "
-                                  "benchmarking/correctness only"));
+    SET(gguf_writer_set_str(
+        w, "general.description",
+        p->arch == ARCH_QWEN2
+            ? "Synthetic random weights, real Qwen2.5 tokenizer; for benchmarking/correctness only"
+            : "Synthetic random weights, tokenizer copied from another model; for "
+              "benchmarking/correctness only"));
     SET(gguf_writer_set_u32(w, KEY("context_length"), p->n_ctx));
     SET(gguf_writer_set_u32(w, KEY("embedding_length"), p->n_embd));
     SET(gguf_writer_set_u32(w, KEY("block_count"), p->n_layer));
     SET(gguf_writer_set_u32(w, KEY("feed_forward_length"), p->n_ff));
     SET(gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_head));
     SET(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_head_kv));
-    /* Qwen2.5's file has the RoPE base first; tests/data/arch's qwen3 and llama files the epsilon. */
-    if (p->arch == ARCH_QWEN2) SET(gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freq_base));
+    /* Qwen2.5's file has the RoPE base first; tests/data/arch's qwen3 and llama files the epsilon.
+     */
+    if (p->arch == ARCH_QWEN2)
+        SET(gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freq_base));
     SET(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->rms_norm_eps));
-    if (p->arch != ARCH_QWEN2) SET(gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freq_base));
+    if (p->arch != ARCH_QWEN2)
+        SET(gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freq_base));
     if (p->arch == ARCH_QWEN3) {
         /* The head size is not width / heads in Qwen3: the loader reads it here. */
         SET(gguf_writer_set_u32(w, KEY("attention.key_length"), p->head_dim));
@@ -440,7 +484,8 @@ static syn_status write_metadata(gguf_writer *w, const gen_model_opts *o, const 
         SET(gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab));
     }
     /* general.file_type where llama.cpp's converter (F32) and quantizer (the rest) put it. */
-    if (o->mix->type == GGML_TYPE_F32) SET(gguf_writer_set_u32(w, "general.file_type", o->mix->file_type));
+    if (o->mix->type == GGML_TYPE_F32)
+        SET(gguf_writer_set_u32(w, "general.file_type", o->mix->file_type));
     SET(write_tokenizer(w, tok_file, n_tokens, n_vocab, p->pre, o->add_bos_token));
     if (o->mix->type != GGML_TYPE_F32) {
         SET(gguf_writer_set_u32(w, "general.quantization_version", 2));
@@ -469,8 +514,10 @@ static const char *file_kind(mode_t mode) {
  * be replaced by a file; a FIFO or a device, which would stop being one) is refused as it is. */
 static int check_output(const char *out) {
     struct stat st;
-    if (lstat(out, &st) != 0 || S_ISREG(st.st_mode)) return EXIT_OK; /* a missing folder fails later */
-    return fail_runtime("-o '%s' is a %s, not a regular file: refusing to replace it", out, file_kind(st.st_mode));
+    if (lstat(out, &st) != 0 || S_ISREG(st.st_mode))
+        return EXIT_OK; /* a missing folder fails later */
+    return fail_runtime("-o '%s' is a %s, not a regular file: refusing to replace it", out,
+                        file_kind(st.st_mode));
 }
 
 /* Creates the temporary file the model is written to, beside out (the final rename must stay on
@@ -482,9 +529,11 @@ static int create_temporary(const char *out, char *tmp, size_t cap, int *fd) {
     const int dir_len = slash ? (int)(slash + 1 - out) : 0;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t state = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 42);
+    uint64_t state =
+        (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 42);
     for (int attempt = 0; attempt < 64; attempt++) {
-        snprintf(tmp, cap, "%.*s.%s.%08x", dir_len, out, out + dir_len, (unsigned)splitmix64(&state));
+        snprintf(tmp, cap, "%.*s.%s.%08x", dir_len, out, out + dir_len,
+                 (unsigned)splitmix64(&state));
         *fd = open(tmp, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0644);
         if (*fd >= 0) return EXIT_OK;
         if (errno != EEXIST) break;
@@ -506,9 +555,12 @@ static int write_output(gguf_writer *w, const char *out) {
     }
     /* The writer opens the file by name: it is the one just created, as no one else may remove
      * or replace it where the folder is shared (sticky, as /tmp is). */
-    if (gguf_writer_write(w, tmp) != SYN_OK) rc = fail_lib("cannot write '%s'", out);
-    else if (fsync(fd) != 0) rc = fail_runtime("cannot write '%s': %s", tmp, strerror(errno));
-    else if (rename(tmp, out) != 0) rc = fail_runtime("cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
+    if (gguf_writer_write(w, tmp) != SYN_OK)
+        rc = fail_lib("cannot write '%s'", out);
+    else if (fsync(fd) != 0)
+        rc = fail_runtime("cannot write '%s': %s", tmp, strerror(errno));
+    else if (rename(tmp, out) != 0)
+        rc = fail_runtime("cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
     close(fd);
     if (rc != EXIT_OK) unlink(tmp);
     free(tmp);
@@ -521,7 +573,8 @@ static int gen_model(const gen_model_opts *o) {
     if (rc != EXIT_OK) return rc;
     gguf_file *tok_file = NULL;
     guard_mapped_file(o->tokenizer_from);
-    if (gguf_open(o->tokenizer_from, &tok_file) != SYN_OK) return fail_lib("cannot read '%s'", o->tokenizer_from);
+    if (gguf_open(o->tokenizer_from, &tok_file) != SYN_OK)
+        return fail_lib("cannot read '%s'", o->tokenizer_from);
     uint64_t n_tokens = 0;
     rc = check_tokenizer(o, tok_file, &n_tokens);
     const uint64_t n_vocab = p->n_vocab ? p->n_vocab : n_tokens;
@@ -546,9 +599,9 @@ static int gen_model(const gen_model_opts *o) {
     double t0 = syn_now_ms();
     if (rc == EXIT_OK) rc = write_output(w, o->out);
     if (rc == EXIT_OK)
-        printf("wrote %s: preset %s, %s, seed %llu, %zu tensors%s, in %.1f s\n", o->out, p->name, o->mix->name,
-               (unsigned long long)o->seed, n_specs, n_tokens < n_vocab ? ", vocabulary padded" : "",
-               (syn_now_ms() - t0) / 1000.0);
+        printf("wrote %s: preset %s, %s, seed %llu, %zu tensors%s, in %.1f s\n", o->out, p->name,
+               o->mix->name, (unsigned long long)o->seed, n_specs,
+               n_tokens < n_vocab ? ", vocabulary padded" : "", (syn_now_ms() - t0) / 1000.0);
     gguf_writer_free(w);
     free(row);
     free(specs);
@@ -570,7 +623,8 @@ static int parse_args(int argc, char **argv, gen_model_opts *o) {
             o->preset = NULL;
             for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
                 if (strcmp(v, presets[i].name) == 0) o->preset = &presets[i];
-            if (!o->preset) return fail_usage("--preset: unknown preset '%s' (expected " PRESET_NAMES ")", v);
+            if (!o->preset)
+                return fail_usage("--preset: unknown preset '%s' (expected " PRESET_NAMES ")", v);
         } else if (strcmp(arg, "--seed") == 0) {
             if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
             if ((rc = parse_u64(arg, v, &o->seed)) != EXIT_OK) return rc;
@@ -580,7 +634,8 @@ static int parse_args(int argc, char **argv, gen_model_opts *o) {
             o->mix = NULL;
             for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++)
                 if (strcmp(v, mixes[i].name) == 0) o->mix = &mixes[i];
-            if (!o->mix) return fail_usage("--type: unknown type '%s' (expected " TYPE_NAMES ")", v);
+            if (!o->mix)
+                return fail_usage("--type: unknown type '%s' (expected " TYPE_NAMES ")", v);
         } else if (strcmp(arg, "--tokenizer-from") == 0) {
             if ((rc = args_value(&it, arg, &o->tokenizer_from)) != EXIT_OK) return rc;
         } else if (strcmp(arg, "--add-bos-token") == 0) {

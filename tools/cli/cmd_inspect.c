@@ -3,10 +3,10 @@
 #include <string.h>
 
 #include "commands.h"
+#include "common/args.h"
+#include "common/output.h"
 #include "common/setup.h"
 #include "common/text.h"
-#include "common/output.h"
-#include "common/args.h"
 #include "synapse_internal.h"
 
 const char usage_inspect[] =
@@ -15,8 +15,10 @@ const char usage_inspect[] =
     "  prints its hyperparameters, every metadata key (arrays summarised as [type x count]) and\n"
     "  the tensor table (name, type, shape, bytes). With --json: {\"file\", \"file_bytes\",\n"
     "  \"gguf_version\", \"alignment\", \"hparams\": {...}, \"metadata\": {key: value or\n"
-    "  {\"array\": type, \"count\": n}}, \"tensors\": [{\"name\", \"type\", \"shape\", \"bytes\", \"offset\"}],\n"
-    "  \"type_mix\": [{\"type\", \"tensors\", \"bytes\"}]} (the file's tensor types, by count and bytes).\n";
+    "  {\"array\": type, \"count\": n}}, \"tensors\": [{\"name\", \"type\", \"shape\", \"bytes\", "
+    "\"offset\"}],\n"
+    "  \"type_mix\": [{\"type\", \"tensors\", \"bytes\"}]} (the file's tensor types, by count and "
+    "bytes).\n";
 
 typedef struct inspect_opts {
     const char *model_path;
@@ -55,29 +57,24 @@ static json_t *kv_to_json(const gguf_kv *kv) {
     case GGUF_TYPE_INT8:
     case GGUF_TYPE_INT16:
     case GGUF_TYPE_INT32:
-    case GGUF_TYPE_INT64:
-        return json_integer((json_int_t)kv->value.i64);
+    case GGUF_TYPE_INT64: return json_integer((json_int_t)kv->value.i64);
     case GGUF_TYPE_FLOAT32:
-    case GGUF_TYPE_FLOAT64:
-        return json_real(kv->value.f64);
-    case GGUF_TYPE_BOOL:
-        return json_boolean(kv->value.u64 != 0);
-    case GGUF_TYPE_STRING:
-        return json_utf8(kv->value.str.data, kv->value.str.len);
+    case GGUF_TYPE_FLOAT64: return json_real(kv->value.f64);
+    case GGUF_TYPE_BOOL: return json_boolean(kv->value.u64 != 0);
+    case GGUF_TYPE_STRING: return json_utf8(kv->value.str.data, kv->value.str.len);
     case GGUF_TYPE_ARRAY:
         return json_pack("{s:s, s:I}", "array", gguf_type_name(kv->value.arr.type), "count",
                          (json_int_t)kv->value.arr.count);
-    default:
-        return json_null();
+    default: return json_null();
     }
 }
 
 static json_t *hparams_json(const syn_model_info *in) {
     return json_pack("{s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:I, s:I}",
-                     "architecture", in->architecture, "name", json_text(in->name), "n_vocab", in->n_vocab,
-                     "n_ctx_train", in->n_ctx_train, "n_embd", in->n_embd, "n_layer", in->n_layer,
-                     "n_head", in->n_head, "n_head_kv", in->n_head_kv, "n_ff", in->n_ff,
-                     "rope_freq_base", (double)in->rope_freq_base, "rms_norm_eps",
+                     "architecture", in->architecture, "name", json_text(in->name), "n_vocab",
+                     in->n_vocab, "n_ctx_train", in->n_ctx_train, "n_embd", in->n_embd, "n_layer",
+                     in->n_layer, "n_head", in->n_head, "n_head_kv", in->n_head_kv, "n_ff",
+                     in->n_ff, "rope_freq_base", (double)in->rope_freq_base, "rms_norm_eps",
                      (double)in->rms_norm_eps, "tied_output", in->tied_output, "n_params",
                      (json_int_t)in->n_params, "weight_bytes", (json_int_t)in->weight_bytes);
 }
@@ -87,8 +84,8 @@ static json_t *tensor_json(const gguf_tensor *t) {
     for (uint32_t d = 0; shape && d < t->n_dims; d++)
         json_array_append_new(shape, json_integer((json_int_t)t->ne[d]));
     return json_pack("{s:o, s:s, s:o, s:I, s:I}", "name", json_utf8(t->name.data, t->name.len),
-                     "type", ggml_type_name(t->type), "shape", shape, "bytes", (json_int_t)t->nbytes,
-                     "offset", (json_int_t)t->offset);
+                     "type", ggml_type_name(t->type), "shape", shape, "bytes",
+                     (json_int_t)t->nbytes, "offset", (json_int_t)t->offset);
 }
 
 /* The file's mix of tensor types: count and bytes per type id, in id order. */
@@ -110,15 +107,17 @@ static json_t *mix_json(const gguf_file *f) {
     json_t *arr = json_array();
     for (uint32_t t = 0; arr && t < GGML_TYPE_COUNT; t++)
         if (mix.count[t] &&
-            json_array_append_new(arr, json_pack("{s:s, s:I, s:I}", "type", ggml_type_name(t), "tensors",
-                                                 (json_int_t)mix.count[t], "bytes", (json_int_t)mix.bytes[t])) != 0) {
+            json_array_append_new(arr, json_pack("{s:s, s:I, s:I}", "type", ggml_type_name(t),
+                                                 "tensors", (json_int_t)mix.count[t], "bytes",
+                                                 (json_int_t)mix.bytes[t])) != 0) {
             json_decref(arr);
             return NULL;
         }
     return arr;
 }
 
-static int print_inspect_json(const char *path, const syn_model *model, const syn_model_info *info) {
+static int print_inspect_json(const char *path, const syn_model *model,
+                              const syn_model_info *info) {
     const gguf_file *f = syn_model_gguf(model);
     json_t *meta = json_object();
     json_t *tensors = json_array();
@@ -137,10 +136,10 @@ static int print_inspect_json(const char *path, const syn_model *model, const sy
         json_decref(tensors);
         return fail_runtime("out of memory building the JSON output");
     }
-    return print_json(json_pack("{s:o, s:I, s:i, s:i, s:o, s:o, s:o, s:o}", "file", json_text(path), "file_bytes",
-                                (json_int_t)f->size, "gguf_version", (int)f->version, "alignment",
-                                (int)f->alignment, "hparams", hparams_json(info), "metadata", meta,
-                                "tensors", tensors, "type_mix", mix_json(f)));
+    return print_json(json_pack("{s:o, s:I, s:i, s:i, s:o, s:o, s:o, s:o}", "file", json_text(path),
+                                "file_bytes", (json_int_t)f->size, "gguf_version", (int)f->version,
+                                "alignment", (int)f->alignment, "hparams", hparams_json(info),
+                                "metadata", meta, "tensors", tensors, "type_mix", mix_json(f)));
 }
 
 /* Writes at most max bytes of the file's text s[len] (then "..." if cut) so that none of it can
@@ -155,11 +154,16 @@ static size_t print_escaped(const char *s, size_t len, size_t max) {
             fputs("...", stdout);
             return written + 3;
         }
-        if (n == 1 && *c == '\n') written += (size_t)printf("\\n");
-        else if (n == 1 && *c == '\t') written += (size_t)printf("\\t");
-        else if (n == 0 || (n == 1 && (*c < 0x20 || *c == 0x7F))) written += (size_t)printf("\\x%02x", *c);
-        else if (n == 2 && c[0] == 0xC2 && c[1] < 0xA0) written += (size_t)printf("\\u%04x", c[1]);
-        else written += fwrite(c, 1, n, stdout);
+        if (n == 1 && *c == '\n')
+            written += (size_t)printf("\\n");
+        else if (n == 1 && *c == '\t')
+            written += (size_t)printf("\\t");
+        else if (n == 0 || (n == 1 && (*c < 0x20 || *c == 0x7F)))
+            written += (size_t)printf("\\x%02x", *c);
+        else if (n == 2 && c[0] == 0xC2 && c[1] < 0xA0)
+            written += (size_t)printf("\\u%04x", c[1]);
+        else
+            written += fwrite(c, 1, n, stdout);
         i += n ? n : 1;
     }
     return written;
@@ -167,25 +171,31 @@ static size_t print_escaped(const char *s, size_t len, size_t max) {
 
 /* Spaces after written bytes up to width, as printf's "%-*s" would pad. */
 static void pad(size_t written, size_t width) {
-    for (; written < width; written++) putchar(' ');
+    for (; written < width; written++)
+        putchar(' ');
 }
 
 static int print_inspect_text(const char *path, const syn_model *model, const syn_model_info *in) {
     const gguf_file *f = syn_model_gguf(model);
-    printf("file: %s (%zu bytes, GGUF v%u, alignment %u)\n", path, f->size, f->version, f->alignment);
+    printf("file: %s (%zu bytes, GGUF v%u, alignment %u)\n", path, f->size, f->version,
+           f->alignment);
     printf("model: %s '", in->architecture);
     print_escaped(in->name, strlen(in->name), SIZE_MAX);
     fputs("'\n", stdout);
-    printf("  n_vocab %d, n_ctx_train %d, n_embd %d, n_layer %d, n_head %d, n_head_kv %d, n_ff %d\n",
-           in->n_vocab, in->n_ctx_train, in->n_embd, in->n_layer, in->n_head, in->n_head_kv, in->n_ff);
+    printf(
+        "  n_vocab %d, n_ctx_train %d, n_embd %d, n_layer %d, n_head %d, n_head_kv %d, n_ff %d\n",
+        in->n_vocab, in->n_ctx_train, in->n_embd, in->n_layer, in->n_head, in->n_head_kv, in->n_ff);
     printf("  rope_freq_base %g, rms_norm_eps %g, tied_output %s\n", (double)in->rope_freq_base,
            (double)in->rms_norm_eps, in->tied_output ? "yes" : "no");
-    printf("  %" PRIu64 " weights, %" PRIu64 " bytes of tensor data\n", in->n_params, in->weight_bytes);
+    printf("  %" PRIu64 " weights, %" PRIu64 " bytes of tensor data\n", in->n_params,
+           in->weight_bytes);
     type_mix mix;
     count_types(f, &mix);
     fputs("  type mix:", stdout);
     for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++)
-        if (mix.count[t]) printf(" %s %" PRIu64 " tensors %" PRIu64 " bytes;", ggml_type_name(t), mix.count[t], mix.bytes[t]);
+        if (mix.count[t])
+            printf(" %s %" PRIu64 " tensors %" PRIu64 " bytes;", ggml_type_name(t), mix.count[t],
+                   mix.bytes[t]);
     putchar('\n');
     printf("metadata (%" PRIu64 " keys):\n", f->n_kv);
     for (uint64_t i = 0; i < f->n_kv; i++) {
@@ -210,7 +220,8 @@ static int print_inspect_text(const char *path, const syn_model *model, const sy
         char shape[96];
         int len = 0;
         for (uint32_t d = 0; d < t->n_dims && len < (int)sizeof shape; d++)
-            len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%" PRIu64, d ? " x " : "", t->ne[d]);
+            len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%" PRIu64, d ? " x " : "",
+                            t->ne[d]);
         fputs("  ", stdout);
         pad(print_escaped(t->name.data, t->name.len, SIZE_MAX), 32);
         printf(" %-6s %-22s %12" PRIu64 "\n", ggml_type_name(t->type), shape, t->nbytes);
@@ -226,7 +237,8 @@ int cmd_inspect(int argc, char **argv) {
     if ((rc = load_model(o.model_path, false, false, &model)) != EXIT_OK) return rc;
     syn_model_info info;
     syn_model_get_info(model, &info);
-    rc = o.json ? print_inspect_json(o.model_path, model, &info) : print_inspect_text(o.model_path, model, &info);
+    rc = o.json ? print_inspect_json(o.model_path, model, &info)
+                : print_inspect_text(o.model_path, model, &info);
     syn_model_free(model);
     return rc;
 }

@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "generate.h"
-#include "run.h"
+#include "common/args.h"
 #include "common/options.h"
+#include "common/output.h"
 #include "common/setup.h"
 #include "common/text.h"
-#include "common/output.h"
-#include "common/args.h"
+#include "generate.h"
+#include "run.h"
 #include "synapse_internal.h"
 
 const char usage_run[] =
@@ -35,16 +35,20 @@ const char usage_run[] =
     "  --seed S                sampler seed (default 0); the same seed gives the same text\n"
     "  --chat                  wrap the prompt as a user turn in the model's chat format\n"
     "  --system TEXT           a system turn before it (needs --chat)\n"
-    "  --chat-template NAME    force a format (chatml or llama3) instead of recognising the GGUF's template\n"
-    "  --ignore-eos            never stop at end-of-generation tokens (they are never sampled)\n"
-    USAGE_BACKEND_OPTS
+    "  --chat-template NAME    force a format (chatml or llama3) instead of recognising the GGUF's "
+    "template\n"
+    "  --ignore-eos            never stop at end-of-generation tokens (they are never "
+    "sampled)\n" USAGE_BACKEND_OPTS
     "  --json                  no streaming; print one JSON object:\n"
     "                          {\"prompt_ids\", \"generated_ids\", \"text\", \"backend\", \"isa\"\n"
-    "                          (the tier that ran: avx512-vnni, ...; none for reference), \"stop\"\n"
+    "                          (the tier that ran: avx512-vnni, ...; none for reference), "
+    "\"stop\"\n"
     "                          (\"eog\", \"length\" or \"context\"), \"timings\": {\"load_ms\",\n"
-    "                          \"prompt_ms\", \"ttft_ms\", \"decode_ms\", \"prompt_tok_s\", \"decode_tok_s\"}}\n"
+    "                          \"prompt_ms\", \"ttft_ms\", \"decode_ms\", \"prompt_tok_s\", "
+    "\"decode_tok_s\"}}\n"
     "                          ttft_ms: from the start of prompt processing to the first sampled\n"
-    "                          token; decode_ms: from then to the end (one decode per later token)\n"
+    "                          token; decode_ms: from then to the end (one decode per later "
+    "token)\n"
     "  Token ids outside the model's vocabulary are a runtime error (exit 1).\n"
     "\n"
     "synapse run -m MODEL -f FILE --concurrent-requests N [options] [--kv-budget MIB]\n"
@@ -55,12 +59,15 @@ const char usage_run[] =
     "  non-empty line. Each line is a prompt as with -p (and --chat, --system, -n, the sampling\n"
     "  options, --ignore-eos apply to every request; each request has its own sampler seeded with\n"
     "  --seed, so its tokens are the same as `synapse run -p LINE` with the same options). Lines\n"
-    "  are read as the engine gets through them, at most 2 x N requests in flight, and each result\n"
+    "  are read as the engine gets through them, at most 2 x N requests in flight, and each "
+    "result\n"
     "  is printed as soon as those before it are: memory does not grow with FILE's length.\n"
     "  Output, in file order once each request is done: a header line\n"
     "    --- request I (line L, FINISH, K tokens)\n"
-    "  (I counts from 0, L from 1; FINISH is eog or length, or error: MESSAGE) then the text and a\n"
-    "  newline (none for a request that failed with no text). The aggregate figures go to stderr as one line after all requests.\n"
+    "  (I counts from 0, L from 1; FINISH is eog or length, or error: MESSAGE) then the text and "
+    "a\n"
+    "  newline (none for a request that failed with no text). The aggregate figures go to stderr "
+    "as one line after all requests.\n"
     "  --concurrent-requests N requests active at once, 1..256 (the engine's n_parallel)\n"
     "  --parallel N            the same as --concurrent-requests N\n"
     "  --kv-budget MIB         KV-cache memory of all slots and the prefix cache, in MiB\n"
@@ -68,17 +75,23 @@ const char usage_run[] =
     "  -c N                    the most positions one request may use, prompt + -n (default: the\n"
     "                          model's training context); a longer request fails on its own\n"
     "  -n N                    must be at least 1 here; --backend must be optimized\n"
-    "  --json                  one JSON object: {\"requests\": [{\"index\", \"line\", \"prompt_ids\",\n"
+    "  --json                  one JSON object: {\"requests\": [{\"index\", \"line\", "
+    "\"prompt_ids\",\n"
     "                          \"generated_ids\", \"text\", \"finish\" (eog, length or error),\n"
     "                          \"cached_tokens\" (prompt tokens reused from the prefix cache),\n"
-    "                          \"queue_ms\", \"ttft_ms\", \"total_ms\" (from submission), \"error\"\n"
-    "                          (null or the message)}], \"aggregate\": {\"requests\", \"n_parallel\",\n"
+    "                          \"queue_ms\", \"ttft_ms\", \"total_ms\" (from submission), "
+    "\"error\"\n"
+    "                          (null or the message)}], \"aggregate\": {\"requests\", "
+    "\"n_parallel\",\n"
     "                          \"generated_tokens\", \"wall_ms\" (first submission to last\n"
-    "                          completion), \"tok_s\" (generated tokens / wall_ms), \"decode_tok_s\"\n"
-    "                          (tokens / time of the steps that only decoded), \"steps\", \"failed\"}},\n"
+    "                          completion), \"tok_s\" (generated tokens / wall_ms), "
+    "\"decode_tok_s\"\n"
+    "                          (tokens / time of the steps that only decoded), \"steps\", "
+    "\"failed\"}},\n"
     "                          streamed out request by request (an error that stops the run, such\n"
     "                          as an unreadable FILE, leaves it unfinished; exit 1)\n"
-    "  A request that fails (a line too long for -c or the KV budget, invalid UTF-8) gets its error\n"
+    "  A request that fails (a line too long for -c or the KV budget, invalid UTF-8) gets its "
+    "error\n"
     "  (also one 'synapse: error: request I (line L): ...' line on stderr); the others still run,\n"
     "  and the exit status is 1 when any request failed.\n";
 
@@ -91,7 +104,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             fputs(usage_run, stdout);
             return ARGS_HELP;
         }
-        rc = parse_gen_opt(&it, arg, GEN_MODEL | GEN_COMPUTE | GEN_CTX | GEN_SAMPLING | GEN_TEMPLATE, &o->g);
+        rc = parse_gen_opt(&it, arg,
+                           GEN_MODEL | GEN_COMPUTE | GEN_CTX | GEN_SAMPLING | GEN_TEMPLATE, &o->g);
         if (rc != OPT_NOMATCH) {
             if (rc != EXIT_OK) return rc;
         } else if (strcmp(arg, "-p") == 0 || strcmp(arg, "--prompt") == 0) {
@@ -132,12 +146,16 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         }
     }
     if ((rc = require_model(&o->g)) != EXIT_OK) return rc;
-    if (o->n_sources != 1) return fail_usage("give exactly one of -p TEXT, -f FILE and --tokens IDS");
-    if (o->chat && o->tokens) return fail_usage("--chat needs a text prompt (-p or -f), not --tokens");
+    if (o->n_sources != 1)
+        return fail_usage("give exactly one of -p TEXT, -f FILE and --tokens IDS");
+    if (o->chat && o->tokens)
+        return fail_usage("--chat needs a text prompt (-p or -f), not --tokens");
     if (o->system && !o->chat) return fail_usage("--system needs --chat");
-    if (o->kv_budget_mib && !o->concurrent) return fail_usage("--kv-budget needs --concurrent-requests N");
+    if (o->kv_budget_mib && !o->concurrent)
+        return fail_usage("--kv-budget needs --concurrent-requests N");
     if (o->concurrent) {
-        if (!o->file) return fail_usage("--concurrent-requests reads one prompt per line of -f FILE");
+        if (!o->file)
+            return fail_usage("--concurrent-requests reads one prompt per line of -f FILE");
         if (o->g.n_predict < 1) return fail_usage("--concurrent-requests needs -n of at least 1");
         if (o->g.backend != SYN_BACKEND_OPTIMIZED)
             return fail_usage("--concurrent-requests runs on the optimized backend only");
@@ -181,9 +199,7 @@ static int build_prompt(const syn_model *model, const run_opts *o, token_vec *pr
     return rc;
 }
 
-static double per_second(double count, double ms) {
-    return ms > 0 ? count * 1000.0 / ms : 0.0;
-}
+static double per_second(double count, double ms) { return ms > 0 ? count * 1000.0 / ms : 0.0; }
 
 static int print_result(const run_opts *o, const syn_context *ctx, const token_vec *prompt,
                         const token_vec *all, const gen_result *res, double load_ms,
@@ -200,18 +216,18 @@ static int print_result(const run_opts *o, const syn_context *ctx, const token_v
         fprintf(stderr,
                 "synapse: %s backend (isa %s): load %.0f ms, prompt %zu tokens in %.1f ms "
                 "(%.1f tok/s), ttft %.1f ms, %zu tokens generated, decode %.2f tok/s, stop: %s\n",
-                backend, isa, load_ms, prompt->n, prompt_ms, prompt_tok_s, ttft_ms, res->n_generated,
-                decode_tok_s, stop_reason_name(res->stop));
+                backend, isa, load_ms, prompt->n, prompt_ms, prompt_tok_s, ttft_ms,
+                res->n_generated, decode_tok_s, stop_reason_name(res->stop));
         return EXIT_OK;
     }
     json_t *timings = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "load_ms", load_ms, "prompt_ms",
-                                prompt_ms, "ttft_ms", ttft_ms, "decode_ms", decode_ms, "prompt_tok_s",
-                                prompt_tok_s, "decode_tok_s", decode_tok_s);
-    json_t *obj = json_pack("{s:o, s:o, s:o, s:s, s:s, s:s, s:o}", "prompt_ids",
-                            json_ids(prompt->ids, prompt->n), "generated_ids",
-                            json_ids(all->ids + prompt->n, res->n_generated), "text",
-                            json_utf8(res->text.data ? res->text.data : "", res->text.len), "backend",
-                            backend, "isa", isa, "stop", stop_reason_name(res->stop), "timings", timings);
+                                prompt_ms, "ttft_ms", ttft_ms, "decode_ms", decode_ms,
+                                "prompt_tok_s", prompt_tok_s, "decode_tok_s", decode_tok_s);
+    json_t *obj = json_pack(
+        "{s:o, s:o, s:o, s:s, s:s, s:s, s:o}", "prompt_ids", json_ids(prompt->ids, prompt->n),
+        "generated_ids", json_ids(all->ids + prompt->n, res->n_generated), "text",
+        json_utf8(res->text.data ? res->text.data : "", res->text.len), "backend", backend, "isa",
+        isa, "stop", stop_reason_name(res->stop), "timings", timings);
     return print_json(obj);
 }
 
@@ -234,7 +250,8 @@ static int run(const run_opts *o) {
         goto done;
     }
     uint64_t want = o->g.n_ctx ? o->g.n_ctx : (uint64_t)prompt.n + (uint64_t)o->g.n_predict;
-    if (!o->g.n_ctx && info.n_ctx_train > 0 && want > (uint64_t)info.n_ctx_train) want = (uint64_t)info.n_ctx_train;
+    if (!o->g.n_ctx && info.n_ctx_train > 0 && want > (uint64_t)info.n_ctx_train)
+        want = (uint64_t)info.n_ctx_train;
     if (prompt.n > want) {
         rc = fail_runtime("the prompt has %zu tokens but the context holds %llu (see -c)", prompt.n,
                           (unsigned long long)want);
@@ -253,7 +270,11 @@ static int run(const run_opts *o) {
         goto done;
     }
     double t_prompt1 = syn_now_ms();
-    gen_request req = {ctx, sampler, syn_model_tokenizer(model), o->g.n_predict, o->ignore_eos,
+    gen_request req = {ctx,
+                       sampler,
+                       syn_model_tokenizer(model),
+                       o->g.n_predict,
+                       o->ignore_eos,
                        o->json ? NULL : stdout};
     if ((rc = generate(&req, &all, &res)) != EXIT_OK) goto done;
     rc = print_result(o, ctx, &prompt, &all, &res, load_ms, t_prompt0, t_prompt1);

@@ -1,12 +1,13 @@
-/* cmd_tokenize.c: `synapse tokenize` (text -> ids) and `synapse detokenize` (ids -> exact bytes). */
+/* cmd_tokenize.c: `synapse tokenize` (text -> ids) and `synapse detokenize` (ids -> exact bytes).
+ */
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
+#include "common/args.h"
+#include "common/output.h"
 #include "common/setup.h"
 #include "common/text.h"
-#include "common/output.h"
-#include "common/args.h"
 
 const char usage_tokenize[] =
     "synapse tokenize -m MODEL (--text TEXT | -f FILE) [--add-special] [--no-parse-special]\n"
@@ -65,7 +66,8 @@ static int parse_tokenize_args(int argc, char **argv, tokenize_opts *o) {
 
 static int print_ids(const int32_t *ids, size_t n, bool json) {
     if (json) return print_json(json_pack("{s:o}", "ids", json_ids(ids, n)));
-    for (size_t i = 0; i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
+    for (size_t i = 0; i < n; i++)
+        printf(i ? ",%d" : "%d", ids[i]);
     putchar('\n');
     return check_stdout();
 }
@@ -150,7 +152,8 @@ static int detokenize(const detokenize_opts *o) {
             rc = check_stdout();
             break;
         }
-        if (st != SYN_ERR_BUFFER_TOO_SMALL || need <= cap) rc = fail_lib("cannot decode the tokens");
+        if (st != SYN_ERR_BUFFER_TOO_SMALL || need <= cap)
+            rc = fail_lib("cannot decode the tokens");
         cap = need;
     }
     free(buf);

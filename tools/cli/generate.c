@@ -1,21 +1,20 @@
 /* generate.c: the sample -> stream -> decode loop behind `synapse run` and `synapse chat`. */
 #include "generate.h"
 
+#include "common/args.h"
+#include "common/text.h"
+#include "synapse_internal.h"
 #include <stdlib.h>
 #include <string.h>
-#include "common/text.h"
-#include "common/args.h"
-#include "synapse_internal.h"
 
-int tokens_push(token_vec *v, int32_t id) {
-    return tokens_append(v, &id, 1);
-}
+int tokens_push(token_vec *v, int32_t id) { return tokens_append(v, &id, 1); }
 
 int tokens_append(token_vec *v, const int32_t *ids, size_t n) {
     if (n == 0) return EXIT_OK;
     if (v->n + n > v->cap) {
         size_t cap = v->cap ? v->cap : 64;
-        while (cap < v->n + n) cap *= 2;
+        while (cap < v->n + n)
+            cap *= 2;
         int32_t *grown = realloc(v->ids, cap * sizeof *grown);
         if (!grown) return fail_runtime("out of memory holding %zu tokens", v->n + n);
         v->ids = grown;
@@ -44,7 +43,8 @@ static int emit(const gen_request *req, gen_result *res, const char *s, size_t n
 }
 
 /* The loop proper. */
-static int run_loop(const gen_request *req, token_vec *history, gen_result *res, syn_detok_stream *detok) {
+static int run_loop(const gen_request *req, token_vec *history, gen_result *res,
+                    syn_detok_stream *detok) {
     int32_t n_vocab = syn_tokenizer_n_vocab(req->tok);
     const int32_t *eog = NULL; /* with ignore_eos: the tokens that cannot be drawn */
     const int32_t n_eog = req->ignore_eos ? syn_tokenizer_eog_ids(req->tok, &eog) : 0;
@@ -55,8 +55,8 @@ static int run_loop(const gen_request *req, token_vec *history, gen_result *res,
         const float *logits = syn_context_logits(req->ctx);
         if (!logits) return fail_runtime("no logits to sample from (nothing decoded)");
         int32_t id = -1;
-        if (syn_sampler_sample_banned(req->sampler, logits, n_vocab, history->ids, history->n, eog, (size_t)n_eog,
-                                      &id) != SYN_OK)
+        if (syn_sampler_sample_banned(req->sampler, logits, n_vocab, history->ids, history->n, eog,
+                                      (size_t)n_eog, &id) != SYN_OK)
             return fail_lib("sampling failed at generated token %d", i);
         if (i == 0) res->t_first_ms = syn_now_ms();
         if (!req->ignore_eos && syn_tokenizer_is_eog(req->tok, id)) {
@@ -84,7 +84,8 @@ static int run_loop(const gen_request *req, token_vec *history, gen_result *res,
 int generate(const gen_request *req, token_vec *history, gen_result *res) {
     memset(res, 0, sizeof *res);
     syn_detok_stream *detok = NULL;
-    if (syn_detok_stream_new(req->tok, &detok) != SYN_OK) return fail_lib("cannot start the detokenizer");
+    if (syn_detok_stream_new(req->tok, &detok) != SYN_OK)
+        return fail_lib("cannot start the detokenizer");
     int rc = run_loop(req, history, res, detok);
     if (rc == EXIT_OK) {
         /* Whatever the detokenizer still holds (an incomplete character) comes out now. */

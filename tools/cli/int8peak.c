@@ -7,10 +7,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "synapse.h"
 #include "common/args.h"
+#include "synapse.h"
 
-/* Rounds per thread and pass: about 20 ms of a Zen 4 or Zen 5 core at 12 chains of 64 multiply-adds. */
+/* Rounds per thread and pass: about 20 ms of a Zen 4 or Zen 5 core at 12 chains of 64
+ * multiply-adds. */
 enum { PEAK_ROUNDS = 4 << 20 };
 
 uint64_t int8peak_chain_avx512(uint64_t iters);
@@ -53,13 +54,15 @@ static void *run_chain(void *arg) {
 int int8peak_measure(int8peak_chain_fn chain, int32_t n_threads, int32_t n_passes, double *gmacs) {
     peak_thread threads[SYN_MAX_THREADS];
     pthread_t ids[SYN_MAX_THREADS];
-    if (n_threads < 1 || n_threads > SYN_MAX_THREADS) return fail_runtime("int8 peak: %d threads", n_threads);
+    if (n_threads < 1 || n_threads > SYN_MAX_THREADS)
+        return fail_runtime("int8 peak: %d threads", n_threads);
     *gmacs = 0;
     for (int32_t pass = 0; pass < n_passes; pass++) {
         pthread_barrier_t start;
         pthread_barrier_init(&start, NULL, (unsigned)n_threads);
         int32_t started = 1; /* the caller is thread 0 */
-        for (int32_t i = 0; i < n_threads; i++) threads[i] = (peak_thread){.chain = chain, .start = &start};
+        for (int32_t i = 0; i < n_threads; i++)
+            threads[i] = (peak_thread){.chain = chain, .start = &start};
         for (; started < n_threads; started++)
             if (pthread_create(&ids[started], NULL, run_chain, &threads[started]) != 0) break;
         if (started < n_threads) { /* the barrier would never open: give up cleanly */

@@ -17,10 +17,12 @@ uint64_t int8peak_chain_avx2(uint64_t iters) {
 #pragma GCC unroll 16 /* every chain in registers, not an array in memory */
         for (int i = 0; i < 8; i++) {
             __asm__("" : "+x"(a[i])); /* opaque operands: each product is computed, every round */
-            acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a[i], b), ones));
+            acc[i] =
+                _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a[i], b), ones));
         }
     __m256i sum = acc[0];
-    for (int i = 1; i < 8; i++) sum = _mm256_add_epi32(sum, acc[i]);
+    for (int i = 1; i < 8; i++)
+        sum = _mm256_add_epi32(sum, acc[i]);
     volatile int32_t sink = _mm256_extract_epi32(sum, 0) + _mm256_extract_epi32(sum, 7);
     (void)sink;
     return iters * 8 * 32;

@@ -1,15 +1,14 @@
 /* membw.c: memory read bandwidth: threads sum their own slices of a resident buffer. */
 #include "membw.h"
 
+#include "common/args.h"
+#include "common/text.h"
+#include "synapse_internal.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include "common/text.h"
-#include "common/args.h"
-#include "synapse_internal.h"
-
 
 /* 16-byte vectors: SSE2 on x86-64, NEON on aarch64, both baseline, so no per-ISA build is needed.
  * One core's read rate is bounded by the misses it keeps in flight, not by the load width (AVX2
@@ -25,7 +24,8 @@ struct membw_buffer {
 
 int membw_new(size_t bytes, membw_buffer **out) {
     if (bytes < ((size_t)1 << 20) || bytes % 4096 != 0)
-        return fail_runtime("bandwidth buffer of %zu bytes: need a multiple of 4096, at least 1 MiB", bytes);
+        return fail_runtime(
+            "bandwidth buffer of %zu bytes: need a multiple of 4096, at least 1 MiB", bytes);
     membw_buffer *b = malloc(sizeof *b);
     /* In 2 MiB pages where the kernel allows, as the weights are mapped (core/file_map.h): the
      * ceiling is then the best streaming this machine does, not the slower 4 KiB-page figure. */
@@ -51,9 +51,7 @@ void membw_free(membw_buffer *b) {
     free(b);
 }
 
-size_t membw_bytes(const membw_buffer *b) {
-    return b->bytes;
-}
+size_t membw_bytes(const membw_buffer *b) { return b->bytes; }
 
 size_t membw_huge_page_bytes(const membw_buffer *b) {
     return syn_file_map_huge_bytes(b->data, b->bytes);
@@ -112,7 +110,8 @@ static void gate_set(gate *g, int state) {
 static void *reader_main(void *arg) {
     reader *r = arg;
     pthread_mutex_lock(&r->start->mutex);
-    while (r->start->state == GATE_WAIT) pthread_cond_wait(&r->start->cond, &r->start->mutex);
+    while (r->start->state == GATE_WAIT)
+        pthread_cond_wait(&r->start->cond, &r->start->mutex);
     int state = r->start->state;
     pthread_mutex_unlock(&r->start->mutex);
     if (state == GATE_GO) run_passes(r, NULL);
@@ -121,11 +120,13 @@ static void *reader_main(void *arg) {
 
 int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *pass_gb_per_s) {
     if (n_threads < 1 || n_passes < 1)
-        return fail_runtime("bandwidth: %d threads, %d passes: need at least one of each", n_threads, n_passes);
+        return fail_runtime("bandwidth: %d threads, %d passes: need at least one of each",
+                            n_threads, n_passes);
     reader *readers = calloc((size_t)n_threads, sizeof *readers);
     pthread_t *threads = calloc((size_t)n_threads, sizeof *threads);
     pthread_barrier_t barrier;
-    int err = readers && threads ? pthread_barrier_init(&barrier, NULL, (unsigned)n_threads) : ENOMEM;
+    int err =
+        readers && threads ? pthread_barrier_init(&barrier, NULL, (unsigned)n_threads) : ENOMEM;
     if (err != 0) {
         free(readers);
         free(threads);
@@ -136,7 +137,8 @@ int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *
     for (int32_t i = 0; i < n_threads; i++) {
         size_t first = n_lines * (size_t)i / (size_t)n_threads;
         size_t last = n_lines * (size_t)(i + 1) / (size_t)n_threads;
-        readers[i] = (reader){b->data + first * LINE_VECS, last - first, n_passes, &start, &barrier, 0};
+        readers[i] =
+            (reader){b->data + first * LINE_VECS, last - first, n_passes, &start, &barrier, 0};
     }
     /* The calling thread is reader 0 and keeps the time. */
     int32_t started = 1;
@@ -145,7 +147,8 @@ int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *
     if (err != 0) started--; /* the last attempt made no thread */
     gate_set(&start, err == 0 ? GATE_GO : GATE_CANCEL);
     if (err == 0) run_passes(&readers[0], pass_gb_per_s); /* milliseconds until converted below */
-    for (int32_t i = 1; i < started; i++) pthread_join(threads[i], NULL);
+    for (int32_t i = 1; i < started; i++)
+        pthread_join(threads[i], NULL);
     pthread_barrier_destroy(&barrier);
     pthread_mutex_destroy(&start.mutex);
     pthread_cond_destroy(&start.cond);

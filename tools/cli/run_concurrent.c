@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "run.h"
-#include "synapse_internal.h"
+#include "common/args.h"
+#include "common/output.h"
 #include "common/setup.h"
 #include "common/text.h"
-#include "common/output.h"
-#include "common/args.h"
+#include "run.h"
+#include "synapse_internal.h"
 
 /* Requests in flight per engine slot: submitted (or failed before submission) but not reported
  * yet. Two per slot keep every slot busy while the oldest request is awaited. */
@@ -20,11 +20,11 @@ enum { WINDOW_PER_SLOT = 2 };
 
 /* One non-empty line of the file and what became of it. */
 typedef struct line_req {
-    size_t line;       /* 1-based line number in the file */
-    int32_t *prompt;   /* [n_prompt] its token ids (BOS first when the model asks for one) */
+    size_t line;     /* 1-based line number in the file */
+    int32_t *prompt; /* [n_prompt] its token ids (BOS first when the model asks for one) */
     size_t n_prompt;
-    syn_request *req;  /* NULL when it failed before it could be submitted */
-    char error[512];   /* why it failed before submission ("" otherwise) */
+    syn_request *req; /* NULL when it failed before it could be submitted */
+    char error[512];  /* why it failed before submission ("" otherwise) */
 } line_req;
 
 /* Releases r (cancelling its request when unfinished) and clears it for the next line. */
@@ -50,7 +50,8 @@ static int next_line(line_reader *rd, const char **text, size_t *len) {
         ssize_t n = getline(&rd->buf, &rd->cap, rd->file);
         if (n < 0) {
             *len = 0;
-            return feof(rd->file) ? EXIT_OK : fail_runtime("cannot read '%s': %s", rd->path, strerror(errno));
+            return feof(rd->file) ? EXIT_OK
+                                  : fail_runtime("cannot read '%s': %s", rd->path, strerror(errno));
         }
         rd->line++;
         if (n > 0 && rd->buf[n - 1] == '\n') n--;
@@ -64,8 +65,8 @@ static int next_line(line_reader *rd, const char **text, size_t *len) {
 }
 
 /* syn_chat_format of one user turn (after --system, if any) into a malloc'd string. */
-static syn_status chat_text(const syn_model *model, const run_opts *o, const char *user, char **text,
-                            size_t *len) {
+static syn_status chat_text(const syn_model *model, const run_opts *o, const char *user,
+                            char **text, size_t *len) {
     syn_chat_message msgs[2];
     size_t n = 0;
     if (o->system) msgs[n++] = (syn_chat_message){"system", o->system};
@@ -89,15 +90,16 @@ static syn_status chat_text(const syn_model *model, const run_opts *o, const cha
 /* Builds r's prompt from the line's bytes as `synapse run -p LINE` would (chat wrapping, the
  * model's BOS). A failure is the line's own: false with r->error naming the cause, and the other
  * lines still run. */
-static bool build_line_prompt(const syn_model *model, const run_opts *o, const char *line_text, size_t line_len,
-                              line_req *r) {
+static bool build_line_prompt(const syn_model *model, const run_opts *o, const char *line_text,
+                              size_t line_len, line_req *r) {
     char *line = NULL, *chat = NULL;
     const char *text = line_text;
     size_t len = line_len;
     bool ok = false;
     if (o->chat) {
         if (memchr(line_text, '\0', line_len)) {
-            snprintf(r->error, sizeof r->error, "the line contains a NUL byte, which --chat cannot pass on");
+            snprintf(r->error, sizeof r->error,
+                     "the line contains a NUL byte, which --chat cannot pass on");
             return false;
         }
         line = malloc(line_len + 1);
@@ -128,7 +130,8 @@ done:
 }
 
 /* The text of ids[n], into *text (malloc'd, NUL-terminated). */
-static int detokenize_all(const syn_tokenizer *tok, const int32_t *ids, size_t n, char **text, size_t *len) {
+static int detokenize_all(const syn_tokenizer *tok, const int32_t *ids, size_t n, char **text,
+                          size_t *len) {
     size_t cap = n * 16 + 16, need = 0;
     for (;;) {
         char *buf = malloc(cap + 1);
@@ -141,32 +144,36 @@ static int detokenize_all(const syn_tokenizer *tok, const int32_t *ids, size_t n
             return EXIT_OK;
         }
         free(buf);
-        if (st != SYN_ERR_BUFFER_TOO_SMALL || need <= cap) return fail_lib("cannot decode the generated tokens");
+        if (st != SYN_ERR_BUFFER_TOO_SMALL || need <= cap)
+            return fail_lib("cannot decode the generated tokens");
         cap = need;
     }
 }
 
 /* Prints request i in plain mode: the header line, then the text and a newline (a request that
  * failed before generating anything has only its header). */
-static void print_plain(size_t i, const line_req *r, const syn_request_result *res, const char *text, size_t len) {
+static void print_plain(size_t i, const line_req *r, const syn_request_result *res,
+                        const char *text, size_t len) {
     if (res->finish == SYN_FINISH_ERROR)
         printf("--- request %zu (line %zu, error: %s)\n", i, r->line, res->error);
     else
-        printf("--- request %zu (line %zu, %s, %zu tokens)\n", i, r->line, syn_finish_reason_name(res->finish),
-               res->n_tokens);
+        printf("--- request %zu (line %zu, %s, %zu tokens)\n", i, r->line,
+               syn_finish_reason_name(res->finish), res->n_tokens);
     if (res->finish == SYN_FINISH_ERROR && len == 0) return; /* nothing was generated */
     fwrite(text, 1, len, stdout);
     putchar('\n');
 }
 
-static json_t *request_json(size_t i, const line_req *r, const syn_request_result *res, const char *text, size_t len) {
+static json_t *request_json(size_t i, const line_req *r, const syn_request_result *res,
+                            const char *text, size_t len) {
     bool failed = res->finish == SYN_FINISH_ERROR;
-    return json_pack("{s:I, s:I, s:o, s:o, s:o, s:s, s:I, s:f, s:f, s:f, s:o}", "index", (json_int_t)i, "line",
-                     (json_int_t)r->line, "prompt_ids", json_ids(r->prompt, r->n_prompt), "generated_ids",
-                     json_ids(res->tokens, res->n_tokens), "text", json_utf8(text, len), "finish",
-                     syn_finish_reason_name(res->finish), "cached_tokens", (json_int_t)res->n_cached_tokens,
-                     "queue_ms", res->queue_ms, "ttft_ms", res->ttft_ms, "total_ms", res->total_ms, "error",
-                     failed ? json_text(res->error) : json_null());
+    return json_pack(
+        "{s:I, s:I, s:o, s:o, s:o, s:s, s:I, s:f, s:f, s:f, s:o}", "index", (json_int_t)i, "line",
+        (json_int_t)r->line, "prompt_ids", json_ids(r->prompt, r->n_prompt), "generated_ids",
+        json_ids(res->tokens, res->n_tokens), "text", json_utf8(text, len), "finish",
+        syn_finish_reason_name(res->finish), "cached_tokens", (json_int_t)res->n_cached_tokens,
+        "queue_ms", res->queue_ms, "ttft_ms", res->ttft_ms, "total_ms", res->total_ms, "error",
+        failed ? json_text(res->error) : json_null());
 }
 
 /* The totals the aggregate line reports. */
@@ -177,8 +184,8 @@ typedef struct run_totals {
 } run_totals;
 
 /* Builds r's prompt from the line and submits it. A failure is the line's own (r->error). */
-static void submit_line(const syn_model *model, const run_opts *o, syn_engine *engine, const char *text, size_t len,
-                        line_req *r) {
+static void submit_line(const syn_model *model, const run_opts *o, syn_engine *engine,
+                        const char *text, size_t len, line_req *r) {
     if (!build_line_prompt(model, o, text, len, r)) return;
     syn_request_params params = syn_request_default_params();
     params.prompt_tokens = r->prompt;
@@ -194,8 +201,10 @@ static void submit_line(const syn_model *model, const run_opts *o, syn_engine *e
 
 /* Waits for request i (r) and prints it, plain or as the next element of the JSON array; the
  * caller checks that the output went out. */
-static int report_request(const syn_model *model, const run_opts *o, size_t i, const line_req *r, run_totals *t) {
-    syn_request_result res = {.finish = SYN_FINISH_ERROR, .status = SYN_ERR_INVALID_ARGUMENT, .error = r->error};
+static int report_request(const syn_model *model, const run_opts *o, size_t i, const line_req *r,
+                          run_totals *t) {
+    syn_request_result res = {
+        .finish = SYN_FINISH_ERROR, .status = SYN_ERR_INVALID_ARGUMENT, .error = r->error};
     if (r->req) syn_request_wait(r->req, &res);
     t->t_last_done = syn_now_ms();
     t->n_generated += res.n_tokens;
@@ -211,8 +220,10 @@ static int report_request(const syn_model *model, const run_opts *o, size_t i, c
         print_plain(i, r, &res, text, len);
     } else {
         json_t *obj = request_json(i, r, &res, text, len);
-        if (!obj) rc = fail_runtime("out of memory building the JSON output");
-        else if (json_dumpf(obj, stdout, JSON_DUMP_FLAGS) != 0) rc = fail_runtime("cannot write the JSON output");
+        if (!obj)
+            rc = fail_runtime("out of memory building the JSON output");
+        else if (json_dumpf(obj, stdout, JSON_DUMP_FLAGS) != 0)
+            rc = fail_runtime("cannot write the JSON output");
         json_decref(obj);
     }
     free(text);
@@ -239,22 +250,27 @@ static int run_lines(const syn_model *model, const run_opts *o, syn_engine *engi
         }
         if (rc != EXIT_OK) break;
         line_req *r = &ring[head];
-        if (o->json && t->n_requests > 0) fputs(", ", stdout); /* as jansson separates array elements */
+        if (o->json && t->n_requests > 0)
+            fputs(", ", stdout); /* as jansson separates array elements */
         rc = report_request(model, o, t->n_requests, r, t);
-        if (rc == EXIT_OK) rc = check_stdout(); /* per request: the output streams, and lost output stops the run */
-        line_req_clear(r); /* its result is no longer needed */
+        if (rc == EXIT_OK)
+            rc =
+                check_stdout(); /* per request: the output streams, and lost output stops the run */
+        line_req_clear(r);      /* its result is no longer needed */
         head = (head + 1) % window;
         n_in_flight--;
         t->n_requests++;
     }
-    for (size_t k = 0; k < n_in_flight; k++) line_req_clear(&ring[(head + k) % window]); /* cancels them */
+    for (size_t k = 0; k < n_in_flight; k++)
+        line_req_clear(&ring[(head + k) % window]); /* cancels them */
     free(ring);
     return rc;
 }
 
-/* Prints the aggregate figures: on stderr, or as the JSON object's "aggregate" member (closing it). */
-static int print_aggregate(const run_opts *o, const syn_engine_stats *before, const syn_engine_stats *after,
-                           const run_totals *t) {
+/* Prints the aggregate figures: on stderr, or as the JSON object's "aggregate" member (closing it).
+ */
+static int print_aggregate(const run_opts *o, const syn_engine_stats *before,
+                           const syn_engine_stats *after, const run_totals *t) {
     /* The same figures as syn_engine_run's syn_run_stats, from the engine's counters. */
     const double wall_ms = t->t_last_done - t->t_first_submit;
     const double tok_s = wall_ms > 0 ? (double)t->n_generated * 1e3 / wall_ms : 0.0;
@@ -264,16 +280,18 @@ static int print_aggregate(const run_opts *o, const syn_engine_stats *before, co
     const uint64_t steps = after->n_steps - before->n_steps;
     if (!o->json) {
         fprintf(stderr,
-                "synapse: %zu requests (%d at a time): %llu tokens generated in %.1f ms, %.2f tok/s aggregate, "
+                "synapse: %zu requests (%d at a time): %llu tokens generated in %.1f ms, %.2f "
+                "tok/s aggregate, "
                 "decode steps %.2f tok/s, %llu steps, %zu failed\n",
-                t->n_requests, o->concurrent, (unsigned long long)t->n_generated, wall_ms, tok_s, decode_tok_s,
-                (unsigned long long)steps, t->n_failed);
+                t->n_requests, o->concurrent, (unsigned long long)t->n_generated, wall_ms, tok_s,
+                decode_tok_s, (unsigned long long)steps, t->n_failed);
         return EXIT_OK;
     }
-    json_t *agg = json_pack("{s:I, s:i, s:I, s:f, s:f, s:f, s:I, s:I}", "requests", (json_int_t)t->n_requests,
-                            "n_parallel", o->concurrent, "generated_tokens", (json_int_t)t->n_generated, "wall_ms",
-                            wall_ms, "tok_s", tok_s, "decode_tok_s", decode_tok_s, "steps", (json_int_t)steps,
-                            "failed", (json_int_t)t->n_failed);
+    json_t *agg =
+        json_pack("{s:I, s:i, s:I, s:f, s:f, s:f, s:I, s:I}", "requests", (json_int_t)t->n_requests,
+                  "n_parallel", o->concurrent, "generated_tokens", (json_int_t)t->n_generated,
+                  "wall_ms", wall_ms, "tok_s", tok_s, "decode_tok_s", decode_tok_s, "steps",
+                  (json_int_t)steps, "failed", (json_int_t)t->n_failed);
     if (!agg) return fail_runtime("out of memory building the JSON output");
     fputs("], \"aggregate\": ", stdout);
     int rc = json_dumpf(agg, stdout, JSON_DUMP_FLAGS);
@@ -294,8 +312,10 @@ int run_concurrent(const run_opts *o) {
     if (!rd.file) return fail_runtime("cannot open '%s': %s", o->file, strerror(errno));
     /* The first line is read before the model is loaded: a file with nothing to run fails early. */
     rc = next_line(&rd, &text, &len);
-    if (rc == EXIT_OK && len == 0) rc = fail_runtime("'%s' has no non-empty line: there is nothing to run", o->file);
-    if (rc == EXIT_OK) rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
+    if (rc == EXIT_OK && len == 0)
+        rc = fail_runtime("'%s' has no non-empty line: there is nothing to run", o->file);
+    if (rc == EXIT_OK)
+        rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
     if (rc == EXIT_OK) {
         syn_engine_params ep = syn_engine_default_params();
         ep.n_parallel = o->concurrent;

@@ -14,17 +14,17 @@
 #ifndef SYNAPSE_CLUSTER_H
 #define SYNAPSE_CLUSTER_H
 
+#include "common/text.h"
+#include "synapse.h"
 #include <stdbool.h>
 #include <stddef.h>
-#include "synapse.h"
-#include "common/text.h"
-
 
 /* ---- http_client.c ---- */
 
 /* Writes the message into err[err_size] (truncated to fit): how the functions here report why
  * they failed. */
-void format_error(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void format_error(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 typedef struct http_response {
     int status; /* e.g. 200 */
@@ -36,8 +36,8 @@ typedef struct http_response {
  * bearer is not NULL). The connection must be made within timeout_ms, and the whole response must
  * then arrive within timeout_ms more; a body over max_body bytes is refused. 0 with *resp filled
  * (free it with http_response_free), or -1 with a short reason in err. */
-int http_get(const char *host, const char *port, const char *path, const char *bearer, int timeout_ms, size_t max_body,
-             http_response *resp, char *err, size_t err_size);
+int http_get(const char *host, const char *port, const char *path, const char *bearer,
+             int timeout_ms, size_t max_body, http_response *resp, char *err, size_t err_size);
 void http_response_free(http_response *resp);
 
 /* ---- nodes.c ---- */
@@ -75,7 +75,8 @@ bool listen_address_valid(const char *s);
 
 /* Reads what node `index` of view->nodes holds and adds it to view (answered[index] set).
  * 0, or -1 with the reason in err (view unchanged). */
-int node_read_models(cluster_view *view, size_t index, const char *api_key, int timeout_ms, char *err, size_t err_size);
+int node_read_models(cluster_view *view, size_t index, const char *api_key, int timeout_ms,
+                     char *err, size_t err_size);
 
 /* An empty view of the nodes (all unanswered). 0, or -1 out of memory. */
 int cluster_view_init(cluster_view *view, const node_addr *nodes, size_t n_nodes);

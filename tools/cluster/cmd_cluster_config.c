@@ -12,26 +12,29 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "commands.h"
 #include "cluster.h"
-#include "common/text.h"
-#include "common/output.h"
+#include "commands.h"
 #include "common/args.h"
+#include "common/output.h"
+#include "common/text.h"
 
 const char usage_cluster_config[] =
     "synapse cluster-config [options] NODE_URL...\n"
-    "  Reads GET /v1/models of each `synapse serve` node (NODE_URL: http://HOST:PORT) and writes an\n"
+    "  Reads GET /v1/models of each `synapse serve` node (NODE_URL: http://HOST:PORT) and writes "
+    "an\n"
     "  HAProxy configuration that sends each completion to a healthy node holding its model, the\n"
     "  least loaded first, a conversation to the node with its prefix cache (deploy/README.md).\n"
     "  A node that does not answer is an error (exit 1), except with --watch.\n"
-    "  --listen HOST:PORT      where HAProxy accepts clients (default 127.0.0.1:8000; *:PORT: every\n"
+    "  --listen HOST:PORT      where HAProxy accepts clients (default 127.0.0.1:8000; *:PORT: "
+    "every\n"
     "                          address)\n"
     "  -o, --output FILE       write FILE (a temporary file renamed over it) instead of stdout\n"
     "  --api-key KEY           send 'Authorization: Bearer KEY' to the nodes (their --api-key)\n"
     "  --timeout SEC           how long a node may take to connect, then to answer, 1..300\n"
     "                          (default 5)\n"
     "  --watch SEC             poll the nodes every SEC seconds (1..86400) until SIGINT/SIGTERM;\n"
-    "                          when what they hold changes, rewrite FILE and reload HAProxy; a node\n"
+    "                          when what they hold changes, rewrite FILE and reload HAProxy; a "
+    "node\n"
     "                          that does not answer is left out (and logged). Needs -o and\n"
     "                          --haproxy-pid-file\n"
     "  --haproxy-pid-file FILE the HAProxy master's pid file (haproxy -W -p FILE): the reload is\n"
@@ -64,9 +67,10 @@ static int parse_args(int argc, char **argv, cluster_opts *o) {
         } else if (strcmp(arg, "--listen") == 0) {
             if ((rc = args_value(&it, arg, &o->listen)) != EXIT_OK) return rc;
             if (!listen_address_valid(o->listen))
-                return fail_usage("--listen: '%s' must be HOST:PORT (HOST a name, an address, * or [IPv6]; PORT "
-                                  "1..65535)",
-                                  o->listen);
+                return fail_usage(
+                    "--listen: '%s' must be HOST:PORT (HOST a name, an address, * or [IPv6]; PORT "
+                    "1..65535)",
+                    o->listen);
         } else if (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) {
             if ((rc = args_value(&it, arg, &o->output)) != EXIT_OK) return rc;
             if (!o->output[0]) return fail_usage("%s must not be empty", arg);
@@ -75,7 +79,8 @@ static int parse_args(int argc, char **argv, cluster_opts *o) {
             if (!o->api_key[0] || strpbrk(o->api_key, "\r\n"))
                 return fail_usage("--api-key must be a non-empty single line");
         } else if (strcmp(arg, "--timeout") == 0) {
-            if ((rc = args_value(&it, arg, &v)) != EXIT_OK || (rc = parse_long(arg, v, 1, 300, &l)) != EXIT_OK)
+            if ((rc = args_value(&it, arg, &v)) != EXIT_OK ||
+                (rc = parse_long(arg, v, 1, 300, &l)) != EXIT_OK)
                 return rc;
             o->timeout_ms = (int)l * 1000;
         } else if (strcmp(arg, "--watch") == 0) {
@@ -92,14 +97,17 @@ static int parse_args(int argc, char **argv, cluster_opts *o) {
             node_addr *node = &o->nodes[o->n_nodes];
             if (node_parse_url(arg, node, err, sizeof err) != 0) return fail_usage("%s", err);
             for (size_t i = 0; i < o->n_nodes; i++)
-                if (strcmp(o->nodes[i].url, node->url) == 0) return fail_usage("node %s is given twice", node->url);
+                if (strcmp(o->nodes[i].url, node->url) == 0)
+                    return fail_usage("node %s is given twice", node->url);
             o->n_nodes++;
         }
     }
-    if (o->n_nodes == 0) return fail_usage("missing NODE_URL (http://HOST:PORT of a synapse serve node)");
+    if (o->n_nodes == 0)
+        return fail_usage("missing NODE_URL (http://HOST:PORT of a synapse serve node)");
     if (o->watch_s && (!o->output || !o->pid_file))
         return fail_usage("--watch needs -o FILE and --haproxy-pid-file FILE");
-    if (o->pid_file && !o->watch_s) return fail_usage("--haproxy-pid-file is only used with --watch");
+    if (o->pid_file && !o->watch_s)
+        return fail_usage("--haproxy-pid-file is only used with --watch");
     return EXIT_OK;
 }
 
@@ -113,7 +121,8 @@ static int write_atomically(const char *path, const char *text, char *err, size_
     }
     const int fd = mkstemp(tmp);
     if (fd < 0) {
-        format_error(err, err_size, "cannot create a temporary file beside '%s': %s", path, strerror(errno));
+        format_error(err, err_size, "cannot create a temporary file beside '%s': %s", path,
+                     strerror(errno));
         return -1;
     }
     size_t left = strlen(text);
@@ -179,7 +188,8 @@ static int write_once(const cluster_opts *o) {
 static void log_changes(const cluster_view *was, const cluster_view *now) {
     size_t i = 0, k = 0;
     while (i < was->n_res || k < now->n_res) {
-        const residency *a = i < was->n_res ? &was->res[i] : NULL, *b = k < now->n_res ? &now->res[k] : NULL;
+        const residency *a = i < was->n_res ? &was->res[i] : NULL,
+                        *b = k < now->n_res ? &now->res[k] : NULL;
         int order = !a ? 1 : !b ? -1 : strcmp(a->model, b->model);
         if (order == 0) order = (a->node > b->node) - (a->node < b->node);
         if (order < 0) {
@@ -190,7 +200,8 @@ static void log_changes(const cluster_view *was, const cluster_view *now) {
             k++;
         } else {
             if (a->slots != b->slots)
-                log_line("model %s on %s: %ld slots (was %ld)", b->model, now->nodes[b->node].url, b->slots, a->slots);
+                log_line("model %s on %s: %ld slots (was %ld)", b->model, now->nodes[b->node].url,
+                         b->slots, a->slots);
             i++;
             k++;
         }
@@ -225,12 +236,14 @@ static reload_result reload_haproxy(const char *pid_file, long *pid, char *err, 
         fclose(f);
     }
     if (strncmp(comm, "haproxy", 7) != 0) {
-        format_error(err, err_size, "process %ld (from '%s') is %s", *pid, pid_file, exists ? "not HAProxy" : "gone");
+        format_error(err, err_size, "process %ld (from '%s') is %s", *pid, pid_file,
+                     exists ? "not HAProxy" : "gone");
         return HAPROXY_NOT_RUNNING;
     }
     if (kill((pid_t)*pid, SIGUSR2) != 0) {
         const int cause = errno;
-        format_error(err, err_size, "cannot signal HAProxy (pid %ld from '%s'): %s", *pid, pid_file, strerror(cause));
+        format_error(err, err_size, "cannot signal HAProxy (pid %ld from '%s'): %s", *pid, pid_file,
+                     strerror(cause));
         return cause == ESRCH ? HAPROXY_NOT_RUNNING : RELOAD_FAILED;
     }
     return RELOADED;
@@ -239,7 +252,8 @@ static reload_result reload_haproxy(const char *pid_file, long *pid, char *err, 
 /* Whether SIGINT or SIGTERM (blocked while watching) is waiting. */
 static bool stop_pending(void) {
     sigset_t pending;
-    return sigpending(&pending) == 0 && (sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1);
+    return sigpending(&pending) == 0 &&
+           (sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1);
 }
 
 /* Polls every node once into *now, logging the nodes that stop or start answering. False when a
@@ -248,7 +262,8 @@ static bool poll_nodes(const cluster_opts *o, cluster_view *now, bool *last_answ
     char err[512];
     for (size_t i = 0; i < o->n_nodes; i++) {
         if (stop_pending()) return false;
-        const bool answered = node_read_models(now, i, o->api_key, o->timeout_ms, err, sizeof err) == 0;
+        const bool answered =
+            node_read_models(now, i, o->api_key, o->timeout_ms, err, sizeof err) == 0;
         if (!answered && (first || last_answered[i]))
             log_line("node %s left out: %s", o->nodes[i].url, err);
         else if (answered && !first && !last_answered[i])
@@ -271,7 +286,8 @@ static int watch(const cluster_opts *o) {
 
     char *current = NULL; /* the file's text, as last written or found */
     size_t current_len;
-    if (access(o->output, F_OK) == 0 && read_file(o->output, &current, &current_len) != EXIT_OK) current = NULL;
+    if (access(o->output, F_OK) == 0 && read_file(o->output, &current, &current_len) != EXIT_OK)
+        current = NULL;
     cluster_view shown, now; /* what the file shows; this poll */
     bool *last_answered = calloc(o->n_nodes, sizeof *last_answered);
     if (!last_answered || cluster_view_init(&shown, o->nodes, o->n_nodes) != 0) {
@@ -299,7 +315,8 @@ static int watch(const cluster_opts *o) {
                 /* Nowhere to move their models: HAProxy's health checks find the nodes when
                  * they come back, without a reload. (With no file yet, one without nodes is
                  * written below, so that HAProxy can start, answering 503.) */
-                if (first || some_answered) log_line("no node answers: %s left as it is", o->output);
+                if (first || some_answered)
+                    log_line("no node answers: %s left as it is", o->output);
             } else if (!(config = haproxy_config(o->listen, &now))) {
                 log_line("out of memory writing the configuration");
             } else if (current && strcmp(config, current) == 0) {

@@ -45,7 +45,8 @@ static int wait_fd(int fd, short events, long long deadline_ms) {
 }
 
 /* A non-blocking socket connected to one of host:port's addresses within timeout_ms, or -1. */
-static int connect_to(const char *host, const char *port, int timeout_ms, char *err, size_t err_size) {
+static int connect_to(const char *host, const char *port, int timeout_ms, char *err,
+                      size_t err_size) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *addrs = NULL;
     const int gai = getaddrinfo(host, port, &hints, &addrs);
     if (gai != 0) {
@@ -65,7 +66,9 @@ static int connect_to(const char *host, const char *port, int timeout_ms, char *
             if (cause == EINPROGRESS) {
                 const int ready = wait_fd(fd, POLLOUT, deadline);
                 socklen_t len = sizeof cause;
-                if (ready == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &cause, &len) == 0 && cause == 0) continue;
+                if (ready == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &cause, &len) == 0 &&
+                    cause == 0)
+                    continue;
                 if (ready == 0) cause = ETIMEDOUT;
                 if (ready < 0) cause = errno;
             }
@@ -81,7 +84,8 @@ static int connect_to(const char *host, const char *port, int timeout_ms, char *
     return fd;
 }
 
-static int send_all(int fd, const char *data, size_t len, long long deadline, char *err, size_t err_size) {
+static int send_all(int fd, const char *data, size_t len, long long deadline, char *err,
+                    size_t err_size) {
     while (len > 0) {
         const ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
         if (n > 0) {
@@ -104,18 +108,21 @@ static int send_all(int fd, const char *data, size_t len, long long deadline, ch
  * not all arrived. */
 static size_t header_end(const char *buf, size_t len) {
     for (size_t i = 3; i < len; i++)
-        if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r') return i + 1;
+        if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r')
+            return i + 1;
     return 0;
 }
 
 /* The value of header `name` in the header block, or NULL (*value_len set). */
-static const char *find_header(const char *head, size_t head_len, const char *name, size_t *value_len) {
+static const char *find_header(const char *head, size_t head_len, const char *name,
+                               size_t *value_len) {
     const size_t name_len = strlen(name);
     const char *end = head + head_len;
     for (const char *line = memchr(head, '\n', head_len); line && line + 1 < end;
          line = memchr(line + 1, '\n', (size_t)(end - line - 1))) {
         const char *p = line + 1;
-        if ((size_t)(end - p) > name_len && strncasecmp(p, name, name_len) == 0 && p[name_len] == ':') {
+        if ((size_t)(end - p) > name_len && strncasecmp(p, name, name_len) == 0 &&
+            p[name_len] == ':') {
             const char *v = p + name_len + 1, *eol = memchr(v, '\r', (size_t)(end - v));
             while (v < eol && (*v == ' ' || *v == '\t'))
                 v++;
@@ -130,17 +137,19 @@ static const char *find_header(const char *head, size_t head_len, const char *na
 
 /* Parses the status line and the framing headers: the status, and the body length or -1 when the
  * body runs to the connection's close. 0, or -1 with err. */
-static int parse_head(const char *head, size_t head_len, int *status, long long *content_length, char *err,
-                      size_t err_size) {
-    if (head_len < 12 || memcmp(head, "HTTP/1.", 7) != 0 || (head[7] != '0' && head[7] != '1') || head[8] != ' ' ||
-        head[9] < '1' || head[9] > '5' || head[10] < '0' || head[10] > '9' || head[11] < '0' || head[11] > '9') {
+static int parse_head(const char *head, size_t head_len, int *status, long long *content_length,
+                      char *err, size_t err_size) {
+    if (head_len < 12 || memcmp(head, "HTTP/1.", 7) != 0 || (head[7] != '0' && head[7] != '1') ||
+        head[8] != ' ' || head[9] < '1' || head[9] > '5' || head[10] < '0' || head[10] > '9' ||
+        head[11] < '0' || head[11] > '9') {
         format_error(err, err_size, "not an HTTP/1.x response");
         return -1;
     }
     *status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
     size_t len;
     if (find_header(head, head_len, "Transfer-Encoding", &len)) {
-        format_error(err, err_size, "the response uses Transfer-Encoding, which this client does not read");
+        format_error(err, err_size,
+                     "the response uses Transfer-Encoding, which this client does not read");
         return -1;
     }
     const char *cl = find_header(head, head_len, "Content-Length", &len);
@@ -160,7 +169,8 @@ static int parse_head(const char *head, size_t head_len, int *status, long long 
 
 /* Reads the response into a malloc'd buffer until the body is complete (by Content-Length or the
  * peer's close), within the deadline and the size bound. */
-static int read_response(int fd, long long deadline, size_t max_body, http_response *resp, char *err, size_t err_size) {
+static int read_response(int fd, long long deadline, size_t max_body, http_response *resp,
+                         char *err, size_t err_size) {
     const size_t limit = MAX_HEADER_BYTES + max_body;
     size_t len = 0, cap = 4096, head_len = 0;
     long long content_length = -1;
@@ -202,13 +212,17 @@ static int read_response(int fd, long long deadline, size_t max_body, http_respo
         if (!head_len) {
             head_len = header_end(buf, len);
             if (!head_len && len >= MAX_HEADER_BYTES) {
-                format_error(err, err_size, "the response headers are larger than %d bytes", MAX_HEADER_BYTES);
+                format_error(err, err_size, "the response headers are larger than %d bytes",
+                             MAX_HEADER_BYTES);
                 goto fail;
             }
-            if (head_len && parse_head(buf, head_len, &resp->status, &content_length, err, err_size) != 0) goto fail;
+            if (head_len &&
+                parse_head(buf, head_len, &resp->status, &content_length, err, err_size) != 0)
+                goto fail;
             if (head_len && content_length > (long long)max_body) {
-                format_error(err, err_size, "the response body (%lld bytes) is larger than %zu bytes", content_length,
-                             max_body);
+                format_error(err, err_size,
+                             "the response body (%lld bytes) is larger than %zu bytes",
+                             content_length, max_body);
                 goto fail;
             }
         }
@@ -225,7 +239,8 @@ static int read_response(int fd, long long deadline, size_t max_body, http_respo
     }
     const size_t body_len = len - head_len;
     if (content_length >= 0 && body_len < (size_t)content_length) {
-        format_error(err, err_size, "truncated response: %zu of %lld body bytes", body_len, content_length);
+        format_error(err, err_size, "truncated response: %zu of %lld body bytes", body_len,
+                     content_length);
         goto fail;
     }
     resp->body_len = content_length >= 0 ? (size_t)content_length : body_len;
@@ -238,8 +253,8 @@ fail:
     return -1;
 }
 
-int http_get(const char *host, const char *port, const char *path, const char *bearer, int timeout_ms, size_t max_body,
-             http_response *resp, char *err, size_t err_size) {
+int http_get(const char *host, const char *port, const char *path, const char *bearer,
+             int timeout_ms, size_t max_body, http_response *resp, char *err, size_t err_size) {
     *resp = (http_response){0};
     const int fd = connect_to(host, port, timeout_ms, err, err_size);
     if (fd < 0) return -1;
@@ -249,8 +264,9 @@ int http_get(const char *host, const char *port, const char *path, const char *b
     const int n = snprintf(request, sizeof request,
                            "GET %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nAccept: application/json\r\n"
                            "User-Agent: synapse-cluster-config\r\nConnection: close\r\n%s%s%s\r\n",
-                           path, ipv6 ? "[" : "", host, ipv6 ? "]" : "", port, bearer ? "Authorization: Bearer " : "",
-                           bearer ? bearer : "", bearer ? "\r\n" : "");
+                           path, ipv6 ? "[" : "", host, ipv6 ? "]" : "", port,
+                           bearer ? "Authorization: Bearer " : "", bearer ? bearer : "",
+                           bearer ? "\r\n" : "");
     int rc = -1;
     if (n < 0 || (size_t)n >= sizeof request)
         format_error(err, err_size, "the request is too long (a very long API key?)");

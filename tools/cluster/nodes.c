@@ -22,11 +22,13 @@ static const char *printable(const char *s, char *out, size_t out_size) {
 }
 
 static bool is_name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.';
 }
 
 static bool is_ipv6_char(char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.';
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' ||
+           c == '.';
 }
 
 /* HOST:PORT as parsed by parse_host_port. */
@@ -76,21 +78,25 @@ int node_parse_url(const char *url, node_addr *out, char *err, size_t err_size) 
     host_port hp;
     *out = (node_addr){0};
     /* One '/' may end the URL; a path may not. */
-    if (strncmp(url, scheme, sizeof scheme - 1) != 0 || parse_host_port(url + sizeof scheme - 1, false, &hp) != 0 ||
+    if (strncmp(url, scheme, sizeof scheme - 1) != 0 ||
+        parse_host_port(url + sizeof scheme - 1, false, &hp) != 0 ||
         (*hp.end != '\0' && strcmp(hp.end, "/") != 0) || hp.host_len >= sizeof out->host) {
-        format_error(err, err_size, "node URL '%s' must be http://HOST:PORT (PORT 1..65535, no path)", url);
+        format_error(err, err_size,
+                     "node URL '%s' must be http://HOST:PORT (PORT 1..65535, no path)", url);
         return -1;
     }
     memcpy(out->host, hp.host, hp.host_len);
     out->ipv6 = hp.ipv6;
     snprintf(out->port, sizeof out->port, "%ld", hp.port);
-    snprintf(out->url, sizeof out->url, "http://%s%s%s:%s", out->ipv6 ? "[" : "", out->host, out->ipv6 ? "]" : "",
-             out->port);
+    snprintf(out->url, sizeof out->url, "http://%s%s%s:%s", out->ipv6 ? "[" : "", out->host,
+             out->ipv6 ? "]" : "", out->port);
     return 0;
 }
 
 int cluster_view_init(cluster_view *view, const node_addr *nodes, size_t n_nodes) {
-    *view = (cluster_view){.nodes = nodes, .n_nodes = n_nodes, .answered = calloc(n_nodes ? n_nodes : 1, sizeof(bool))};
+    *view = (cluster_view){.nodes = nodes,
+                           .n_nodes = n_nodes,
+                           .answered = calloc(n_nodes ? n_nodes : 1, sizeof(bool))};
     return view->answered ? 0 : -1;
 }
 
@@ -112,8 +118,8 @@ void cluster_view_sort(cluster_view *view) {
 }
 
 /* The models of one /v1/models body, checked, into res[*n] (malloc'd). 0, or -1 with err. */
-static int parse_models(const char *body, size_t len, size_t node, residency **res, size_t *n, char *err,
-                        size_t err_size) {
+static int parse_models(const char *body, size_t len, size_t node, residency **res, size_t *n,
+                        char *err, size_t err_size) {
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     json_t *data = json_object_get(root, "data");
@@ -122,7 +128,8 @@ static int parse_models(const char *body, size_t len, size_t node, residency **r
     *res = NULL;
     *n = 0;
     if (!root) {
-        format_error(err, err_size, "/v1/models is not JSON: %s", printable(jerr.text, shown, sizeof shown));
+        format_error(err, err_size, "/v1/models is not JSON: %s",
+                     printable(jerr.text, shown, sizeof shown));
         goto done;
     }
     if (!json_is_array(data)) {
@@ -143,18 +150,21 @@ static int parse_models(const char *body, size_t len, size_t node, residency **r
             format_error(err, err_size, "/v1/models: data[%zu] has no \"id\" string", i);
             goto done;
         }
-        if (!model_alias_valid(id) || strlen(id) != json_string_length(json_object_get(entry, "id"))) {
+        if (!model_alias_valid(id) ||
+            strlen(id) != json_string_length(json_object_get(entry, "id"))) {
             format_error(err, err_size,
                          "/v1/models: model id '%s' is not 1..%d letters, digits or -_.: (HAProxy "
                          "routes on it)",
                          printable(id, shown, sizeof shown), MODEL_ALIAS_MAX);
             goto done;
         }
-        if (!json_is_integer(slots) || json_integer_value(slots) < 1 || json_integer_value(slots) > MAX_SLOTS) {
-            format_error(err, err_size,
-                         "/v1/models: model '%s' has no meta.n_parallel in 1..%d (is this a synapse serve "
-                         "node?)",
-                         id, MAX_SLOTS);
+        if (!json_is_integer(slots) || json_integer_value(slots) < 1 ||
+            json_integer_value(slots) > MAX_SLOTS) {
+            format_error(
+                err, err_size,
+                "/v1/models: model '%s' has no meta.n_parallel in 1..%d (is this a synapse serve "
+                "node?)",
+                id, MAX_SLOTS);
             goto done;
         }
         for (size_t k = 0; k < i; k++) {
@@ -182,22 +192,25 @@ done:
 /* The "error.message" of an OpenAI-style error body, or "". */
 static const char *error_message(const char *body, size_t len, json_t **root) {
     *root = json_loadb(body, len, 0, NULL);
-    const char *msg = json_string_value(json_object_get(json_object_get(*root, "error"), "message"));
+    const char *msg =
+        json_string_value(json_object_get(json_object_get(*root, "error"), "message"));
     return msg ? msg : "";
 }
 
-int node_read_models(cluster_view *view, size_t index, const char *api_key, int timeout_ms, char *err,
-                     size_t err_size) {
+int node_read_models(cluster_view *view, size_t index, const char *api_key, int timeout_ms,
+                     char *err, size_t err_size) {
     const node_addr *node = &view->nodes[index];
     http_response resp;
-    if (http_get(node->host, node->port, "/v1/models", api_key, timeout_ms, MODELS_MAX_BODY, &resp, err, err_size) != 0)
+    if (http_get(node->host, node->port, "/v1/models", api_key, timeout_ms, MODELS_MAX_BODY, &resp,
+                 err, err_size) != 0)
         return -1;
     if (resp.status != 200) {
         json_t *root;
         char shown[201];
-        const char *msg = printable(error_message(resp.body, resp.body_len, &root), shown, sizeof shown);
-        format_error(err, err_size, "GET /v1/models answered HTTP %d%s%s%s", resp.status, msg[0] ? " (" : "", msg,
-                     msg[0] ? ")" : "");
+        const char *msg =
+            printable(error_message(resp.body, resp.body_len, &root), shown, sizeof shown);
+        format_error(err, err_size, "GET /v1/models answered HTTP %d%s%s%s", resp.status,
+                     msg[0] ? " (" : "", msg, msg[0] ? ")" : "");
         json_decref(root);
         http_response_free(&resp);
         return -1;

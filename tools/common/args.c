@@ -47,13 +47,9 @@ arg_iter args_begin(int argc, char **argv) {
     return it;
 }
 
-const char *args_next(arg_iter *it) {
-    return it->i < it->argc ? it->argv[it->i++] : NULL;
-}
+const char *args_next(arg_iter *it) { return it->i < it->argc ? it->argv[it->i++] : NULL; }
 
-bool args_is_help(const char *arg) {
-    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
-}
+bool args_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
 
 int args_value(arg_iter *it, const char *opt, const char **out) {
     if (it->i >= it->argc) return fail_usage("option %s needs a value", opt);
@@ -102,8 +98,8 @@ int parse_float(const char *opt, const char *s, double min, bool min_open, doubl
     /* The value is used as a float: one that rounds onto an open bound is out of range too. */
     const float f = (float)v;
     if (min_open && f == min)
-        return fail_usage("%s: %s is out of range %c%g, %g]: it rounds to %g in single precision", opt, s, open,
-                          min, max, (double)f);
+        return fail_usage("%s: %s is out of range %c%g, %g]: it rounds to %g in single precision",
+                          opt, s, open, min, max, (double)f);
     *out = f;
     return EXIT_OK;
 }
@@ -111,7 +107,8 @@ int parse_float(const char *opt, const char *s, double min, bool min_open, doubl
 int parse_int_list(const char *opt, const char *s, int32_t min, int32_t max, const char *what,
                    int32_t **vals, size_t *n) {
     size_t count = 1;
-    for (const char *p = s; *p; p++) count += *p == ',';
+    for (const char *p = s; *p; p++)
+        count += *p == ',';
     int32_t *out = malloc(count * sizeof *out);
     if (!out) return fail_runtime("out of memory");
     const char *p = s;

@@ -17,9 +17,12 @@ void gen_opts_init(gen_opts *o, int32_t n_predict) {
 }
 
 static int parse_backend(const char *opt, const char *s, syn_backend *out) {
-    if (strcmp(s, "reference") == 0) *out = SYN_BACKEND_REFERENCE;
-    else if (strcmp(s, "optimized") == 0) *out = SYN_BACKEND_OPTIMIZED;
-    else return fail_usage("%s: unknown backend '%s' (expected reference or optimized)", opt, s);
+    if (strcmp(s, "reference") == 0)
+        *out = SYN_BACKEND_REFERENCE;
+    else if (strcmp(s, "optimized") == 0)
+        *out = SYN_BACKEND_OPTIMIZED;
+    else
+        return fail_usage("%s: unknown backend '%s' (expected reference or optimized)", opt, s);
     return EXIT_OK;
 }
 
@@ -27,14 +30,18 @@ static int parse_isa(const char *opt, const char *s, syn_isa_tier *out) {
     /* Whether this CPU has the tier is the context's to say (a runtime error, exit 1). */
     if (syn_isa_tier_parse(s, out) != SYN_OK)
         return fail_usage("%s: unknown tier '%s' (expected auto, scalar, avx2, avx512-vnni, "
-                          "avx-vnni, neon-dot or i8mm)", opt, s);
+                          "avx-vnni, neon-dot or i8mm)",
+                          opt, s);
     return EXIT_OK;
 }
 
 static int parse_kv_type(const char *opt, const char *s, syn_kv_type *out) {
-    if (strcmp(s, "f32") == 0) *out = SYN_KV_F32;
-    else if (strcmp(s, "f16") == 0) *out = SYN_KV_F16;
-    else return fail_usage("%s: unknown KV cache type '%s' (expected f32 or f16)", opt, s);
+    if (strcmp(s, "f32") == 0)
+        *out = SYN_KV_F32;
+    else if (strcmp(s, "f16") == 0)
+        *out = SYN_KV_F16;
+    else
+        return fail_usage("%s: unknown KV cache type '%s' (expected f32 or f16)", opt, s);
     return EXIT_OK;
 }
 
@@ -42,7 +49,7 @@ int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o) {
     const char *v = NULL;
     long l = 0;
     int rc;
-#define TAKE_VALUE() \
+#define TAKE_VALUE()                                                                               \
     if ((rc = args_value(it, arg, &v)) != EXIT_OK) return rc
     if ((groups & GEN_MODEL) && (strcmp(arg, "-m") == 0 || strcmp(arg, "--model") == 0)) {
         TAKE_VALUE();

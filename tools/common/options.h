@@ -21,22 +21,22 @@ enum { MAX_THREADS = SYN_MAX_THREADS };
 /* Options shared by run, chat and eval. */
 typedef struct gen_opts {
     const char *model_path;
-    int32_t n_predict;       /* -n: tokens to generate at most */
-    int32_t n_threads;       /* -t: 0 = one per core */
-    uint32_t n_ctx;          /* -c: 0 = the command's default */
-    syn_backend backend;     /* --backend */
-    syn_isa_tier isa;        /* --isa */
-    syn_kv_type kv_type;     /* --kv-type */
-    bool huge_pages;         /* false with --no-huge-pages */
+    int32_t n_predict;   /* -n: tokens to generate at most */
+    int32_t n_threads;   /* -t: 0 = one per core */
+    uint32_t n_ctx;      /* -c: 0 = the command's default */
+    syn_backend backend; /* --backend */
+    syn_isa_tier isa;    /* --isa */
+    syn_kv_type kv_type; /* --kv-type */
+    bool huge_pages;     /* false with --no-huge-pages */
     syn_sampler_params sampling;
     const char *chat_template; /* --chat-template: NULL = recognise the GGUF's */
 } gen_opts;
 
 /* Option groups a command accepts, for parse_gen_opt(). */
 enum {
-    GEN_MODEL = 1 << 0,    /* -m */
-    GEN_THREADS = 1 << 1,  /* -t */
-    GEN_BACKEND = 1 << 2,  /* --backend, --isa, --kv-type, --no-huge-pages */
+    GEN_MODEL = 1 << 0,   /* -m */
+    GEN_THREADS = 1 << 1, /* -t */
+    GEN_BACKEND = 1 << 2, /* --backend, --isa, --kv-type, --no-huge-pages */
     GEN_COMPUTE = GEN_THREADS | GEN_BACKEND,
     GEN_CTX = 1 << 3,      /* -c */
     GEN_SAMPLING = 1 << 4, /* -n, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
@@ -44,17 +44,18 @@ enum {
 };
 
 /* The usage lines of the GEN_BACKEND options, shared by every command that makes a context. */
-#define USAGE_BACKEND_OPTS                                                                          \
-    "  --backend NAME          reference or optimized (default: the library's default,\n"           \
+#define USAGE_BACKEND_OPTS                                                                         \
+    "  --backend NAME          reference or optimized (default: the library's default,\n"          \
     "                          syn_context_default_params(): optimized)\n"                         \
-    "  --isa TIER              the optimized backend's kernel tier: auto (default: the fastest\n"   \
-    "                          this CPU has), scalar, avx2, avx512-vnni, avx-vnni, neon-dot or\n"   \
-    "                          i8mm; a tier this CPU lacks is an error (exit 1), never a fallback\n" \
-    "  --kv-type TYPE          KV cache element type: f32 (default) or f16 (optimized backend)\n"   \
-    "  --no-huge-pages         map the weights in 4 KiB pages and leave the file's page cache as\n" \
-    "                          it is (default: 2 MiB pages where the kernel allows; README\n"       \
+    "  --isa TIER              the optimized backend's kernel tier: auto (default: the fastest\n"  \
+    "                          this CPU has), scalar, avx2, avx512-vnni, avx-vnni, neon-dot or\n"  \
+    "                          i8mm; a tier this CPU lacks is an error (exit 1), never a "         \
+    "fallback\n"                                                                                   \
+    "  --kv-type TYPE          KV cache element type: f32 (default) or f16 (optimized backend)\n"  \
+    "  --no-huge-pages         map the weights in 4 KiB pages and leave the file's page cache "    \
+    "as\n"                                                                                         \
+    "                          it is (default: 2 MiB pages where the kernel allows; README\n"      \
     "                          \"Huge pages\")\n"
-
 
 /* parse_gen_opt's answer when arg is none of the accepted options. */
 enum { OPT_NOMATCH = -2 };

@@ -31,9 +31,7 @@ json_t *json_utf8(const char *s, size_t len) {
     return j;
 }
 
-json_t *json_text(const char *s) {
-    return json_utf8(s, strlen(s));
-}
+json_t *json_text(const char *s) { return json_utf8(s, strlen(s)); }
 
 json_t *json_ids(const int32_t *ids, size_t n) {
     json_t *arr = json_array();

@@ -1,6 +1,6 @@
 /*
- * output.h: what the commands print: JSON values from the library's outputs (token ids, text that may
- * not be valid UTF-8) and stdout written in full or reported.
+ * output.h: what the commands print: JSON values from the library's outputs (token ids, text that
+ * may not be valid UTF-8) and stdout written in full or reported.
  */
 #ifndef SYNAPSE_TOOL_OUTPUT_H
 #define SYNAPSE_TOOL_OUTPUT_H

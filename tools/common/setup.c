@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "synapse_internal.h"
-#include "options.h"
 #include "args.h"
+#include "options.h"
+#include "synapse_internal.h"
 
 /* The background prefetch warms weight pages on a core of its own; when the compute threads
  * already take every core it only competes with them (measured: a 5-token prompt's first token
@@ -56,7 +56,8 @@ static const char *mapped_file_at(uintptr_t addr, size_t *len) {
     const int fd = open("/proc/self/maps", O_RDONLY);
     if (fd < 0) return NULL;
     size_t n = 0;
-    for (ssize_t r; n < sizeof sigbus_maps && (r = read(fd, sigbus_maps + n, sizeof sigbus_maps - n)) > 0;)
+    for (ssize_t r;
+         n < sizeof sigbus_maps && (r = read(fd, sigbus_maps + n, sizeof sigbus_maps - n)) > 0;)
         n += (size_t)r;
     close(fd);
     for (const char *line = sigbus_maps, *end = sigbus_maps + n; line < end;) {
@@ -67,11 +68,15 @@ static const char *mapped_file_at(uintptr_t addr, size_t *len) {
         p++;
         const uintptr_t stop = parse_hex(&p);
         if (addr >= start && addr < stop) {
-            for (int field = 0; field < 4 && p < eol; field++) { /* past perms, offset, dev, inode */
-                while (p < eol && *p == ' ') p++;
-                while (p < eol && *p != ' ') p++;
+            for (int field = 0; field < 4 && p < eol;
+                 field++) { /* past perms, offset, dev, inode */
+                while (p < eol && *p == ' ')
+                    p++;
+                while (p < eol && *p != ' ')
+                    p++;
             }
-            while (p < eol && *p == ' ') p++;
+            while (p < eol && *p == ' ')
+                p++;
             *len = (size_t)(eol - p);
             return *p == '/' ? p : NULL;
         }
@@ -92,13 +97,15 @@ static void on_sigbus(int sig, siginfo_t *info, void *ucontext) {
     /* Several threads may fault at once (compute workers, the prefetch thread): one line only,
      * and the others wait for its _exit. */
     if (atomic_flag_test_and_set(&sigbus_reported))
-        for (;;) pause();
+        for (;;)
+            pause();
     size_t len = 0;
     const char *path = mapped_file_at((uintptr_t)info->si_addr, &len);
     if (path) {
-        static const char head[] = "synapse: error: model file '", tail[] =
-            "' changed while mapped (truncated or overwritten in place); replace a model by renaming a new "
-            "file over it\n";
+        static const char head[] = "synapse: error: model file '",
+                          tail[] = "' changed while mapped (truncated or overwritten in place); "
+                                   "replace a model by renaming a new "
+                                   "file over it\n";
         write_all(head, sizeof head - 1);
         write_all(path, len);
         write_all(tail, sizeof tail - 1);
@@ -109,11 +116,15 @@ static void on_sigbus(int sig, siginfo_t *info, void *ucontext) {
 }
 
 void guard_mapped_file(const char *path) {
-    int n = snprintf(sigbus_line, sizeof sigbus_line,
-                     "synapse: error: model file '%s' changed while mapped (truncated or overwritten in "
-                     "place); replace a model by renaming a new file over it\n", path);
+    int n = snprintf(
+        sigbus_line, sizeof sigbus_line,
+        "synapse: error: model file '%s' changed while mapped (truncated or overwritten in "
+        "place); replace a model by renaming a new file over it\n",
+        path);
     /* Only a path longer than PATH_MAX is cut, and no such path can be opened and mapped. */
-    sigbus_line_len = n < 0 ? 0 : (size_t)n < sizeof sigbus_line ? (size_t)n : sizeof sigbus_line - 1;
+    sigbus_line_len = n < 0                            ? 0
+                      : (size_t)n < sizeof sigbus_line ? (size_t)n
+                                                       : sizeof sigbus_line - 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigbus;
@@ -155,7 +166,8 @@ int tokenize_text(const syn_tokenizer *tok, const char *text, size_t len, bool a
 int format_chat(const syn_model *model, const char *template_name, const syn_chat_message *msgs,
                 size_t n_msgs, char **text, size_t *len) {
     size_t cap = 4096;
-    for (size_t i = 0; i < n_msgs; i++) cap += strlen(msgs[i].content) + 64;
+    for (size_t i = 0; i < n_msgs; i++)
+        cap += strlen(msgs[i].content) + 64;
     for (;;) {
         char *buf = malloc(cap);
         if (!buf) return fail_runtime("out of memory formatting the chat");
@@ -167,7 +179,8 @@ int format_chat(const syn_model *model, const char *template_name, const syn_cha
             return EXIT_OK;
         }
         free(buf);
-        if (st != SYN_ERR_BUFFER_TOO_SMALL || need + 1 <= cap) return fail_lib("cannot format the chat");
+        if (st != SYN_ERR_BUFFER_TOO_SMALL || need + 1 <= cap)
+            return fail_lib("cannot format the chat");
         cap = need + 1;
     }
 }
@@ -176,7 +189,8 @@ int check_token_ids(const syn_model *model, const int32_t *ids, size_t n) {
     int32_t n_vocab = syn_tokenizer_n_vocab(syn_model_tokenizer(model));
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= n_vocab)
-            return fail_runtime("--tokens: token id %d (element %zu) is outside the vocabulary of %d",
-                                ids[i], i + 1, n_vocab);
+            return fail_runtime(
+                "--tokens: token id %d (element %zu) is outside the vocabulary of %d", ids[i],
+                i + 1, n_vocab);
     return EXIT_OK;
 }

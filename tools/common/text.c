@@ -47,7 +47,8 @@ size_t utf8_seq_len(const unsigned char *s, size_t avail) {
 
 size_t utf8_valid_prefix(const char *s, size_t len) {
     size_t i = 0;
-    for (size_t n; i < len && (n = utf8_seq_len((const unsigned char *)s + i, len - i)) != 0;) i += n;
+    for (size_t n; i < len && (n = utf8_seq_len((const unsigned char *)s + i, len - i)) != 0;)
+        i += n;
     return i;
 }
 
@@ -55,8 +56,8 @@ bool model_alias_valid(const char *alias) {
     size_t n = 0;
     for (; alias[n]; n++) {
         const char c = alias[n];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-              c == '_' || c == '.' || c == ':'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.' || c == ':'))
             return false;
     }
     return n >= 1 && n <= MODEL_ALIAS_MAX;
@@ -65,7 +66,8 @@ bool model_alias_valid(const char *alias) {
 int text_append(text_buf *b, const char *s, size_t n) {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
+        while (cap < b->len + n + 1)
+            cap *= 2;
         char *grown = realloc(b->data, cap);
         if (!grown) return fail_runtime("out of memory for %zu bytes of text", b->len + n);
         b->data = grown;

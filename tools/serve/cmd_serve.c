@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "server.h"
+#include "common/args.h"
 #include "common/options.h"
 #include "common/text.h"
-#include "common/args.h"
+#include "server.h"
 #include "synapse_internal.h"
 
 const char usage_serve[] =
@@ -36,7 +36,8 @@ const char usage_serve[] =
     "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
     "  --timeout SEC           close a connection idle this long, e.g. a stalled upload\n"
     "                          (default 600)\n"
-    "  --grace SEC             on SIGINT/SIGTERM, how long running requests may finish (default 10)\n"
+    "  --grace SEC             on SIGINT/SIGTERM, how long running requests may finish (default "
+    "10)\n"
     "  --max-body MiB          largest request body, else 413 (default 8)\n"
     "  --max-connections N     open connections at most (default 256)\n"
     "  --isa TIER, --kv-type TYPE, --no-huge-pages   as for run\n"
@@ -48,17 +49,19 @@ static int parse_serve_number(arg_iter *it, const char *arg, server_opts *o) {
     static const struct {
         const char *name;
         long min, max;
-    } opts[] = {{"--port", 0, 65535},    {"--parallel", 1, SYN_ENGINE_MAX_PARALLEL},
+    } opts[] = {{"--port", 0, 65535},         {"--parallel", 1, SYN_ENGINE_MAX_PARALLEL},
                 {"--kv-budget", 1, 1L << 20}, {"--max-queue", 0, 1L << 20},
-                {"--timeout", 1, 86400}, {"--grace", 0, 3600},
-                {"--max-body", 1, 1024}, {"--max-connections", 1, 10000}};
+                {"--timeout", 1, 86400},      {"--grace", 0, 3600},
+                {"--max-body", 1, 1024},      {"--max-connections", 1, 10000}};
     size_t k = 0;
-    while (k < sizeof opts / sizeof opts[0] && strcmp(arg, opts[k].name) != 0) k++;
+    while (k < sizeof opts / sizeof opts[0] && strcmp(arg, opts[k].name) != 0)
+        k++;
     if (k == sizeof opts / sizeof opts[0]) return OPT_NOMATCH;
     const char *v;
     long l;
     int rc;
-    if ((rc = args_value(it, arg, &v)) != EXIT_OK || (rc = parse_long(arg, v, opts[k].min, opts[k].max, &l)) != EXIT_OK)
+    if ((rc = args_value(it, arg, &v)) != EXIT_OK ||
+        (rc = parse_long(arg, v, opts[k].min, opts[k].max, &l)) != EXIT_OK)
         return rc;
     switch (k) { /* in the order of opts */
     case 0: o->port = (uint16_t)l; break;
@@ -87,18 +90,26 @@ static int parse_model_arg(arg_iter *it, const char *arg, server_opts *o) {
         o->models[o->n_models++] = (model_arg){.path = v};
         return EXIT_OK;
     }
-    if (o->n_models == 0) return fail_usage("--alias '%s' comes before any -m: it names the -m before it", v);
+    if (o->n_models == 0)
+        return fail_usage("--alias '%s' comes before any -m: it names the -m before it", v);
     model_arg *m = &o->models[o->n_models - 1];
     if (m->alias) return fail_usage("-m %s has two aliases ('%s' and '%s')", m->path, m->alias, v);
-    if (!model_alias_valid(v)) return fail_usage("--alias '%s': use 1..64 letters, digits or -_.:", v);
+    if (!model_alias_valid(v))
+        return fail_usage("--alias '%s': use 1..64 letters, digits or -_.:", v);
     m->alias = v;
     return EXIT_OK;
 }
 
 static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) {
     gen_opts_init(g, 0);
-    *o = (server_opts){.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .kv_budget_mib = 1024,
-                       .max_queue = 64, .timeout_s = 600, .grace_s = 10, .max_body_bytes = 8u << 20,
+    *o = (server_opts){.host = "127.0.0.1",
+                       .port = 8080,
+                       .n_parallel = 4,
+                       .kv_budget_mib = 1024,
+                       .max_queue = 64,
+                       .timeout_s = 600,
+                       .grace_s = 10,
+                       .max_body_bytes = 8u << 20,
                        .max_connections = 256};
     arg_iter it = args_begin(argc, argv);
     const char *arg;
@@ -125,7 +136,8 @@ static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) 
         if (**text == '\0') return fail_usage("%s must not be empty", arg);
     }
     if (o->n_models == 0) return fail_usage("missing -m MODEL (a GGUF file to serve)");
-    if (g->backend != SYN_BACKEND_OPTIMIZED) return fail_usage("serve runs on the optimized backend only");
+    if (g->backend != SYN_BACKEND_OPTIMIZED)
+        return fail_usage("serve runs on the optimized backend only");
     o->n_threads = g->n_threads;
     o->n_ctx = g->n_ctx;
     o->isa = g->isa;
@@ -158,7 +170,9 @@ static int start_models(server *srv) {
             return rc;
         }
         const int rc = models_load(srv, a->path, alias, err, sizeof err);
-        if (rc == 0) fprintf(stderr, "synapse serve: model '%s' ready (%d slots)\n", alias, srv->opts.n_parallel);
+        if (rc == 0)
+            fprintf(stderr, "synapse serve: model '%s' ready (%d slots)\n", alias,
+                    srv->opts.n_parallel);
         free(alias);
         if (rc != 0) return fail_runtime("%s", err);
     }
@@ -169,17 +183,21 @@ static int start_models(server *srv) {
 /* SIGINT/SIGTERM: stop accepting, let running requests finish for up to grace_s, then cancel the
  * rest (syn_engine_free) and close every connection. */
 static void stop_gracefully(server *srv, int sig) {
-    fprintf(stderr, "synapse serve: %s: no new connections; waiting up to %u s for %u running requests\n",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", srv->opts.grace_s, atomic_load(&srv->active_completions));
+    fprintf(stderr,
+            "synapse serve: %s: no new connections; waiting up to %u s for %u running requests\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", srv->opts.grace_s,
+            atomic_load(&srv->active_completions));
     atomic_store(&srv->stopping, true);
     MHD_socket listener = MHD_quiesce_daemon(srv->daemon);
     const double deadline = syn_now_ms() + 1000.0 * srv->opts.grace_s;
-    while (atomic_load(&srv->active_completions) > 0 && syn_now_ms() < deadline) usleep(10 * 1000);
+    while (atomic_load(&srv->active_completions) > 0 && syn_now_ms() < deadline)
+        usleep(10 * 1000);
     /* What is left is cancelled; its clients get their last event (a 503 error) before the
      * daemon closes every connection, within a second. */
     completions_cancel_all(srv);
     const double flushed = syn_now_ms() + 1000.0;
-    while (atomic_load(&srv->active_completions) > 0 && syn_now_ms() < flushed) usleep(10 * 1000);
+    while (atomic_load(&srv->active_completions) > 0 && syn_now_ms() < flushed)
+        usleep(10 * 1000);
     http_stop(srv);
     if (listener != MHD_INVALID_SOCKET) close(listener);
 }
@@ -206,7 +224,8 @@ int cmd_serve(int argc, char **argv) {
 
     rc = http_start(&srv, serve_routes, serve_n_routes);
     if (rc == EXIT_OK) {
-        fprintf(stderr, "synapse serve: listening on http://%s:%u/ (model loading)\n", srv.opts.host, http_port(&srv));
+        fprintf(stderr, "synapse serve: listening on http://%s:%u/ (model loading)\n",
+                srv.opts.host, http_port(&srv));
         rc = start_models(&srv);
     }
     if (rc == EXIT_OK) {

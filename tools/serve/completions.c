@@ -9,10 +9,10 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "common/output.h"
+#include "common/text.h"
 #include "openai_request.h"
 #include "server.h"
-#include "common/text.h"
-#include "common/output.h"
 #include "synapse_internal.h"
 
 /* How often a waiting connection thread looks at its client when no token comes. */
@@ -21,7 +21,7 @@ enum { CLIENT_CHECK_MS = 20 };
 typedef struct completion {
     server *srv;
     struct completion *prev, *next; /* srv->completions, once submitted */
-    served_model *model; /* held until the completion is freed */
+    served_model *model;            /* held until the completion is freed */
     http_request *hr;
     oa_request req;
     syn_request *handle;
@@ -36,10 +36,10 @@ typedef struct completion {
     uint64_t n_generated;
 
     /* Streaming only. */
-    bool role_sent;  /* chat: the first chunk carries the role */
-    text_buf sse;    /* event bytes built but not yet sent */
-    size_t sse_sent; /* of sse.len */
-    bool ended;      /* the last event ("data: [DONE]") is in sse */
+    bool role_sent;   /* chat: the first chunk carries the role */
+    text_buf sse;     /* event bytes built but not yet sent */
+    size_t sse_sent;  /* of sse.len */
+    bool ended;       /* the last event ("data: [DONE]") is in sse */
     bool cause_known; /* a cancel of its request needs no disconnect count: counted already, or
                        * the server's own failure */
 } completion;
@@ -50,8 +50,10 @@ static json_t *token_logprob(const syn_tokenizer *tok, int32_t id, double logpro
     size_t len = 0;
     if (syn_tokenizer_token_bytes(tok, id, bytes, sizeof bytes, &len) != SYN_OK) len = 0;
     json_t *b = json_array();
-    for (size_t i = 0; b && i < len; i++) json_array_append_new(b, json_integer((unsigned char)bytes[i]));
-    return json_pack("{s:o, s:f, s:o}", "token", json_utf8(bytes, len), "logprob", logprob, "bytes", b);
+    for (size_t i = 0; b && i < len; i++)
+        json_array_append_new(b, json_integer((unsigned char)bytes[i]));
+    return json_pack("{s:o, s:f, s:o}", "token", json_utf8(bytes, len), "logprob", logprob, "bytes",
+                     b);
 }
 
 /* The logprob entry of the token just sampled: the log-softmax of the raw logits (before
@@ -59,16 +61,19 @@ static json_t *token_logprob(const syn_tokenizer *tok, int32_t id, double logpro
 static json_t *logprob_entry(const syn_tokenizer *tok, const syn_token_event *ev, int32_t top_n) {
     const float *l = ev->logits;
     float max = l[0];
-    for (int32_t i = 1; i < ev->n_vocab; i++) max = l[i] > max ? l[i] : max;
+    for (int32_t i = 1; i < ev->n_vocab; i++)
+        max = l[i] > max ? l[i] : max;
     double sum = 0;
-    for (int32_t i = 0; i < ev->n_vocab; i++) sum += exp((double)l[i] - max);
+    for (int32_t i = 0; i < ev->n_vocab; i++)
+        sum += exp((double)l[i] - max);
     const double log_z = max + log(sum);
 
     int32_t top[OA_MAX_TOP_LOGPROBS], n_top = 0; /* ids by falling logit */
     for (int32_t i = 0; i < ev->n_vocab && top_n > 0; i++) {
         if (n_top == top_n && l[i] <= l[top[n_top - 1]]) continue;
         int32_t j = n_top < top_n ? n_top++ : n_top - 1;
-        for (; j > 0 && l[top[j - 1]] < l[i]; j--) top[j] = top[j - 1];
+        for (; j > 0 && l[top[j - 1]] < l[i]; j--)
+            top[j] = top[j - 1];
         top[j] = i;
     }
     json_t *entry = token_logprob(tok, ev->token, l[ev->token] - log_z), *alts = json_array();
@@ -85,7 +90,8 @@ static json_t *logprob_entry(const syn_tokenizer *tok, const syn_token_event *ev
 static bool on_token(const syn_token_event *ev, void *user) {
     completion *c = user;
     json_t *lp = NULL;
-    if (ev->token >= 0 && c->req.top_logprobs >= 0) lp = logprob_entry(c->model->tok, ev, c->req.top_logprobs);
+    if (ev->token >= 0 && c->req.top_logprobs >= 0)
+        lp = logprob_entry(c->model->tok, ev, c->req.top_logprobs);
     pthread_mutex_lock(&c->mu);
     text_append(&c->text, ev->piece, ev->piece_len);
     if (lp) json_array_append_new(c->logprobs, lp);
@@ -112,7 +118,8 @@ static json_t *usage_json(const syn_request_result *res) {
 static json_t *choice_logprobs(const completion *c, json_t *entries, size_t text_offset) {
     if (!entries) return json_null();
     if (c->req.kind == OA_CHAT) return json_pack("{s:o}", "content", entries);
-    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offsets = json_array();
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(),
+           *offsets = json_array();
     size_t i;
     json_t *e;
     json_array_foreach(entries, i, e) {
@@ -121,15 +128,15 @@ static json_t *choice_logprobs(const completion *c, json_t *entries, size_t text
         json_array_append(lps, json_object_get(e, "logprob"));
         json_t *top = json_object(), *alt;
         size_t k;
-        json_array_foreach(json_object_get(e, "top_logprobs"), k, alt)
-            json_object_set(top, json_string_value(json_object_get(alt, "token")), json_object_get(alt, "logprob"));
+        json_array_foreach(json_object_get(e, "top_logprobs"), k, alt) json_object_set(
+            top, json_string_value(json_object_get(alt, "token")), json_object_get(alt, "logprob"));
         json_array_append_new(tops, top);
         json_array_append_new(offsets, json_integer((json_int_t)text_offset));
         text_offset += json_string_length(token);
     }
     json_decref(entries);
-    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
-                     "text_offset", offsets);
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps,
+                     "top_logprobs", tops, "text_offset", offsets);
 }
 
 /* A response object's common head: id, object, created, model. */
@@ -147,8 +154,9 @@ static json_t *choice_json(const completion *c, bool stream, const char *text, s
     if (c->req.kind == OA_COMPLETION) {
         json_object_set_new(choice, "text", json_utf8(text, len));
     } else if (!stream) {
-        json_object_set_new(choice, "message", json_pack("{s:s, s:o}", "role", "assistant", "content",
-                                                         json_utf8(text, len)));
+        json_object_set_new(
+            choice, "message",
+            json_pack("{s:s, s:o}", "role", "assistant", "content", json_utf8(text, len)));
     } else {
         json_t *delta = json_object();
         if (!c->role_sent) json_object_set_new(delta, "role", json_string("assistant"));
@@ -170,11 +178,15 @@ static void sse_event(completion *c, json_t *obj) {
 }
 
 /* A chunk of streamed text (and its logprobs); finish: NULL, or the last chunk's reason. */
-static void sse_chunk(completion *c, const char *text, size_t len, json_t *logprobs, const char *finish) {
-    json_t *chunk = response_head(c, c->req.kind == OA_CHAT ? "chat.completion.chunk" : "text_completion");
+static void sse_chunk(completion *c, const char *text, size_t len, json_t *logprobs,
+                      const char *finish) {
+    json_t *chunk =
+        response_head(c, c->req.kind == OA_CHAT ? "chat.completion.chunk" : "text_completion");
     json_t *choice = choice_json(c, true, text, len, logprobs, finish);
-    if (chunk && choice) json_object_set_new(chunk, "choices", json_pack("[o]", choice));
-    else json_decref(choice);
+    if (chunk && choice)
+        json_object_set_new(chunk, "choices", json_pack("[o]", choice));
+    else
+        json_decref(choice);
     if (chunk && c->req.include_usage) json_object_set_new(chunk, "usage", json_null());
     c->role_sent = true;
     sse_event(c, chunk);
@@ -205,12 +217,14 @@ static void stream_pending(completion *c) {
         if (res.finish == SYN_FINISH_ERROR)
             oa_error_set(&err, 500, "server_error", NULL, NULL, "generation failed: %s", res.error);
         else /* only the stop cancels a request whose client is still there */
-            oa_error_set(&err, 503, "server_error", NULL, "unavailable", "cancelled: the server is shutting down");
+            oa_error_set(&err, 503, "server_error", NULL, "unavailable",
+                         "cancelled: the server is shutting down");
         sse_event(c, oa_error_body(&err));
     } else {
         sse_chunk(c, "", 0, json_null(), finish_reason(res.finish));
         if (c->req.include_usage) {
-            json_t *u = response_head(c, c->req.kind == OA_CHAT ? "chat.completion.chunk" : "text_completion");
+            json_t *u = response_head(c, c->req.kind == OA_CHAT ? "chat.completion.chunk"
+                                                                : "text_completion");
             if (u) {
                 json_object_set_new(u, "choices", json_array());
                 json_object_set_new(u, "usage", usage_json(&res));
@@ -241,8 +255,10 @@ static bool list_completion(completion *c) {
 static void unlist_completion(completion *c) {
     server *srv = c->srv;
     pthread_mutex_lock(&srv->completions_lock);
-    if (c->prev) c->prev->next = c->next;
-    else if (srv->completions == c) srv->completions = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (srv->completions == c)
+        srv->completions = c->next;
     if (c->next) c->next->prev = c->prev;
     c->prev = c->next = NULL;
     pthread_mutex_unlock(&srv->completions_lock);
@@ -348,14 +364,19 @@ static enum MHD_Result respond_whole(completion *c) {
     c->hr->prompt_tokens = res.n_prompt_tokens;
     enum MHD_Result r;
     if (res.finish == SYN_FINISH_ERROR) {
-        r = http_send_error(c->hr, 500, "server_error", NULL, NULL, "generation failed: %s", res.error);
-    } else if (res.finish == SYN_FINISH_CANCELLED) { /* only the stop cancels it while its client waits */
-        r = http_send_error(c->hr, 503, "server_error", NULL, "unavailable", "cancelled: the server is shutting down");
+        r = http_send_error(c->hr, 500, "server_error", NULL, NULL, "generation failed: %s",
+                            res.error);
+    } else if (res.finish ==
+               SYN_FINISH_CANCELLED) { /* only the stop cancels it while its client waits */
+        r = http_send_error(c->hr, 503, "server_error", NULL, "unavailable",
+                            "cancelled: the server is shutting down");
     } else {
-        json_t *body = response_head(c, c->req.kind == OA_CHAT ? "chat.completion" : "text_completion");
+        json_t *body =
+            response_head(c, c->req.kind == OA_CHAT ? "chat.completion" : "text_completion");
         json_t *lp = c->logprobs ? choice_logprobs(c, c->logprobs, 0) : json_null();
         c->logprobs = NULL;
-        json_t *choice = choice_json(c, false, c->text.data, c->text.len, lp, finish_reason(res.finish));
+        json_t *choice =
+            choice_json(c, false, c->text.data, c->text.len, lp, finish_reason(res.finish));
         if (body && choice) {
             json_object_set_new(body, "choices", json_pack("[o]", choice));
             json_object_set_new(body, "usage", usage_json(&res));
@@ -373,10 +394,12 @@ static void make_id(char *out, size_t cap, oa_kind kind) {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     unsigned char rnd[24] = {0};
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) { /* never fails for 24 bytes */
-        for (size_t i = 0; i < sizeof rnd; i++) rnd[i] = (unsigned char)(syn_now_ms() * (i + 1));
+        for (size_t i = 0; i < sizeof rnd; i++)
+            rnd[i] = (unsigned char)(syn_now_ms() * (i + 1));
     }
     int n = snprintf(out, cap, "%s", kind == OA_CHAT ? "chatcmpl-" : "cmpl-");
-    for (size_t i = 0; i < sizeof rnd && (size_t)n + 1 < cap; i++) out[n++] = alphabet[rnd[i] % 62];
+    for (size_t i = 0; i < sizeof rnd && (size_t)n + 1 < cap; i++)
+        out[n++] = alphabet[rnd[i] % 62];
     out[n] = '\0';
 }
 
@@ -384,13 +407,13 @@ static void make_id(char *out, size_t cap, oa_kind kind) {
 static enum MHD_Result submit_error(http_request *hr, syn_status st) {
     switch (st) {
     case SYN_ERR_CONTEXT_FULL:
-        return http_send_error(hr, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
-                               "%s", syn_last_error());
+        return http_send_error(hr, 400, "invalid_request_error", "max_tokens",
+                               "context_length_exceeded", "%s", syn_last_error());
     case SYN_ERR_INVALID_ARGUMENT:
     case SYN_ERR_UNSUPPORTED:
-        return http_send_error(hr, 400, "invalid_request_error", NULL, NULL, "%s", syn_last_error());
-    default:
-        return http_send_error(hr, 500, "server_error", NULL, NULL, "%s", syn_last_error());
+        return http_send_error(hr, 400, "invalid_request_error", NULL, NULL, "%s",
+                               syn_last_error());
+    default: return http_send_error(hr, 500, "server_error", NULL, NULL, "%s", syn_last_error());
     }
 }
 
@@ -398,20 +421,26 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
     server *srv = hr->srv;
     if (!atomic_load(&srv->ready) || atomic_load(&srv->stopping))
         return http_send_error(hr, 503, "server_error", NULL, "unavailable",
-                               atomic_load(&srv->stopping) ? "the server is shutting down" : "the model is loading");
+                               atomic_load(&srv->stopping) ? "the server is shutting down"
+                                                           : "the model is loading");
     oa_error err;
     oa_request req;
-    if (oa_request_parse(chat ? OA_CHAT : OA_COMPLETION, http_body(hr), hr->body.len, &req, &err) != 0)
-        return http_send_error(hr, (unsigned)err.http_status, err.type, err.param, err.code, "%s", err.message);
+    if (oa_request_parse(chat ? OA_CHAT : OA_COMPLETION, http_body(hr), hr->body.len, &req, &err) !=
+        0)
+        return http_send_error(hr, (unsigned)err.http_status, err.type, err.param, err.code, "%s",
+                               err.message);
     served_model *m = models_acquire(srv, req.model);
     if (!m) {
         char names[1024];
         const size_t n = models_names(srv, names, sizeof names);
         enum MHD_Result r =
-            req.model ? http_send_error(hr, 404, "invalid_request_error", "model", "model_not_found",
-                                        "the model '%s' is not served here (this node has %s)", req.model, names)
-                      : http_send_error(hr, 400, "invalid_request_error", "model", NULL,
-                                        "'model' is required: this node serves %zu models (%s)", n, names);
+            req.model
+                ? http_send_error(hr, 404, "invalid_request_error", "model", "model_not_found",
+                                  "the model '%s' is not served here (this node has %s)", req.model,
+                                  names)
+                : http_send_error(hr, 400, "invalid_request_error", "model", NULL,
+                                  "'model' is required: this node serves %zu models (%s)", n,
+                                  names);
         oa_request_free(&req);
         return r;
     }
@@ -421,7 +450,8 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
         models_release(srv, m);
         oa_request_free(&req);
         return http_send_error(hr, 503, "server_error", NULL, "queue_full",
-                               "%u requests are already waiting (--max-queue); retry later", stats.n_queued);
+                               "%u requests are already waiting (--max-queue); retry later",
+                               stats.n_queued);
     }
 
     completion *c = calloc(1, sizeof *c);
@@ -452,7 +482,8 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
     p.n_prompt_tokens = req.n_prompt_tokens;
     p.sampling = req.sampling;
     if (!req.has_seed) { /* OpenAI: without a seed, every request samples differently */
-        if (getrandom(&p.sampling.seed, sizeof p.sampling.seed, 0) != (ssize_t)sizeof p.sampling.seed)
+        if (getrandom(&p.sampling.seed, sizeof p.sampling.seed, 0) !=
+            (ssize_t)sizeof p.sampling.seed)
             p.sampling.seed = (uint64_t)(syn_now_ms() * 1000);
     }
     p.max_tokens = req.max_tokens > 0 ? req.max_tokens : 0; /* 0: to the end of the context */
@@ -469,7 +500,8 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
     if (!list_completion(c)) syn_request_cancel(c->handle); /* the stop began meanwhile */
     if (!req.stream) return respond_whole(c);
 
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, c, stream_free);
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, c, stream_free);
     if (!resp) {
         c->cause_known = true;
         completion_free(c);

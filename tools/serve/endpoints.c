@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "openai_request.h"
-#include "server.h"
+#include "common/args.h"
+#include "common/output.h"
 #include "common/setup.h"
 #include "common/text.h"
-#include "common/output.h"
-#include "common/args.h"
+#include "openai_request.h"
+#include "server.h"
 
 /* The chat page (tools/serve/chat.html), built into the binary. */
 __asm__(".pushsection .rodata\n"
@@ -29,11 +29,11 @@ enum MHD_Result handle_chat_page(http_request *hr) {
 static json_t *model_entry(const served_model *m) {
     syn_model_info info;
     syn_model_get_info(m->model, &info);
-    return json_pack("{s:s, s:s, s:I, s:s, s:{s:s, s:I, s:I, s:I, s:i}}", "id", m->alias, "object", "model",
-                     "created", (json_int_t)m->created, "owned_by", "synapse", "meta", "architecture",
-                     info.architecture, "n_params", (json_int_t)info.n_params, "size",
-                     (json_int_t)info.weight_bytes, "n_ctx_train", (json_int_t)info.n_ctx_train, "n_parallel",
-                     m->n_parallel);
+    return json_pack("{s:s, s:s, s:I, s:s, s:{s:s, s:I, s:I, s:I, s:i}}", "id", m->alias, "object",
+                     "model", "created", (json_int_t)m->created, "owned_by", "synapse", "meta",
+                     "architecture", info.architecture, "n_params", (json_int_t)info.n_params,
+                     "size", (json_int_t)info.weight_bytes, "n_ctx_train",
+                     (json_int_t)info.n_ctx_train, "n_parallel", m->n_parallel);
 }
 
 enum MHD_Result handle_models(http_request *hr) {
@@ -58,15 +58,17 @@ enum MHD_Result handle_health(http_request *hr) {
         syn_engine_stats st;
         syn_engine_get_stats(m->engine, &st);
         json_object_set_new(models, m->alias,
-                            json_pack("{s:i, s:i, s:i}", "slots_idle", m->n_parallel - (int)st.n_active,
-                                      "slots_processing", (int)st.n_active, "queued", (int)st.n_queued));
+                            json_pack("{s:i, s:i, s:i}", "slots_idle",
+                                      m->n_parallel - (int)st.n_active, "slots_processing",
+                                      (int)st.n_active, "queued", (int)st.n_queued));
         idle += m->n_parallel - (int)st.n_active;
         busy += (int)st.n_active;
         queued += (int)st.n_queued;
     }
     pthread_mutex_unlock(&srv->models_lock);
-    return http_send_json(hr, 200, json_pack("{s:s, s:i, s:i, s:i, s:o}", "status", "ok", "slots_idle", idle,
-                                             "slots_processing", busy, "queued", queued, "models", models));
+    return http_send_json(hr, 200,
+                          json_pack("{s:s, s:i, s:i, s:i, s:o}", "status", "ok", "slots_idle", idle,
+                                    "slots_processing", busy, "queued", queued, "models", models));
 }
 
 /* The HELP and TYPE lines of a metric. */
@@ -102,27 +104,39 @@ static void model_metrics(text_buf *b, server *srv) {
         {"synapse_slots_total", "gauge", "Slots (requests decoding at once)."},
         {"synapse_slots_free", "gauge", "Slots not in use."},
         {"synapse_prompt_tokens_total", "counter", "Prompt tokens computed."},
-        {"synapse_prefix_cache_hit_tokens_total", "counter", "Prompt tokens reused from the prefix cache instead of computed."},
+        {"synapse_prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens reused from the prefix cache instead of computed."},
         {"synapse_generated_tokens_total", "counter", "Tokens generated."},
-        {"synapse_decode_tokens_per_second", "gauge", "Tokens per second over the decode-only steps so far."},
-        {"synapse_kv_blocks_used", "gauge", "KV-cache blocks held by requests or the prefix cache."},
+        {"synapse_decode_tokens_per_second", "gauge",
+         "Tokens per second over the decode-only steps so far."},
+        {"synapse_kv_blocks_used", "gauge",
+         "KV-cache blocks held by requests or the prefix cache."},
         {"synapse_kv_blocks_free", "gauge", "KV-cache blocks free."},
         {"synapse_kv_blocks_cached", "gauge", "KV-cache blocks held by the prefix cache."},
-        {"synapse_preemptions_total", "counter", "Times a request gave up its KV blocks to older ones."},
+        {"synapse_preemptions_total", "counter",
+         "Times a request gave up its KV blocks to older ones."},
     };
     for (size_t k = 0; k < sizeof metrics / sizeof metrics[0]; k++) {
         metric_head(b, metrics[k].name, metrics[k].type, metrics[k].help);
         for (size_t i = 0; i < n; i++) {
             const syn_engine_stats *e = &st[i];
             const double values[] = {
-                e->n_active, e->n_queued, ms[i]->n_parallel, ms[i]->n_parallel - (double)e->n_active,
-                (double)e->n_prompt_tokens, (double)e->n_cached_tokens, (double)e->n_generated,
+                e->n_active,
+                e->n_queued,
+                ms[i]->n_parallel,
+                ms[i]->n_parallel - (double)e->n_active,
+                (double)e->n_prompt_tokens,
+                (double)e->n_cached_tokens,
+                (double)e->n_generated,
                 e->decode_steps_ms > 0 ? e->decode_steps_tokens / e->decode_steps_ms * 1e3 : 0,
-                e->kv_blocks_used, (double)e->kv_blocks_total - e->kv_blocks_used, e->kv_blocks_cached,
+                e->kv_blocks_used,
+                (double)e->kv_blocks_total - e->kv_blocks_used,
+                e->kv_blocks_cached,
                 (double)e->n_preempted,
             };
             char labels[96];
-            snprintf(labels, sizeof labels, "model=\"%s\"", ms[i]->alias); /* aliases need no escaping */
+            snprintf(labels, sizeof labels, "model=\"%s\"",
+                     ms[i]->alias); /* aliases need no escaping */
             metric_sample(b, metrics[k].name, labels, values[k]);
         }
     }
@@ -140,13 +154,15 @@ enum MHD_Result handle_metrics(http_request *hr) {
     }
     metric_head(&b, "synapse_client_disconnects_total", "counter",
                 "Requests cancelled because their client went away.");
-    metric_sample(&b, "synapse_client_disconnects_total", "", (double)atomic_load(&srv->counters.cancelled));
+    metric_sample(&b, "synapse_client_disconnects_total", "",
+                  (double)atomic_load(&srv->counters.cancelled));
     if (atomic_load(&srv->ready)) {
         pthread_mutex_lock(&srv->models_lock);
         model_metrics(&b, srv);
         pthread_mutex_unlock(&srv->models_lock);
     }
-    enum MHD_Result r = http_send_text(hr, 200, "text/plain; version=0.0.4", b.data ? b.data : "", b.len);
+    enum MHD_Result r =
+        http_send_text(hr, 200, "text/plain; version=0.0.4", b.data ? b.data : "", b.len);
     free(b.data);
     return r;
 }
@@ -157,8 +173,9 @@ static json_t *json_body(http_request *hr) {
     json_t *body = json_loadb(http_body(hr), hr->body.len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(body)) {
         json_decref(body);
-        http_send_error(hr, 400, "invalid_request_error", NULL, NULL, "the body must be a JSON object%s%s",
-                        body ? "" : ": ", body ? "" : jerr.text);
+        http_send_error(hr, 400, "invalid_request_error", NULL, NULL,
+                        "the body must be a JSON object%s%s", body ? "" : ": ",
+                        body ? "" : jerr.text);
         return NULL;
     }
     return body;
@@ -169,7 +186,8 @@ static json_t *json_body(http_request *hr) {
 static served_model *body_model(http_request *hr, json_t *body) {
     json_t *name = json_object_get(body, "model");
     if (name && !json_is_string(name)) {
-        http_send_error(hr, 400, "invalid_request_error", "model", NULL, "'model' must be a string");
+        http_send_error(hr, 400, "invalid_request_error", "model", NULL,
+                        "'model' must be a string");
         return NULL;
     }
     served_model *m = models_acquire(hr->srv, json_string_value(name));
@@ -178,7 +196,8 @@ static served_model *body_model(http_request *hr, json_t *body) {
         models_names(hr->srv, names, sizeof names);
         if (name)
             http_send_error(hr, 404, "invalid_request_error", "model", "model_not_found",
-                            "the model '%s' is not served here (this node has %s)", json_string_value(name), names);
+                            "the model '%s' is not served here (this node has %s)",
+                            json_string_value(name), names);
         else
             http_send_error(hr, 400, "invalid_request_error", "model", NULL,
                             "'model' is required: this node serves %s", names);
@@ -196,15 +215,19 @@ enum MHD_Result handle_tokenize(http_request *hr) {
         json_decref(body);
         return MHD_YES;
     }
-    json_t *content = json_object_get(body, "content"), *special = json_object_get(body, "parse_special");
+    json_t *content = json_object_get(body, "content"),
+           *special = json_object_get(body, "parse_special");
     json_t *add = json_object_get(body, "add_special");
     enum MHD_Result r;
     if (!json_is_string(content)) {
-        r = http_send_error(hr, 400, "invalid_request_error", "content", NULL, "'content' must be a string");
+        r = http_send_error(hr, 400, "invalid_request_error", "content", NULL,
+                            "'content' must be a string");
     } else if (special && !json_is_boolean(special)) {
-        r = http_send_error(hr, 400, "invalid_request_error", "parse_special", NULL, "'parse_special' must be a boolean");
+        r = http_send_error(hr, 400, "invalid_request_error", "parse_special", NULL,
+                            "'parse_special' must be a boolean");
     } else if (add && !json_is_boolean(add)) {
-        r = http_send_error(hr, 400, "invalid_request_error", "add_special", NULL, "'add_special' must be a boolean");
+        r = http_send_error(hr, 400, "invalid_request_error", "add_special", NULL,
+                            "'add_special' must be a boolean");
     } else {
         int32_t *ids = NULL;
         size_t n = 0;
@@ -212,7 +235,8 @@ enum MHD_Result handle_tokenize(http_request *hr) {
          * prompt policy (BOS). */
         if (tokenize_text(m->tok, json_string_value(content), json_string_length(content),
                           json_is_true(add), !json_is_false(special), &ids, &n) != EXIT_OK)
-            r = http_send_error(hr, 400, "invalid_request_error", "content", NULL, "cannot tokenize: %s", syn_last_error());
+            r = http_send_error(hr, 400, "invalid_request_error", "content", NULL,
+                                "cannot tokenize: %s", syn_last_error());
         else
             r = http_send_json(hr, 200, json_pack("{s:o}", "tokens", json_ids(ids, n)));
         free(ids);
@@ -225,7 +249,8 @@ enum MHD_Result handle_tokenize(http_request *hr) {
 /* The text of tokens (a JSON array of ids), invalid UTF-8 as U+FFFD. */
 static enum MHD_Result detokenize_ids(http_request *hr, const syn_tokenizer *tok, json_t *tokens) {
     if (!json_is_array(tokens))
-        return http_send_error(hr, 400, "invalid_request_error", "tokens", NULL, "'tokens' must be an array of token ids");
+        return http_send_error(hr, 400, "invalid_request_error", "tokens", NULL,
+                               "'tokens' must be an array of token ids");
     const int32_t n_vocab = syn_tokenizer_n_vocab(tok);
     const size_t n = json_array_size(tokens);
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
@@ -233,10 +258,12 @@ static enum MHD_Result detokenize_ids(http_request *hr, const syn_tokenizer *tok
     size_t i;
     json_t *id;
     json_array_foreach(tokens, i, id) {
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= n_vocab) {
+        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) >= n_vocab) {
             free(ids);
             return http_send_error(hr, 400, "invalid_request_error", "tokens", NULL,
-                                   "'tokens[%zu]' is not a token id of this model (0..%d)", i, n_vocab - 1);
+                                   "'tokens[%zu]' is not a token id of this model (0..%d)", i,
+                                   n_vocab - 1);
         }
         ids[i] = (int32_t)json_integer_value(id);
     }
@@ -252,10 +279,10 @@ static enum MHD_Result detokenize_ids(http_request *hr, const syn_tokenizer *tok
         text = grown;
         st = syn_detokenize(tok, ids, n, text, cap, &len);
     }
-    enum MHD_Result r = st == SYN_OK
-                            ? http_send_json(hr, 200, json_pack("{s:o}", "content", json_utf8(text, len)))
-                            : http_send_error(hr, 500, "server_error", NULL, NULL, "cannot detokenize: %s",
-                                              syn_last_error());
+    enum MHD_Result r =
+        st == SYN_OK ? http_send_json(hr, 200, json_pack("{s:o}", "content", json_utf8(text, len)))
+                     : http_send_error(hr, 500, "server_error", NULL, NULL, "cannot detokenize: %s",
+                                       syn_last_error());
     free(text);
     free(ids);
     return r;

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
+#include "common/text.h"
 #include "openai_request.h"
 #include "server.h"
-#include "common/text.h"
-#include "common/args.h"
 #include "synapse_internal.h"
 
 /* Every response allows any origin, so browser chat front-ends on other origins can call the API
@@ -42,8 +42,9 @@ enum MHD_Result http_send_text(http_request *hr, unsigned status, const char *co
 static struct MHD_Response *json_response(json_t *body) {
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
-    if (!text) text = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
-                             "\"param\":null,\"code\":null}}");
+    if (!text)
+        text = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
+                      "\"param\":null,\"code\":null}}");
     struct MHD_Response *resp =
         text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!resp) {
@@ -130,10 +131,12 @@ static enum MHD_Result dispatch(http_request *hr) {
         if (strcmp(routes[i].method, hr->method) == 0) break;
         found = NULL;
         if (strcmp(hr->method, "OPTIONS") == 0) { /* CORS preflight */
-            struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+            struct MHD_Response *resp =
+                MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
             if (resp) {
                 MHD_add_response_header(resp, "Access-Control-Allow-Methods", routes[i].method);
-                MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+                MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                        "Authorization, Content-Type");
             }
             return queue(hr, 204, resp);
         }
@@ -176,7 +179,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         size_t n = *upload_size;
         *upload_size = 0;
         if (hr->responded) return MHD_YES; /* a 413 is on its way; discard the rest */
-        if (hr->body.len + n > srv->opts.max_body_bytes) { /* drop it; the 413 goes out at the end */
+        if (hr->body.len + n >
+            srv->opts.max_body_bytes) { /* drop it; the 413 goes out at the end */
             hr->body_too_large = true;
             free(hr->body.data);
             hr->body = (text_buf){0};
@@ -215,7 +219,9 @@ int http_start(server *srv, const http_route *routes, size_t n_routes) {
     const server_opts *o = &srv->opts;
     srv->routes = routes;
     srv->n_routes = n_routes;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE},
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE},
                     *addr = NULL;
     char port[8];
     snprintf(port, sizeof port, "%u", o->port);

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "server.h"
 #include "common/setup.h"
 #include "common/text.h"
+#include "server.h"
 
 static void model_destroy(served_model *m) {
     if (!m) return;
@@ -78,7 +78,8 @@ int models_load(server *srv, const char *path, const char *alias, char *err, siz
         return -1;
     }
     served_model **tail = &srv->models;
-    while (*tail) tail = &(*tail)->next;
+    while (*tail)
+        tail = &(*tail)->next;
     *tail = m;
     pthread_mutex_unlock(&srv->models_lock);
     return 0;
@@ -113,9 +114,11 @@ int models_unload(server *srv, const char *alias) {
         return -1;
     }
     m->draining = true; /* lookups stop finding it; running requests finish */
-    while (m->users > 0) pthread_cond_wait(&srv->models_idle, &srv->models_lock);
+    while (m->users > 0)
+        pthread_cond_wait(&srv->models_idle, &srv->models_lock);
     served_model **link = &srv->models;
-    while (*link != m) link = &(*link)->next;
+    while (*link != m)
+        link = &(*link)->next;
     *link = m->next;
     pthread_mutex_unlock(&srv->models_lock);
     model_destroy(m);

@@ -20,9 +20,9 @@ void oa_error_set(oa_error *err, int http_status, const char *type, const char *
 }
 
 json_t *oa_error_body(const oa_error *err) {
-    return json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", err->message, "type", err->type,
-                     "param", err->param[0] ? json_string(err->param) : json_null(), "code",
-                     err->code ? json_string(err->code) : json_null());
+    return json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", err->message, "type",
+                     err->type, "param", err->param[0] ? json_string(err->param) : json_null(),
+                     "code", err->code ? json_string(err->code) : json_null());
 }
 
 /* A 400 invalid_request_error about param. */
@@ -53,7 +53,8 @@ static int get_number(json_t *obj, const char *key, double min, double max, doub
                       oa_error *err) {
     json_t *v = member(obj, key);
     if (!v) return 0;
-    if (!json_is_number(v)) return BAD(key, "'%s' must be a number, not %s", key, json_type_name(v));
+    if (!json_is_number(v))
+        return BAD(key, "'%s' must be a number, not %s", key, json_type_name(v));
     double x = json_number_value(v);
     if (!isfinite(x) || x < min || x > max)
         return BAD(key, "'%s' must be between %g and %g (got %.17g)", key, min, max, x);
@@ -65,9 +66,11 @@ static int get_int(json_t *obj, const char *key, long long min, long long max, l
                    oa_error *err) {
     json_t *v = member(obj, key);
     if (!v) return 0;
-    if (!json_is_integer(v)) return BAD(key, "'%s' must be an integer, not %s", key, json_type_name(v));
+    if (!json_is_integer(v))
+        return BAD(key, "'%s' must be an integer, not %s", key, json_type_name(v));
     long long x = json_integer_value(v);
-    if (x < min || x > max) return BAD(key, "'%s' must be between %lld and %lld (got %lld)", key, min, max, x);
+    if (x < min || x > max)
+        return BAD(key, "'%s' must be between %lld and %lld (got %lld)", key, min, max, x);
     *out = x;
     return 0;
 }
@@ -75,7 +78,8 @@ static int get_int(json_t *obj, const char *key, long long min, long long max, l
 static int get_bool(json_t *obj, const char *key, bool *out, oa_error *err) {
     json_t *v = member(obj, key);
     if (!v) return 0;
-    if (!json_is_boolean(v)) return BAD(key, "'%s' must be a boolean, not %s", key, json_type_name(v));
+    if (!json_is_boolean(v))
+        return BAD(key, "'%s' must be a boolean, not %s", key, json_type_name(v));
     *out = json_is_true(v);
     return 0;
 }
@@ -83,7 +87,8 @@ static int get_bool(json_t *obj, const char *key, bool *out, oa_error *err) {
 static int get_string(json_t *obj, const char *key, const char **out, oa_error *err) {
     json_t *v = member(obj, key);
     if (!v) return 0;
-    if (!json_is_string(v)) return BAD(key, "'%s' must be a string, not %s", key, json_type_name(v));
+    if (!json_is_string(v))
+        return BAD(key, "'%s' must be a string, not %s", key, json_type_name(v));
     if (strlen(json_string_value(v)) != json_string_length(v))
         return BAD(key, "'%s' contains a NUL character", key);
     *out = json_string_value(v);
@@ -144,23 +149,27 @@ static int message_content(oa_request *r, json_t *content, const char *param, co
 static int parse_messages(oa_request *r, oa_error *err) {
     json_t *msgs = member(r->root, "messages");
     if (!msgs) return BAD("messages", "'messages' is required");
-    if (!json_is_array(msgs)) return BAD("messages", "'messages' must be an array, not %s", json_type_name(msgs));
+    if (!json_is_array(msgs))
+        return BAD("messages", "'messages' must be an array, not %s", json_type_name(msgs));
     if (json_array_size(msgs) == 0) return BAD("messages", "'messages' must not be empty");
     r->messages = calloc(json_array_size(msgs), sizeof *r->messages);
-    if (!r->messages) return oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    if (!r->messages)
+        return oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1;
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
         char param[48];
         snprintf(param, sizeof param, "messages[%zu]", i);
-        if (!json_is_object(m)) return BAD(param, "'%s' must be an object, not %s", param, json_type_name(m));
+        if (!json_is_object(m))
+            return BAD(param, "'%s' must be an object, not %s", param, json_type_name(m));
         json_t *role = json_object_get(m, "role"), *content = member(m, "content");
         snprintf(param, sizeof param, "messages[%zu].role", i);
         if (!json_is_string(role)) return BAD(param, "'%s' must be a string", param);
         const char *name = json_string_value(role);
         /* "developer" is OpenAI's newer name for the system role. */
         if (strcmp(name, "developer") == 0) name = "system";
-        if (strcmp(name, "system") != 0 && strcmp(name, "user") != 0 && strcmp(name, "assistant") != 0)
+        if (strcmp(name, "system") != 0 && strcmp(name, "user") != 0 &&
+            strcmp(name, "assistant") != 0)
             return BAD(param, "'%s' is '%s'; expected system, user or assistant", param, name);
         snprintf(param, sizeof param, "messages[%zu].content", i);
         if (!content) return BAD(param, "'%s' is required", param);
@@ -175,7 +184,8 @@ static int parse_prompt(oa_request *r, oa_error *err) {
     json_t *prompt = member(r->root, "prompt");
     if (!prompt) return BAD("prompt", "'prompt' is required");
     if (json_is_string(prompt)) return get_string(r->root, "prompt", &r->prompt_text, err);
-    if (json_is_array(prompt) && json_array_size(prompt) == 1 && json_is_string(json_array_get(prompt, 0))) {
+    if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
+        json_is_string(json_array_get(prompt, 0))) {
         /* A batch of one prompt, as clients often send. */
         json_t *only = json_array_get(prompt, 0);
         if (strlen(json_string_value(only)) != json_string_length(only))
@@ -184,16 +194,21 @@ static int parse_prompt(oa_request *r, oa_error *err) {
         return 0;
     }
     if (!json_is_array(prompt))
-        return BAD("prompt", "'prompt' must be a string or an array of token ids, not %s", json_type_name(prompt));
+        return BAD("prompt", "'prompt' must be a string or an array of token ids, not %s",
+                   json_type_name(prompt));
     size_t n = json_array_size(prompt), i;
     if (n == 0) return BAD("prompt", "'prompt' must not be empty");
     r->prompt_tokens = malloc(n * sizeof *r->prompt_tokens);
-    if (!r->prompt_tokens) return oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    if (!r->prompt_tokens)
+        return oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1;
     json_t *id;
     json_array_foreach(prompt, i, id) {
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > INT32_MAX)
-            return BAD("prompt", "'prompt[%zu]' must be a token id (a non-negative integer); only one "
-                                 "prompt per request is supported", i);
+        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) > INT32_MAX)
+            return BAD("prompt",
+                       "'prompt[%zu]' must be a token id (a non-negative integer); only one "
+                       "prompt per request is supported",
+                       i);
         r->prompt_tokens[i] = (int32_t)json_integer_value(id);
     }
     r->n_prompt_tokens = n;
@@ -207,7 +222,8 @@ static int parse_stop(oa_request *r, oa_error *err) {
         if (get_string(r->root, "stop", &r->stop[0], err) != 0) return -1;
         r->n_stop = 1;
     } else if (json_is_array(stop)) {
-        if (json_array_size(stop) > OA_MAX_STOP) return BAD("stop", "'stop' holds at most %d strings", OA_MAX_STOP);
+        if (json_array_size(stop) > OA_MAX_STOP)
+            return BAD("stop", "'stop' holds at most %d strings", OA_MAX_STOP);
         size_t i;
         json_t *s;
         json_array_foreach(stop, i, s) {
@@ -216,7 +232,8 @@ static int parse_stop(oa_request *r, oa_error *err) {
             r->stop[r->n_stop++] = json_string_value(s);
         }
     } else {
-        return BAD("stop", "'stop' must be a string or an array of strings, not %s", json_type_name(stop));
+        return BAD("stop", "'stop' must be a string or an array of strings, not %s",
+                   json_type_name(stop));
     }
     for (size_t i = 0; i < r->n_stop; i++) {
         if (r->stop[i][0] == '\0') return BAD("stop", "a stop string must not be empty");
@@ -272,12 +289,15 @@ static int parse_sampling(oa_request *r, oa_error *err) {
         double pen = 0;
         if (get_number(r->root, key, -2, 2, &pen, err) != 0) return -1;
         if (pen != 0)
-            return BAD(key, "'%s' is not supported (only 0); use 'repeat_penalty' (a factor > 1, as "
-                            "llama.cpp's) to discourage repetition", key);
+            return BAD(key,
+                       "'%s' is not supported (only 0); use 'repeat_penalty' (a factor > 1, as "
+                       "llama.cpp's) to discourage repetition",
+                       key);
     }
     json_t *seed = member(r->root, "seed");
     if (seed) {
-        if (!json_is_integer(seed)) return BAD("seed", "'seed' must be an integer, not %s", json_type_name(seed));
+        if (!json_is_integer(seed))
+            return BAD("seed", "'seed' must be an integer, not %s", json_type_name(seed));
         s->seed = (uint64_t)json_integer_value(seed);
         r->has_seed = true;
     }
@@ -285,14 +305,16 @@ static int parse_sampling(oa_request *r, oa_error *err) {
 }
 
 static int parse_fields(oa_request *r, oa_error *err) {
-    if (!json_is_object(r->root)) return BAD(NULL, "the body must be a JSON object, not %s", json_type_name(r->root));
+    if (!json_is_object(r->root))
+        return BAD(NULL, "the body must be a JSON object, not %s", json_type_name(r->root));
     long long n = 1, max_tokens = -1;
     if (get_string(r->root, "model", &r->model, err) != 0 ||
         (r->kind == OA_CHAT ? parse_messages(r, err) : parse_prompt(r, err)) != 0 ||
         get_int(r->root, "max_tokens", 1, INT32_MAX, &max_tokens, err) != 0 ||
         get_int(r->root, "max_completion_tokens", 1, INT32_MAX, &max_tokens, err) != 0 ||
         parse_sampling(r, err) != 0 || parse_stop(r, err) != 0 || parse_logprobs(r, err) != 0 ||
-        get_bool(r->root, "stream", &r->stream, err) != 0 || get_string(r->root, "user", &r->user, err) != 0 ||
+        get_bool(r->root, "stream", &r->stream, err) != 0 ||
+        get_string(r->root, "user", &r->user, err) != 0 ||
         get_int(r->root, "n", INT32_MIN, INT32_MAX, &n, err) != 0)
         return -1;
     if (n != 1) return BAD("n", "'n' is %lld; only one choice per request (n = 1) is supported", n);
@@ -300,10 +322,12 @@ static int parse_fields(oa_request *r, oa_error *err) {
     json_t *opts = member(r->root, "stream_options");
     if (!opts) return 0;
     if (!json_is_object(opts)) return BAD("stream_options", "'stream_options' must be an object");
-    if (!r->stream) return BAD("stream_options", "'stream_options' is only allowed with 'stream': true");
+    if (!r->stream)
+        return BAD("stream_options", "'stream_options' is only allowed with 'stream': true");
     json_t *usage = member(opts, "include_usage");
     if (usage && !json_is_boolean(usage))
-        return BAD("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+        return BAD("stream_options.include_usage",
+                   "'stream_options.include_usage' must be a boolean");
     r->include_usage = json_is_true(usage);
     return 0;
 }
@@ -329,7 +353,8 @@ int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out
 
 void oa_request_free(oa_request *r) {
     if (!r) return;
-    for (size_t i = 0; i < r->n_owned; i++) free(r->owned[i]);
+    for (size_t i = 0; i < r->n_owned; i++)
+        free(r->owned[i]);
     free(r->owned);
     free(r->messages);
     free(r->prompt_tokens);

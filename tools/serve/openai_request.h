@@ -27,10 +27,10 @@ typedef enum oa_kind { OA_CHAT, OA_COMPLETION } oa_kind;
 
 /* An error in the OpenAI shape: {"error": {"message", "type", "param", "code"}}. */
 typedef struct oa_error {
-    int http_status;   /* 400, 404, ... */
-    const char *type;  /* "invalid_request_error", ... */
-    char param[64];    /* the offending field ("" when none) */
-    const char *code;  /* a machine-readable code, or NULL */
+    int http_status;  /* 400, 404, ... */
+    const char *type; /* "invalid_request_error", ... */
+    char param[64];   /* the offending field ("" when none) */
+    const char *code; /* a machine-readable code, or NULL */
     char message[512];
 } oa_error;
 
@@ -56,8 +56,8 @@ typedef struct oa_request {
     bool include_usage; /* stream_options.include_usage */
     const char *user;   /* NULL when absent */
 
-    json_t *root;        /* the parsed body, owning the strings above */
-    char **owned;        /* [n_owned] strings built by the parser (joined content parts) */
+    json_t *root; /* the parsed body, owning the strings above */
+    char **owned; /* [n_owned] strings built by the parser (joined content parts) */
     size_t n_owned;
 } oa_request;
 

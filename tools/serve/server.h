@@ -26,8 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "synapse.h"
 #include "common/text.h"
+#include "synapse.h"
 
 /* A model given on the command line: -m PATH [--alias NAME]. */
 typedef struct model_arg {
@@ -45,10 +45,10 @@ typedef struct server_opts {
     const char *api_key; /* NULL: no authentication */
     uint32_t n_ctx;      /* per request; 0: the model's training context */
     uint32_t kv_budget_mib;
-    uint32_t max_queue;      /* requests waiting for a slot before 503 */
-    uint32_t timeout_s;      /* idle connection timeout */
-    uint32_t grace_s;        /* on SIGINT/SIGTERM: how long running requests may finish */
-    size_t max_body_bytes;   /* larger bodies get 413 */
+    uint32_t max_queue;    /* requests waiting for a slot before 503 */
+    uint32_t timeout_s;    /* idle connection timeout */
+    uint32_t grace_s;      /* on SIGINT/SIGTERM: how long running requests may finish */
+    size_t max_body_bytes; /* larger bodies get 413 */
     uint32_t max_connections;
     bool huge_pages;
     syn_isa_tier isa;
@@ -94,8 +94,8 @@ typedef struct server {
     pthread_mutex_t models_lock;
     pthread_cond_t models_idle; /* a draining model's last request finished */
     served_model *models;       /* in load order */
-    atomic_bool ready;    /* the command line's models are loaded: /health 200 */
-    atomic_bool stopping; /* SIGINT/SIGTERM seen: new completions get 503 */
+    atomic_bool ready;          /* the command line's models are loaded: /health 200 */
+    atomic_bool stopping;       /* SIGINT/SIGTERM seen: new completions get 503 */
     atomic_uint active_completions;
     pthread_mutex_t completions_lock;
     struct completion *completions; /* the submitted ones, for the stop (completions_lock) */
@@ -135,7 +135,9 @@ void models_free_all(server *srv);
 void completions_cancel_all(server *srv);
 
 /* The request body ("" when none came). */
-static inline const char *http_body(const http_request *hr) { return hr->body.data ? hr->body.data : ""; }
+static inline const char *http_body(const http_request *hr) {
+    return hr->body.data ? hr->body.data : "";
+}
 
 /* Starts the HTTP daemon on opts.host:opts.port, dispatching to routes (the first whose path
  * matches; 405 for another method, 404 for no path); 0 or an exit status (error printed). */
