@@ -78,7 +78,7 @@ $(BUILD)/%_i8mm.o:    ISA_FLAGS := -march=armv8.6-a+dotprod+i8mm
 # and rebuild them on every run).
 .SECONDARY:
 
-.PHONY: help all lib tool tests test run debug format deps check-deps clean fuzz install uninstall
+.PHONY: help all lib tool tests test run debug format format-check deps check-deps clean fuzz install uninstall
 
 help:
 	@echo "Synapse make targets:"
@@ -91,6 +91,7 @@ help:
 	@echo "  make bench-kernels  Q8_0 matvec/matmul speed per tier and thread count"
 	@echo "  make bench-attention  the optimized backend's attention alone at depth 4096 (x86, AVX-512)"
 	@echo "  make format   clang-format every C file"
+	@echo "  make format-check  fail if any C file is not as clang-format lays it out (in make test)"
 	@echo "  make deps     install missing Debian packages (scripts/install-deps.sh)"
 	@echo "  make check-deps  check every compiler, library and tool the tests use is present"
 	@echo "  make install  install the library, header, pkg-config file and tool (PREFIX=/usr/local DESTDIR=)"
@@ -187,8 +188,14 @@ fuzz:
 	    -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_tokenizer.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_tokenizer
 
+FORMAT_FILES = $(shell find include src tools tests -name '*.[ch]' -o -name '*.cpp' | grep -v node_modules | sort)
+
 format:
-	clang-format -i $$(find include src tools tests -name '*.[ch]')
+	clang-format -i $(FORMAT_FILES)
+
+# Every C file exactly as clang-format 14 lays it out with .clang-format (run by make test).
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf build build-debug build-fuzz build-arm

@@ -66,6 +66,11 @@ clang_major=$(clang -dumpversion | cut -d. -f1)
 need "libclang-rt-$clang_major-dev" "a libFuzzer build (clang -fsanitize=address,undefined,fuzzer: its runtimes)" \
     clang -fsanitize=address,undefined,fuzzer "$work/fz.c" -o "$work/fz"
 
+# The source layout check (make format-check): Debian 12's clang-format, version 14 (another
+# version formats some constructs differently).
+need clang-format "clang-format" have clang-format
+need clang-format "clang-format version 14 (make format-check)" sh -c 'clang-format --version | grep -q "version 14\."'
+
 # The aarch64 cross build of the ARM kernels, run under qemu-user.
 need gcc-aarch64-linux-gnu "the aarch64 cross compiler" have aarch64-linux-gnu-gcc
 printf '#include <stdint.h>\n#include <stdio.h>\n#include <math.h>\nint main(void) { return (int)sqrt(0.0); }\n' >"$work/arm.c"

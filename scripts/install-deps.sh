@@ -7,7 +7,7 @@ set -euo pipefail
 # is named here: libclang-rt-14-dev (clang's libFuzzer and sanitizer runtimes) and
 # libc6-dev-arm64-cross (the aarch64 C library).
 packages=(
-    build-essential pkg-config clang libclang-rt-14-dev
+    build-essential pkg-config clang libclang-rt-14-dev clang-format
     libpcre2-dev libutf8proc-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gnuplot-nox
     jq time curl strace procps python3 ca-certificates nodejs chromium haproxy

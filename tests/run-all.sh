@@ -3,6 +3,7 @@
 #   1. unit tests (cmocka), release build          build/tests/test_*
 #   2. the same unit tests under ASan + UBSan       build-debug/tests/test_*
 #   3. command-line tests                           tests/cli/test_*.sh (against build/synapse)
+#   0. the source layout (make format-check)
 #   4. the GGUF reader, the server's request parser and the tokenizer fuzzed for a bounded time
 #      (libFuzzer)
 # Counts are per test case for cmocka suites and per script for the rest.
@@ -34,6 +35,17 @@ run_cmocka() { # binary label
     printf '%-6s %-40s %3d passed %3d failed  (%ds)\n' "$label" "$(basename "$bin")" "$p" "$f" $((SECONDS - start))
     if [ "$f" -ne 0 ]; then failures+=("$label/$(basename "$bin")"); cat "$log"; fi
 }
+
+# The source layout: every C file as clang-format 14 lays it out with .clang-format.
+start=$SECONDS
+if make -s format-check >"$log_dir/format.log" 2>&1; then
+    record format/clang-format 0
+    printf '%-6s %-40s %s  (%ds)\n' format "make format-check" ok $((SECONDS - start))
+else
+    record format/clang-format 1
+    printf '%-6s %-40s %s\n' format "make format-check" FAILED
+    grep -m 20 'warning:' "$log_dir/format.log"
+fi
 
 for t in build/tests/test_*; do [ -x "$t" ] && run_cmocka "$t" unit; done
 for t in build-debug/tests/test_*; do [ -x "$t" ] && run_cmocka "$t" asan; done
