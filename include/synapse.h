@@ -150,9 +150,9 @@ typedef struct syn_tokenizer syn_tokenizer;
 SYN_API const syn_tokenizer *syn_model_tokenizer(const syn_model *model);
 
 SYN_API int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok);
-SYN_API int32_t
-syn_tokenizer_bos(const syn_tokenizer *tok); /* beginning-of-sequence id, -1: none */
-SYN_API int32_t syn_tokenizer_eos(const syn_tokenizer *tok); /* end-of-sequence id, -1: none */
+/* The beginning- and end-of-sequence ids, -1 where the file names none. */
+SYN_API int32_t syn_tokenizer_bos(const syn_tokenizer *tok);
+SYN_API int32_t syn_tokenizer_eos(const syn_tokenizer *tok);
 /* Whether a prompt made from text starts with BOS / ends with EOS (syn_tokenize's add_special):
  * tokenizer.ggml.add_bos_token / add_eos_token, or where a key is absent the pre-tokenizer's
  * default (as llama.cpp's: BOS for llama-bpe, none for qwen2; never EOS). */

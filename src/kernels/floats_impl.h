@@ -232,11 +232,10 @@ V8_INLINE void pv_block(const void *v, uint32_t nt, const float *p, const float 
             b##j = b##j * e;                                                                       \
         }                                                                                          \
     }
-    PV_LOAD(0)
-    PV_LOAD(1)
-    PV_LOAD(2)
-    PV_LOAD(3)
-    PV_LOAD(4) PV_LOAD(5) PV_LOAD(6) PV_LOAD(7)
+    /* clang-format lays this run of statement-like macros out differently on each pass. */
+    /* clang-format off */
+    PV_LOAD(0) PV_LOAD(1) PV_LOAD(2) PV_LOAD(3) PV_LOAD(4) PV_LOAD(5) PV_LOAD(6) PV_LOAD(7)
+    /* clang-format on */
 #undef PV_LOAD
         for (uint32_t t = 0; t < nt; t++) {
         const v8f v0 = kv_load(v, (size_t)t * 8 * NV, F16),

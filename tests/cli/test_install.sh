@@ -26,8 +26,9 @@ check "the shared library's soname is libsynapse.so.$major ($soname)" test "$son
 
 # Exported symbols: exactly the SYN_API declarations of the header.
 nm -D --defined-only "$lib/$real" | awk '{print $3}' | sort >"$tmp/exported"
-grep -oE '^SYN_API [^(]*\bsyn_[a-z0-9_]+\(' include/synapse.h | grep -oE 'syn_[a-z0-9_]+\($' | tr -d '(' |
-    sort >"$tmp/declared"
+# (a declaration may wrap after its return type, as clang-format lays long ones out)
+tr '\n' ' ' <include/synapse.h | grep -oE 'SYN_API [^;(]*\bsyn_[a-z0-9_]+\(' |
+    grep -oE 'syn_[a-z0-9_]+\($' | tr -d '(' | sort >"$tmp/declared"
 check "nm -D lists only syn_* symbols" test -z "$(grep -v '^syn_' "$tmp/exported")"
 check "nm -D lists every declared function ($(wc -l <"$tmp/declared") of them) and nothing else" \
     diff "$tmp/declared" "$tmp/exported"
