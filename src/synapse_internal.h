@@ -68,6 +68,8 @@ size_t syn_file_map_huge_bytes(const void *base, size_t size);
 /* Milliseconds on CLOCK_MONOTONIC, from an arbitrary origin: only differences mean anything. The
  * library's durations (request and step times) and the tools' timings alike. */
 double syn_now_ms(void);
+/* The same clock in nanoseconds (the thread pool's spin budget). */
+uint64_t syn_now_ns(void);
 
 /* ---- Text ---- */
 
@@ -83,6 +85,10 @@ int syn_utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
 #define SYN_CHAT_FORMAT_NAMES "chatml, llama3"
 /* Whether name is one of them. */
 bool syn_chat_format_known(const char *name);
+/* syn_chat_format into a new malloc'd NUL-terminated *text (the caller frees it). */
+syn_status syn_chat_format_new(const syn_model *model, const char *template_name,
+                               const syn_chat_message *messages, size_t n_messages,
+                               bool add_assistant_prompt, char **text, size_t *n_bytes);
 
 /* ---- Tokenizing ---- */
 

@@ -200,14 +200,10 @@ static syn_status build_prompt(const syn_engine *e, const syn_request_params *p,
     if (p->n_messages == 0)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                         "messages is given with n_messages 0: a chat prompt needs a message");
+    char *text = NULL;
     size_t len = 0;
-    syn_status st = syn_chat_format(e->model, p->chat_template, p->messages, p->n_messages, true,
-                                    NULL, 0, &len);
-    if (st != SYN_OK && st != SYN_ERR_BUFFER_TOO_SMALL) return st;
-    char *text = malloc(len + 1);
-    if (!text) return syn_fail(SYN_ERR_NO_MEMORY, "chat prompt of %zu bytes: out of memory", len);
-    st = syn_chat_format(e->model, p->chat_template, p->messages, p->n_messages, true, text,
-                         len + 1, &len);
+    syn_status st = syn_chat_format_new(e->model, p->chat_template, p->messages, p->n_messages,
+                                        true, &text, &len);
     if (st == SYN_OK) st = tokenize_text(tok, text, len, ids, n);
     free(text);
     return st;

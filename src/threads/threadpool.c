@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 
 #if defined(__x86_64__)
@@ -83,12 +84,6 @@ struct syn_threadpool {
     _Alignas(CACHE_LINE) atomic_int pending; /* workers that have not finished the current part */
 };
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t pack_range(uint32_t front, uint32_t back) {
     return (uint64_t)front | (uint64_t)back << 32;
 }
@@ -135,14 +130,14 @@ static void run_chunks(syn_threadpool *pool, int thread_index) {
 static bool keep_spinning(unsigned i, uint64_t start) {
     SYN_CPU_RELAX();
     if ((i & 63) != 0) return true;
-    const uint64_t waited = now_ns() - start;
+    const uint64_t waited = syn_now_ns() - start;
     if (waited > YIELD_AFTER_NS) sched_yield();
     return waited <= SPIN_NS;
 }
 
 /* Spins until *value differs from seen or SPIN_NS pass; true when it changed. */
 static bool spin_until_changed(atomic_uint_fast64_t *value, uint64_t seen) {
-    const uint64_t start = now_ns();
+    const uint64_t start = syn_now_ns();
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(value, memory_order_acquire) != seen) return true;
         if (!keep_spinning(i, start)) return false;
@@ -266,7 +261,7 @@ static int run_part(syn_threadpool *pool, int64_t base, int64_t n) {
     run_chunks(pool, 0);
 
     /* Wait for the workers: spin, then sleep until the last one signals. */
-    const uint64_t start = now_ns();
+    const uint64_t start = syn_now_ns();
     for (unsigned i = 1; atomic_load_explicit(&pool->pending, memory_order_acquire) != 0; i++) {
         if (!keep_spinning(i, start)) {
             pthread_mutex_lock(&pool->mutex);

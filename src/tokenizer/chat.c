@@ -11,9 +11,11 @@
  * "llama3" the Llama 3 format (for a GGUF whose template is not recognised). With no
  * messages the output is the open assistant turn alone (no default system message either).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "synapse_internal.h"
 #include "tokenizer/tokenizer_internal.h"
 
 static const char qwen25_default_system[] =
@@ -154,5 +156,28 @@ syn_status syn_chat_format(const syn_model *model, const char *template_name,
                         cap);
     }
     buf[o.n] = '\0';
+    return SYN_OK;
+}
+
+syn_status syn_chat_format_new(const syn_model *model, const char *template_name,
+                               const syn_chat_message *messages, size_t n_messages,
+                               bool add_assistant_prompt, char **text, size_t *n_bytes) {
+    if (!text || !n_bytes)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_chat_format_new: %s is NULL",
+                        !text ? "text" : "n_bytes");
+    *text = NULL;
+    size_t len = 0;
+    syn_status st = syn_chat_format(model, template_name, messages, n_messages,
+                                    add_assistant_prompt, NULL, 0, &len);
+    if (st != SYN_OK && st != SYN_ERR_BUFFER_TOO_SMALL) return st;
+    char *buf = malloc(len + 1);
+    if (!buf) return syn_fail(SYN_ERR_NO_MEMORY, "chat text of %zu bytes: out of memory", len);
+    st = syn_chat_format(model, template_name, messages, n_messages, add_assistant_prompt, buf,
+                         len + 1, n_bytes);
+    if (st != SYN_OK) {
+        free(buf);
+        return st;
+    }
+    *text = buf;
     return SYN_OK;
 }

@@ -71,20 +71,7 @@ static syn_status chat_text(const syn_model *model, const run_opts *o, const cha
     size_t n = 0;
     if (o->system) msgs[n++] = (syn_chat_message){"system", o->system};
     msgs[n++] = (syn_chat_message){"user", user};
-    size_t cap = strlen(user) + (o->system ? strlen(o->system) : 0) + 4096, need = 0;
-    for (;;) {
-        char *buf = malloc(cap);
-        if (!buf) return SYN_ERR_NO_MEMORY;
-        syn_status st = syn_chat_format(model, o->g.chat_template, msgs, n, true, buf, cap, &need);
-        if (st == SYN_OK) {
-            *text = buf;
-            *len = need;
-            return SYN_OK;
-        }
-        free(buf);
-        if (st != SYN_ERR_BUFFER_TOO_SMALL || need + 1 <= cap) return st;
-        cap = need + 1;
-    }
+    return syn_chat_format_new(model, o->g.chat_template, msgs, n, true, text, len);
 }
 
 /* Builds r's prompt from the line's bytes as `synapse run -p LINE` would (chat wrapping, the

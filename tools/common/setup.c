@@ -165,24 +165,9 @@ int tokenize_text(const syn_tokenizer *tok, const char *text, size_t len, bool a
 
 int format_chat(const syn_model *model, const char *template_name, const syn_chat_message *msgs,
                 size_t n_msgs, char **text, size_t *len) {
-    size_t cap = 4096;
-    for (size_t i = 0; i < n_msgs; i++)
-        cap += strlen(msgs[i].content) + 64;
-    for (;;) {
-        char *buf = malloc(cap);
-        if (!buf) return fail_runtime("out of memory formatting the chat");
-        size_t need = 0;
-        syn_status st = syn_chat_format(model, template_name, msgs, n_msgs, true, buf, cap, &need);
-        if (st == SYN_OK) {
-            *text = buf;
-            *len = need;
-            return EXIT_OK;
-        }
-        free(buf);
-        if (st != SYN_ERR_BUFFER_TOO_SMALL || need + 1 <= cap)
-            return fail_lib("cannot format the chat");
-        cap = need + 1;
-    }
+    if (syn_chat_format_new(model, template_name, msgs, n_msgs, true, text, len) != SYN_OK)
+        return fail_lib("cannot format the chat");
+    return EXIT_OK;
 }
 
 int check_token_ids(const syn_model *model, const int32_t *ids, size_t n) {
