@@ -53,7 +53,8 @@ bool syn_quantize_weight_row(uint32_t ggml_type, const float *x, int64_t n, void
 void syn_cpu_describe(char *buf, size_t n);
 
 /* The concrete tier a context asking for tier runs (SYN_TIER_AUTO: this CPU's fastest).
- * SYN_ERR_UNAVAILABLE for a tier this CPU or build lacks. */
+ * SYN_ERR_INVALID_ARGUMENT for a value outside the enum, SYN_ERR_UNAVAILABLE (naming what is
+ * missing) for a tier this CPU or build lacks: never a silent fallback. */
 syn_status syn_isa_tier_resolve(syn_isa_tier tier, syn_isa_tier *out);
 
 /* The huge page size the mappings align to (2 MiB, x86-64's and arm64's with 4 KiB pages). */

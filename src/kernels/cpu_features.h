@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "synapse.h"
+#include "synapse_internal.h"
 
 /* The kernel tiers are synapse.h's syn_isa_tier (its converters syn_isa_tier_name / _parse are
  * defined in cpu_features.c); kernel tables are indexed by it, SYN_TIER_AUTO's slot unused. */
@@ -27,9 +28,7 @@ bool syn_cpu_has_gfni(void);
 
 /* syn_cpu_describe (the benchmark's CPU name): declared in synapse_internal.h. */
 
-/* The concrete tier to run for tier: SYN_TIER_AUTO -> syn_isa_tier_best(); any other must be
- * known (SYN_ERR_INVALID_ARGUMENT) and available (SYN_ERR_UNAVAILABLE naming what is missing).
- * Declared in synapse_internal.h too (the benchmark's int8 peak follows it). */
-syn_status syn_isa_tier_resolve(syn_isa_tier tier, syn_isa_tier *out);
+/* syn_isa_tier_resolve (auto -> syn_isa_tier_best(), any other checked): declared in
+ * synapse_internal.h, as the benchmark's int8 peak follows it. */
 
 #endif

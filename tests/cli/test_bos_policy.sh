@@ -16,6 +16,11 @@ for v in true false; do
         -o "$tmp/bos-$v.gguf" >/dev/null
     [ -s "$tmp/bos-$v.gguf" ] || finish
 done
+expect_exit 2 "gen-model --add-bos-token takes only true or false" \
+    "$SYNAPSE" gen-model --preset test-llama --seed 3 --tokenizer-from "$src" --add-bos-token yes \
+    -o "$tmp/never.gguf"
+check "  ... names the value" grep -q "expected true or false, got 'yes'" "$tmp/err"
+check "  ... and writes no file" test ! -e "$tmp/never.gguf"
 text="Synapse runs language models"
 question="Name three rivers."
 

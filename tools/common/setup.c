@@ -10,8 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
-#include "options.h"
 #include "synapse_internal.h"
 
 /* The background prefetch warms weight pages on a core of its own; when the compute threads
