@@ -1,0 +1,238 @@
+/* test_chat_output.c: a model's text read back into reasoning, content and tool calls, in each
+ * call syntax, with the syntax recognised from the real templates of tests/data/templates/.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../support/test_util.h"
+#include "chat/chat_output.h"
+
+/* Parses text and checks content, reasoning (NULL: none) and the calls' names and arguments
+ * (n_calls pairs; arguments compared as JSON values). */
+static void expect_output(const char *text, syn_tool_syntax syntax, bool thinks,
+                          const json_t *tools, const char *content, const char *reasoning,
+                          size_t n_calls, const char *const *names, const char *const *args) {
+    syn_chat_output out;
+    assert_int_equal(syn_chat_output_parse(text, strlen(text), syntax, thinks, tools, 7, &out),
+                     SYN_OK);
+    assert_string_equal(out.content, content);
+    if (reasoning)
+        assert_string_equal(out.reasoning, reasoning);
+    else
+        assert_null(out.reasoning);
+    if (n_calls == 0) {
+        assert_null(out.tool_calls);
+    } else {
+        assert_int_equal(json_array_size(out.tool_calls), n_calls);
+        for (size_t i = 0; i < n_calls; i++) {
+            const json_t *call = json_array_get(out.tool_calls, i);
+            assert_string_equal(json_string_value(json_object_get(call, "type")), "function");
+            const char *id = json_string_value(json_object_get(call, "id"));
+            assert_non_null(id);
+            const json_t *fn = json_object_get(call, "function");
+            assert_string_equal(json_string_value(json_object_get(fn, "name")), names[i]);
+            json_t *got = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
+            json_t *want = json_loads(args[i], 0, NULL);
+            assert_non_null(got);
+            assert_non_null(want);
+            assert_true(json_equal(got, want));
+            json_decref(got);
+            json_decref(want);
+        }
+    }
+    syn_chat_output_free(&out);
+}
+
+static char *read_template(const char *name) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "templates/%s", name);
+    FILE *f = fopen(test_data_path(rel), "rb");
+    assert_non_null(f);
+    static char buf[1 << 17];
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void test_detect_from_real_templates(void **state) {
+    (void)state;
+    static const struct {
+        const char *file;
+        syn_tool_syntax syntax;
+        bool thinks;
+    } cases[] = {
+        {"Qwen-Qwen2.5-7B-Instruct.jinja", SYN_TOOLS_HERMES, false},
+        {"Qwen-Qwen3-0.6B.jinja", SYN_TOOLS_HERMES, true},
+        {"Qwen-QwQ-32B.jinja", SYN_TOOLS_HERMES, true},
+        {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", SYN_TOOLS_HERMES, false},
+        {"Qwen3-Coder.jinja", SYN_TOOLS_QWEN3_CODER, false},
+        {"Qwen3.5-4B.jinja", SYN_TOOLS_QWEN3_CODER, true},
+        {"meta-llama-Llama-3.1-8B-Instruct.jinja", SYN_TOOLS_LLAMA3, false},
+        {"meta-llama-Llama-3.2-3B-Instruct.jinja", SYN_TOOLS_LLAMA3, false},
+        {"meta-llama-Llama-3.3-70B-Instruct.jinja", SYN_TOOLS_LLAMA3, false},
+        {"mistralai-Mistral-Nemo-Instruct-2407.jinja", SYN_TOOLS_MISTRAL, false},
+        {"Mistral-Small-3.2-24B-Instruct-2506.jinja", SYN_TOOLS_MISTRAL, false},
+        {"unsloth-mistral-Devstral-Small-2507.jinja", SYN_TOOLS_MISTRAL, false},
+        {"openai-gpt-oss-120b.jinja", SYN_TOOLS_HARMONY, false},
+        {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", SYN_TOOLS_NONE, true},
+        {"google-gemma-2-2b-it.jinja", SYN_TOOLS_NONE, false},
+        {"microsoft-Phi-3.5-mini-instruct.jinja", SYN_TOOLS_NONE, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *src = read_template(cases[i].file);
+        if (syn_tool_syntax_detect(src) != cases[i].syntax ||
+            syn_template_thinks(src) != cases[i].thinks)
+            fail_msg("%s: %s thinks=%d", cases[i].file,
+                     syn_tool_syntax_name(syn_tool_syntax_detect(src)), syn_template_thinks(src));
+    }
+    assert_int_equal(syn_tool_syntax_detect(NULL), SYN_TOOLS_NONE);
+    assert_string_equal(syn_tool_syntax_name(SYN_TOOLS_COUNT), "?");
+}
+
+static void test_hermes(void **state) {
+    (void)state;
+    const char *names[] = {"get_weather", "get_time"};
+    const char *args[] = {"{\"city\": \"Paris\"}", "{\"tz\": \"UTC\"}"};
+    expect_output("Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                  "{\"city\": \"Paris\"}}\n</tool_call>",
+                  SYN_TOOLS_HERMES, false, NULL, "Let me check.", NULL, 1, names, args);
+    expect_output("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                  "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
+                  "\"arguments\": \"{\\\"tz\\\": \\\"UTC\\\"}\"}\n</tool_call>\n",
+                  SYN_TOOLS_HERMES, false, NULL, "", NULL, 2, names, args);
+    /* Qwen3 thinks first. */
+    expect_output("<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{\"name\": "
+                  "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+                  SYN_TOOLS_HERMES, true, NULL, "", "The user wants weather.", 1, names, args);
+    /* Malformed calls come back as the text itself. */
+    const char *broken[] = {
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \n</tool_call>",
+        "<tool_call>\n{\"arguments\": {}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}",
+        "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call> and more text",
+    };
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)
+        expect_output(broken[i], SYN_TOOLS_HERMES, false, NULL, broken[i], NULL, 0, NULL, NULL);
+    expect_output("Just text.", SYN_TOOLS_HERMES, false, NULL, "Just text.", NULL, 0, NULL, NULL);
+}
+
+static void test_qwen3_coder(void **state) {
+    (void)state;
+    json_t *tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"search\", "
+                               "\"parameters\": {\"type\": \"object\", \"properties\": {\"q\": "
+                               "{\"type\": \"string\"}, \"n\": {\"type\": \"integer\"}}}}}]",
+                               0, NULL);
+    assert_non_null(tools);
+    const char *names[] = {"search"};
+    const char *typed[] = {"{\"q\": \"42\", \"n\": 3}"};
+    const char *text = "I will search.\n<tool_call>\n<function=search>\n<parameter=q>\n42\n"
+                       "</parameter>\n<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>";
+    expect_output(text, SYN_TOOLS_QWEN3_CODER, false, tools, "I will search.", NULL, 1, names,
+                  typed);
+    /* Without the schema a value that spells JSON is read as JSON. */
+    const char *untyped[] = {"{\"q\": 42, \"n\": 3}"};
+    expect_output(text, SYN_TOOLS_QWEN3_CODER, false, NULL, "I will search.", NULL, 1, names,
+                  untyped);
+    const char *broken = "<tool_call>\n<function=search>\n<parameter=q>\nx\n</parameter>\n";
+    expect_output(broken, SYN_TOOLS_QWEN3_CODER, false, tools, broken, NULL, 0, NULL, NULL);
+    json_decref(tools);
+}
+
+static void test_llama3(void **state) {
+    (void)state;
+    const char *names[] = {"get_weather", "get_time"};
+    const char *args[] = {"{\"city\": \"Paris\"}", "{}"};
+    expect_output("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+                  SYN_TOOLS_LLAMA3, false, NULL, "", NULL, 1, names, args);
+    expect_output("<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": "
+                  "\"Paris\"}}; {\"name\": \"get_time\", \"parameters\": {}}",
+                  SYN_TOOLS_LLAMA3, false, NULL, "", NULL, 2, names, args);
+    /* JSON that is not a call is an answer. */
+    expect_output("{\"answer\": 4}", SYN_TOOLS_LLAMA3, false, NULL, "{\"answer\": 4}", NULL, 0,
+                  NULL, NULL);
+    expect_output("The weather is fine.", SYN_TOOLS_LLAMA3, false, NULL, "The weather is fine.",
+                  NULL, 0, NULL, NULL);
+}
+
+static void test_mistral(void **state) {
+    (void)state;
+    const char *names[] = {"get_weather", "get_time"};
+    const char *args[] = {"{\"city\": \"Paris\"}", "{}"};
+    syn_chat_output out;
+    const char *nemo = "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                       "\"Paris\"}, \"id\": \"abcDEF123\"}, {\"name\": \"get_time\", "
+                       "\"arguments\": {}}]";
+    expect_output(nemo, SYN_TOOLS_MISTRAL, false, NULL, "", NULL, 2, names, args);
+    assert_int_equal(
+        syn_chat_output_parse(nemo, strlen(nemo), SYN_TOOLS_MISTRAL, false, NULL, 1, &out), SYN_OK);
+    /* The id the model wrote is kept; the one it did not is 9 alphanumerics, as the templates
+     * that read it back demand. */
+    assert_string_equal(json_string_value(json_object_get(json_array_get(out.tool_calls, 0), "id")),
+                        "abcDEF123");
+    const char *id = json_string_value(json_object_get(json_array_get(out.tool_calls, 1), "id"));
+    assert_int_equal(strlen(id), 9);
+    for (const char *c = id; *c; c++)
+        assert_true((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                    (*c >= '0' && *c <= '9'));
+    syn_chat_output_free(&out);
+    expect_output("Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time"
+                  "[ARGS]{}",
+                  SYN_TOOLS_MISTRAL, false, NULL, "Sure.", NULL, 2, names, args);
+    const char *broken = "[TOOL_CALLS]get_weather{\"city\": \"Paris\"}";
+    expect_output(broken, SYN_TOOLS_MISTRAL, false, NULL, broken, NULL, 0, NULL, NULL);
+}
+
+static void test_harmony(void **state) {
+    (void)state;
+    const char *names[] = {"get_weather"};
+    const char *args[] = {"{\"city\": \"Paris\"}"};
+    expect_output("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
+                  "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                  "{\"city\": \"Paris\"}<|call|>",
+                  SYN_TOOLS_HARMONY, false, NULL, "", "Need weather.", 1, names, args);
+    expect_output("<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final"
+                  "<|message|>Four.<|return|>",
+                  SYN_TOOLS_HARMONY, false, NULL, "Four.", "Easy.", 0, NULL, NULL);
+    expect_output("Plain words.", SYN_TOOLS_HARMONY, false, NULL, "Plain words.", NULL, 0, NULL,
+                  NULL);
+    const char *broken = "<|channel|>commentary to=functions.get_weather<|message|>{\"city\":";
+    expect_output(broken, SYN_TOOLS_HARMONY, false, NULL, broken, NULL, 0, NULL, NULL);
+}
+
+static void test_reasoning(void **state) {
+    (void)state;
+    expect_output("<think>\nHmm.\n</think>\n\nParis.", SYN_TOOLS_NONE, true, NULL, "Paris.", "Hmm.",
+                  0, NULL, NULL);
+    /* The template opened <think> in the prompt: the text starts inside it. */
+    expect_output("Hmm.\n</think>\n\nParis.", SYN_TOOLS_NONE, true, NULL, "Paris.", "Hmm.", 0, NULL,
+                  NULL);
+    /* Cut off while thinking: all reasoning, no answer. */
+    expect_output("<think>\nStill going", SYN_TOOLS_NONE, true, NULL, "", "Still going", 0, NULL,
+                  NULL);
+    expect_output("No thoughts.", SYN_TOOLS_NONE, true, NULL, "No thoughts.", NULL, 0, NULL, NULL);
+    /* A model that does not think keeps the tags as text. */
+    expect_output("<think>x</think>y", SYN_TOOLS_NONE, false, NULL, "<think>x</think>y", NULL, 0,
+                  NULL, NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_detect_from_real_templates),
+        cmocka_unit_test(test_hermes),
+        cmocka_unit_test(test_qwen3_coder),
+        cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_mistral),
+        cmocka_unit_test(test_harmony),
+        cmocka_unit_test(test_reasoning),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
