@@ -86,7 +86,7 @@ help:
 	@echo "  make test     build and run every test (unit, CLI, ASan+UBSan, fuzz); ends with a summary"
 	@echo "  make all      build libsynapse.a/.so, the synapse tool and the tests into $(BUILD)/"
 	@echo "  make debug    the same with ASan + UBSan into build-debug/"
-	@echo "  make fuzz     build the libFuzzer targets (GGUF reader, HTTP request parser, tokenizer) into build-fuzz/"
+	@echo "  make fuzz     build the libFuzzer targets (GGUF reader, HTTP request parser, tokenizer, model output reader) into build-fuzz/"
 	@echo "  make test-arm cross-build the aarch64 kernels and test them under qemu-user"
 	@echo "  make bench-kernels  Q8_0 matvec/matmul speed per tier and thread count"
 	@echo "  make bench-attention  the optimized backend's attention alone at depth 4096 (x86, AVX-512)"
@@ -187,6 +187,8 @@ fuzz:
 	clang -std=c11 -O1 -g -Iinclude -Isrc $(shell pkg-config --cflags libutf8proc 2>/dev/null) \
 	    -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_tokenizer.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_tokenizer
+	clang -std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_chat_output.c \
+	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_chat_output
 
 FORMAT_FILES = $(shell find include src tools tests -name '*.[ch]' -o -name '*.cpp' | grep -v node_modules | sort)
 
