@@ -131,6 +131,32 @@ check "... as context_length_exceeded" jqe '.error.code == "context_length_excee
 api POST /v1/chat/completions '{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}'
 expect_status 404 "an unknown model is 404"
 api POST /v1/completions '{"prompt": [999999999]}' && expect_status 400 "a token id outside the vocabulary is 400"
+# Tool and output-format fields: checked, each violation a 400 naming the field.
+hi='{"role": "user", "content": "hi"}'
+weather='{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}'
+bad_tool_request() { # DESC PARAM BODY
+    api POST /v1/chat/completions "$3" && expect_status 400 "$1 is 400" &&
+        check "... naming $2" jqe --arg p "$2" '.error.param == $p' "$tmp/body"
+}
+bad_tool_request "tool_calls on a user message" "messages[0].tool_calls" \
+    '{"messages": [{"role": "user", "content": "hi", "tool_calls": []}]}'
+bad_tool_request "a tool message without tool_call_id" "messages[1]" \
+    "{\"messages\": [$hi, {\"role\": \"tool\", \"content\": \"sunny\"}]}"
+bad_tool_request "a call whose arguments are not a JSON object" "messages[1].tool_calls[0]" \
+    "{\"messages\": [$hi, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"a\", \"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"[1\"}}]}]}"
+bad_tool_request "a tool with no parameters" "tools[0]" \
+    "{\"messages\": [$hi], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}"
+bad_tool_request "two tools of one name" "tools[1]" "{\"messages\": [$hi], \"tools\": [$weather, $weather]}"
+bad_tool_request "tool_choice naming no tool" "tool_choice" \
+    "{\"messages\": [$hi], \"tools\": [$weather], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"nope\"}}}"
+bad_tool_request "tool_choice required without tools" "tool_choice" "{\"messages\": [$hi], \"tool_choice\": \"required\"}"
+bad_tool_request "an unknown tool_choice" "tool_choice" "{\"messages\": [$hi], \"tools\": [$weather], \"tool_choice\": \"always\"}"
+bad_tool_request "an unknown response_format type" "response_format.type" \
+    "{\"messages\": [$hi], \"response_format\": {\"type\": \"yaml\"}}"
+bad_tool_request "a json_schema format without a schema" "response_format.json_schema.schema" \
+    "{\"messages\": [$hi], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\"}}}"
+bad_tool_request "chat_template_kwargs that is not an object" "chat_template_kwargs" \
+    "{\"messages\": [$hi], \"chat_template_kwargs\": [1]}"
 api GET /v1/nothing && expect_status 404 "an unknown route is 404"
 api GET /v1/chat/completions && expect_status 405 "GET on a POST route is 405"
 check "405 carries Allow" sh -c "curl -sI -X GET 'http://127.0.0.1:$port/v1/chat/completions' | grep -qi '^Allow: POST'"

@@ -146,6 +146,57 @@ static int message_content(oa_request *r, json_t *content, const char *param, co
     return 0;
 }
 
+#define NO_MEMORY() (oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1)
+
+/* An assistant message's tool_calls, as the template reads them: each {"id", "type":
+ * "function", "function": {"name", "arguments"}} with arguments, which OpenAI clients send as a
+ * JSON text, parsed into the object templates index. */
+static int message_tool_calls(json_t *calls, size_t msg, json_t *out, oa_error *err) {
+    char param[96];
+    snprintf(param, sizeof param, "messages[%zu].tool_calls", msg);
+    if (!json_is_array(calls))
+        return BAD(param, "'%s' must be an array, not %s", param, json_type_name(calls));
+    json_t *list = json_array();
+    if (!list || json_object_set_new(out, "tool_calls", list) != 0) return NO_MEMORY();
+    size_t j;
+    json_t *call;
+    json_array_foreach(calls, j, call) {
+        snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu]", msg, j);
+        json_t *fn = json_object_get(call, "function");
+        const char *id = json_string_value(json_object_get(call, "id"));
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        json_t *args = json_object_get(fn, "arguments");
+        if (!json_is_object(call) || !json_is_object(fn) || !name)
+            return BAD(param,
+                       "'%s' must be {\"id\", \"type\": \"function\", \"function\": "
+                       "{\"name\", \"arguments\"}}",
+                       param);
+        json_t *parsed;
+        if (json_is_string(args)) {
+            json_error_t jerr;
+            parsed = json_loads(json_string_value(args), JSON_DECODE_ANY, &jerr);
+            if (!json_is_object(parsed)) {
+                json_decref(parsed);
+                return BAD(param, "'%s.function.arguments' must be a JSON object in a string",
+                           param);
+            }
+        } else if (json_is_object(args)) {
+            parsed = json_incref(args);
+        } else if (!args) {
+            parsed = json_object();
+        } else {
+            return BAD(param, "'%s.function.arguments' must be a string, not %s", param,
+                       json_type_name(args));
+        }
+        json_t *norm = json_pack("{s:s, s:s, s:{s:s, s:o}}", "id", id ? id : "", "type", "function",
+                                 "function", "name", name, "arguments", parsed);
+        if (!norm || json_array_append_new(list, norm) != 0) return NO_MEMORY();
+    }
+    return 0;
+}
+
+/* Each message checked, and r->template_messages built: what the chat template reads (role,
+ * content as a string or null, tool_calls, tool_call_id, name, reasoning_content). */
 static int parse_messages(oa_request *r, oa_error *err) {
     json_t *msgs = member(r->root, "messages");
     if (!msgs) return BAD("messages", "'messages' is required");
@@ -153,30 +204,164 @@ static int parse_messages(oa_request *r, oa_error *err) {
         return BAD("messages", "'messages' must be an array, not %s", json_type_name(msgs));
     if (json_array_size(msgs) == 0) return BAD("messages", "'messages' must not be empty");
     r->messages = calloc(json_array_size(msgs), sizeof *r->messages);
-    if (!r->messages)
-        return oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    r->template_messages = json_array();
+    if (!r->messages || !r->template_messages) return NO_MEMORY();
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
-        char param[48];
+        char param[64];
         snprintf(param, sizeof param, "messages[%zu]", i);
         if (!json_is_object(m))
             return BAD(param, "'%s' must be an object, not %s", param, json_type_name(m));
         json_t *role = json_object_get(m, "role"), *content = member(m, "content");
+        json_t *calls = member(m, "tool_calls");
         snprintf(param, sizeof param, "messages[%zu].role", i);
         if (!json_is_string(role)) return BAD(param, "'%s' must be a string", param);
         const char *name = json_string_value(role);
         /* "developer" is OpenAI's newer name for the system role. */
         if (strcmp(name, "developer") == 0) name = "system";
-        if (strcmp(name, "system") != 0 && strcmp(name, "user") != 0 &&
-            strcmp(name, "assistant") != 0)
-            return BAD(param, "'%s' is '%s'; expected system, user or assistant", param, name);
+        const bool assistant = strcmp(name, "assistant") == 0, tool = strcmp(name, "tool") == 0;
+        if (strcmp(name, "system") != 0 && strcmp(name, "user") != 0 && !assistant && !tool)
+            return BAD(param, "'%s' is '%s'; expected system, user, assistant or tool", param,
+                       name);
+        json_t *norm = json_pack("{s:s}", "role", name);
+        if (!norm || json_array_append_new(r->template_messages, norm) != 0) return NO_MEMORY();
         snprintf(param, sizeof param, "messages[%zu].content", i);
-        if (!content) return BAD(param, "'%s' is required", param);
-        if (message_content(r, content, param, &r->messages[i].content, err) != 0) return -1;
-        r->messages[i].role = name;
+        /* An assistant turn that called tools may have no text (content null or absent). */
+        if (!content && !(assistant && calls)) return BAD(param, "'%s' is required", param);
+        const char *text = NULL;
+        if (content && message_content(r, content, param, &text, err) != 0) return -1;
+        if (json_object_set_new(norm, "content", text ? json_string(text) : json_null()) != 0)
+            return NO_MEMORY();
+        r->messages[i] = (syn_chat_message){name, text ? text : ""};
+        if (calls) {
+            snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+            if (!assistant) return BAD(param, "'%s' is only allowed on assistant messages", param);
+            if (message_tool_calls(calls, i, norm, err) != 0) return -1;
+        }
+        static const char *const extra[] = {"tool_call_id", "name", "reasoning_content"};
+        for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) {
+            const char *v = NULL;
+            snprintf(param, sizeof param, "messages[%zu]", i);
+            if (get_string(m, extra[k], &v, err) != 0) {
+                snprintf(err->param, sizeof err->param, "messages[%zu].%s", i, extra[k]);
+                return -1;
+            }
+            if (v && json_object_set_new(norm, extra[k], json_string(v)) != 0) return NO_MEMORY();
+        }
+        if (tool && !json_object_get(norm, "tool_call_id"))
+            return BAD(param, "'messages[%zu].tool_call_id' is required for a tool message", i);
     }
     r->n_messages = json_array_size(msgs);
+    return 0;
+}
+
+/* tools: [{"type": "function", "function": {"name", "description"?, "parameters"}}]. */
+static int parse_tools(oa_request *r, oa_error *err) {
+    json_t *tools = member(r->root, "tools");
+    if (!tools) return 0;
+    if (!json_is_array(tools))
+        return BAD("tools", "'tools' must be an array, not %s", json_type_name(tools));
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        char param[48];
+        snprintf(param, sizeof param, "tools[%zu]", i);
+        json_t *fn = json_object_get(t, "function");
+        const char *type = json_string_value(json_object_get(t, "type"));
+        if (!json_is_object(t) || !type || strcmp(type, "function") != 0 || !json_is_object(fn))
+            return BAD(param, "'%s' must be {\"type\": \"function\", \"function\": {...}}", param);
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (!name || !*name)
+            return BAD(param, "'%s.function.name' must be a non-empty string", param);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(name, json_string_value(json_object_get(
+                                 json_object_get(json_array_get(tools, j), "function"), "name"))) ==
+                0)
+                return BAD(param, "'%s': a second tool named '%s'", param, name);
+        if (!json_is_object(json_object_get(fn, "parameters")))
+            return BAD(param,
+                       "'%s.function.parameters' (the JSON Schema of the arguments) must be an "
+                       "object",
+                       param);
+    }
+    r->tools = json_array_size(tools) ? tools : NULL;
+    return 0;
+}
+
+/* tool_choice: "none", "auto", "required", or {"type": "function", "function": {"name"}}. */
+static int parse_tool_choice(oa_request *r, oa_error *err) {
+    json_t *tc = member(r->root, "tool_choice");
+    r->tool_choice = r->tools ? OA_TOOLS_AUTO : OA_TOOLS_NONE;
+    if (!tc) return 0;
+    if (json_is_string(tc)) {
+        const char *v = json_string_value(tc);
+        if (strcmp(v, "none") == 0)
+            r->tool_choice = OA_TOOLS_NONE;
+        else if (strcmp(v, "auto") == 0)
+            r->tool_choice = r->tools ? OA_TOOLS_AUTO : OA_TOOLS_NONE;
+        else if (strcmp(v, "required") == 0)
+            r->tool_choice = OA_TOOLS_REQUIRED;
+        else
+            return BAD("tool_choice",
+                       "'tool_choice' is '%s'; expected none, auto, required or "
+                       "{\"type\": \"function\", \"function\": {\"name\"}}",
+                       v);
+    } else {
+        const char *name =
+            json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
+        if (!json_is_object(tc) || !name)
+            return BAD("tool_choice", "'tool_choice' must be a string or {\"type\": "
+                                      "\"function\", \"function\": {\"name\"}}");
+        r->tool_choice = OA_TOOLS_NAMED;
+        r->tool_choice_name = name;
+    }
+    if (r->tool_choice != OA_TOOLS_NONE && !r->tools)
+        return BAD("tool_choice", "'tool_choice' asks for a tool call but 'tools' is empty");
+    if (r->tool_choice == OA_TOOLS_NAMED) {
+        size_t i;
+        json_t *t;
+        json_array_foreach(r->tools, i, t) {
+            if (strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")),
+                       r->tool_choice_name) == 0)
+                return 0;
+        }
+        return BAD("tool_choice", "'tool_choice' names '%s', which is not among 'tools'",
+                   r->tool_choice_name);
+    }
+    return 0;
+}
+
+/* response_format: {"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
+ * "schema", "strict"}}; grammar: llama-server's GBNF text. */
+static int parse_output_format(oa_request *r, oa_error *err) {
+    json_t *rf = member(r->root, "response_format");
+    if (rf) {
+        const char *type = json_string_value(json_object_get(rf, "type"));
+        if (!json_is_object(rf) || !type)
+            return BAD("response_format", "'response_format' must be {\"type\": ...}");
+        if (strcmp(type, "json_object") == 0) {
+            r->format = OA_FORMAT_JSON_OBJECT;
+        } else if (strcmp(type, "json_schema") == 0) {
+            json_t *js = json_object_get(rf, "json_schema");
+            r->json_schema = json_object_get(js, "schema");
+            if (!json_is_object(r->json_schema))
+                return BAD("response_format.json_schema.schema",
+                           "'response_format.json_schema.schema' must be an object");
+            r->format = OA_FORMAT_JSON_SCHEMA;
+        } else if (strcmp(type, "text") != 0) {
+            return BAD("response_format.type",
+                       "'response_format.type' is '%s'; expected text, json_object or json_schema",
+                       type);
+        }
+    }
+    if (get_string(r->root, "grammar", &r->grammar, err) != 0) return -1;
+    if (r->grammar && r->format != OA_FORMAT_TEXT)
+        return BAD("grammar", "'grammar' and 'response_format' cannot be used together");
+    json_t *kw = member(r->root, "chat_template_kwargs");
+    if (kw && !json_is_object(kw))
+        return BAD("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    r->chat_template_kwargs = kw;
     return 0;
 }
 
@@ -310,6 +495,9 @@ static int parse_fields(oa_request *r, oa_error *err) {
     long long n = 1, max_tokens = -1;
     if (get_string(r->root, "model", &r->model, err) != 0 ||
         (r->kind == OA_CHAT ? parse_messages(r, err) : parse_prompt(r, err)) != 0 ||
+        (r->kind == OA_CHAT && (parse_tools(r, err) != 0 || parse_tool_choice(r, err) != 0)) ||
+        get_bool(r->root, "parallel_tool_calls", &r->parallel_tool_calls, err) != 0 ||
+        parse_output_format(r, err) != 0 ||
         get_int(r->root, "max_tokens", 1, INT32_MAX, &max_tokens, err) != 0 ||
         get_int(r->root, "max_completion_tokens", 1, INT32_MAX, &max_tokens, err) != 0 ||
         parse_sampling(r, err) != 0 || parse_stop(r, err) != 0 || parse_logprobs(r, err) != 0 ||
@@ -333,7 +521,8 @@ static int parse_fields(oa_request *r, oa_error *err) {
 }
 
 int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out, oa_error *err) {
-    oa_request r = {.kind = kind, .max_tokens = -1, .top_logprobs = -1};
+    oa_request r = {
+        .kind = kind, .max_tokens = -1, .top_logprobs = -1, .parallel_tool_calls = true};
     r.sampling = syn_sampler_default_params();
     json_error_t jerr;
     r.root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -358,6 +547,7 @@ void oa_request_free(oa_request *r) {
     free(r->owned);
     free(r->messages);
     free(r->prompt_tokens);
+    json_decref(r->template_messages);
     json_decref(r->root);
     memset(r, 0, sizeof *r);
 }

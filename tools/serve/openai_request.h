@@ -25,6 +25,16 @@ enum {
 
 typedef enum oa_kind { OA_CHAT, OA_COMPLETION } oa_kind;
 
+/* tool_choice: auto is the default when tools are given, none when not. */
+typedef enum oa_tool_choice {
+    OA_TOOLS_NONE,
+    OA_TOOLS_AUTO,
+    OA_TOOLS_REQUIRED,
+    OA_TOOLS_NAMED
+} oa_tool_choice;
+
+typedef enum oa_format { OA_FORMAT_TEXT, OA_FORMAT_JSON_OBJECT, OA_FORMAT_JSON_SCHEMA } oa_format;
+
 /* An error in the OpenAI shape: {"error": {"message", "type", "param", "code"}}. */
 typedef struct oa_error {
     int http_status;  /* 400, 404, ... */
@@ -41,6 +51,13 @@ typedef struct oa_request {
     /* OA_CHAT: [n_messages]; role and content strings live as long as the request. */
     syn_chat_message *messages;
     size_t n_messages;
+    json_t *template_messages; /* the messages as the chat template reads them (owned): content
+                                * a string or null, tool_calls' arguments parsed into objects */
+    const json_t *tools;       /* the request's function tools (in root), or NULL */
+    oa_tool_choice tool_choice;
+    const char *tool_choice_name;       /* OA_TOOLS_NAMED */
+    bool parallel_tool_calls;           /* default true, as OpenAI's */
+    const json_t *chat_template_kwargs; /* extra template variables (in root), or NULL */
     /* OA_COMPLETION: exactly one of prompt_text (NUL-terminated UTF-8) or prompt_tokens. */
     const char *prompt_text;
     int32_t *prompt_tokens; /* [n_prompt_tokens] */
@@ -53,8 +70,11 @@ typedef struct oa_request {
     size_t n_stop;
     int32_t top_logprobs; /* -1: no logprobs; 0..OA_MAX_TOP_LOGPROBS alternatives per token */
     bool stream;
-    bool include_usage; /* stream_options.include_usage */
-    const char *user;   /* NULL when absent */
+    bool include_usage;        /* stream_options.include_usage */
+    const char *user;          /* NULL when absent */
+    oa_format format;          /* response_format */
+    const json_t *json_schema; /* OA_FORMAT_JSON_SCHEMA: the schema (in root) */
+    const char *grammar;       /* llama-server's GBNF "grammar", or NULL */
 
     json_t *root; /* the parsed body, owning the strings above */
     char **owned; /* [n_owned] strings built by the parser (joined content parts) */
