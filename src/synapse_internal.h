@@ -2,7 +2,8 @@
  * synapse_internal.h: the library's internal API, the one header of src/ that tools/ may include.
  *
  * What the synapse tool legitimately needs beyond include/synapse.h: the GGUF reader and writer
- * (gen-model, inspect), the weight quantizers (gen-model), the CPU description and the kernel
+ * (gen-model, inspect), the weight quantizers (gen-model), the reader of a model's output
+ * (serve: reasoning and tool calls), the CPU description and the kernel
  * tiers (bench), the model's tensor table (inspect, bench), and the small helpers the library
  * and the tools would otherwise each write (the clock, UTF-8 decoding, tokenizing into a new
  * array). Nothing here is exported from libsynapse.so (hidden visibility): the tools link the
@@ -15,7 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf/gguf.h" /* the GGUF reader and writer, the ggml type table */
+#include "chat/chat_output.h" /* a model's text read back as reasoning, content, tool calls */
+#include "gguf/gguf.h"        /* the GGUF reader and writer, the ggml type table */
 #include "synapse.h"
 
 /* ---- Errors ---- */

@@ -145,6 +145,37 @@ static json_t *response_head(const completion *c, const char *object) {
                      (json_int_t)c->created, "model", c->model->alias);
 }
 
+/* The assistant message of a whole chat reply: the model's text read back in its template's
+ * syntax, reasoning apart and, when the request offered tools, the calls it wrote (then the
+ * choice's finish_reason becomes "tool_calls"). Falls back to the plain text without memory. */
+static json_t *chat_message(const completion *c, const char *text, size_t len, json_t *choice) {
+    const char *tmpl = syn_tokenizer_chat_template(c->model->tok);
+    const syn_tool_syntax syntax =
+        c->req.tool_choice != OA_TOOLS_NONE ? syn_tool_syntax_detect(tmpl) : SYN_TOOLS_NONE;
+    syn_chat_output out;
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)syn_now_ms();
+    if (syn_chat_output_parse(text, len, syntax, syn_template_thinks(tmpl), c->req.tools, seed,
+                              &out) != SYN_OK)
+        return json_pack("{s:s, s:o}", "role", "assistant", "content", json_utf8(text, len));
+    json_t *msg = json_pack("{s:s}", "role", "assistant");
+    if (msg) {
+        json_object_set_new(msg, "content",
+                            out.tool_calls && !out.content[0]
+                                ? json_null()
+                                : json_utf8(out.content, strlen(out.content)));
+        if (out.reasoning)
+            json_object_set_new(msg, "reasoning_content",
+                                json_utf8(out.reasoning, strlen(out.reasoning)));
+        if (out.tool_calls) {
+            json_object_set(msg, "tool_calls", out.tool_calls);
+            json_object_set_new(choice, "finish_reason", json_string("tool_calls"));
+        }
+    }
+    syn_chat_output_free(&out);
+    return msg;
+}
+
 /* A choice: chat carries the text in message (whole) or delta (stream); completions in text. */
 static json_t *choice_json(const completion *c, bool stream, const char *text, size_t len,
                            json_t *logprobs, const char *finish) {
@@ -154,9 +185,7 @@ static json_t *choice_json(const completion *c, bool stream, const char *text, s
     if (c->req.kind == OA_COMPLETION) {
         json_object_set_new(choice, "text", json_utf8(text, len));
     } else if (!stream) {
-        json_object_set_new(
-            choice, "message",
-            json_pack("{s:s, s:o}", "role", "assistant", "content", json_utf8(text, len)));
+        json_object_set_new(choice, "message", chat_message(c, text, len, choice));
     } else {
         json_t *delta = json_object();
         if (!c->role_sent) json_object_set_new(delta, "role", json_string("assistant"));
