@@ -131,6 +131,37 @@ check "... as context_length_exceeded" jqe '.error.code == "context_length_excee
 api POST /v1/chat/completions '{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}'
 expect_status 404 "an unknown model is 404"
 api POST /v1/completions '{"prompt": [999999999]}' && expect_status 400 "a token id outside the vocabulary is 400"
+# The Responses API (stateless), on the same engine.
+api POST /v1/responses '{"input": "Name a river.", "instructions": "Be brief.", "max_output_tokens": 8, "temperature": 0}'
+expect_status 200 "POST /v1/responses with a string input"
+check "... a response object, cut by max_output_tokens" jqe '.object == "response" and (.id | startswith("resp_"))
+    and .status == "incomplete" and .incomplete_details.reason == "max_output_tokens" and .usage.output_tokens == 8
+    and .output[0].type == "message" and .output[0].role == "assistant" and .output[0].content[0].type == "output_text"
+    and (.output[0].content[0].text | length > 0)' "$tmp/body"
+items='[{"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
+ {"type": "function_call", "call_id": "abcdefghi", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}]'
+api POST /v1/responses "$(jq -cn --argjson i "$items" '{input: $i, max_output_tokens: 4,
+    tools: [{type: "function", name: "get_weather", parameters: {type: "object", properties: {city: {type: "string"}}}}]}')"
+expect_status 200 "/v1/responses with a function_call item"
+# The same turns in chat's shape give the same prompt.
+chat_prompt=$(jq -r .usage.input_tokens "$tmp/body")
+api POST /v1/chat/completions "$(jq -cn '{max_tokens: 4, messages: [{role: "user", content: "Weather in Paris?"},
+    {role: "assistant", content: null, tool_calls: [{id: "abcdefghi", type: "function", function: {name: "get_weather", arguments: "{\"city\": \"Paris\"}"}}]}],
+    tools: [{type: "function", function: {name: "get_weather", parameters: {type: "object", properties: {city: {type: "string"}}}}}]}')"
+expect_status 200 "the same turns through /v1/chat/completions"
+check "... evaluate the same prompt" test "$(jq -r .usage.prompt_tokens "$tmp/body")" = "$chat_prompt"
+bad_responses() { # DESC PARAM BODY
+    api POST /v1/responses "$3" && expect_status 400 "/v1/responses: $1 is 400" &&
+        check "... naming $2" jqe --arg p "$2" '.error.param == $p' "$tmp/body"
+}
+bad_responses "previous_response_id" "previous_response_id" '{"input": "hi", "previous_response_id": "resp_x"}'
+bad_responses "no input" "input" '{"instructions": "x"}'
+bad_responses "an unknown item type" "input[0]" '{"input": [{"type": "image_generation_call"}]}'
+bad_responses "a function_call without call_id" "input[0]" '{"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}'
+bad_responses "a non-function tool" "tools[0]" '{"input": "hi", "tools": [{"type": "web_search"}]}'
+bad_responses "messages (a chat field)" "messages" '{"input": "hi", "messages": []}'
+bad_responses "stream (not yet)" "stream" '{"input": "hi", "stream": true}'
+
 # Tool and output-format fields: checked, each violation a 400 naming the field.
 hi='{"role": "user", "content": "hi"}'
 weather='{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}'

@@ -36,7 +36,7 @@ static void check_accepted(const oa_request *r) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    for (int kind = OA_CHAT; kind <= OA_COMPLETION; kind++) {
+    for (int kind = OA_CHAT; kind <= OA_RESPONSES; kind++) {
         oa_request r;
         oa_error err;
         if (oa_request_parse((oa_kind)kind, (const char *)data, size, &r, &err) == 0) {

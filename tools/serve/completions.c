@@ -372,6 +372,47 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) { completion_free(cls); }
 
+/* The Responses API's object for a finished chat reply (chat, the chat.completion object):
+ * output items for the reasoning, the text and each call; status incomplete when max_output_tokens
+ * cut it. */
+static json_t *responses_body(const completion *c, const json_t *chat,
+                              const syn_request_result *res) {
+    const json_t *choice = json_array_get(json_object_get(chat, "choices"), 0);
+    const json_t *msg = json_object_get(choice, "message");
+    json_t *output = json_array();
+    const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+    if (reasoning)
+        json_array_append_new(output, json_pack("{s:s, s:s, s:[], s:[{s:s, s:s}]}", "type",
+                                                "reasoning", "id", "rs_0", "summary", "content",
+                                                "type", "reasoning_text", "text", reasoning));
+    const char *text = json_string_value(json_object_get(msg, "content"));
+    if (text && *text)
+        json_array_append_new(
+            output, json_pack("{s:s, s:s+, s:s, s:s, s:[{s:s, s:s, s:[]}]}", "type", "message",
+                              "id", "msg_", c->id + 9, "status", "completed", "role", "assistant",
+                              "content", "type", "output_text", "text", text, "annotations"));
+    size_t i;
+    json_t *call;
+    json_array_foreach(json_object_get(msg, "tool_calls"), i, call) {
+        const json_t *fn = json_object_get(call, "function");
+        json_array_append_new(output,
+                              json_pack("{s:s, s:s+, s:O, s:O, s:O, s:s}", "type", "function_call",
+                                        "id", "fc_", json_string_value(json_object_get(call, "id")),
+                                        "call_id", json_object_get(call, "id"), "name",
+                                        json_object_get(fn, "name"), "arguments",
+                                        json_object_get(fn, "arguments"), "status", "completed"));
+    }
+    const bool cut = res->finish == SYN_FINISH_LENGTH;
+    return json_pack("{s:s+, s:s, s:I, s:s, s:s, s:o, s:o, s:{s:I, s:I, s:I}}", "id", "resp_",
+                     c->id + 9, "object", "response", "created_at", (json_int_t)c->created, "model",
+                     c->model->alias, "status", cut ? "incomplete" : "completed",
+                     "incomplete_details",
+                     cut ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null(),
+                     "output", output, "usage", "input_tokens", (json_int_t)res->n_prompt_tokens,
+                     "output_tokens", (json_int_t)res->n_tokens, "total_tokens",
+                     (json_int_t)(res->n_prompt_tokens + res->n_tokens));
+}
+
 /* Non-streaming: waits for the end on the connection's thread, then sends the whole response. */
 static enum MHD_Result respond_whole(completion *c) {
     pthread_mutex_lock(&c->mu);
@@ -412,6 +453,11 @@ static enum MHD_Result respond_whole(completion *c) {
         } else {
             json_decref(choice);
         }
+        if (c->req.responses) {
+            json_t *resp = responses_body(c, body, &res);
+            json_decref(body);
+            body = resp;
+        }
         r = http_send_json(c->hr, 200, body);
     }
     completion_free(c);
@@ -446,7 +492,7 @@ static enum MHD_Result submit_error(http_request *hr, syn_status st) {
     }
 }
 
-enum MHD_Result handle_completions(http_request *hr, bool chat) {
+enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     server *srv = hr->srv;
     if (!atomic_load(&srv->ready) || atomic_load(&srv->stopping))
         return http_send_error(hr, 503, "server_error", NULL, "unavailable",
@@ -454,10 +500,15 @@ enum MHD_Result handle_completions(http_request *hr, bool chat) {
                                                            : "the model is loading");
     oa_error err;
     oa_request req;
-    if (oa_request_parse(chat ? OA_CHAT : OA_COMPLETION, http_body(hr), hr->body.len, &req, &err) !=
-        0)
+    if (oa_request_parse(kind, http_body(hr), hr->body.len, &req, &err) != 0)
         return http_send_error(hr, (unsigned)err.http_status, err.type, err.param, err.code, "%s",
                                err.message);
+    if (req.responses && req.stream) {
+        oa_request_free(&req);
+        return http_send_error(hr, 400, "invalid_request_error", "stream", NULL,
+                               "streaming /v1/responses is not supported yet (issue 24); send "
+                               "\"stream\": false");
+    }
     served_model *m = models_acquire(srv, req.model);
     if (!m) {
         char names[1024];

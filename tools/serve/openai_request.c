@@ -489,6 +489,160 @@ static int parse_sampling(oa_request *r, oa_error *err) {
     return 0;
 }
 
+/* A Responses API content: a string, or parts {"type": "input_text" | "output_text" | "text",
+ * "text"} joined; NULL with *err filled when neither. */
+static json_t *responses_text(json_t *content, const char *param, oa_error *err) {
+    if (json_is_string(content)) return json_incref(content);
+    if (!json_is_array(content)) {
+        (void)BAD(param, "'%s' must be a string or an array of text parts", param);
+        return NULL;
+    }
+    json_t *parts = json_array();
+    size_t i;
+    json_t *part;
+    json_array_foreach(content, i, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (!type || !json_is_string(text) ||
+            (strcmp(type, "input_text") != 0 && strcmp(type, "output_text") != 0 &&
+             strcmp(type, "text") != 0)) {
+            json_decref(parts);
+            (void)BAD(param, "'%s[%zu]' must be an input_text or output_text part", param, i);
+            return NULL;
+        }
+        json_array_append_new(parts, json_pack("{s:s, s:O}", "type", "text", "text", text));
+    }
+    return parts;
+}
+
+/* The Responses API's input items as chat messages: messages by role, consecutive function_call
+ * items as one assistant turn with tool_calls, function_call_output items as tool messages. */
+static int responses_messages(json_t *root, json_t *msgs, oa_error *err) {
+    const char *instructions = NULL;
+    if (get_string(root, "instructions", &instructions, err) != 0) return -1;
+    if (instructions)
+        json_array_append_new(msgs,
+                              json_pack("{s:s, s:s}", "role", "system", "content", instructions));
+    json_t *input = member(root, "input");
+    if (!input) return BAD("input", "'input' is required");
+    if (json_is_string(input)) {
+        json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "user", "content", input));
+        return 0;
+    }
+    if (!json_is_array(input) || json_array_size(input) == 0)
+        return BAD("input", "'input' must be a string or a non-empty array of items");
+    json_t *calls = NULL; /* the tool_calls of the assistant turn being built */
+    size_t i;
+    json_t *item;
+    json_array_foreach(input, i, item) {
+        char param[48];
+        snprintf(param, sizeof param, "input[%zu]", i);
+        if (!json_is_object(item)) return BAD(param, "'%s' must be an object", param);
+        const char *type = json_string_value(json_object_get(item, "type"));
+        if (!type) type = "message";
+        if (strcmp(type, "function_call") == 0) {
+            const char *id = json_string_value(json_object_get(item, "call_id"));
+            const char *name = json_string_value(json_object_get(item, "name"));
+            json_t *args = json_object_get(item, "arguments");
+            if (!id || !name || !json_is_string(args))
+                return BAD(param, "'%s' must have call_id, name and arguments (a JSON text)",
+                           param);
+            if (!calls) {
+                calls = json_array();
+                json_array_append_new(msgs, json_pack("{s:s, s:n, s:o}", "role", "assistant",
+                                                      "content", "tool_calls", calls));
+            }
+            json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:O}}", "id", id, "type",
+                                                   "function", "function", "name", name,
+                                                   "arguments", args));
+            continue;
+        }
+        calls = NULL;
+        if (strcmp(type, "function_call_output") == 0) {
+            const char *id = json_string_value(json_object_get(item, "call_id"));
+            json_t *out = json_object_get(item, "output");
+            json_t *text = id && out ? responses_text(out, param, err) : NULL;
+            if (!text)
+                return id && out ? -1 : BAD(param, "'%s' must have call_id and output", param);
+            json_array_append_new(msgs, json_pack("{s:s, s:s, s:o}", "role", "tool", "tool_call_id",
+                                                  id, "content", text));
+        } else if (strcmp(type, "message") == 0) {
+            const char *role = json_string_value(json_object_get(item, "role"));
+            if (!role) return BAD(param, "'%s.role' must be a string", param);
+            snprintf(param, sizeof param, "input[%zu].content", i);
+            json_t *text = responses_text(json_object_get(item, "content"), param, err);
+            if (!text) return -1;
+            json_array_append_new(msgs, json_pack("{s:s, s:o}", "role", role, "content", text));
+        } else {
+            return BAD(param,
+                       "'%s' has type '%s'; supported: message, function_call, "
+                       "function_call_output",
+                       param, type);
+        }
+    }
+    return 0;
+}
+
+/* A Responses API body rewritten in place into the chat fields parse_fields reads: messages,
+ * tools in chat's nested shape, tool_choice, max_tokens, response_format. Stateless: there is no
+ * stored response to continue from. */
+static int responses_to_chat(oa_request *r, oa_error *err) {
+    json_t *root = r->root;
+    if (!json_is_object(root))
+        return BAD(NULL, "the body must be a JSON object, not %s", json_type_name(root));
+    if (member(root, "previous_response_id"))
+        return BAD("previous_response_id", "'previous_response_id' is not supported: this server "
+                                           "stores no responses; send the whole conversation in "
+                                           "'input'");
+    static const char *const chat_only[] = {"messages", "response_format", "max_tokens"};
+    for (size_t i = 0; i < sizeof chat_only / sizeof chat_only[0]; i++)
+        if (json_object_get(root, chat_only[i]))
+            return BAD(chat_only[i], "'%s' belongs to /v1/chat/completions", chat_only[i]);
+    json_t *msgs = json_array();
+    if (!msgs || json_object_set_new(root, "messages", msgs) != 0) return NO_MEMORY();
+    if (responses_messages(root, msgs, err) != 0) return -1;
+    json_t *tools = member(root, "tools");
+    if (json_is_array(tools)) {
+        json_t *chat_tools = json_array();
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            const char *type = json_string_value(json_object_get(t, "type"));
+            if (!type || strcmp(type, "function") != 0) {
+                json_decref(chat_tools);
+                char param[32];
+                snprintf(param, sizeof param, "tools[%zu]", i);
+                return BAD(param, "'%s': only function tools are supported", param);
+            }
+            json_t *fn = json_deep_copy(t);
+            json_object_del(fn, "type");
+            json_object_del(fn, "strict");
+            json_array_append_new(chat_tools,
+                                  json_pack("{s:s, s:o}", "type", "function", "function", fn));
+        }
+        json_object_set_new(root, "tools", chat_tools);
+    }
+    json_t *tc = member(root, "tool_choice");
+    if (json_is_object(tc) && json_is_string(json_object_get(tc, "name")))
+        json_object_set_new(root, "tool_choice",
+                            json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name",
+                                      json_object_get(tc, "name")));
+    json_t *max = member(root, "max_output_tokens");
+    if (max) json_object_set(root, "max_tokens", max);
+    json_t *format = json_object_get(member(root, "text"), "format");
+    if (json_is_object(format)) {
+        const char *type = json_string_value(json_object_get(format, "type"));
+        json_t *rf = json_pack("{s:s}", "type", type ? type : "");
+        if (type && strcmp(type, "json_schema") == 0)
+            json_object_set_new(rf, "json_schema",
+                                json_pack("{s:O*}", "schema", json_object_get(format, "schema")));
+        json_object_set_new(root, "response_format", rf);
+    }
+    r->kind = OA_CHAT;
+    r->responses = true;
+    return 0;
+}
+
 static int parse_fields(oa_request *r, oa_error *err) {
     if (!json_is_object(r->root))
         return BAD(NULL, "the body must be a JSON object, not %s", json_type_name(r->root));
@@ -532,7 +686,7 @@ int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out
                      jerr.column);
         return -1;
     }
-    if (parse_fields(&r, err) != 0) {
+    if ((kind == OA_RESPONSES && responses_to_chat(&r, err) != 0) || parse_fields(&r, err) != 0) {
         oa_request_free(&r);
         return -1;
     }

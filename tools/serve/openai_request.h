@@ -23,7 +23,9 @@ enum {
     OA_MAX_STOP_BYTES = 256   /* one stop string's length */
 };
 
-typedef enum oa_kind { OA_CHAT, OA_COMPLETION } oa_kind;
+/* OA_RESPONSES (POST /v1/responses) is parsed into the chat fields: kind becomes OA_CHAT with
+ * responses set. */
+typedef enum oa_kind { OA_CHAT, OA_COMPLETION, OA_RESPONSES } oa_kind;
 
 /* tool_choice: auto is the default when tools are given, none when not. */
 typedef enum oa_tool_choice {
@@ -46,6 +48,7 @@ typedef struct oa_error {
 
 typedef struct oa_request {
     oa_kind kind;
+    bool responses;    /* asked through /v1/responses: answer in its shape */
     const char *model; /* as asked, or NULL (the server's only model) */
 
     /* OA_CHAT: [n_messages]; role and content strings live as long as the request. */

@@ -2,13 +2,19 @@
  * the transport dispatches to these handlers and never names them itself. */
 #include "server.h"
 
-static enum MHD_Result chat_completions(http_request *hr) { return handle_completions(hr, true); }
-static enum MHD_Result completions(http_request *hr) { return handle_completions(hr, false); }
+static enum MHD_Result chat_completions(http_request *hr) {
+    return handle_completions(hr, OA_CHAT);
+}
+static enum MHD_Result completions(http_request *hr) {
+    return handle_completions(hr, OA_COMPLETION);
+}
+static enum MHD_Result responses(http_request *hr) { return handle_completions(hr, OA_RESPONSES); }
 
 /* The OpenAI paths, and the same without /v1 as llama-server accepts them. */
 const http_route serve_routes[] = {
     {"/v1/chat/completions", false, "POST", true, chat_completions},
     {"/chat/completions", false, "POST", true, chat_completions},
+    {"/v1/responses", false, "POST", true, responses},
     {"/v1/completions", false, "POST", true, completions},
     {"/completions", false, "POST", true, completions},
     {"/v1/models", false, "GET", true, handle_models},

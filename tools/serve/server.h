@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "common/text.h"
+#include "openai_request.h"
 #include "synapse.h"
 
 /* A model given on the command line: -m PATH [--alias NAME]. */
@@ -162,7 +163,7 @@ bool http_client_alive(http_request *hr);
 extern const http_route serve_routes[];
 extern const size_t serve_n_routes;
 
-enum MHD_Result handle_completions(http_request *hr, bool chat);
+enum MHD_Result handle_completions(http_request *hr, oa_kind kind);
 enum MHD_Result handle_models(http_request *hr);
 enum MHD_Result handle_health(http_request *hr);
 enum MHD_Result handle_metrics(http_request *hr);
