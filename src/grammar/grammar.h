@@ -1,0 +1,50 @@
+/*
+ * grammar.h: context-free grammars (llama.cpp's GBNF text format) and a byte-level matcher.
+ *
+ * A grammar is parsed once into flat rules: each rule is a list of alternatives, each alternative
+ * a sequence of byte sets and rule references. Repetition, groups and character classes beyond
+ * ASCII are desugared into generated rules at parse time (classes as UTF-8 byte sequences), so the
+ * matcher only ever tests one byte against one 256-bit set.
+ *
+ * The matcher holds the set of pushdown stacks the bytes so far leave possible. It is bounded:
+ * at most SYN_GRAMMAR_MAX_STACKS stacks, SYN_GRAMMAR_MAX_DEPTH entries per stack and
+ * SYN_GRAMMAR_MAX_NEST rule expansions without consuming a byte (left recursion); passing a bound
+ * is an error naming it, never a hang.
+ */
+#ifndef SYN_GRAMMAR_H
+#define SYN_GRAMMAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "synapse.h"
+
+#define SYN_GRAMMAR_MAX_STACKS 4096
+#define SYN_GRAMMAR_MAX_DEPTH 512
+#define SYN_GRAMMAR_MAX_NEST 128
+#define SYN_GRAMMAR_MAX_ELEMENTS (1u << 20)
+#define SYN_GRAMMAR_MAX_REPEAT 1000
+
+typedef struct syn_grammar syn_grammar;
+typedef struct syn_grammar_matcher syn_grammar_matcher;
+
+/* Parses GBNF text (rules `name ::= ...`, "literals", [classes], [^negated], ., ( ), * + ?
+ * {m}, {m,}, {m,n}, # comments); the start rule is `root`. SYN_ERR_FORMAT with the line and
+ * column for a syntax error or an undefined rule, SYN_ERR_UNSUPPORTED for a bound passed. */
+syn_status syn_grammar_parse_gbnf(const char *text, syn_grammar **out);
+void syn_grammar_free(syn_grammar *g);
+
+/* A matcher at the start of g (g must outlive it). Fails only on a bound or allocation. */
+syn_status syn_grammar_matcher_new(const syn_grammar *g, syn_grammar_matcher **out);
+void syn_grammar_matcher_free(syn_grammar_matcher *m);
+
+/* Feeds n bytes. *accepted is false when some byte cannot continue the grammar; the matcher is
+ * then unchanged. An error (a bound) also leaves it unchanged. */
+syn_status syn_grammar_matcher_feed(syn_grammar_matcher *m, const void *bytes, size_t n,
+                                    bool *accepted);
+
+/* Whether the bytes fed so far form a complete sentence of the grammar. */
+bool syn_grammar_matcher_can_end(const syn_grammar_matcher *m);
+
+#endif

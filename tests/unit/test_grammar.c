@@ -1,0 +1,193 @@
+/* test_grammar.c: GBNF parsing (desugaring, errors) and the byte matcher (accept, reject,
+ * completion, UTF-8 classes, the bounds on hostile grammars). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "grammar/grammar.h"
+#include "synapse.h"
+
+/* Whether the whole of text is a sentence of the grammar; -1 when it stops being a prefix. */
+static int match(const char *gbnf, const char *text) {
+    syn_grammar *g;
+    assert_int_equal(syn_grammar_parse_gbnf(gbnf, &g), SYN_OK);
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    bool ok;
+    assert_int_equal(syn_grammar_matcher_feed(m, text, strlen(text), &ok), SYN_OK);
+    int r = ok ? syn_grammar_matcher_can_end(m) : -1;
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+    return r;
+}
+
+static void test_literals_alternatives_groups(void **state) {
+    (void)state;
+    const char *g = "root ::= \"yes\" | \"no\" | (\"may\" \"be\")  # a comment\n";
+    assert_int_equal(match(g, "yes"), 1);
+    assert_int_equal(match(g, "no"), 1);
+    assert_int_equal(match(g, "maybe"), 1);
+    assert_int_equal(match(g, "ye"), 0); /* a prefix, not complete */
+    assert_int_equal(match(g, "yesx"), -1);
+    assert_int_equal(match(g, "x"), -1);
+    assert_int_equal(match(g, ""), 0);
+}
+
+static void test_rule_references_across_lines(void **state) {
+    (void)state;
+    const char *g = "root ::= greet \" \" name\n"
+                    "greet ::= \"hi\"\n"
+                    "   | \"hello\"\n"
+                    "name ::= [A-Z] [a-z]*\n";
+    assert_int_equal(match(g, "hi Bob"), 1);
+    assert_int_equal(match(g, "hello X"), 1);
+    assert_int_equal(match(g, "hello x"), -1);
+    assert_int_equal(match(g, "hi "), 0);
+}
+
+static void test_classes_and_repetition(void **state) {
+    (void)state;
+    assert_int_equal(match("root ::= [0-9]+", "0123"), 1);
+    assert_int_equal(match("root ::= [0-9]+", ""), 0);
+    assert_int_equal(match("root ::= [^0-9]*", "abc"), 1);
+    assert_int_equal(match("root ::= [^0-9]*", "ab1"), -1);
+    assert_int_equal(match("root ::= \"a\"? \"b\"", "b"), 1);
+    assert_int_equal(match("root ::= \"a\"? \"b\"", "ab"), 1);
+    assert_int_equal(match("root ::= \"a\"? \"b\"", "aab"), -1);
+    assert_int_equal(match("root ::= \"ab\"{2,3}", "abab"), 1);
+    assert_int_equal(match("root ::= \"ab\"{2,3}", "ababab"), 1);
+    assert_int_equal(match("root ::= \"ab\"{2,3}", "abababab"), -1);
+    assert_int_equal(match("root ::= \"ab\"{2,3}", "ab"), 0);
+    assert_int_equal(match("root ::= [a]{3}", "aaa"), 1);
+    assert_int_equal(match("root ::= [a]{3}", "aaaa"), -1);
+    assert_int_equal(match("root ::= [a]{2,}", "aaaaaa"), 1);
+    assert_int_equal(match("root ::= [a]{2,}", "a"), 0);
+    assert_int_equal(match("root ::= [\\-x]+", "-x-"), 1);
+    assert_int_equal(match("root ::= \"\\x41\\n\\\"\"", "A\n\""), 1);
+}
+
+static void test_utf8_classes(void **state) {
+    (void)state;
+    /* é (2 bytes), € (3 bytes), 😀 (4 bytes) */
+    assert_int_equal(match("root ::= .+", "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"), 1);
+    assert_int_equal(match("root ::= .", "\xff"), -1);         /* not UTF-8 */
+    assert_int_equal(match("root ::= .", "\xed\xa0\x80"), -1); /* a surrogate */
+    assert_int_equal(match("root ::= [^\"]*", "\xe2\x82\xac"), 1);
+    assert_int_equal(match("root ::= [\\u00e0-\\u00ff]", "\xc3\xa9"), 1);
+    assert_int_equal(match("root ::= [\\u00e0-\\u00ff]", "\xc3\x80"), -1);
+    assert_int_equal(match("root ::= \"\xc3\xa9t\xc3\xa9\"", "\xc3\xa9t\xc3\xa9"), 1);
+    assert_int_equal(match("root ::= [\\u0800-\\U0010FFFF]", "\xf4\x8f\xbf\xbf"), 1);
+    assert_int_equal(match("root ::= [\\u0800-\\U0010FFFF]", "\xdf\xbf"), -1);
+}
+
+static void test_json_like_grammar(void **state) {
+    (void)state;
+    const char *g = "root ::= value\n"
+                    "value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
+                    "object ::= \"{\" ws (string ws \":\" ws value ws (\",\" ws string ws \":\" ws "
+                    "value ws)*)? \"}\"\n"
+                    "array ::= \"[\" ws (value ws (\",\" ws value ws)*)? \"]\"\n"
+                    "string ::= \"\\\"\" ([^\"\\\\] | \"\\\\\" [\"\\\\nt])* \"\\\"\"\n"
+                    "number ::= \"-\"? [0-9]+ (\".\" [0-9]+)?\n"
+                    "ws ::= [ ]{0,4}\n";
+    assert_int_equal(match(g, "{\"a\": [1, 2.5, -3], \"b\": {\"c\": null}}"), 1);
+    assert_int_equal(match(g, "[true,false,\"x\\n\"]"), 1);
+    assert_int_equal(match(g, "{\"a\" 1}"), -1);
+    assert_int_equal(match(g, "{\"a\":     1}"), -1); /* whitespace is bounded */
+    assert_int_equal(match(g, "[[[[[[[[[[1]]]]]]]]]]"), 1);
+}
+
+static void test_rejection_leaves_state(void **state) {
+    (void)state;
+    syn_grammar *g;
+    assert_int_equal(syn_grammar_parse_gbnf("root ::= \"abc\"", &g), SYN_OK);
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    bool ok;
+    assert_int_equal(syn_grammar_matcher_feed(m, "a", 1, &ok), SYN_OK);
+    assert_true(ok);
+    assert_int_equal(syn_grammar_matcher_feed(m, "bx", 2, &ok), SYN_OK);
+    assert_false(ok);
+    assert_int_equal(syn_grammar_matcher_feed(m, "bc", 2, &ok), SYN_OK); /* still after "a" */
+    assert_true(ok);
+    assert_true(syn_grammar_matcher_can_end(m));
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+}
+
+static void expect_parse_error(const char *gbnf, syn_status status, const char *needle) {
+    syn_grammar *g = (syn_grammar *)1;
+    assert_int_equal(syn_grammar_parse_gbnf(gbnf, &g), status);
+    assert_null(g);
+    if (!strstr(syn_last_error(), needle)) fail_msg("'%s' lacks '%s'", syn_last_error(), needle);
+}
+
+static void test_parse_errors(void **state) {
+    (void)state;
+    expect_parse_error("root ::= foo", SYN_ERR_FORMAT, "undefined rule 'foo'");
+    expect_parse_error("start ::= \"a\"", SYN_ERR_FORMAT, "no 'root' rule");
+    expect_parse_error("root ::= \"abc", SYN_ERR_FORMAT, "unterminated");
+    expect_parse_error("root ::= [a-", SYN_ERR_FORMAT, "unterminated");
+    expect_parse_error("root ::= (\"a\"", SYN_ERR_FORMAT, "expected ')'");
+    expect_parse_error("root ::= \"a\")", SYN_ERR_FORMAT, "unmatched ')'");
+    expect_parse_error("root ::= [z-a]", SYN_ERR_FORMAT, "backwards");
+    expect_parse_error("root ::= \"a\"{3,2}", SYN_ERR_FORMAT, "n < m");
+    expect_parse_error("root ::= \"a\"\nroot ::= \"b\"", SYN_ERR_FORMAT,
+                       "line 2 column 1: rule defined twice");
+    expect_parse_error("root ::= \"\\q\"", SYN_ERR_FORMAT, "unknown escape");
+    expect_parse_error("root ::= \"a\"{5000}", SYN_ERR_UNSUPPORTED, "repetition count above 1000");
+    expect_parse_error("= \"a\"", SYN_ERR_FORMAT, "line 1 column 1: expected a rule");
+}
+
+static void test_bounds(void **state) {
+    (void)state;
+    syn_grammar *g;
+    syn_grammar_matcher *m = NULL;
+    /* left recursion can never consume a byte first: the nesting bound names itself */
+    assert_int_equal(syn_grammar_parse_gbnf("root ::= root \"a\" | \"b\"", &g), SYN_OK);
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(syn_last_error(), "left recursion"));
+    syn_grammar_free(g);
+    /* a grammar whose ambiguity doubles per byte (distinct continuations) hits the stack bound */
+    assert_int_equal(
+        syn_grammar_parse_gbnf("root ::= \"x\" root \"y\" | \"x\" root \"z\" | \"\"", &g), SYN_OK);
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    bool ok;
+    assert_int_equal(syn_grammar_matcher_feed(m, "xxxxxxxx", 8, &ok), SYN_OK);
+    assert_true(ok);
+    assert_int_equal(syn_grammar_matcher_feed(m, "xxxxxxxx", 8, &ok), SYN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(syn_last_error(), "more than 4096 parser stacks"));
+    assert_int_equal(syn_grammar_matcher_feed(m, "yyyyyyyy", 8, &ok), SYN_OK); /* unchanged */
+    assert_true(ok && syn_grammar_matcher_can_end(m));
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+    /* nesting deeper than the depth bound */
+    assert_int_equal(syn_grammar_parse_gbnf("root ::= \"(\" root \")\" | \"x\"", &g), SYN_OK);
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    char open[600];
+    memset(open, '(', sizeof open);
+    assert_int_equal(syn_grammar_matcher_feed(m, open, sizeof open, &ok), SYN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(syn_last_error(), "depth bound"));
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_literals_alternatives_groups),
+        cmocka_unit_test(test_rule_references_across_lines),
+        cmocka_unit_test(test_classes_and_repetition),
+        cmocka_unit_test(test_utf8_classes),
+        cmocka_unit_test(test_json_like_grammar),
+        cmocka_unit_test(test_rejection_leaves_state),
+        cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_bounds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
