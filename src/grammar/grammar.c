@@ -653,6 +653,8 @@ typedef struct stackset {
 struct syn_grammar_matcher {
     const syn_grammar *g;
     stackset cur, next;
+    stackset *levels; /* one per trie depth, for syn_grammar_matcher_allowed */
+    size_t n_levels;
     uint32_t *scratch; /* SYN_GRAMMAR_MAX_NEST + 1 stacks of SYN_GRAMMAR_MAX_DEPTH, for expand */
 };
 
@@ -773,6 +775,9 @@ void syn_grammar_matcher_free(syn_grammar_matcher *m) {
     if (!m) return;
     set_release(&m->cur);
     set_release(&m->next);
+    for (size_t i = 0; i < m->n_levels; i++)
+        set_release(&m->levels[i]);
+    free(m->levels);
     free(m->scratch);
     free(m);
 }
@@ -796,11 +801,9 @@ static syn_status step(syn_grammar_matcher *m, const stackset *cur, stackset *ne
     return SYN_OK;
 }
 
-syn_status syn_grammar_matcher_feed(syn_grammar_matcher *m, const void *bytes, size_t n,
-                                    bool *accepted) {
-    if (!m || (!bytes && n) || !accepted)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar: NULL argument");
-    const uint8_t *b = bytes;
+/* Runs bytes through the stacks; commits the result to m->cur only when asked and accepted. */
+static syn_status run_bytes(syn_grammar_matcher *m, const uint8_t *b, size_t n, bool commit,
+                            bool *accepted) {
     *accepted = true;
     /* Work on a copy so that a rejection or error leaves the matcher as it was. */
     stackset work = {0};
@@ -817,15 +820,240 @@ syn_status syn_grammar_matcher_feed(syn_grammar_matcher *m, const void *bytes, s
         m->next = t;
         from = &work;
     }
-    if (n) {
+    if (n && commit) {
         set_release(&m->cur);
         m->cur = work;
+    } else {
+        set_release(&work);
     }
     return SYN_OK;
+}
+
+syn_status syn_grammar_matcher_feed(syn_grammar_matcher *m, const void *bytes, size_t n,
+                                    bool *accepted) {
+    if (!m || (!bytes && n) || !accepted)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar: NULL argument");
+    return run_bytes(m, bytes, n, true, accepted);
+}
+
+syn_status syn_grammar_matcher_accepts(syn_grammar_matcher *m, const void *bytes, size_t n,
+                                       bool *accepted) {
+    if (!m || (!bytes && n) || !accepted)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar: NULL argument");
+    return run_bytes(m, bytes, n, false, accepted);
 }
 
 bool syn_grammar_matcher_can_end(const syn_grammar_matcher *m) {
     for (uint32_t i = 0; i < m->cur.n; i++)
         if (!m->cur.len[i]) return true;
     return false;
+}
+
+/* ---- the vocabulary trie and token masks ---- */
+
+typedef struct trie_node {
+    uint32_t first_child, n_children; /* children are contiguous nodes */
+    uint32_t first_token, n_tokens;   /* into syn_grammar_vocab.ids: tokens ending here */
+    uint8_t byte;                     /* the edge from the parent */
+} trie_node;
+
+struct syn_grammar_vocab {
+    int32_t n_vocab;
+    trie_node *nodes;
+    size_t n_nodes, cap_nodes;
+    int32_t *ids; /* the trie's tokens in byte order */
+    int32_t *eog;
+    size_t n_eog;
+    uint32_t max_len; /* the longest token, in bytes: the trie's depth */
+    uint8_t *bytes;   /* all token bytes back to back */
+    const syn_tokenizer *tok;
+};
+
+typedef struct tok_entry {
+    const uint8_t *p;
+    uint32_t len;
+    int32_t id;
+} tok_entry;
+
+static int cmp_tok(const void *a, const void *b) {
+    const tok_entry *x = a, *y = b;
+    uint32_t n = x->len < y->len ? x->len : y->len;
+    int c = n ? memcmp(x->p, y->p, n) : 0;
+    if (c) return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* Fills node (already allocated) from the sorted tokens [lo, hi) sharing their first d bytes. */
+static syn_status trie_build(syn_grammar_vocab *v, const tok_entry *t, uint32_t node, uint32_t lo,
+                             uint32_t hi, uint32_t d) {
+    uint32_t i = lo;
+    while (i < hi && t[i].len == d)
+        i++; /* ending here: they sort first */
+    v->nodes[node].first_token = lo;
+    v->nodes[node].n_tokens = i - lo;
+    uint32_t groups = 0;
+    for (uint32_t j = i; j < hi; j++)
+        groups += j == i || t[j].p[d] != t[j - 1].p[d];
+    if (v->n_nodes + groups > v->cap_nodes) {
+        size_t cap = v->cap_nodes * 2 + groups;
+        trie_node *n = realloc(v->nodes, cap * sizeof *n);
+        if (!n) return syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
+        v->nodes = n;
+        v->cap_nodes = cap;
+    }
+    const uint32_t first = (uint32_t)v->n_nodes;
+    v->nodes[node].first_child = first;
+    v->nodes[node].n_children = groups;
+    v->n_nodes += groups;
+    uint32_t c = first;
+    for (uint32_t j = i; j < hi;) {
+        uint32_t k = j + 1;
+        while (k < hi && t[k].p[d] == t[j].p[d])
+            k++;
+        memset(&v->nodes[c], 0, sizeof v->nodes[c]);
+        v->nodes[c].byte = t[j].p[d];
+        syn_status st = trie_build(v, t, c, j, k, d + 1);
+        if (st != SYN_OK) return st;
+        c++;
+        j = k;
+    }
+    return SYN_OK;
+}
+
+syn_status syn_grammar_vocab_new(const syn_tokenizer *tok, syn_grammar_vocab **out) {
+    if (!tok || !out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar: NULL argument");
+    *out = NULL;
+    const int32_t n = syn_tokenizer_n_vocab(tok);
+    syn_grammar_vocab *v = calloc(1, sizeof *v);
+    tok_entry *t = malloc((size_t)n * sizeof *t);
+    size_t *off = malloc((size_t)n * sizeof *off);
+    size_t cap = (size_t)n * 8 + 64, used = 0;
+    if (v) {
+        v->bytes = malloc(cap);
+        v->ids = malloc((size_t)n * sizeof *v->ids);
+        v->eog = malloc((size_t)n * sizeof *v->eog);
+    }
+    syn_status st = SYN_OK;
+    if (!v || !t || !off || !v->bytes || !v->ids || !v->eog)
+        st = syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
+    uint32_t n_t = 0;
+    for (int32_t id = 0; st == SYN_OK && id < n; id++) {
+        if (syn_tokenizer_is_eog(tok, id)) {
+            v->eog[v->n_eog++] = id;
+            continue;
+        }
+        size_t len;
+        st = syn_tokenizer_token_bytes(tok, id, (char *)v->bytes + used, cap - used, &len);
+        if (st == SYN_ERR_BUFFER_TOO_SMALL) {
+            while (cap - used < len)
+                cap *= 2;
+            uint8_t *b = realloc(v->bytes, cap);
+            if (!b) {
+                st = syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
+                break;
+            }
+            v->bytes = b;
+            st = syn_tokenizer_token_bytes(tok, id, (char *)v->bytes + used, cap - used, &len);
+        }
+        if (st != SYN_OK || !len) continue;
+        off[n_t] = used;
+        t[n_t++] = (tok_entry){NULL, (uint32_t)len, id};
+        used += len;
+        if (len > v->max_len) v->max_len = (uint32_t)len;
+    }
+    if (st == SYN_OK) {
+        for (uint32_t i = 0; i < n_t; i++)
+            t[i].p = v->bytes + off[i];
+        qsort(t, n_t, sizeof *t, cmp_tok);
+        for (uint32_t i = 0; i < n_t; i++)
+            v->ids[i] = t[i].id;
+        v->cap_nodes = (size_t)n_t * 2 + 1;
+        v->nodes = malloc(v->cap_nodes * sizeof *v->nodes);
+        if (!v->nodes) st = syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
+    }
+    if (st == SYN_OK) {
+        memset(&v->nodes[0], 0, sizeof v->nodes[0]);
+        v->n_nodes = 1;
+        st = trie_build(v, t, 0, 0, n_t, 0);
+    }
+    free(t);
+    free(off);
+    if (st != SYN_OK) {
+        syn_grammar_vocab_free(v);
+        return st;
+    }
+    v->n_vocab = n;
+    v->tok = tok;
+    *out = v;
+    return SYN_OK;
+}
+
+void syn_grammar_vocab_free(syn_grammar_vocab *v) {
+    if (!v) return;
+    free(v->nodes);
+    free(v->ids);
+    free(v->eog);
+    free(v->bytes);
+    free(v);
+}
+
+/* Marks the tokens below node whose bytes the stacks at levels[d] can take. */
+static syn_status walk(syn_grammar_matcher *m, const syn_grammar_vocab *v, uint32_t node,
+                       uint32_t d, bool *allowed) {
+    const trie_node *nd = &v->nodes[node];
+    for (uint32_t c = 0; c < nd->n_children; c++) {
+        const uint32_t child = nd->first_child + c;
+        stackset *next = &m->levels[d + 1];
+        syn_status st = step(m, &m->levels[d], next, v->nodes[child].byte);
+        if (st != SYN_OK) return st;
+        if (!next->n) continue; /* the whole subtree fails at this byte */
+        const trie_node *ch = &v->nodes[child];
+        for (uint32_t i = 0; i < ch->n_tokens; i++)
+            allowed[v->ids[ch->first_token + i]] = true;
+        st = walk(m, v, child, d + 1, allowed);
+        if (st != SYN_OK) return st;
+    }
+    return SYN_OK;
+}
+
+syn_status syn_grammar_matcher_allowed(syn_grammar_matcher *m, const syn_grammar_vocab *v,
+                                       bool *allowed) {
+    if (!m || !v || !allowed) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar: NULL argument");
+    if (m->n_levels < (size_t)v->max_len + 1) {
+        stackset *l = realloc(m->levels, ((size_t)v->max_len + 1) * sizeof *l);
+        if (!l) return syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
+        memset(l + m->n_levels, 0, ((size_t)v->max_len + 1 - m->n_levels) * sizeof *l);
+        m->levels = l;
+        m->n_levels = (size_t)v->max_len + 1;
+    }
+    memset(allowed, 0, (size_t)v->n_vocab * sizeof *allowed);
+    /* level 0 borrows the current stacks without owning them */
+    stackset saved = m->levels[0];
+    m->levels[0] = m->cur;
+    syn_status st = walk(m, v, 0, 0, allowed);
+    m->levels[0] = saved;
+    if (st != SYN_OK) return st;
+    const bool end = syn_grammar_matcher_can_end(m);
+    for (size_t i = 0; i < v->n_eog; i++)
+        allowed[v->eog[i]] = end;
+    return SYN_OK;
+}
+
+syn_status syn_grammar_matcher_feed_token(syn_grammar_matcher *m, const syn_grammar_vocab *v,
+                                          int32_t id, bool *accepted) {
+    if (!m || !v || !accepted || id < 0 || id >= v->n_vocab)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar: bad token or NULL argument");
+    if (syn_tokenizer_is_eog(v->tok, id)) {
+        *accepted = syn_grammar_matcher_can_end(m);
+        return SYN_OK;
+    }
+    char buf[1024];
+    size_t len;
+    syn_status st = syn_tokenizer_token_bytes(v->tok, id, buf, sizeof buf, &len);
+    if (st != SYN_OK) return st;
+    if (!len) {
+        *accepted = false;
+        return SYN_OK;
+    }
+    return syn_grammar_matcher_feed(m, buf, len, accepted);
 }

@@ -44,7 +44,28 @@ void syn_grammar_matcher_free(syn_grammar_matcher *m);
 syn_status syn_grammar_matcher_feed(syn_grammar_matcher *m, const void *bytes, size_t n,
                                     bool *accepted);
 
+/* Like syn_grammar_matcher_feed, but never changes the matcher: whether the bytes could be fed. */
+syn_status syn_grammar_matcher_accepts(syn_grammar_matcher *m, const void *bytes, size_t n,
+                                       bool *accepted);
+
 /* Whether the bytes fed so far form a complete sentence of the grammar. */
 bool syn_grammar_matcher_can_end(const syn_grammar_matcher *m);
+
+/* A tokenizer's vocabulary as a byte trie, built once per tokenizer and shared read-only by
+ * any number of matchers. End-of-generation tokens are kept aside; tokens with no bytes are
+ * never allowed. */
+typedef struct syn_grammar_vocab syn_grammar_vocab;
+syn_status syn_grammar_vocab_new(const syn_tokenizer *tok, syn_grammar_vocab **out);
+void syn_grammar_vocab_free(syn_grammar_vocab *v);
+
+/* Sets allowed[id] (n_vocab entries) for every token whose bytes can continue the grammar from
+ * m's state, walking the trie with the matcher and pruning a subtree at its first failing
+ * byte; end-of-generation tokens are allowed exactly when the grammar can end here. */
+syn_status syn_grammar_matcher_allowed(syn_grammar_matcher *m, const syn_grammar_vocab *v,
+                                       bool *allowed);
+
+/* Feeds token id's bytes (an end-of-generation token: accepted when the grammar can end). */
+syn_status syn_grammar_matcher_feed_token(syn_grammar_matcher *m, const syn_grammar_vocab *v,
+                                          int32_t id, bool *accepted);
 
 #endif

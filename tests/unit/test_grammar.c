@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "../support/test_util.h"
 #include "grammar/grammar.h"
 #include "synapse.h"
 
@@ -178,6 +179,73 @@ static void test_bounds(void **state) {
     syn_grammar_free(g);
 }
 
+/* The trie walk's mask equals feeding every token's bytes on its own, at several states. */
+static void check_mask_against_naive(syn_grammar_matcher *m, const syn_grammar_vocab *v,
+                                     const syn_tokenizer *tok, size_t *n_allowed) {
+    const int32_t n = syn_tokenizer_n_vocab(tok);
+    bool *allowed = malloc((size_t)n);
+    assert_non_null(allowed);
+    assert_int_equal(syn_grammar_matcher_allowed(m, v, allowed), SYN_OK);
+    *n_allowed = 0;
+    for (int32_t id = 0; id < n; id++) {
+        bool want;
+        if (syn_tokenizer_is_eog(tok, id)) {
+            want = syn_grammar_matcher_can_end(m);
+        } else {
+            char buf[1024];
+            size_t len;
+            assert_int_equal(syn_tokenizer_token_bytes(tok, id, buf, sizeof buf, &len), SYN_OK);
+            bool ok = false;
+            if (len) assert_int_equal(syn_grammar_matcher_accepts(m, buf, len, &ok), SYN_OK);
+            want = len && ok;
+        }
+        if (allowed[id] != want) fail_msg("token %d: mask %d, naive %d", id, allowed[id], want);
+        *n_allowed += want;
+    }
+    free(allowed);
+}
+
+static void test_token_mask_on_tiny_tokenizer(void **state) {
+    (void)state;
+    syn_model *model;
+    assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &model),
+                     SYN_OK);
+    const syn_tokenizer *tok = syn_model_tokenizer(model);
+    syn_grammar_vocab *v;
+    assert_int_equal(syn_grammar_vocab_new(tok, &v), SYN_OK);
+    syn_grammar *g;
+    assert_int_equal(syn_grammar_parse_gbnf(
+                         "root ::= \"{\\\"n\\\": \" [0-9]{1,6} \"}\" | \"[\" [^\\]]* \"]\"", &g),
+                     SYN_OK);
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    size_t n_allowed;
+    check_mask_against_naive(m, v, tok, &n_allowed);
+    assert_true(n_allowed > 0);
+    bool ok;
+    assert_int_equal(syn_grammar_matcher_feed(m, "{\"n\": 1", 7, &ok), SYN_OK);
+    assert_true(ok);
+    check_mask_against_naive(m, v, tok, &n_allowed);
+    assert_true(n_allowed > 1);
+    /* EOG only once the grammar can end */
+    const int32_t eos = syn_tokenizer_eos(tok);
+    assert_int_equal(syn_grammar_matcher_feed_token(m, v, eos, &ok), SYN_OK);
+    assert_false(ok);
+    assert_int_equal(syn_grammar_matcher_feed(m, "}", 1, &ok), SYN_OK);
+    check_mask_against_naive(m, v, tok, &n_allowed);
+    assert_int_equal(syn_grammar_matcher_feed_token(m, v, eos, &ok), SYN_OK);
+    assert_true(ok);
+    syn_grammar_matcher_free(m);
+    syn_grammar_matcher_new(g, &m);
+    assert_int_equal(syn_grammar_matcher_feed(m, "[", 1, &ok), SYN_OK); /* nearly all allowed */
+    check_mask_against_naive(m, v, tok, &n_allowed);
+    assert_true(n_allowed > 100000);
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+    syn_grammar_vocab_free(v);
+    syn_model_free(model);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_literals_alternatives_groups),
@@ -188,6 +256,7 @@ int main(void) {
         cmocka_unit_test(test_rejection_leaves_state),
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_token_mask_on_tiny_tokenizer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
