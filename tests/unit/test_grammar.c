@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "../support/test_util.h"
 #include "grammar/grammar.h"
@@ -246,6 +247,55 @@ static void test_token_mask_on_tiny_tokenizer(void **state) {
     syn_model_free(model);
 }
 
+/* An engine request with a grammar at temperature 1: under several seeds the output parses as
+ * the JSON object the grammar describes and ends at end-of-generation. */
+static void test_engine_request_follows_grammar(void **state) {
+    (void)state;
+    syn_model *model;
+    assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &model),
+                     SYN_OK);
+    syn_engine_params ep = syn_engine_default_params();
+    ep.n_parallel = 2;
+    ep.n_threads = 2;
+    syn_engine *e;
+    assert_int_equal(syn_engine_new(model, &ep, &e), SYN_OK);
+    syn_request_params p = syn_request_default_params();
+    p.prompt_text = "Give me JSON:";
+    p.max_tokens = 64;
+    p.sampling.temperature = 1.0f;
+    p.grammar = "root ::= \"{\\\"n\\\": \" [1-9] [0-9]{0,3} \", \\\"ok\\\": \" (\"true\" | "
+                "\"false\") \"}\"";
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        p.sampling.seed = seed;
+        syn_request *r;
+        assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+        assert_int_equal(res.finish, SYN_FINISH_EOG);
+        char text[1024];
+        size_t len;
+        assert_int_equal(syn_detokenize(syn_model_tokenizer(model), res.tokens, res.n_tokens, text,
+                                        sizeof text - 1, &len),
+                         SYN_OK);
+        text[len] = 0;
+        json_error_t jerr;
+        json_t *j = json_loads(text, 0, &jerr);
+        if (!j) fail_msg("seed %d: '%s' is not JSON: %s", (int)seed, text, jerr.text);
+        assert_true(json_is_object(j) && json_object_size(j) == 2);
+        json_int_t n = json_integer_value(json_object_get(j, "n"));
+        assert_true(json_is_integer(json_object_get(j, "n")) && n >= 1 && n <= 9999);
+        assert_true(json_is_boolean(json_object_get(j, "ok")));
+        json_decref(j);
+        syn_request_free(r);
+    }
+    p.grammar = "root ::= nowhere";
+    syn_request *r = NULL;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "undefined rule 'nowhere'"));
+    syn_engine_free(e);
+    syn_model_free(model);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_literals_alternatives_groups),
@@ -257,6 +307,7 @@ int main(void) {
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_token_mask_on_tiny_tokenizer),
+        cmocka_unit_test(test_engine_request_follows_grammar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
