@@ -13,8 +13,8 @@ BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
 # What libsynapse itself links, and what the tool and the tests link besides.
-LIB_PKGS := libpcre2-8 libutf8proc
-PKGS     := $(LIB_PKGS) jansson libmicrohttpd
+LIB_PKGS := libpcre2-8 libutf8proc jansson
+PKGS     := $(LIB_PKGS) libmicrohttpd
 NPROC   := $(shell nproc 2>/dev/null || echo 2)
 # Quiet when no compiler exists yet (a bare Debian before `make run` installs one).
 TARGET_ARCH_NAME := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)

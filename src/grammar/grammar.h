@@ -35,6 +35,19 @@ typedef struct syn_grammar_matcher syn_grammar_matcher;
 syn_status syn_grammar_parse_gbnf(const char *text, syn_grammar **out);
 void syn_grammar_free(syn_grammar *g);
 
+/* Compiles a JSON Schema (at most 1 MiB of text) into a grammar of the JSON texts it accepts,
+ * with whitespace bounded (at most 4 blanks in a row). Enforced: type (each, and unions),
+ * properties (in the schema's order), required, additionalProperties false (also when absent:
+ * no other keys), enum, const, items, prefixItems, minItems/maxItems (<= 100), minLength/
+ * maxLength (<= 1000), minimum 0 or 1 for integers, anyOf, oneOf (as anyOf), local $ref into
+ * $defs/definitions or "#", format date, date-time, uuid; annotations (title, description,
+ * default, examples, $schema, $id, $comment) are ignored. Any other keyword or value is
+ * SYN_ERR_UNSUPPORTED naming it; a $ref cycle that cannot terminate or nesting past 64 is
+ * SYN_ERR_UNSUPPORTED; bad JSON or too large a text is SYN_ERR_INVALID_ARGUMENT. */
+syn_status syn_grammar_from_json_schema(const char *schema, syn_grammar **out);
+/* Any JSON object (the `json_object` response format). */
+syn_status syn_grammar_json_object(syn_grammar **out);
+
 /* A matcher at the start of g (g must outlive it). Fails only on a bound or allocation. */
 syn_status syn_grammar_matcher_new(const syn_grammar *g, syn_grammar_matcher **out);
 void syn_grammar_matcher_free(syn_grammar_matcher *m);

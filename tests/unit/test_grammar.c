@@ -180,6 +180,126 @@ static void test_bounds(void **state) {
     syn_grammar_free(g);
 }
 
+/* As match, for a grammar compiled from a JSON Schema. */
+static int schema_match(const char *schema, const char *text) {
+    syn_grammar *g;
+    if (syn_grammar_from_json_schema(schema, &g) != SYN_OK) fail_msg("%s", syn_last_error());
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    bool ok;
+    assert_int_equal(syn_grammar_matcher_feed(m, text, strlen(text), &ok), SYN_OK);
+    int r = ok ? syn_grammar_matcher_can_end(m) : -1;
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+    return r;
+}
+
+static void test_schema_keywords(void **state) {
+    (void)state;
+    const char *obj =
+        "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"},"
+        " \"age\": {\"type\": \"integer\", \"minimum\": 0}}, \"required\": [\"name\"],"
+        " \"additionalProperties\": false}";
+    assert_int_equal(schema_match(obj, "{\"name\": \"Bo\", \"age\": 3}"), 1);
+    assert_int_equal(schema_match(obj, "{\"name\":\"x\"}"), 1);
+    assert_int_equal(schema_match(obj, "{\"age\": 3}"), -1);
+    assert_int_equal(schema_match(obj, "{\"name\": \"x\", \"extra\": 1}"), -1);
+    assert_int_equal(schema_match(obj, "{\"name\": \"x\", \"age\": -1}"), -1);
+    assert_int_equal(schema_match(obj, "{}"), -1);
+    const char *opt =
+        "{\"properties\": {\"a\": {\"type\": \"boolean\"}, \"b\": {\"type\": \"null\"}}}";
+    assert_int_equal(schema_match(opt, "{}"), 1);
+    assert_int_equal(schema_match(opt, "{\"b\": null}"), 1);
+    assert_int_equal(schema_match(opt, "{\"a\": true, \"b\": null}"), 1);
+    assert_int_equal(schema_match(opt, "{\"a\": 1}"), -1);
+    assert_int_equal(schema_match("{\"type\": [\"number\", \"null\"]}", "-1.5e3"), 1);
+    assert_int_equal(schema_match("{\"type\": [\"number\", \"null\"]}", "null"), 1);
+    assert_int_equal(schema_match("{\"type\": [\"number\", \"null\"]}", "\"1\""), -1);
+    assert_int_equal(schema_match("{\"type\": \"integer\"}", "1.5"), -1);
+    assert_int_equal(schema_match("{\"enum\": [\"red\", 2, [1]]}", "\"red\""), 1);
+    assert_int_equal(schema_match("{\"enum\": [\"red\", 2, [1]]}", "[1]"), 1);
+    assert_int_equal(schema_match("{\"enum\": [\"red\", 2, [1]]}", "\"blue\""), -1);
+    assert_int_equal(schema_match("{\"const\": {\"k\": \"v\"}}", "{\"k\":\"v\"}"), 1);
+    const char *arr = "{\"type\": \"array\", \"items\": {\"type\": \"integer\"}, \"minItems\": 2,"
+                      " \"maxItems\": 3}";
+    assert_int_equal(schema_match(arr, "[1, 2]"), 1);
+    assert_int_equal(schema_match(arr, "[1,2,3]"), 1);
+    assert_int_equal(schema_match(arr, "[1]"), -1);
+    assert_int_equal(schema_match(arr, "[1,2,3,4]"), -1);
+    assert_int_equal(schema_match(arr, "[\"a\"]"), -1);
+    const char *tup =
+        "{\"type\": \"array\", \"prefixItems\": [{\"type\": \"string\"}, {\"type\": \"boolean\"}]}";
+    assert_int_equal(schema_match(tup, "[\"a\", false]"), 1);
+    assert_int_equal(schema_match(tup, "[false, \"a\"]"), -1);
+    const char *str = "{\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}";
+    assert_int_equal(schema_match(str, "\"ab\""), 1);
+    assert_int_equal(schema_match(str, "\"a\\n\""), 1);
+    assert_int_equal(schema_match(str, "\"a\""), -1);
+    assert_int_equal(schema_match(str, "\"abcd\""), -1);
+    const char *any =
+        "{\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"integer\", \"minimum\": 1}]}";
+    assert_int_equal(schema_match(any, "\"s\""), 1);
+    assert_int_equal(schema_match(any, "7"), 1);
+    assert_int_equal(schema_match(any, "0"), -1);
+    const char *list = "{\"$ref\": \"#/$defs/node\", \"$defs\": {\"node\": {\"type\": \"object\","
+                       " \"properties\": {\"v\": {\"type\": \"integer\"}, \"next\": {\"anyOf\":"
+                       " [{\"$ref\": \"#/$defs/node\"}, {\"type\": \"null\"}]}}, \"required\": "
+                       "[\"v\", \"next\"]}}}";
+    assert_int_equal(schema_match(list, "{\"v\": 1, \"next\": {\"v\": 2, \"next\": null}}"), 1);
+    assert_int_equal(schema_match(list, "{\"v\": 1, \"next\": {\"v\": 2}}"), -1);
+    assert_int_equal(schema_match("{\"type\": \"string\", \"format\": \"date\"}", "\"2026-12-02\""),
+                     1);
+    assert_int_equal(schema_match("{\"type\": \"string\", \"format\": \"date\"}", "\"2026-1-02\""),
+                     -1);
+    assert_int_equal(schema_match("{\"type\": \"string\", \"format\": \"date-time\"}",
+                                  "\"2026-12-02T21:55:00Z\""),
+                     1);
+    assert_int_equal(schema_match("{\"type\": \"string\", \"format\": \"uuid\"}",
+                                  "\"123e4567-e89b-12d3-a456-426614174000\""),
+                     1);
+    assert_int_equal(schema_match("{\"type\": \"string\", \"format\": \"uuid\"}", "\"123e4567\""),
+                     -1);
+    /* the generic json_object grammar */
+    syn_grammar *g;
+    assert_int_equal(syn_grammar_json_object(&g), SYN_OK);
+    syn_grammar_free(g);
+    assert_int_equal(schema_match("{\"type\": \"object\"}", "{\"a\": [1, {\"b\": null}]}"), 1);
+    assert_int_equal(schema_match("{\"type\": \"object\"}", "[1]"), -1);
+}
+
+static void expect_schema_error(const char *schema, syn_status status, const char *needle) {
+    syn_grammar *g = (syn_grammar *)1;
+    assert_int_equal(syn_grammar_from_json_schema(schema, &g), status);
+    assert_null(g);
+    if (!strstr(syn_last_error(), needle)) fail_msg("'%s' lacks '%s'", syn_last_error(), needle);
+}
+
+static void test_schema_errors(void **state) {
+    (void)state;
+    expect_schema_error("{\"type\": \"string\", \"pattern\": \"a+\"}", SYN_ERR_UNSUPPORTED,
+                        "'pattern'");
+    expect_schema_error("{\"type\": \"integer\", \"maximum\": 9}", SYN_ERR_UNSUPPORTED,
+                        "'maximum'");
+    expect_schema_error("{\"type\": \"string\", \"format\": \"email\"}", SYN_ERR_UNSUPPORTED,
+                        "'email'");
+    expect_schema_error("{\"type\": \"object\", \"additionalProperties\": true}",
+                        SYN_ERR_UNSUPPORTED, "'additionalProperties'");
+    expect_schema_error("{\"$ref\": \"#/$defs/a\", \"$defs\": {\"a\": {\"$ref\": \"#/$defs/a\"}}}",
+                        SYN_ERR_UNSUPPORTED, "$ref cycle");
+    expect_schema_error("{\"$ref\": \"#/$defs/none\"}", SYN_ERR_INVALID_ARGUMENT, "names nothing");
+    expect_schema_error("{\"$ref\": \"http://x/y\"}", SYN_ERR_UNSUPPORTED, "not a local");
+    expect_schema_error("{\"type\": ", SYN_ERR_INVALID_ARGUMENT, "not JSON");
+    expect_schema_error("{\"type\": \"frobnicate\"}", SYN_ERR_UNSUPPORTED, "'frobnicate'");
+    const size_t big = (1u << 20) + 16;
+    char *s = malloc(big + 1);
+    assert_non_null(s);
+    memset(s, ' ', big);
+    memcpy(s, "{\"type\": \"string\"}", 18);
+    s[big] = 0;
+    expect_schema_error(s, SYN_ERR_INVALID_ARGUMENT, "above the 1048576-byte bound");
+    free(s);
+}
+
 /* The trie walk's mask equals feeding every token's bytes on its own, at several states. */
 static void check_mask_against_naive(syn_grammar_matcher *m, const syn_grammar_vocab *v,
                                      const syn_tokenizer *tok, size_t *n_allowed) {
@@ -306,6 +426,8 @@ int main(void) {
         cmocka_unit_test(test_rejection_leaves_state),
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_schema_keywords),
+        cmocka_unit_test(test_schema_errors),
         cmocka_unit_test(test_token_mask_on_tiny_tokenizer),
         cmocka_unit_test(test_engine_request_follows_grammar),
     };
