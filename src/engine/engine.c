@@ -280,8 +280,11 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
 }
 
 /* Parses r's grammar, builds the engine's vocabulary trie on first use, and starts r's matcher. */
-static syn_status grammar_init(syn_engine *e, const char *gbnf, syn_request *r) {
-    syn_status st = syn_grammar_parse_gbnf(gbnf, &r->grammar);
+static syn_status grammar_init(syn_engine *e, const syn_request_params *p, syn_request *r) {
+    if (p->grammar && p->json_schema)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar and json_schema are mutually exclusive");
+    syn_status st = p->grammar ? syn_grammar_parse_gbnf(p->grammar, &r->grammar)
+                               : syn_grammar_from_json_schema(p->json_schema, &r->grammar);
     if (st != SYN_OK) return st == SYN_ERR_FORMAT ? SYN_ERR_INVALID_ARGUMENT : st;
     pthread_mutex_lock(&e->mutex);
     if (!e->grammar_vocab)
@@ -336,7 +339,7 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
     if (st == SYN_OK)
         st = text_stream_init(&r->text, syn_model_tokenizer(e->model), p->stop_strings,
                               p->n_stop_strings);
-    if (st == SYN_OK && p->grammar) st = grammar_init(e, p->grammar, r);
+    if (st == SYN_OK && (p->grammar || p->json_schema)) st = grammar_init(e, p, r);
     if (st != SYN_OK) {
         request_destroy(r);
         return st;

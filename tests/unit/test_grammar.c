@@ -367,6 +367,14 @@ static void test_token_mask_on_tiny_tokenizer(void **state) {
     syn_model_free(model);
 }
 
+/* Characters (not bytes) of UTF-8 text s: maxLength counts characters. */
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
 /* An engine request with a grammar at temperature 1: under several seeds the output parses as
  * the JSON object the grammar describes and ends at end-of-generation. */
 static void test_engine_request_follows_grammar(void **state) {
@@ -408,8 +416,49 @@ static void test_engine_request_follows_grammar(void **state) {
         json_decref(j);
         syn_request_free(r);
     }
-    p.grammar = "root ::= nowhere";
+    /* a JSON Schema: the output parses and is an instance */
+    p.grammar = NULL;
+    p.json_schema =
+        "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\","
+        " \"maxLength\": 8}, \"tags\": {\"type\": \"array\", \"items\": {\"enum\": [\"a\","
+        " \"b\"]}, \"maxItems\": 3}}, \"required\": [\"name\", \"tags\"]}";
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        p.sampling.seed = seed;
+        p.max_tokens = 200;
+        syn_request *r;
+        assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+        assert_int_equal(res.finish, SYN_FINISH_EOG);
+        char text[4096];
+        size_t len;
+        assert_int_equal(syn_detokenize(syn_model_tokenizer(model), res.tokens, res.n_tokens, text,
+                                        sizeof text - 1, &len),
+                         SYN_OK);
+        text[len] = 0;
+        json_error_t jerr;
+        json_t *j = json_loads(text, 0, &jerr);
+        if (!j) fail_msg("seed %d: '%s' is not JSON: %s", (int)seed, text, jerr.text);
+        assert_true(json_is_object(j) && json_object_size(j) == 2);
+        json_t *name = json_object_get(j, "name"), *tags = json_object_get(j, "tags");
+        assert_true(json_is_string(name) && utf8_chars(json_string_value(name)) <= 8);
+        assert_true(json_is_array(tags) && json_array_size(tags) <= 3);
+        for (size_t i = 0; i < json_array_size(tags); i++) {
+            const char *t = json_string_value(json_array_get(tags, i));
+            assert_true(t && (!strcmp(t, "a") || !strcmp(t, "b")));
+        }
+        json_decref(j);
+        syn_request_free(r);
+    }
+    p.json_schema = "{\"type\": \"string\", \"pattern\": \"x\"}";
     syn_request *r = NULL;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(syn_last_error(), "'pattern'"));
+    p.grammar = "root ::= \"x\"";
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "mutually exclusive"));
+    p.json_schema = NULL;
+    p.grammar = "root ::= nowhere";
     assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(syn_last_error(), "undefined rule 'nowhere'"));
     syn_engine_free(e);
