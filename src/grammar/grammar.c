@@ -354,8 +354,17 @@ static syn_status class_item(parser *ps, cprange *r, size_t n, bool negate, gvec
     uint32_t rid;
     syn_status st = gen_rule(ps, &rid);
     gvec body = {0};
+    /* the ASCII part as one set: one alternative (one parser stack) instead of one per range */
+    if (st == SYN_OK && fin[0].lo < 0x80) {
+        uint32_t id;
+        st = new_set(ps, &id);
+        for (size_t i = 0; i < f && st == SYN_OK && fin[i].lo < 0x80; i++)
+            set_range(ps, id, fin[i].lo, fin[i].hi < 0x80 ? fin[i].hi : 0x7F);
+        if (st == SYN_OK) st = vpush(ps, &body, G_SET, id);
+    }
     for (size_t i = 0; i < f && st == SYN_OK; i++)
-        st = utf8_ranges(ps, &body, fin[i].lo, fin[i].hi);
+        if (fin[i].hi >= 0x80)
+            st = utf8_ranges(ps, &body, fin[i].lo < 0x80 ? 0x80 : fin[i].lo, fin[i].hi);
     ps->rules[rid].body = body;
     return st != SYN_OK ? st : vpush(ps, item, G_REF, rid);
 }
