@@ -488,6 +488,20 @@ typedef struct syn_request_params {
      * text that could be the start of a match is held back until it cannot. */
     const char *const *stop_strings;
     size_t n_stop_strings;
+    /* NULL, or a GBNF grammar (llama.cpp's format: `root ::= ...`, rule references, "literals",
+     * [classes], [^negated], ., ( ), * + ? {m,n}, # comments) the output must follow: at each
+     * step the tokens whose bytes cannot continue it are masked out before sampling, and
+     * end-of-generation is allowed only where the grammar can end. A syntax error, an undefined
+     * rule or a passed bound (left recursion, more than 4096 parser stacks, depth 512) is
+     * SYN_ERR_INVALID_ARGUMENT or SYN_ERR_UNSUPPORTED at submission or the request's error. */
+    const char *grammar;
+    /* NULL, or a JSON Schema (JSON text, at most 1 MiB) the output must be an instance of,
+     * compiled into such a grammar (not with grammar too). Enforced: type (and unions),
+     * properties, required, additionalProperties false (also when absent), enum, const, items,
+     * prefixItems, minItems/maxItems (<= 100), minLength/maxLength (<= 1000), integer minimum
+     * 0 or 1, anyOf, oneOf (as anyOf), local $ref/$defs, format date, date-time, uuid; blanks
+     * between tokens at most 4 in a row. Any other keyword is SYN_ERR_UNSUPPORTED naming it. */
+    const char *json_schema;
     syn_token_fn on_token; /* NULL: no streaming */
     void *user_data;
 } syn_request_params;

@@ -62,6 +62,7 @@ static void engine_destroy(syn_engine *e) {
     pthread_cond_destroy(&e->work);
     pthread_cond_destroy(&e->done);
     pthread_mutex_destroy(&e->mutex);
+    syn_grammar_vocab_free(e->grammar_vocab);
     free(e);
 }
 
@@ -278,6 +279,25 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
     return SYN_OK;
 }
 
+/* Parses r's grammar, builds the engine's vocabulary trie on first use, and starts r's matcher. */
+static syn_status grammar_init(syn_engine *e, const syn_request_params *p, syn_request *r) {
+    if (p->grammar && p->json_schema)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar and json_schema are mutually exclusive");
+    syn_status st = p->grammar ? syn_grammar_parse_gbnf(p->grammar, &r->grammar)
+                               : syn_grammar_from_json_schema(p->json_schema, &r->grammar);
+    if (st != SYN_OK) return st == SYN_ERR_FORMAT ? SYN_ERR_INVALID_ARGUMENT : st;
+    pthread_mutex_lock(&e->mutex);
+    if (!e->grammar_vocab)
+        st = syn_grammar_vocab_new(syn_model_tokenizer(e->model), &e->grammar_vocab);
+    pthread_mutex_unlock(&e->mutex);
+    if (st == SYN_OK) st = syn_grammar_matcher_new(r->grammar, &r->matcher);
+    if (st != SYN_OK) return st;
+    r->allowed = malloc(sizeof *r->allowed * e->n_vocab);
+    r->banned = malloc(sizeof *r->banned * e->n_vocab);
+    if (!r->allowed || !r->banned) return syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
+    return SYN_OK;
+}
+
 syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_request **out) {
     syn_clear_error();
     if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_engine_submit: out is NULL");
@@ -319,6 +339,7 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
     if (st == SYN_OK)
         st = text_stream_init(&r->text, syn_model_tokenizer(e->model), p->stop_strings,
                               p->n_stop_strings);
+    if (st == SYN_OK && (p->grammar || p->json_schema)) st = grammar_init(e, p, r);
     if (st != SYN_OK) {
         request_destroy(r);
         return st;

@@ -70,6 +70,14 @@ void dequeue_locked(syn_engine *e, syn_request *r) {
  * tables. */
 static void free_work_buffers(syn_request *r) {
     syn_sampler_free(r->sampler);
+    syn_grammar_matcher_free(r->matcher);
+    syn_grammar_free(r->grammar);
+    free(r->allowed);
+    free(r->banned);
+    r->matcher = NULL;
+    r->grammar = NULL;
+    r->allowed = NULL;
+    r->banned = NULL;
     text_stream_free(&r->text);
     free(r->stop);
     free(r->block_ids);
@@ -357,9 +365,25 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
     const syn_tokenizer *tok = syn_model_tokenizer(e->model);
     int32_t id = -1;
     /* as `synapse run --ignore-eos`: end-of-generation tokens cannot be drawn */
-    const syn_status st =
-        syn_sampler_sample_banned(r->sampler, logits, e->n_vocab, r->ids, r->n_prompt + r->n_out,
-                                  e->eog_ids, r->ignore_eos ? e->n_eog : 0, &id);
+    const int32_t *banned = e->eog_ids;
+    size_t n_banned = r->ignore_eos ? e->n_eog : 0;
+    syn_status st = SYN_OK;
+    if (r->matcher) { /* the grammar bans every token that cannot continue it */
+        st = syn_grammar_matcher_allowed(r->matcher, e->grammar_vocab, r->allowed);
+        if (st == SYN_OK && r->ignore_eos)
+            for (size_t i = 0; i < e->n_eog; i++)
+                r->allowed[e->eog_ids[i]] = false;
+        n_banned = 0;
+        for (int32_t t = 0; st == SYN_OK && t < e->n_vocab; t++)
+            if (!r->allowed[t]) r->banned[n_banned++] = t;
+        if (st == SYN_OK && n_banned == (size_t)e->n_vocab)
+            st = syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                          "grammar: no token can continue the output (after %zu tokens)", r->n_out);
+        banned = r->banned;
+    }
+    if (st == SYN_OK)
+        st = syn_sampler_sample_banned(r->sampler, logits, e->n_vocab, r->ids,
+                                       r->n_prompt + r->n_out, banned, n_banned, &id);
     if (st != SYN_OK) {
         mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
         return;
@@ -372,6 +396,16 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
     for (size_t i = 0; i < r->n_stop; i++) {
         if (r->stop[i] == id) {
             mark_finished(r, SYN_FINISH_STOP, SYN_OK, NULL);
+            return;
+        }
+    }
+    if (r->matcher) {
+        bool ok;
+        st = syn_grammar_matcher_feed_token(r->matcher, e->grammar_vocab, id, &ok);
+        if (st == SYN_OK && !ok)
+            st = syn_fail(SYN_ERR_INTERNAL, "grammar: the sampled token %d was masked out", id);
+        if (st != SYN_OK) {
+            mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
             return;
         }
     }

@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "engine/kv_pool.h"
 #include "engine/text_stream.h"
+#include "grammar/grammar.h"
 #include "synapse.h"
 
 typedef enum req_phase { PHASE_PREFILL, PHASE_DECODE, PHASE_FINISHED } req_phase;
@@ -43,6 +44,11 @@ struct syn_request {
 
     /* Scheduler. */
     syn_sampler *sampler;
+    /* the request's grammar (NULL: none), its matcher's state, and the per-step mask buffers */
+    syn_grammar *grammar;
+    syn_grammar_matcher *matcher;
+    bool *allowed;      /* [n_vocab] */
+    int32_t *banned;    /* [n_vocab] */
     text_stream text;   /* the streamed text: detokenizer, stop strings, held-back text */
     int32_t *block_ids; /* [max_blocks] pool ids of the sequence's blocks */
     void **block_data;  /* [max_blocks] their memory: the table the backend reads */
@@ -97,6 +103,9 @@ struct syn_engine {
     /* [n_eog] the vocabulary's end-of-generation tokens (the tokenizer's) */
     const int32_t *eog_ids;
     size_t n_eog;
+    /* the vocabulary trie for grammars: built by the first submission with a grammar (under
+     * mutex, before that request is queued), then read-only */
+    syn_grammar_vocab *grammar_vocab;
 
     /* Mutex. */
     pthread_mutex_t mutex;

@@ -1,0 +1,84 @@
+/*
+ * grammar.h: context-free grammars (llama.cpp's GBNF text format) and a byte-level matcher.
+ *
+ * A grammar is parsed once into flat rules: each rule is a list of alternatives, each alternative
+ * a sequence of byte sets and rule references. Repetition, groups and character classes beyond
+ * ASCII are desugared into generated rules at parse time (classes as UTF-8 byte sequences), so the
+ * matcher only ever tests one byte against one 256-bit set.
+ *
+ * The matcher holds the set of pushdown stacks the bytes so far leave possible. It is bounded:
+ * at most SYN_GRAMMAR_MAX_STACKS stacks, SYN_GRAMMAR_MAX_DEPTH entries per stack and
+ * SYN_GRAMMAR_MAX_NEST rule expansions without consuming a byte (left recursion); passing a bound
+ * is an error naming it, never a hang.
+ */
+#ifndef SYN_GRAMMAR_H
+#define SYN_GRAMMAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "synapse.h"
+
+#define SYN_GRAMMAR_MAX_STACKS 4096
+#define SYN_GRAMMAR_MAX_DEPTH 512
+#define SYN_GRAMMAR_MAX_NEST 128
+#define SYN_GRAMMAR_MAX_ELEMENTS (1u << 20)
+#define SYN_GRAMMAR_MAX_REPEAT 1000
+
+typedef struct syn_grammar syn_grammar;
+typedef struct syn_grammar_matcher syn_grammar_matcher;
+
+/* Parses GBNF text (rules `name ::= ...`, "literals", [classes], [^negated], ., ( ), * + ?
+ * {m}, {m,}, {m,n}, # comments); the start rule is `root`. SYN_ERR_FORMAT with the line and
+ * column for a syntax error or an undefined rule, SYN_ERR_UNSUPPORTED for a bound passed. */
+syn_status syn_grammar_parse_gbnf(const char *text, syn_grammar **out);
+void syn_grammar_free(syn_grammar *g);
+
+/* Compiles a JSON Schema (at most 1 MiB of text) into a grammar of the JSON texts it accepts,
+ * with whitespace bounded (at most 4 blanks in a row). Enforced: type (each, and unions),
+ * properties (in the schema's order), required, additionalProperties false (also when absent:
+ * no other keys), enum, const, items, prefixItems, minItems/maxItems (<= 100), minLength/
+ * maxLength (<= 1000), minimum 0 or 1 for integers, anyOf, oneOf (as anyOf), local $ref into
+ * $defs/definitions or "#", format date, date-time, uuid; annotations (title, description,
+ * default, examples, $schema, $id, $comment) are ignored. Any other keyword or value is
+ * SYN_ERR_UNSUPPORTED naming it; a $ref cycle that cannot terminate or nesting past 64 is
+ * SYN_ERR_UNSUPPORTED; bad JSON or too large a text is SYN_ERR_INVALID_ARGUMENT. */
+syn_status syn_grammar_from_json_schema(const char *schema, syn_grammar **out);
+/* Any JSON object (the `json_object` response format). */
+syn_status syn_grammar_json_object(syn_grammar **out);
+
+/* A matcher at the start of g (g must outlive it). Fails only on a bound or allocation. */
+syn_status syn_grammar_matcher_new(const syn_grammar *g, syn_grammar_matcher **out);
+void syn_grammar_matcher_free(syn_grammar_matcher *m);
+
+/* Feeds n bytes. *accepted is false when some byte cannot continue the grammar; the matcher is
+ * then unchanged. An error (a bound) also leaves it unchanged. */
+syn_status syn_grammar_matcher_feed(syn_grammar_matcher *m, const void *bytes, size_t n,
+                                    bool *accepted);
+
+/* Like syn_grammar_matcher_feed, but never changes the matcher: whether the bytes could be fed. */
+syn_status syn_grammar_matcher_accepts(syn_grammar_matcher *m, const void *bytes, size_t n,
+                                       bool *accepted);
+
+/* Whether the bytes fed so far form a complete sentence of the grammar. */
+bool syn_grammar_matcher_can_end(const syn_grammar_matcher *m);
+
+/* A tokenizer's vocabulary as a byte trie, built once per tokenizer and shared read-only by
+ * any number of matchers. End-of-generation tokens are kept aside; tokens with no bytes are
+ * never allowed. */
+typedef struct syn_grammar_vocab syn_grammar_vocab;
+syn_status syn_grammar_vocab_new(const syn_tokenizer *tok, syn_grammar_vocab **out);
+void syn_grammar_vocab_free(syn_grammar_vocab *v);
+
+/* Sets allowed[id] (n_vocab entries) for every token whose bytes can continue the grammar from
+ * m's state, walking the trie with the matcher and pruning a subtree at its first failing
+ * byte; end-of-generation tokens are allowed exactly when the grammar can end here. */
+syn_status syn_grammar_matcher_allowed(syn_grammar_matcher *m, const syn_grammar_vocab *v,
+                                       bool *allowed);
+
+/* Feeds token id's bytes (an end-of-generation token: accepted when the grammar can end). */
+syn_status syn_grammar_matcher_feed_token(syn_grammar_matcher *m, const syn_grammar_vocab *v,
+                                          int32_t id, bool *accepted);
+
+#endif
