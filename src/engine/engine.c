@@ -292,7 +292,7 @@ static syn_status grammar_init(syn_engine *e, const syn_request_params *p, syn_r
     pthread_mutex_unlock(&e->mutex);
     if (st == SYN_OK) st = syn_grammar_matcher_new(r->grammar, &r->matcher);
     if (st != SYN_OK) return st;
-    r->allowed = malloc(sizeof *r->allowed * e->n_vocab);
+    r->allowed = malloc(sizeof *r->allowed * (((size_t)e->n_vocab + 63) / 64));
     r->banned = malloc(sizeof *r->banned * e->n_vocab);
     if (!r->allowed || !r->banned) return syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
     return SYN_OK;

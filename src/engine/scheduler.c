@@ -372,10 +372,15 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
         st = syn_grammar_matcher_allowed(r->matcher, e->grammar_vocab, r->allowed);
         if (st == SYN_OK && r->ignore_eos)
             for (size_t i = 0; i < e->n_eog; i++)
-                r->allowed[e->eog_ids[i]] = false;
+                r->allowed[e->eog_ids[i] >> 6] &= ~(1ull << (e->eog_ids[i] & 63));
         n_banned = 0;
-        for (int32_t t = 0; st == SYN_OK && t < e->n_vocab; t++)
-            if (!r->allowed[t]) r->banned[n_banned++] = t;
+        for (int32_t w = 0; st == SYN_OK && w * 64 < e->n_vocab; w++) {
+            const uint64_t bits = r->allowed[w];
+            if (bits == ~0ull) continue; /* inside a string most words are all allowed */
+            const int32_t end = w * 64 + 64 < e->n_vocab ? w * 64 + 64 : e->n_vocab;
+            for (int32_t t = w * 64; t < end; t++)
+                if (!(bits >> (t & 63) & 1)) r->banned[n_banned++] = t;
+        }
         if (st == SYN_OK && n_banned == (size_t)e->n_vocab)
             st = syn_fail(SYN_ERR_INVALID_ARGUMENT,
                           "grammar: no token can continue the output (after %zu tokens)", r->n_out);

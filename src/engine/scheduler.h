@@ -47,7 +47,7 @@ struct syn_request {
     /* the request's grammar (NULL: none), its matcher's state, and the per-step mask buffers */
     syn_grammar *grammar;
     syn_grammar_matcher *matcher;
-    bool *allowed;      /* [n_vocab] */
+    uint64_t *allowed;  /* [(n_vocab + 63) / 64] bits */
     int32_t *banned;    /* [n_vocab] */
     text_stream text;   /* the streamed text: detokenizer, stop strings, held-back text */
     int32_t *block_ids; /* [max_blocks] pool ids of the sequence's blocks */

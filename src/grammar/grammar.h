@@ -66,16 +66,19 @@ bool syn_grammar_matcher_can_end(const syn_grammar_matcher *m);
 
 /* A tokenizer's vocabulary as a byte trie, built once per tokenizer and shared read-only by
  * any number of matchers. End-of-generation tokens are kept aside; tokens with no bytes are
- * never allowed. */
+ * never allowed; control and user-defined tokens (<|im_start|>, <tool_call>) only where the
+ * grammar spells out their text literally, so never inside a JSON string or a [class]. */
 typedef struct syn_grammar_vocab syn_grammar_vocab;
 syn_status syn_grammar_vocab_new(const syn_tokenizer *tok, syn_grammar_vocab **out);
 void syn_grammar_vocab_free(syn_grammar_vocab *v);
 
-/* Sets allowed[id] (n_vocab entries) for every token whose bytes can continue the grammar from
- * m's state, walking the trie with the matcher and pruning a subtree at its first failing
- * byte; end-of-generation tokens are allowed exactly when the grammar can end here. */
+/* Sets bit id of allowed ((n_vocab + 63) / 64 words) for every token whose bytes can continue
+ * the grammar from m's state, clearing the others; end-of-generation tokens are allowed exactly
+ * when the grammar can end here. The matcher keeps a lazy DFA over its stack sets (at most 4096
+ * states, then restarted) and the mask of each state it computed (at most 64): a state met
+ * again costs a copy; a new one a trie walk of one table look-up per node. */
 syn_status syn_grammar_matcher_allowed(syn_grammar_matcher *m, const syn_grammar_vocab *v,
-                                       bool *allowed);
+                                       uint64_t *allowed);
 
 /* Feeds token id's bytes (an end-of-generation token: accepted when the grammar can end). */
 syn_status syn_grammar_matcher_feed_token(syn_grammar_matcher *m, const syn_grammar_vocab *v,

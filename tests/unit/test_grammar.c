@@ -12,8 +12,10 @@
 #include <jansson.h>
 
 #include "../support/test_util.h"
+#include "core/clock.h"
 #include "grammar/grammar.h"
 #include "synapse.h"
+#include "tokenizer/tokenizer.h"
 
 /* Whether the whole of text is a sentence of the grammar; -1 when it stops being a prefix. */
 static int match(const char *gbnf, const char *text) {
@@ -304,7 +306,7 @@ static void test_schema_errors(void **state) {
 static void check_mask_against_naive(syn_grammar_matcher *m, const syn_grammar_vocab *v,
                                      const syn_tokenizer *tok, size_t *n_allowed) {
     const int32_t n = syn_tokenizer_n_vocab(tok);
-    bool *allowed = malloc((size_t)n);
+    uint64_t *allowed = malloc(((size_t)n + 63) / 64 * sizeof *allowed);
     assert_non_null(allowed);
     assert_int_equal(syn_grammar_matcher_allowed(m, v, allowed), SYN_OK);
     *n_allowed = 0;
@@ -312,6 +314,8 @@ static void check_mask_against_naive(syn_grammar_matcher *m, const syn_grammar_v
         bool want;
         if (syn_tokenizer_is_eog(tok, id)) {
             want = syn_grammar_matcher_can_end(m);
+        } else if (tokenizer_is_special(tok, id)) {
+            want = false; /* these grammars never spell out a control token */
         } else {
             char buf[1024];
             size_t len;
@@ -320,7 +324,8 @@ static void check_mask_against_naive(syn_grammar_matcher *m, const syn_grammar_v
             if (len) assert_int_equal(syn_grammar_matcher_accepts(m, buf, len, &ok), SYN_OK);
             want = len && ok;
         }
-        if (allowed[id] != want) fail_msg("token %d: mask %d, naive %d", id, allowed[id], want);
+        const bool got = allowed[id >> 6] >> (id & 63) & 1;
+        if (got != want) fail_msg("token %d: mask %d, naive %d", id, got, want);
         *n_allowed += want;
     }
     free(allowed);
@@ -465,6 +470,112 @@ static void test_engine_request_follows_grammar(void **state) {
     syn_model_free(model);
 }
 
+/* A token id of text (one token with parse_special). */
+static int32_t one_token(const syn_tokenizer *tok, const char *text) {
+    int32_t ids[4];
+    size_t n;
+    assert_int_equal(syn_tokenize(tok, text, strlen(text), false, true, ids, 4, &n), SYN_OK);
+    assert_int_equal(n, 1);
+    return ids[0];
+}
+
+static bool bit(const uint64_t *mask, int32_t id) { return mask[id >> 6] >> (id & 63) & 1; }
+
+/* Control tokens are allowed only where the grammar spells them out, never inside a string. */
+static void test_special_tokens_only_where_literal(void **state) {
+    (void)state;
+    syn_model *model;
+    assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &model),
+                     SYN_OK);
+    const syn_tokenizer *tok = syn_model_tokenizer(model);
+    const int32_t im_start = one_token(tok, "<|im_start|>"), call = one_token(tok, "<tool_call>");
+    assert_true(tokenizer_is_special(tok, im_start));
+    syn_grammar_vocab *v;
+    assert_int_equal(syn_grammar_vocab_new(tok, &v), SYN_OK);
+    syn_grammar *g;
+    assert_int_equal(
+        syn_grammar_parse_gbnf("root ::= \"<tool_call>\" \"\\\"\" [^\"]* \"\\\"\"", &g), SYN_OK);
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    uint64_t *mask = malloc(((size_t)syn_tokenizer_n_vocab(tok) + 63) / 64 * sizeof *mask);
+    assert_non_null(mask);
+    assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK);
+    assert_true(bit(mask, call));
+    assert_false(bit(mask, im_start));
+    bool ok;
+    assert_int_equal(syn_grammar_matcher_feed_token(m, v, call, &ok), SYN_OK);
+    assert_true(ok);
+    assert_int_equal(syn_grammar_matcher_feed(m, "\"ab", 3, &ok), SYN_OK);
+    assert_true(ok);
+    assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK);
+    assert_false(bit(mask, im_start)); /* its bytes fit [^"]*, but it is markup */
+    assert_false(bit(mask, call));
+    assert_true(bit(mask, one_token(tok, "<")));
+    assert_int_equal(syn_grammar_matcher_feed_token(m, v, im_start, &ok), SYN_OK);
+    assert_false(ok);
+    free(mask);
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+    syn_grammar_vocab_free(v);
+    syn_model_free(model);
+}
+
+/* Masks inside a JSON string on the 151,936-token vocabulary: the state repeats, so after the
+ * first step the mask is a cached copy; a fresh state costs one DFA walk of the trie. Both are
+ * checked against the naive per-token answer at the end. */
+static void test_mask_speed_in_string(void **state) {
+    (void)state;
+    syn_model *model;
+    assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &model),
+                     SYN_OK);
+    const syn_tokenizer *tok = syn_model_tokenizer(model);
+    syn_grammar_vocab *v;
+    assert_int_equal(syn_grammar_vocab_new(tok, &v), SYN_OK);
+    syn_grammar *g;
+    assert_int_equal(syn_grammar_from_json_schema(
+                         "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+                         "\"bio\":{\"type\":\"string\",\"maxLength\":400}},\"required\":[\"name\","
+                         "\"bio\"],\"additionalProperties\":false}",
+                         &g),
+                     SYN_OK);
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    uint64_t *mask = malloc(((size_t)syn_tokenizer_n_vocab(tok) + 63) / 64 * sizeof *mask);
+    assert_non_null(mask);
+    bool ok;
+    assert_int_equal(syn_grammar_matcher_feed(m, "{\"name\": \"", 10, &ok), SYN_OK);
+    assert_true(ok);
+    const char *word = "ab";
+    double t0 = syn_now_ms();
+    assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK); /* the first: a walk */
+    const double first_ms = syn_now_ms() - t0;
+    t0 = syn_now_ms();
+    for (int i = 0; i < 50; i++) { /* an unbounded string: one state */
+        assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK);
+        assert_int_equal(syn_grammar_matcher_feed(m, word, 2, &ok), SYN_OK);
+    }
+    const double repeat_ms = (syn_now_ms() - t0) / 50;
+    assert_int_equal(syn_grammar_matcher_feed(m, "\", \"bio\": \"", 11, &ok), SYN_OK);
+    assert_true(ok);
+    t0 = syn_now_ms();
+    for (int i = 0; i < 50; i++) { /* maxLength: every position is a new state */
+        assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK);
+        assert_int_equal(syn_grammar_matcher_feed(m, word, 2, &ok), SYN_OK);
+    }
+    const double fresh_ms = (syn_now_ms() - t0) / 50;
+    print_message("mask in a string: %.3f ms first, %.3f ms repeated, %.3f ms bounded string\n",
+                  first_ms, repeat_ms, fresh_ms);
+    assert_true(repeat_ms < 5.0);
+    size_t n_allowed;
+    check_mask_against_naive(m, v, tok, &n_allowed);
+    assert_true(n_allowed > 100000);
+    free(mask);
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+    syn_grammar_vocab_free(v);
+    syn_model_free(model);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_literals_alternatives_groups),
@@ -478,6 +589,8 @@ int main(void) {
         cmocka_unit_test(test_schema_keywords),
         cmocka_unit_test(test_schema_errors),
         cmocka_unit_test(test_token_mask_on_tiny_tokenizer),
+        cmocka_unit_test(test_special_tokens_only_where_literal),
+        cmocka_unit_test(test_mask_speed_in_string),
         cmocka_unit_test(test_engine_request_follows_grammar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
