@@ -497,10 +497,13 @@ typedef struct syn_request_params {
     const char *grammar;
     /* NULL, or a JSON Schema (JSON text, at most 1 MiB) the output must be an instance of,
      * compiled into such a grammar (not with grammar too). Enforced: type (and unions),
-     * properties, required, additionalProperties false (also when absent), enum, const, items,
-     * prefixItems, minItems/maxItems (<= 100), minLength/maxLength (<= 1000), integer minimum
-     * 0 or 1, anyOf, oneOf (as anyOf), local $ref/$defs, format date, date-time, uuid; blanks
-     * between tokens at most 4 in a row. Any other keyword is SYN_ERR_UNSUPPORTED naming it. */
+     * properties, required, additionalProperties (absent or true: any extra key; a schema: its
+     * values; false: none), enum, const, items, prefixItems, minItems/maxItems (<= 100),
+     * minLength/maxLength (<= 1000), integer minimum/maximum/exclusiveMinimum/exclusiveMaximum,
+     * anyOf, oneOf (where no two branches can match together: different types, const/enum
+     * values or a required const discriminator), local $ref/$defs, format date, date-time
+     * (month, day and time ranges), uuid; blanks between tokens at most 4 in a row. Any other
+     * keyword, or one that cannot be enforced where it stands, is SYN_ERR_UNSUPPORTED naming it. */
     const char *json_schema;
     syn_token_fn on_token; /* NULL: no streaming */
     void *user_data;

@@ -37,15 +37,19 @@ void syn_grammar_free(syn_grammar *g);
 
 /* Compiles a JSON Schema (at most 1 MiB of text) into a grammar of the JSON texts it accepts,
  * with whitespace bounded (at most 4 blanks in a row). Enforced: type (each, and unions),
- * properties (in the schema's order), required, additionalProperties false (also when absent:
- * no other keys), enum, const, items, prefixItems, minItems/maxItems (<= 100), minLength/
- * maxLength (<= 1000), minimum 0 or 1 for integers, anyOf, oneOf (as anyOf), local $ref into
- * $defs/definitions or "#", format date, date-time, uuid; annotations (title, description,
- * default, examples, $schema, $id, $comment) are ignored. Any other keyword or value is
- * SYN_ERR_UNSUPPORTED naming it; a $ref cycle that cannot terminate or nesting past 64 is
- * SYN_ERR_UNSUPPORTED; bad JSON or too large a text is SYN_ERR_INVALID_ARGUMENT. */
+ * properties (in the schema's order), required, additionalProperties (absent or true: any other
+ * key, not a listed one, with any value; a schema: values of it; false: no other key), enum,
+ * const, items, prefixItems, minItems/maxItems (<= 100), minLength/maxLength (<= 1000),
+ * minimum/maximum/exclusiveMinimum/exclusiveMaximum for integers (digit ranges), anyOf, oneOf
+ * when its branches are provably disjoint (types, const/enum values, a required property with
+ * disjoint const/enum values), local $ref into $defs/definitions or "#", format date,
+ * date-time (months 01-12, days by month, hours 00-23), uuid; annotations (title, description,
+ * default, examples, $schema, $id, $comment) are ignored. Any other keyword or value, or one
+ * beside $ref/anyOf/oneOf/enum/const that those would drop, is SYN_ERR_UNSUPPORTED naming it; a
+ * $ref cycle that cannot terminate or nesting past 64 is SYN_ERR_UNSUPPORTED; bad JSON or too
+ * large a text is SYN_ERR_INVALID_ARGUMENT. */
 syn_status syn_grammar_from_json_schema(const char *schema, syn_grammar **out);
-/* Any JSON object (the `json_object` response format). */
+/* Any JSON object, any keys and nested values (the `json_object` response format). */
 syn_status syn_grammar_json_object(syn_grammar **out);
 
 /* A matcher at the start of g (g must outlive it). Fails only on a bound or allocation. */

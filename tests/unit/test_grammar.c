@@ -261,9 +261,79 @@ static void test_schema_keywords(void **state) {
                      1);
     assert_int_equal(schema_match("{\"type\": \"string\", \"format\": \"uuid\"}", "\"123e4567\""),
                      -1);
+    /* additionalProperties: absent or true any extra key, a schema its values, false none */
+    const char *open_obj =
+        "{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"integer\"}},"
+        " \"required\": [\"id\"]}";
+    assert_int_equal(schema_match(open_obj, "{\"id\": 1, \"x\": [true], \"i\": {}}"), 1);
+    assert_int_equal(schema_match(open_obj, "{\"id\": 1, \"id\": \"s\"}"), -1); /* not again */
+    assert_int_equal(schema_match(open_obj, "{\"id\": 1, \"idx\": \"s\"}"), 1);
+    assert_int_equal(schema_match(open_obj, "{\"x\": 1}"), -1);
+    const char *opt_obj = "{\"properties\": {\"a\": {\"type\": \"null\"}}, "
+                          "\"additionalProperties\": {\"type\": \"integer\"}}";
+    assert_int_equal(schema_match(opt_obj, "{\"b\": 2, \"c\": 3}"), 1);
+    assert_int_equal(schema_match(opt_obj, "{\"a\": null, \"b\": 2}"), 1);
+    assert_int_equal(schema_match(opt_obj, "{\"b\": \"s\"}"), -1);
+    assert_int_equal(schema_match(opt_obj, "{\"a\": 2}"), -1);
+    assert_int_equal(schema_match("{\"type\": \"object\", \"additionalProperties\": false}", "{}"),
+                     1);
+    assert_int_equal(
+        schema_match("{\"type\": \"object\", \"additionalProperties\": false}", "{\"a\": 1}"), -1);
+    /* integer ranges, bounds inclusive and exclusive (both drafts' forms) */
+    const char *range = "{\"type\": \"integer\", \"minimum\": -15, \"maximum\": 1234}";
+    for (int v = -40; v <= 1300; v++) {
+        char num[16];
+        snprintf(num, sizeof num, "%d", v);
+        if ((schema_match(range, num) == 1) != (v >= -15 && v <= 1234))
+            fail_msg("%d in -15..1234", v);
+    }
+    assert_int_equal(schema_match(range, "01"), -1);
+    assert_int_equal(schema_match(range, "-0"), -1);
+    const char *ex = "{\"type\": \"integer\", \"exclusiveMinimum\": 7, \"exclusiveMaximum\": 100}";
+    assert_int_equal(schema_match(ex, "7"), 0);
+    assert_int_equal(schema_match(ex, "-1"), -1);
+    assert_int_equal(schema_match(ex, "8"), 1);
+    assert_int_equal(schema_match(ex, "99"), 1);
+    assert_int_equal(schema_match(ex, "100"), -1);
+    const char *d4 = "{\"type\": \"integer\", \"minimum\": 0, \"exclusiveMinimum\": true}";
+    assert_int_equal(schema_match(d4, "0"), -1);
+    assert_int_equal(schema_match(d4, "123456789012"), 1);
+    assert_int_equal(schema_match("{\"type\": \"integer\", \"maximum\": -3}", "-3"), 1);
+    assert_int_equal(schema_match("{\"type\": \"integer\", \"maximum\": -3}", "-2"), 0);
+    assert_int_equal(schema_match("{\"type\": \"integer\", \"maximum\": -3}", "2"), -1);
+    assert_int_equal(schema_match("{\"type\": \"integer\", \"maximum\": -3}", "-30000"), 1);
+    /* oneOf with provably disjoint branches */
+    const char *one =
+        "{\"oneOf\": [{\"type\": \"object\", \"properties\": {\"kind\": {\"const\":"
+        " \"a\"}, \"n\": {\"type\": \"integer\"}}, \"required\": [\"kind\"],"
+        " \"additionalProperties\": false}, {\"type\": \"object\", \"properties\":"
+        " {\"kind\": {\"const\": \"b\"}}, \"required\": [\"kind\"]}, {\"type\": \"string\"}]}";
+    assert_int_equal(schema_match(one, "{\"kind\": \"a\", \"n\": 1}"), 1);
+    assert_int_equal(schema_match(one, "{\"kind\": \"b\", \"n\": \"x\"}"), 1);
+    assert_int_equal(schema_match(one, "\"s\""), 1);
+    assert_int_equal(schema_match(one, "{\"kind\": \"c\"}"), -1);
+    /* dates: months 01-12, days by month, hours 00-23 */
+    const char *date = "{\"type\": \"string\", \"format\": \"date\"}";
+    assert_int_equal(schema_match(date, "\"2026-02-29\""), 1);
+    assert_int_equal(schema_match(date, "\"2026-02-30\""), -1);
+    assert_int_equal(schema_match(date, "\"2026-04-31\""), -1);
+    assert_int_equal(schema_match(date, "\"2026-12-31\""), 1);
+    assert_int_equal(schema_match(date, "\"2026-13-01\""), -1);
+    assert_int_equal(schema_match(date, "\"2026-00-10\""), -1);
+    const char *dt = "{\"type\": \"string\", \"format\": \"date-time\"}";
+    assert_int_equal(schema_match(dt, "\"2026-12-02T24:00:00Z\""), -1);
+    assert_int_equal(schema_match(dt, "\"2026-12-02T23:59:60.5+05:30\""), 1);
+    assert_int_equal(schema_match(dt, "\"2026-12-02T23:60:00Z\""), -1);
     /* the generic json_object grammar */
     syn_grammar *g;
     assert_int_equal(syn_grammar_json_object(&g), SYN_OK);
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    bool ok;
+    const char *any_obj = "{\"k\": {\"deep\": [1, \"x\", null]}, \"z\": false}";
+    assert_int_equal(syn_grammar_matcher_feed(m, any_obj, strlen(any_obj), &ok), SYN_OK);
+    assert_true(ok && syn_grammar_matcher_can_end(m));
+    syn_grammar_matcher_free(m);
     syn_grammar_free(g);
     assert_int_equal(schema_match("{\"type\": \"object\"}", "{\"a\": [1, {\"b\": null}]}"), 1);
     assert_int_equal(schema_match("{\"type\": \"object\"}", "[1]"), -1);
@@ -280,12 +350,20 @@ static void test_schema_errors(void **state) {
     (void)state;
     expect_schema_error("{\"type\": \"string\", \"pattern\": \"a+\"}", SYN_ERR_UNSUPPORTED,
                         "'pattern'");
-    expect_schema_error("{\"type\": \"integer\", \"maximum\": 9}", SYN_ERR_UNSUPPORTED,
-                        "'maximum'");
+    expect_schema_error("{\"type\": \"number\", \"maximum\": 9}", SYN_ERR_UNSUPPORTED, "'maximum'");
+    expect_schema_error("{\"type\": \"integer\", \"minimum\": 9, \"maximum\": 3}",
+                        SYN_ERR_UNSUPPORTED, "no integer fits");
+    expect_schema_error("{\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"string\","
+                        " \"maxLength\": 3}]}",
+                        SYN_ERR_UNSUPPORTED, "'oneOf'");
+    expect_schema_error("{\"oneOf\": [{\"type\": \"integer\"}, {\"type\": \"number\"}]}",
+                        SYN_ERR_UNSUPPORTED, "'oneOf'");
+    expect_schema_error("{\"type\": \"string\", \"anyOf\": [{\"maxLength\": 3}]}",
+                        SYN_ERR_UNSUPPORTED, "'type' beside 'anyOf'");
+    expect_schema_error("{\"type\": \"string\", \"enum\": [\"a\", 1]}", SYN_ERR_UNSUPPORTED,
+                        "'type' beside 'enum'");
     expect_schema_error("{\"type\": \"string\", \"format\": \"email\"}", SYN_ERR_UNSUPPORTED,
                         "'email'");
-    expect_schema_error("{\"type\": \"object\", \"additionalProperties\": true}",
-                        SYN_ERR_UNSUPPORTED, "'additionalProperties'");
     expect_schema_error("{\"$ref\": \"#/$defs/a\", \"$defs\": {\"a\": {\"$ref\": \"#/$defs/a\"}}}",
                         SYN_ERR_UNSUPPORTED, "$ref cycle");
     expect_schema_error("{\"$ref\": \"#/$defs/none\"}", SYN_ERR_INVALID_ARGUMENT, "names nothing");
@@ -426,7 +504,8 @@ static void test_engine_request_follows_grammar(void **state) {
     p.json_schema =
         "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\","
         " \"maxLength\": 8}, \"tags\": {\"type\": \"array\", \"items\": {\"enum\": [\"a\","
-        " \"b\"]}, \"maxItems\": 3}}, \"required\": [\"name\", \"tags\"]}";
+        " \"b\"]}, \"maxItems\": 3}}, \"required\": [\"name\", \"tags\"],"
+        " \"additionalProperties\": false}";
     for (uint64_t seed = 1; seed <= 3; seed++) {
         p.sampling.seed = seed;
         p.max_tokens = 200;
