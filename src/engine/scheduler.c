@@ -74,6 +74,10 @@ static void free_work_buffers(syn_request *r) {
     syn_grammar_free(r->grammar);
     free(r->allowed);
     free(r->banned);
+    free(r->bias);
+    free(r->biased);
+    r->bias = NULL;
+    r->biased = NULL;
     r->matcher = NULL;
     r->grammar = NULL;
     r->allowed = NULL;
@@ -368,6 +372,12 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
     const int32_t *banned = e->eog_ids;
     size_t n_banned = r->ignore_eos ? e->n_eog : 0;
     syn_status st = SYN_OK;
+    if (r->n_bias) {
+        memcpy(r->biased, logits, sizeof *r->biased * (size_t)e->n_vocab);
+        for (size_t i = 0; i < r->n_bias; i++)
+            r->biased[r->bias[i].token] += r->bias[i].bias;
+        logits = r->biased;
+    }
     if (r->matcher) { /* the grammar bans every token that cannot continue it */
         st = syn_grammar_matcher_allowed(r->matcher, e->grammar_vocab, r->allowed);
         if (st == SYN_OK && r->ignore_eos)
