@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "synapse.h"
 
 #define SYN_GRAMMAR_MAX_STACKS 4096
@@ -51,6 +53,21 @@ void syn_grammar_free(syn_grammar *g);
 syn_status syn_grammar_from_json_schema(const char *schema, syn_grammar **out);
 /* Any JSON object, any keys and nested values (the `json_object` response format). */
 syn_status syn_grammar_json_object(syn_grammar **out);
+
+/* JSON Schemas as GBNF rules to embed in a larger grammar (tool calls): each added schema gets
+ * a rule (*name, such as "r12") for its instances; syn_json_rules_text then appends the shared
+ * JSON rules (ws, jstring, jvalue, ...: rule names not to define again) once and gives the text
+ * (owned by jr, NULL without memory), after which nothing more can be added. Errors of add: as
+ * syn_grammar_from_json_schema's. */
+typedef struct syn_json_rules syn_json_rules;
+syn_status syn_json_rules_new(syn_json_rules **out);
+syn_status syn_json_rules_add(syn_json_rules *jr, json_t *schema, char name[16]);
+const char *syn_json_rules_text(syn_json_rules *jr);
+void syn_json_rules_free(syn_json_rules *jr);
+
+/* syn_grammar_parse_gbnf, then a first expansion, so that a rule cycle that never produces a
+ * byte ($ref loops) is SYN_ERR_UNSUPPORTED here rather than at the request's first step. */
+syn_status syn_grammar_parse_checked(const char *text, syn_grammar **out);
 
 /* A matcher at the start of g (g must outlive it). Fails only on a bound or allocation. */
 syn_status syn_grammar_matcher_new(const syn_grammar *g, syn_grammar_matcher **out);

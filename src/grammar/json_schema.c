@@ -870,6 +870,57 @@ static syn_status gen(ctx *c, json_t *s, unsigned depth, unsigned *rule) {
     return st;
 }
 
+struct syn_json_rules {
+    ctx c;
+    bool common; /* COMMON_RULES appended */
+};
+
+syn_status syn_json_rules_new(syn_json_rules **out) {
+    *out = calloc(1, sizeof **out);
+    return *out ? SYN_OK : syn_fail(SYN_ERR_NO_MEMORY, "json_schema: out of memory");
+}
+
+syn_status syn_json_rules_add(syn_json_rules *jr, json_t *schema, char name[16]) {
+    if (!jr || !schema || jr->common)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "json_schema: bad syn_json_rules_add call");
+    jr->c.root = schema; /* local $refs resolve inside this schema */
+    jr->c.n_refs = 0;
+    unsigned r;
+    syn_status st = gen(&jr->c, schema, 0, &r);
+    if (st == SYN_OK && jr->c.out.oom)
+        st = syn_fail(SYN_ERR_NO_MEMORY, "json_schema: out of memory");
+    if (st == SYN_OK) snprintf(name, 16, "r%u", r);
+    return st;
+}
+
+const char *syn_json_rules_text(syn_json_rules *jr) {
+    if (!jr->common) sb_add(&jr->c.out, "%s", COMMON_RULES);
+    jr->common = true;
+    return jr->c.out.oom ? NULL : jr->c.out.s;
+}
+
+void syn_json_rules_free(syn_json_rules *jr) {
+    if (!jr) return;
+    free(jr->c.out.s);
+    free(jr);
+}
+
+syn_status syn_grammar_parse_checked(const char *text, syn_grammar **out) {
+    syn_status st = syn_grammar_parse_gbnf(text, out);
+    /* a $ref cycle that never reaches a character shows when the matcher first expands */
+    syn_grammar_matcher *m = NULL;
+    if (st == SYN_OK && syn_grammar_matcher_new(*out, &m) != SYN_OK) {
+        char why[256]; /* syn_fail writes over the message it would quote */
+        snprintf(why, sizeof why, "%s", syn_last_error());
+        st = syn_fail(SYN_ERR_UNSUPPORTED,
+                      "json_schema: a $ref cycle that never produces a character (%s)", why);
+        syn_grammar_free(*out);
+        *out = NULL;
+    }
+    syn_grammar_matcher_free(m);
+    return st;
+}
+
 syn_status syn_grammar_from_json_schema(const char *schema, syn_grammar **out) {
     if (!schema || !out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "json_schema: NULL argument");
     *out = NULL;
@@ -882,26 +933,17 @@ syn_status syn_grammar_from_json_schema(const char *schema, syn_grammar **out) {
     if (!root)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "json_schema: not JSON: line %d: %s", err.line,
                         err.text);
-    ctx c = {.root = root};
-    unsigned r;
-    syn_status st = gen(&c, root, 0, &r);
+    syn_json_rules *jr = NULL;
+    char name[16];
+    syn_status st = syn_json_rules_new(&jr);
+    if (st == SYN_OK) st = syn_json_rules_add(jr, root, name);
     if (st == SYN_OK) {
-        sb_add(&c.out, "root ::= r%u\n%s", r, COMMON_RULES);
-        st = c.out.oom ? syn_fail(SYN_ERR_NO_MEMORY, "json_schema: out of memory")
-                       : syn_grammar_parse_gbnf(c.out.s, out);
+        sb_add(&jr->c.out, "root ::= %s\n", name);
+        const char *text = syn_json_rules_text(jr);
+        st = text ? syn_grammar_parse_checked(text, out)
+                  : syn_fail(SYN_ERR_NO_MEMORY, "json_schema: out of memory");
     }
-    /* a $ref cycle that never reaches a character shows when the matcher first expands */
-    syn_grammar_matcher *m = NULL;
-    if (st == SYN_OK && syn_grammar_matcher_new(*out, &m) != SYN_OK) {
-        char why[256]; /* syn_fail writes over the message it would quote */
-        snprintf(why, sizeof why, "%s", syn_last_error());
-        st = syn_fail(SYN_ERR_UNSUPPORTED,
-                      "json_schema: a $ref cycle that never produces a character (%s)", why);
-        syn_grammar_free(*out);
-        *out = NULL;
-    }
-    syn_grammar_matcher_free(m);
-    free(c.out.s);
+    syn_json_rules_free(jr);
     json_decref(root);
     return st;
 }
