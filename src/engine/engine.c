@@ -238,22 +238,7 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
                             "stop string %zu is %s: it must hold 1..%d bytes", i,
                             p->stop_strings[i] ? "too long" : "NULL", SYN_MAX_STOP_BYTES);
     }
-    if (n >= e->n_ctx)
-        return syn_fail(
-            SYN_ERR_CONTEXT_FULL,
-            "the prompt's %zu tokens leave no room in the engine's context of %u positions", n,
-            e->n_ctx);
-    if (p->max_tokens == 0) {
-        /* As long as the context allows: the prompt and one token must fit the budget. */
-        const uint32_t need = blocks_for((uint64_t)n + 1);
-        if (need > e->stats.kv_blocks_total)
-            return syn_fail(SYN_ERR_CONTEXT_FULL,
-                            "the prompt's %zu tokens need %u KV blocks of %d positions but "
-                            "kv_budget_mib %u holds %u",
-                            n, need, SYN_KV_BLOCK, e->params.kv_budget_mib,
-                            e->stats.kv_blocks_total);
-        return SYN_OK;
-    }
+    /* checked before the max_tokens 0 case returns early */
     if (p->n_stop_tokens && !p->stop_tokens)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "stop_tokens is NULL with n_stop_tokens %zu",
                         p->n_stop_tokens);
@@ -273,6 +258,22 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
             return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                             "stop token %d at index %zu is outside the vocabulary [0, %d)",
                             p->stop_tokens[i], i, e->n_vocab);
+    if (n >= e->n_ctx)
+        return syn_fail(
+            SYN_ERR_CONTEXT_FULL,
+            "the prompt's %zu tokens leave no room in the engine's context of %u positions", n,
+            e->n_ctx);
+    if (p->max_tokens == 0) {
+        /* As long as the context allows: the prompt and one token must fit the budget. */
+        const uint32_t need = blocks_for((uint64_t)n + 1);
+        if (need > e->stats.kv_blocks_total)
+            return syn_fail(SYN_ERR_CONTEXT_FULL,
+                            "the prompt's %zu tokens need %u KV blocks of %d positions but "
+                            "kv_budget_mib %u holds %u",
+                            n, need, SYN_KV_BLOCK, e->params.kv_budget_mib,
+                            e->stats.kv_blocks_total);
+        return SYN_OK;
+    }
     const uint64_t total = (uint64_t)n + (uint64_t)p->max_tokens;
     if (total > e->n_ctx)
         return syn_fail(SYN_ERR_CONTEXT_FULL,

@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "chat/tool_grammar.h"
 #include "common/output.h"
 #include "common/text.h"
 #include "openai_request.h"
@@ -479,17 +480,54 @@ static void make_id(char *out, size_t cap, oa_kind kind) {
 }
 
 /* The HTTP status and error of a failed syn_engine_submit. */
-static enum MHD_Result submit_error(http_request *hr, syn_status st) {
+static enum MHD_Result submit_error(http_request *hr, const oa_request *req, syn_status st) {
+    /* the field a refused grammar, schema or bias came from */
+    const char *msg = syn_last_error(), *param = NULL;
+    if (!strncmp(msg, "logit_bias", 10))
+        param = "logit_bias";
+    else if (!strncmp(msg, "json_schema", 11) || !strncmp(msg, "grammar", 7))
+        param = req->grammar                    ? "grammar"
+                : req->format != OA_FORMAT_TEXT ? "response_format"
+                                                : "tools";
     switch (st) {
     case SYN_ERR_CONTEXT_FULL:
         return http_send_error(hr, 400, "invalid_request_error", "max_tokens",
                                "context_length_exceeded", "%s", syn_last_error());
     case SYN_ERR_INVALID_ARGUMENT:
     case SYN_ERR_UNSUPPORTED:
-        return http_send_error(hr, 400, "invalid_request_error", NULL, NULL, "%s",
+        return http_send_error(hr, 400, "invalid_request_error", param, NULL, "%s",
                                syn_last_error());
     default: return http_send_error(hr, 500, "server_error", NULL, NULL, "%s", syn_last_error());
     }
+}
+
+/* What the output must follow: llama-server's grammar, response_format's schema or any object,
+ * or under tool_choice "required" or a named function the calls of the template's syntax. */
+static syn_status output_constraint(const completion *c, syn_request_params *p, char **owned) {
+    const oa_request *req = &c->req;
+    const bool forced = req->tool_choice == OA_TOOLS_REQUIRED || req->tool_choice == OA_TOOLS_NAMED;
+    if (forced && (req->grammar || req->format != OA_FORMAT_TEXT))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "a forced tool_choice cannot be combined with 'grammar' or "
+                        "'response_format': the reply is a tool call");
+    if (req->grammar) {
+        p->grammar = req->grammar;
+    } else if (req->format == OA_FORMAT_JSON_OBJECT) {
+        p->json_schema = "{\"type\": \"object\"}";
+    } else if (req->format == OA_FORMAT_JSON_SCHEMA) {
+        *owned = json_dumps(req->json_schema, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (!*owned) return syn_fail(SYN_ERR_NO_MEMORY, "response_format: out of memory");
+        p->json_schema = *owned;
+    } else if (forced) {
+        const char *tmpl = syn_tokenizer_chat_template(c->model->tok);
+        syn_status st =
+            syn_tool_call_grammar(syn_tool_syntax_detect(tmpl), tmpl, req->tools,
+                                  req->tool_choice == OA_TOOLS_NAMED ? req->tool_choice_name : NULL,
+                                  req->parallel_tool_calls, owned);
+        if (st != SYN_OK) return st;
+        p->grammar = *owned;
+    }
+    return SYN_OK;
 }
 
 enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
@@ -571,9 +609,22 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     p.n_stop_strings = req.n_stop;
     p.on_token = on_token;
     p.user_data = c;
-    syn_status st = syn_engine_submit(m->engine, &p, &c->handle);
+    p.logit_bias = req.logit_bias;
+    p.n_logit_bias = req.n_logit_bias;
+    char *constraint = NULL; /* a grammar or schema text built here, freed once submitted */
+    syn_status st = output_constraint(c, &p, &constraint);
     if (st != SYN_OK) {
-        enum MHD_Result r = submit_error(hr, st);
+        enum MHD_Result r =
+            http_send_error(hr, 400, "invalid_request_error",
+                            req.format != OA_FORMAT_TEXT ? "response_format" : "tools", NULL, "%s",
+                            syn_last_error());
+        completion_free(c);
+        return r;
+    }
+    st = syn_engine_submit(m->engine, &p, &c->handle);
+    free(constraint);
+    if (st != SYN_OK) {
+        enum MHD_Result r = submit_error(hr, &c->req, st);
         completion_free(c);
         return r;
     }
