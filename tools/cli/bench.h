@@ -30,8 +30,9 @@ typedef struct bench_opts {
     int32_t reps;        /* -r: counted repetitions (one warm-up comes on top) */
     int32_t *concurrent; /* --concurrent: [n_concurrent] simultaneous request counts */
     size_t n_concurrent;
-    bool e2e;  /* --e2e */
-    bool json; /* --json */
+    const char *json_schema; /* --json-schema FILE */
+    bool e2e;                /* --e2e */
+    bool json;               /* --json */
 } bench_opts;
 
 typedef struct bench_stats {
@@ -64,5 +65,8 @@ int bench_e2e(const bench_opts *o);
 
 /* `synapse bench --concurrent`: runs and prints everything; returns the exit code. */
 int bench_concurrent(const bench_opts *o);
+
+/* `synapse bench --json-schema FILE`: runs and prints everything; returns the exit code. */
+int bench_schema(const bench_opts *o);
 
 #endif
