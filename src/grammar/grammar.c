@@ -689,6 +689,7 @@ typedef struct dstate {
     stackset set;
     uint64_t hash;
     bool can_end;
+    int16_t plain_run; /* plain_capacity's answer; -1: not computed yet */
     int32_t next[256];
     uint64_t *mask; /* the allowed tokens here; NULL until computed */
 } dstate;
@@ -882,6 +883,7 @@ static syn_status intern(syn_grammar_matcher *m, stackset *s, int32_t *id) {
         d->can_end |= d->set.len[i] == 0;
     for (int b = 0; b < 256; b++)
         d->next[b] = DFA_UNKNOWN;
+    d->plain_run = -1;
     d->mask = NULL;
     *id = (int32_t)m->n_st++;
     table_insert(m, *id);
@@ -1022,8 +1024,15 @@ bool syn_grammar_matcher_can_end(const syn_grammar_matcher *m) { return m->st[m-
 typedef struct trie_node {
     uint32_t first_child, n_children; /* children are contiguous nodes */
     uint32_t first_token, n_tokens;   /* into syn_grammar_vocab.ids: tokens ending here */
-    uint8_t byte;                     /* the edge from the parent */
+    uint32_t end_token;               /* ids[first_token, end_token): the whole subtree's */
+    uint16_t plain_height; /* every byte from this edge down plain (plain_byte): the longest
+                            * such run of a token below, in bytes; 0: not plain */
+    uint8_t byte;          /* the edge from the parent */
 } trie_node;
+
+/* Printable ASCII but the quote and the backslash: what a JSON string (and most text classes)
+ * takes one byte at a time, always to the same next state. */
+static bool plain_byte(uint8_t b) { return b >= 0x20 && b < 0x7F && b != '"' && b != '\\'; }
 
 enum { TOKEN_TEXT = 0, TOKEN_EOG = 1, TOKEN_SPECIAL = 2, TOKEN_EMPTY = 3 };
 
@@ -1093,6 +1102,15 @@ static syn_status trie_build(syn_grammar_vocab *v, const tok_entry *t, uint32_t 
         c++;
         j = k;
     }
+    trie_node *nd = &v->nodes[node];
+    nd->end_token = hi;
+    if (!node || !plain_byte(nd->byte)) return SYN_OK;
+    uint32_t height = nd->n_tokens ? 1 : 0;
+    for (uint32_t ch = first; ch < first + groups; ch++) {
+        if (!v->nodes[ch].plain_height) return SYN_OK;
+        if (v->nodes[ch].plain_height + 1u > height) height = v->nodes[ch].plain_height + 1u;
+    }
+    nd->plain_height = (uint16_t)(height < UINT16_MAX ? height : UINT16_MAX);
     return SYN_OK;
 }
 
@@ -1195,14 +1213,80 @@ void syn_grammar_vocab_free(syn_grammar_vocab *v) {
     free(v);
 }
 
-/* Marks the tokens below node whose bytes the state at m->path[d] can take. */
+#define PLAIN_RUN_MAX 1024
+
+/* How many plain bytes in a row the state at m->path[d] surely takes, whatever they are: 0 unless
+ * every plain byte leads to one same state Y (as inside a JSON string), then 1 + Y's run (a
+ * state leading to itself: PLAIN_RUN_MAX). The chain of such states is followed on the path
+ * beyond d, so that a cache restart keeps it. */
+static syn_status plain_capacity(syn_grammar_matcher *m, uint32_t d, int32_t *run) {
+    uint32_t k = d; /* path[d..k] is the chain */
+    syn_status st = SYN_OK;
+    int32_t base = 0;
+    for (;;) {
+        const int32_t known = m->st[m->path[k]].plain_run;
+        if (known >= 0) {
+            base = known;
+            break;
+        }
+        if (k - d == PLAIN_RUN_MAX || path_reserve(m, k + 2) != SYN_OK) {
+            base = 0; /* give up: a shorter run is only slower, never wrong */
+            m->st[m->path[k]].plain_run = 0;
+            break;
+        }
+        int32_t same = DFA_UNKNOWN;
+        m->depth = k + 1;
+        for (int b = 0x20; b < 0x7F && st == SYN_OK; b++) {
+            if (!plain_byte((uint8_t)b)) continue;
+            int32_t to;
+            st = transition(m, &m->path[k], (uint8_t)b, &to);
+            if (st == SYN_OK && (to == DFA_DEAD || (same != DFA_UNKNOWN && to != same)))
+                same = DFA_DEAD;
+            else if (st == SYN_OK && same == DFA_UNKNOWN)
+                same = to;
+            if (same == DFA_DEAD) break;
+        }
+        if (st != SYN_OK) break;
+        if (same == DFA_DEAD) {
+            m->st[m->path[k]].plain_run = 0;
+            base = 0;
+            break;
+        }
+        if (same == m->path[k]) {
+            m->st[same].plain_run = PLAIN_RUN_MAX;
+            base = PLAIN_RUN_MAX;
+            break;
+        }
+        m->path[k + 1] = same;
+        k++;
+    }
+    /* unwind: each state on the chain takes one byte more than the next */
+    for (uint32_t i = k; st == SYN_OK && i > d; i--) {
+        base = base + 1 < PLAIN_RUN_MAX ? base + 1 : PLAIN_RUN_MAX;
+        m->st[m->path[i - 1]].plain_run = (int16_t)base;
+    }
+    m->depth = d + 1;
+    *run = m->st[m->path[d]].plain_run;
+    return st;
+}
+
+/* Marks the tokens below node whose bytes the state at m->path[d] can take. A child whose
+ * subtree is all plain bytes, no longer than the state's plain run, is taken whole. */
 static syn_status walk(syn_grammar_matcher *m, const syn_grammar_vocab *v, uint32_t node,
                        uint32_t d, uint64_t *allowed) {
+    int32_t run = 0;
+    syn_status st = plain_capacity(m, d, &run);
+    if (st != SYN_OK) return st;
     const trie_node *nd = &v->nodes[node];
     for (uint32_t c = 0; c < nd->n_children; c++) {
         const trie_node *ch = &v->nodes[nd->first_child + c];
+        if (ch->plain_height && ch->plain_height <= run) {
+            for (uint32_t i = ch->first_token; i < ch->end_token; i++)
+                allowed[v->ids[i] >> 6] |= 1ull << (v->ids[i] & 63);
+            continue;
+        }
         int32_t to;
-        syn_status st = transition(m, &m->path[d], ch->byte, &to);
+        st = transition(m, &m->path[d], ch->byte, &to);
         if (st != SYN_OK) return st;
         if (to == DFA_DEAD) continue; /* the whole subtree fails at this byte */
         for (uint32_t i = 0; i < ch->n_tokens; i++) {
