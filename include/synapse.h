@@ -512,6 +512,12 @@ typedef struct syn_request_params {
      * (month, day and time ranges), uuid; blanks between tokens at most 4 in a row. Any other
      * keyword, or one that cannot be enforced where it stands, is SYN_ERR_UNSUPPORTED naming it. */
     const char *json_schema;
+    /* NULL, or a text (1..256 bytes) that holds the grammar or schema back until the output
+     * contains it (a lazy grammar: the model writes freely until it opens a tool call, say
+     * "<tool_call>"); from its first occurrence on, the trigger itself and everything after it
+     * must follow the grammar, which therefore begins with it. Should the text from the trigger
+     * on not fit the grammar, the grammar is dropped and the output stays free. */
+    const char *grammar_trigger;
     /* [n_logit_bias] biases added to the logits at every step, before the grammar's mask (a token
      * given twice gets both); a token outside the vocabulary or a NaN bias is
      * SYN_ERR_INVALID_ARGUMENT at submission. */

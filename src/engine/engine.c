@@ -239,6 +239,11 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
                             p->stop_strings[i] ? "too long" : "NULL", SYN_MAX_STOP_BYTES);
     }
     /* checked before the max_tokens 0 case returns early */
+    if (p->grammar_trigger && !p->grammar && !p->json_schema)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "grammar_trigger without a grammar or json_schema");
+    if (p->grammar_trigger && (!*p->grammar_trigger || strlen(p->grammar_trigger) > 256))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar_trigger must hold 1..256 bytes");
     if (p->n_stop_tokens && !p->stop_tokens)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "stop_tokens is NULL with n_stop_tokens %zu",
                         p->n_stop_tokens);
@@ -353,6 +358,14 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
         st = text_stream_init(&r->text, syn_model_tokenizer(e->model), p->stop_strings,
                               p->n_stop_strings);
     if (st == SYN_OK && (p->grammar || p->json_schema)) st = grammar_init(e, p, r);
+    if (st == SYN_OK && p->grammar_trigger) {
+        r->trigger_len = strlen(p->grammar_trigger);
+        r->trigger = strdup(p->grammar_trigger);
+        r->tail = malloc(2 * r->trigger_len + SYN_TRIGGER_TOKEN_BYTES);
+        r->trigger_pending = true;
+        if (!r->trigger || !r->tail)
+            st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_submit: out of memory for the trigger");
+    }
     if (st == SYN_OK && p->n_logit_bias) {
         r->bias = malloc(sizeof *r->bias * p->n_logit_bias);
         r->biased = malloc(sizeof *r->biased * (size_t)e->n_vocab);

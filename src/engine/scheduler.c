@@ -76,6 +76,9 @@ static void free_work_buffers(syn_request *r) {
     free(r->banned);
     free(r->bias);
     free(r->biased);
+    free(r->trigger);
+    free(r->tail);
+    r->trigger = r->tail = NULL;
     r->bias = NULL;
     r->biased = NULL;
     r->matcher = NULL;
@@ -364,6 +367,45 @@ static bool stream_token(const syn_engine *e, syn_request *r, int32_t id, const 
     return true;
 }
 
+/* A lazy grammar's watch: appends token id's bytes to r's tail and, once the trigger shows,
+ * feeds the matcher from it on and starts enforcing; a text the grammar refuses drops it. */
+static syn_status watch_trigger(syn_request *r, const syn_tokenizer *tok, int32_t id) {
+    size_t len;
+    syn_status st = syn_tokenizer_token_bytes(tok, id, r->tail + r->tail_len,
+                                              r->trigger_len + SYN_TRIGGER_TOKEN_BYTES, &len);
+    if (st == SYN_ERR_BUFFER_TOO_SMALL) { /* a token longer than any real one: keep its end */
+        char *big = malloc(len);
+        if (!big) return syn_fail(SYN_ERR_NO_MEMORY, "grammar trigger: out of memory");
+        st = syn_tokenizer_token_bytes(tok, id, big, len, &len);
+        const size_t keep = r->trigger_len + SYN_TRIGGER_TOKEN_BYTES;
+        if (st == SYN_OK) {
+            memcpy(r->tail, big + len - keep, keep);
+            r->tail_len = keep;
+        }
+        free(big);
+        len = 0;
+    }
+    if (st != SYN_OK) return st;
+    r->tail_len += len;
+    const char *at = memmem(r->tail, r->tail_len, r->trigger, r->trigger_len);
+    if (at) {
+        bool ok;
+        st = syn_grammar_matcher_feed(r->matcher, at, r->tail_len - (size_t)(at - r->tail), &ok);
+        if (st != SYN_OK) return st;
+        r->trigger_pending = false;
+        if (!ok) { /* the model's text does not open the grammar: it stays free text */
+            syn_grammar_matcher_free(r->matcher);
+            r->matcher = NULL;
+        }
+        return SYN_OK;
+    }
+    if (r->tail_len >= r->trigger_len) { /* keep only what could begin the trigger */
+        memmove(r->tail, r->tail + r->tail_len - (r->trigger_len - 1), r->trigger_len - 1);
+        r->tail_len = r->trigger_len - 1;
+    }
+    return SYN_OK;
+}
+
 /* Samples r's next token from logits and applies the stop conditions. */
 static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint64_t step) {
     const syn_tokenizer *tok = syn_model_tokenizer(e->model);
@@ -378,7 +420,8 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
             r->biased[r->bias[i].token] += r->bias[i].bias;
         logits = r->biased;
     }
-    if (r->matcher) { /* the grammar bans every token that cannot continue it */
+    if (r->matcher &&
+        !r->trigger_pending) { /* the grammar bans every token that cannot continue it */
         st = syn_grammar_matcher_allowed(r->matcher, e->grammar_vocab, r->allowed);
         if (st == SYN_OK && r->ignore_eos)
             for (size_t i = 0; i < e->n_eog; i++)
@@ -414,7 +457,13 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
             return;
         }
     }
-    if (r->matcher) {
+    if (r->matcher && r->trigger_pending) {
+        st = watch_trigger(r, tok, id);
+        if (st != SYN_OK) {
+            mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
+            return;
+        }
+    } else if (r->matcher) {
         bool ok;
         st = syn_grammar_matcher_feed_token(r->matcher, e->grammar_vocab, id, &ok);
         if (st == SYN_OK && !ok)

@@ -21,6 +21,9 @@
 #include "engine/kv_pool.h"
 #include "engine/text_stream.h"
 #include "grammar/grammar.h"
+
+/* The most bytes of one token a lazy grammar's tail makes room for (longer ones keep their end). */
+#define SYN_TRIGGER_TOKEN_BYTES 1024
 #include "synapse.h"
 
 typedef enum req_phase { PHASE_PREFILL, PHASE_DECODE, PHASE_FINISHED } req_phase;
@@ -47,8 +50,15 @@ struct syn_request {
     /* the request's grammar (NULL: none), its matcher's state, and the per-step mask buffers */
     syn_grammar *grammar;
     syn_grammar_matcher *matcher;
-    uint64_t *allowed;    /* [(n_vocab + 63) / 64] bits */
-    int32_t *banned;      /* [n_vocab] */
+    uint64_t *allowed; /* [(n_vocab + 63) / 64] bits */
+    int32_t *banned;   /* [n_vocab] */
+    /* a lazy grammar: matcher is not used until trigger appears in the output; tail holds the
+     * output's last bytes (trigger_len - 1 + a token's), where it is looked for */
+    char *trigger;
+    size_t trigger_len;
+    bool trigger_pending;
+    char *tail;
+    size_t tail_len;
     syn_logit_bias *bias; /* [n_bias] the request's logit biases */
     size_t n_bias;
     float *biased;      /* [n_vocab] the logits with the biases added, when n_bias */

@@ -231,6 +231,12 @@ api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 60, \"tempe
 expect_status 200 "a named tool_choice"
 check "... exactly one call of it, arguments fitting" jqe '.choices[0].message.tool_calls | length == 1
     and .[0].function.name == "add" and (.[0].function.arguments | fromjson | keys == ["a"])' "$tmp/body"
+api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 80, \"temperature\": 1, \"seed\": 6,
+    \"tools\": [$weather_closed], \"logit_bias\": {\"151657\": 100}}"
+expect_status 200 "tool_choice auto, the model opening a call (<tool_call> forced by a bias)"
+check "... is held to a valid call from there (the lazy grammar)" jqe '.choices[0] | .finish_reason == "tool_calls"
+    and .message.tool_calls[0].function.name == "get_weather"
+    and (.message.tool_calls[0].function.arguments | fromjson | type == "object")' "$tmp/body"
 api POST /v1/completions '{"prompt": "Answer:", "max_tokens": 10, "temperature": 1, "seed": 5, "grammar": "root ::= (\"yes\" | \"no\") \"!\""}'
 expect_status 200 "a GBNF grammar" && check "... its sentences only" jqe '.choices[0].text == "yes!" or .choices[0].text == "no!"' "$tmp/body"
 api POST /v1/chat/completions "{\"messages\": [$hi], \"tools\": [$weather], \"tool_choice\": \"required\", \"grammar\": \"root ::= \\\"x\\\"\"}"

@@ -655,6 +655,72 @@ static void test_mask_speed_in_string(void **state) {
     syn_model_free(model);
 }
 
+/* A lazy grammar: free output until the trigger, then the grammar from the trigger on. A bias
+ * forces "<tool_call>" first; after it the call must follow the grammar and end there. With a
+ * trigger that never shows, the output is the unconstrained one token for token. */
+static void test_engine_lazy_grammar(void **state) {
+    (void)state;
+    syn_model *model;
+    assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &model),
+                     SYN_OK);
+    const syn_tokenizer *tok = syn_model_tokenizer(model);
+    syn_engine_params ep = syn_engine_default_params();
+    ep.n_parallel = 1;
+    ep.n_threads = 2;
+    syn_engine *e;
+    assert_int_equal(syn_engine_new(model, &ep, &e), SYN_OK);
+    const syn_logit_bias open_call = {.token = one_token(tok, "<tool_call>"), .bias = 100.0f};
+    syn_request_params p = syn_request_default_params();
+    p.prompt_text = "Call a tool:";
+    p.max_tokens = 40;
+    p.sampling.temperature = 1.0f;
+    p.grammar = "root ::= \"<tool_call>\" [a-z]{3} \"</tool_call>\"";
+    p.grammar_trigger = "<tool_call>";
+    p.logit_bias = &open_call;
+    p.n_logit_bias = 1;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        p.sampling.seed = seed;
+        syn_request *r;
+        assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+        assert_int_equal(res.finish, SYN_FINISH_EOG);
+        char text[1024];
+        size_t len;
+        assert_int_equal(syn_detokenize(tok, res.tokens, res.n_tokens, text, sizeof text - 1, &len),
+                         SYN_OK);
+        text[len] = 0;
+        if (len != 26 || strncmp(text, "<tool_call>", 11) || strcmp(text + 14, "</tool_call>"))
+            fail_msg("seed %d: '%s'", (int)seed, text);
+        for (int i = 11; i < 14; i++)
+            assert_true(text[i] >= 'a' && text[i] <= 'z');
+        syn_request_free(r);
+    }
+    p.logit_bias = NULL;
+    p.n_logit_bias = 0;
+    p.ignore_eos = true;
+    p.grammar_trigger = "zq\x01never";
+    int32_t lazy[40], free_run[40];
+    for (int pass = 0; pass < 2; pass++) {
+        syn_request *r;
+        assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+        assert_int_equal(res.n_tokens, 40);
+        memcpy(pass ? free_run : lazy, res.tokens, sizeof lazy);
+        syn_request_free(r);
+        p.grammar = NULL;
+        p.grammar_trigger = NULL;
+    }
+    assert_memory_equal(lazy, free_run, sizeof lazy);
+    p.grammar_trigger = "x";
+    syn_request *r = NULL;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "grammar_trigger"));
+    syn_engine_free(e);
+    syn_model_free(model);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_literals_alternatives_groups),
@@ -671,6 +737,7 @@ int main(void) {
         cmocka_unit_test(test_special_tokens_only_where_literal),
         cmocka_unit_test(test_mask_speed_in_string),
         cmocka_unit_test(test_engine_request_follows_grammar),
+        cmocka_unit_test(test_engine_lazy_grammar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

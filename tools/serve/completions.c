@@ -502,7 +502,9 @@ static enum MHD_Result submit_error(http_request *hr, const oa_request *req, syn
 }
 
 /* What the output must follow: llama-server's grammar, response_format's schema or any object,
- * or under tool_choice "required" or a named function the calls of the template's syntax. */
+ * under tool_choice "required" or a named function the calls of the template's syntax, and
+ * under "auto" those calls from the moment the model opens one (a tool whose schema cannot be
+ * enforced then leaves the output free, as before). */
 static syn_status output_constraint(const completion *c, syn_request_params *p, char **owned) {
     const oa_request *req = &c->req;
     const bool forced = req->tool_choice == OA_TOOLS_REQUIRED || req->tool_choice == OA_TOOLS_NAMED;
@@ -526,6 +528,20 @@ static syn_status output_constraint(const completion *c, syn_request_params *p, 
                                   req->parallel_tool_calls, owned);
         if (st != SYN_OK) return st;
         p->grammar = *owned;
+    } else if (req->tool_choice == OA_TOOLS_AUTO) {
+        /* lazily: free text until the model opens a call, then a valid call */
+        const char *tmpl = syn_tokenizer_chat_template(c->model->tok);
+        const syn_tool_syntax syntax = syn_tool_syntax_detect(tmpl);
+        const char *trigger = syntax == SYN_TOOLS_HERMES || syntax == SYN_TOOLS_QWEN3_CODER
+                                  ? "<tool_call>"
+                              : syntax == SYN_TOOLS_MISTRAL ? "[TOOL_CALLS]"
+                              : syntax == SYN_TOOLS_LLAMA3  ? "{\"name\": "
+                                                            : NULL;
+        if (trigger && syn_tool_call_grammar(syntax, tmpl, req->tools, NULL,
+                                             req->parallel_tool_calls, owned) == SYN_OK) {
+            p->grammar = *owned;
+            p->grammar_trigger = trigger;
+        }
     }
     return SYN_OK;
 }
