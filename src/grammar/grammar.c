@@ -689,7 +689,8 @@ typedef struct dstate {
     stackset set;
     uint64_t hash;
     bool can_end;
-    int16_t plain_run; /* plain_capacity's answer; -1: not computed yet */
+    int16_t plain_run; /* text_capacity's answer; -1: not computed yet */
+    bool run_exact;    /* plain_run is the run (capped), not only a lower bound */
     int32_t next[256];
     uint64_t *mask; /* the allowed tokens here; NULL until computed */
 } dstate;
@@ -884,6 +885,7 @@ static syn_status intern(syn_grammar_matcher *m, stackset *s, int32_t *id) {
     for (int b = 0; b < 256; b++)
         d->next[b] = DFA_UNKNOWN;
     d->plain_run = -1;
+    d->run_exact = false;
     d->mask = NULL;
     *id = (int32_t)m->n_st++;
     table_insert(m, *id);
@@ -1025,14 +1027,35 @@ typedef struct trie_node {
     uint32_t first_child, n_children; /* children are contiguous nodes */
     uint32_t first_token, n_tokens;   /* into syn_grammar_vocab.ids: tokens ending here */
     uint32_t end_token;               /* ids[first_token, end_token): the whole subtree's */
-    uint16_t plain_height; /* every byte from this edge down plain (plain_byte): the longest
-                            * such run of a token below, in bytes; 0: not plain */
-    uint8_t byte;          /* the edge from the parent */
+    uint16_t text_run; /* 0: some token below is not string text (text_ok); else 1 + the most
+                        * characters of one token that begin at or below this edge */
+    uint8_t byte;      /* the edge from the parent */
 } trie_node;
 
 /* Printable ASCII but the quote and the backslash: what a JSON string (and most text classes)
  * takes one byte at a time, always to the same next state. */
 static bool plain_byte(uint8_t b) { return b >= 0x20 && b < 0x7F && b != '"' && b != '\\'; }
+
+/* Whether a token's bytes are string text: plain bytes and well-formed UTF-8 characters from
+ * U+0080 on, the last one possibly cut short. */
+static bool text_ok(const uint8_t *p, uint32_t len) {
+    for (uint32_t i = 0; i < len;) {
+        if (p[i] < 0x80) {
+            if (!plain_byte(p[i])) return false;
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        const int n = syn_utf8_next(p + i, len - i, &cp);
+        if (n == 0) return true; /* a well-formed start, cut at the token's end */
+        if (n < 0) return false;
+        i += (uint32_t)n;
+    }
+    return true;
+}
+
+/* A byte that begins a character (not a UTF-8 continuation byte). */
+static bool char_start(uint8_t b) { return b < 0x80 || b >= 0xC0; }
 
 enum { TOKEN_TEXT = 0, TOKEN_EOG = 1, TOKEN_SPECIAL = 2, TOKEN_EMPTY = 3 };
 
@@ -1069,8 +1092,8 @@ static int cmp_tok(const void *a, const void *b) {
 }
 
 /* Fills node (already allocated) from the sorted tokens [lo, hi) sharing their first d bytes. */
-static syn_status trie_build(syn_grammar_vocab *v, const tok_entry *t, uint32_t node, uint32_t lo,
-                             uint32_t hi, uint32_t d) {
+static syn_status trie_build(syn_grammar_vocab *v, const tok_entry *t, const bool *ok,
+                             uint32_t node, uint32_t lo, uint32_t hi, uint32_t d) {
     uint32_t i = lo;
     while (i < hi && t[i].len == d)
         i++; /* ending here: they sort first */
@@ -1097,20 +1120,23 @@ static syn_status trie_build(syn_grammar_vocab *v, const tok_entry *t, uint32_t 
             k++;
         memset(&v->nodes[c], 0, sizeof v->nodes[c]);
         v->nodes[c].byte = t[j].p[d];
-        syn_status st = trie_build(v, t, c, j, k, d + 1);
+        syn_status st = trie_build(v, t, ok, c, j, k, d + 1);
         if (st != SYN_OK) return st;
         c++;
         j = k;
     }
     trie_node *nd = &v->nodes[node];
     nd->end_token = hi;
-    if (!node || !plain_byte(nd->byte)) return SYN_OK;
-    uint32_t height = nd->n_tokens ? 1 : 0;
+    if (!node) return SYN_OK;
+    for (uint32_t j = lo; j < i; j++)
+        if (!ok[j]) return SYN_OK;
+    uint32_t below = 0; /* characters beginning under this edge, in the longest token */
     for (uint32_t ch = first; ch < first + groups; ch++) {
-        if (!v->nodes[ch].plain_height) return SYN_OK;
-        if (v->nodes[ch].plain_height + 1u > height) height = v->nodes[ch].plain_height + 1u;
+        if (!v->nodes[ch].text_run) return SYN_OK;
+        if (v->nodes[ch].text_run - 1u > below) below = v->nodes[ch].text_run - 1u;
     }
-    nd->plain_height = (uint16_t)(height < UINT16_MAX ? height : UINT16_MAX);
+    const uint32_t run = 1 + char_start(nd->byte) + below;
+    nd->text_run = (uint16_t)(run < UINT16_MAX ? run : UINT16_MAX);
     return SYN_OK;
 }
 
@@ -1186,7 +1212,12 @@ syn_status syn_grammar_vocab_new(const syn_tokenizer *tok, syn_grammar_vocab **o
     if (st == SYN_OK) {
         memset(&v->nodes[0], 0, sizeof v->nodes[0]);
         v->n_nodes = 1;
-        st = trie_build(v, t, 0, 0, n_t, 0);
+        bool *ok = malloc((n_t ? n_t : 1) * sizeof *ok);
+        for (uint32_t i = 0; ok && i < n_t; i++)
+            ok[i] = text_ok(t[i].p, t[i].len);
+        st = ok ? trie_build(v, t, ok, 0, 0, n_t, 0)
+                : syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
+        free(ok);
     }
     free(t);
     free(off);
@@ -1213,25 +1244,92 @@ void syn_grammar_vocab_free(syn_grammar_vocab *v) {
     free(v);
 }
 
-#define PLAIN_RUN_MAX 1024
+/* The longest text run worth knowing: a longer token is walked byte by byte. */
+#define TEXT_RUN_MAX 64
 
-/* How many plain bytes in a row the state at m->path[d] surely takes, whatever they are: 0 unless
- * every plain byte leads to one same state Y (as inside a JSON string), then 1 + Y's run (a
- * state leading to itself: PLAIN_RUN_MAX). The chain of such states is followed on the path
- * beyond d, so that a cache restart keeps it. */
-static syn_status plain_capacity(syn_grammar_matcher *m, uint32_t d, int32_t *run) {
+/* Whether every well-formed UTF-8 continuation of the state at m->path[k] (rem more bytes, the
+ * first in lo..hi) ends at m->path[y]. Mid-character states go on the path after k. */
+static syn_status utf8_lands(syn_grammar_matcher *m, uint32_t k, uint32_t y, int rem, int lo,
+                             int hi, bool *ok) {
+    *ok = true;
+    int32_t verified = DFA_UNKNOWN; /* the next state last checked: they repeat */
+    for (int c = lo; c <= hi && *ok; c++) {
+        int32_t to;
+        syn_status st = transition(m, &m->path[k], (uint8_t)c, &to);
+        if (st != SYN_OK) return st;
+        if (to == DFA_DEAD) {
+            *ok = false;
+        } else if (rem == 1) {
+            *ok = to == m->path[y];
+        } else if (to != verified) {
+            m->path[k + 1] = to;
+            m->depth = k + 2;
+            st = utf8_lands(m, k + 1, y, rem - 1, 0x80, 0xBF, ok);
+            m->depth = k + 1;
+            if (st != SYN_OK) return st;
+            verified = m->path[k + 1];
+        }
+    }
+    return SYN_OK;
+}
+
+/* The well-formed UTF-8 characters from U+0080: lead bytes, the first continuation's range, and
+ * the continuation count (RFC 3629's table). */
+static const struct {
+    uint8_t lead_lo, lead_hi, c1_lo, c1_hi, n;
+} UTF8_FORMS[] = {{0xC2, 0xDF, 0x80, 0xBF, 1}, {0xE0, 0xE0, 0xA0, 0xBF, 2},
+                  {0xE1, 0xEC, 0x80, 0xBF, 2}, {0xED, 0xED, 0x80, 0x9F, 2},
+                  {0xEE, 0xEF, 0x80, 0xBF, 2}, {0xF0, 0xF0, 0x90, 0xBF, 3},
+                  {0xF1, 0xF3, 0x80, 0xBF, 3}, {0xF4, 0xF4, 0x80, 0x8F, 3}};
+
+/* Whether every character from U+0080 leads the state at m->path[k] to m->path[k + 1]. */
+static syn_status utf8_uniform(syn_grammar_matcher *m, uint32_t k, bool *ok) {
+    *ok = true;
+    syn_status st = path_reserve(m, k + 6);
+    for (size_t f = 0; st == SYN_OK && *ok && f < sizeof UTF8_FORMS / sizeof *UTF8_FORMS; f++)
+        for (int lead = UTF8_FORMS[f].lead_lo; st == SYN_OK && *ok && lead <= UTF8_FORMS[f].lead_hi;
+             lead++) {
+            int32_t mid;
+            m->depth = k + 2;
+            st = transition(m, &m->path[k], (uint8_t)lead, &mid);
+            if (st != SYN_OK) break;
+            if (mid == DFA_DEAD) {
+                *ok = false;
+                break;
+            }
+            m->path[k + 2] = mid;
+            m->depth = k + 3;
+            st = utf8_lands(m, k + 2, k + 1, UTF8_FORMS[f].n, UTF8_FORMS[f].c1_lo,
+                            UTF8_FORMS[f].c1_hi, ok);
+        }
+    m->depth = k + 2;
+    return st;
+}
+
+/* How many characters of string text (text_ok) in a row the state at m->path[d] surely takes,
+ * whatever they are: 0 unless every plain byte and every character from U+0080 leads to one
+ * same state Y (as inside a JSON string), then 1 + Y's run (a state leading to itself: the
+ * most). The chain of such states is followed on the path beyond d, so that a cache restart
+ * keeps it; a run is cached in its state. */
+static syn_status text_capacity(syn_grammar_matcher *m, uint32_t d, int32_t *run) {
     uint32_t k = d; /* path[d..k] is the chain */
     syn_status st = SYN_OK;
     int32_t base = 0;
+    bool exact = true;
     for (;;) {
-        const int32_t known = m->st[m->path[k]].plain_run;
-        if (known >= 0) {
-            base = known;
+        const dstate *ds = &m->st[m->path[k]];
+        if (ds->plain_run >= 0 && (ds->run_exact || ds->plain_run >= TEXT_RUN_MAX / 4)) {
+            base = ds->plain_run; /* a short lower bound is worked out again */
+            exact = ds->run_exact;
             break;
         }
-        if (k - d == PLAIN_RUN_MAX || path_reserve(m, k + 2) != SYN_OK) {
-            base = 0; /* give up: a shorter run is only slower, never wrong */
-            m->st[m->path[k]].plain_run = 0;
+        if (k - d == TEXT_RUN_MAX) { /* unknown beyond: the chain's runs are lower bounds */
+            base = 0;
+            exact = false;
+            break;
+        }
+        if (path_reserve(m, k + 8) != SYN_OK) {
+            base = 0; /* a shorter run is only slower, never wrong */
             break;
         }
         int32_t same = DFA_UNKNOWN;
@@ -1246,41 +1344,49 @@ static syn_status plain_capacity(syn_grammar_matcher *m, uint32_t d, int32_t *ru
                 same = to;
             if (same == DFA_DEAD) break;
         }
+        bool uniform = false;
+        if (st == SYN_OK && same != DFA_DEAD) {
+            m->path[k + 1] = same;
+            st = utf8_uniform(m, k, &uniform);
+        }
         if (st != SYN_OK) break;
-        if (same == DFA_DEAD) {
+        if (!uniform) {
             m->st[m->path[k]].plain_run = 0;
+            m->st[m->path[k]].run_exact = true;
             base = 0;
             break;
         }
-        if (same == m->path[k]) {
-            m->st[same].plain_run = PLAIN_RUN_MAX;
-            base = PLAIN_RUN_MAX;
+        if (m->path[k + 1] == m->path[k]) {
+            m->st[m->path[k]].plain_run = TEXT_RUN_MAX;
+            m->st[m->path[k]].run_exact = true;
+            base = TEXT_RUN_MAX;
             break;
         }
-        m->path[k + 1] = same;
         k++;
     }
-    /* unwind: each state on the chain takes one byte more than the next */
+    /* unwind: each state on the chain takes one character more than the next */
     for (uint32_t i = k; st == SYN_OK && i > d; i--) {
-        base = base + 1 < PLAIN_RUN_MAX ? base + 1 : PLAIN_RUN_MAX;
+        base = base + 1 < TEXT_RUN_MAX ? base + 1 : TEXT_RUN_MAX;
         m->st[m->path[i - 1]].plain_run = (int16_t)base;
+        m->st[m->path[i - 1]].run_exact = exact || base == TEXT_RUN_MAX;
     }
     m->depth = d + 1;
-    *run = m->st[m->path[d]].plain_run;
+    *run = st == SYN_OK && m->st[m->path[d]].plain_run > 0 ? m->st[m->path[d]].plain_run : 0;
     return st;
 }
 
-/* Marks the tokens below node whose bytes the state at m->path[d] can take. A child whose
- * subtree is all plain bytes, no longer than the state's plain run, is taken whole. */
+/* Marks the tokens below node whose bytes the state at m->path[d] can take. A child that begins
+ * a character and whose tokens are all string text, none longer than the state's text run, is
+ * taken whole. */
 static syn_status walk(syn_grammar_matcher *m, const syn_grammar_vocab *v, uint32_t node,
                        uint32_t d, uint64_t *allowed) {
     int32_t run = 0;
-    syn_status st = plain_capacity(m, d, &run);
+    syn_status st = text_capacity(m, d, &run);
     if (st != SYN_OK) return st;
     const trie_node *nd = &v->nodes[node];
     for (uint32_t c = 0; c < nd->n_children; c++) {
         const trie_node *ch = &v->nodes[nd->first_child + c];
-        if (ch->plain_height && ch->plain_height <= run) {
+        if (ch->text_run && char_start(ch->byte) && ch->text_run - 1 <= run) {
             for (uint32_t i = ch->first_token; i < ch->end_token; i++)
                 allowed[v->ids[i] >> 6] |= 1ull << (v->ids[i] & 63);
             continue;

@@ -648,6 +648,20 @@ static void test_mask_speed_in_string(void **state) {
     size_t n_allowed;
     check_mask_against_naive(m, v, tok, &n_allowed);
     assert_true(n_allowed > 100000);
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+    /* near a short maxLength's end (runs of 3, 1 and 0 characters), and mid-character */
+    assert_int_equal(syn_grammar_from_json_schema(
+                         "{\"type\": \"string\", \"minLength\": 1, \"maxLength\": 5}", &g),
+                     SYN_OK);
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    const char *steps[] = {"\"a", "\xc3\xa9", "\xe4", "\xb8\xad", "b"};
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        assert_int_equal(syn_grammar_matcher_feed(m, steps[i], strlen(steps[i]), &ok), SYN_OK);
+        assert_true(ok);
+        check_mask_against_naive(m, v, tok, &n_allowed);
+        assert_true(n_allowed > 0);
+    }
     free(mask);
     syn_grammar_matcher_free(m);
     syn_grammar_free(g);
