@@ -129,4 +129,17 @@ expect_exit 1 "--e2e on a missing model: the run's error is relayed" "$SYNAPSE" 
 expect_error_mentions "cannot load" "the run's own cause is in the message"
 expect_exit 1 "--e2e with a context above the training context" "$SYNAPSE" bench --e2e -m "$M" -t 1 -n 2 -c 40000 -r 1
 
+# --- --json-schema: constrained against plain, the table, and its errors --------------------------
+capture "$SYNAPSE" bench --json-schema docs/bench/person.schema.json -m "$M" -t 1 -n 16 -r 2
+check "bench --json-schema exits 0" test "$rc" -eq 0
+check "... one table row with both decode rates and their ratio" \
+    grep -Eq '^\| qwen2 .*\| +1 \| p5\+tg16 +\| +[0-9.]+ ± [0-9.]+ \| +[0-9.]+ ± [0-9.]+ \| +[0-9.]+% \|$' "$tmp/out"
+check "... and the CPU" grep -q '^cpu: ' "$tmp/out"
+printf '{"type": "string", "pattern": "x"}' >"$tmp/bad.schema.json"
+expect_exit 1 "--json-schema with an unenforceable keyword" "$SYNAPSE" bench --json-schema "$tmp/bad.schema.json" -m "$M" -t 1 -n 8 -r 1
+expect_error_mentions "pattern" "the keyword is named"
+expect_exit 2 "--json-schema with --e2e" "$SYNAPSE" bench --json-schema docs/bench/person.schema.json --e2e -m "$M"
+expect_exit 2 "--json-schema with two thread counts" "$SYNAPSE" bench --json-schema docs/bench/person.schema.json -m "$M" -t 1,2
+expect_exit 1 "--json-schema with a missing file" "$SYNAPSE" bench --json-schema "$tmp/none.json" -m "$M" -t 1 -n 8 -r 1
+
 finish

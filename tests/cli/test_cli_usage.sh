@@ -31,6 +31,7 @@ capture "$SYNAPSE" bench --help
 check "bench --help documents every option" \
     bash -c 'for o in -m -t -p -n -d -r -c --e2e --json; do grep -q -- " $o" "$1" || exit 1; done' _ "$tmp/out"
 check "bench --help documents --concurrent" grep -q -- " --concurrent LIST" "$tmp/out"
+check "bench --help documents --json-schema" grep -q -- " --json-schema FILE" "$tmp/out"
 capture "$SYNAPSE" run --help
 check "run --help documents the concurrent form and its options" \
     bash -c 'for o in --concurrent-requests --parallel --kv-budget "--- request I (line L, FINISH, K tokens)"; do grep -qF -- "$o" "$1" || exit 1; done' _ "$tmp/out"
