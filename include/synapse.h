@@ -498,7 +498,9 @@ typedef struct syn_request_params {
     /* NULL, or a GBNF grammar (llama.cpp's format: `root ::= ...`, rule references, "literals",
      * [classes], [^negated], ., ( ), * + ? {m,n}, # comments) the output must follow: at each
      * step the tokens whose bytes cannot continue it are masked out before sampling, and
-     * end-of-generation is allowed only where the grammar can end. A syntax error, an undefined
+     * end-of-generation is allowed only where the grammar can end; control and user-defined
+     * tokens (<|im_start|>, <tool_call>) only where the grammar spells their text out literally,
+     * never through a [class] or `.`. A syntax error, an undefined
      * rule or a passed bound (left recursion, more than 4096 parser stacks, depth 512) is
      * SYN_ERR_INVALID_ARGUMENT or SYN_ERR_UNSUPPORTED at submission or the request's error. */
     const char *grammar;

@@ -669,6 +669,52 @@ static void test_mask_speed_in_string(void **state) {
     syn_model_free(model);
 }
 
+/* More parser states than the DFA keeps (4096): the cache restarts, keeping the states in use,
+ * and the matcher goes on exactly: the sentence is accepted and masks equal the naive ones. */
+static void test_dfa_restart(void **state) {
+    (void)state;
+    syn_model *model;
+    assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &model),
+                     SYN_OK);
+    const syn_tokenizer *tok = syn_model_tokenizer(model);
+    syn_grammar_vocab *v;
+    assert_int_equal(syn_grammar_vocab_new(tok, &v), SYN_OK);
+    syn_grammar *g;
+    assert_int_equal(syn_grammar_parse_gbnf("root ::= part \"|\" part \"|\" part \"|\" part \"|\" "
+                                            "part \"|\" part\npart ::= [a-z]{0,1000}",
+                                            &g),
+                     SYN_OK);
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    uint64_t *mask = malloc(((size_t)syn_tokenizer_n_vocab(tok) + 63) / 64 * sizeof *mask);
+    assert_non_null(mask);
+    size_t n_allowed;
+    for (int part = 0; part < 6; part++) {
+        for (int i = 0; i < 1000; i++) {
+            const char c = (char)('a' + (i * 7 + part) % 26);
+            bool ok;
+            assert_int_equal(syn_grammar_matcher_feed(m, &c, 1, &ok), SYN_OK);
+            assert_true(ok);
+            if (i % 250 == 249) assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK);
+        }
+        bool ok;
+        if (part < 5) {
+            assert_int_equal(syn_grammar_matcher_feed(m, "q", 1, &ok), SYN_OK);
+            assert_false(ok); /* the 1001st letter */
+            assert_int_equal(syn_grammar_matcher_feed(m, "|", 1, &ok), SYN_OK);
+            assert_true(ok);
+        }
+        if (part == 3) check_mask_against_naive(m, v, tok, &n_allowed);
+    }
+    assert_true(syn_grammar_matcher_can_end(m));
+    check_mask_against_naive(m, v, tok, &n_allowed);
+    free(mask);
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+    syn_grammar_vocab_free(v);
+    syn_model_free(model);
+}
+
 /* A lazy grammar: free output until the trigger, then the grammar from the trigger on. A bias
  * forces "<tool_call>" first; after it the call must follow the grammar and end there. With a
  * trigger that never shows, the output is the unconstrained one token for token. */
@@ -752,6 +798,7 @@ int main(void) {
         cmocka_unit_test(test_mask_speed_in_string),
         cmocka_unit_test(test_engine_request_follows_grammar),
         cmocka_unit_test(test_engine_lazy_grammar),
+        cmocka_unit_test(test_dfa_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
