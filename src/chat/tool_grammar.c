@@ -186,7 +186,7 @@ static syn_status xml_params(buf *rules, syn_json_rules *jr, const char *tool, j
 
 /* Rule callK: one call of tool (its function object) in syntax. */
 static syn_status one_call(buf *rules, syn_json_rules *jr, syn_tool_syntax syntax, bool args_form,
-                           const json_t *fn, size_t k) {
+                           bool lazy, const json_t *fn, size_t k) {
     const char *name = json_string_value(json_object_get(fn, "name"));
     json_t *params = json_object_get(fn, "parameters");
     if (!name || !*name)
@@ -232,6 +232,16 @@ static syn_status one_call(buf *rules, syn_json_rules *jr, syn_tool_syntax synta
         }
         break;
     case SYN_TOOLS_HARMONY: /* the template's header, or the one gpt-oss itself writes */
+        if (lazy) {         /* from the trigger on: what the two headers share, then either end */
+            lit(rules, "to=functions.");
+            lit(rules, name);
+            add(rules, " (");
+            lit(rules, "<|channel|>commentary json<|message|>");
+            add(rules, " |");
+            lit(rules, " <|constrain|>json<|message|>");
+            add(rules, " ) %s", args);
+            break;
+        }
         add(rules, " (");
         lit(rules, " to=functions.");
         lit(rules, name);
@@ -256,7 +266,8 @@ static syn_status one_call(buf *rules, syn_json_rules *jr, syn_tool_syntax synta
 }
 
 syn_status syn_tool_call_grammar(syn_tool_syntax syntax, const char *template_source,
-                                 const json_t *tools, const char *only, bool parallel, char **out) {
+                                 const json_t *tools, const char *only, bool parallel, bool lazy,
+                                 char **out) {
     *out = NULL;
     if (syntax <= SYN_TOOLS_NONE || syntax >= SYN_TOOLS_COUNT)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT,
@@ -284,7 +295,7 @@ syn_status syn_tool_call_grammar(syn_tool_syntax syntax, const char *template_so
         const json_t *fn = json_object_get(json_array_get(tools, i), "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         if (only && (!name || strcmp(name, only) != 0)) continue;
-        st = one_call(&rules, jr, syntax, args_form, fn, i);
+        st = one_call(&rules, jr, syntax, args_form, lazy, fn, i);
     }
     /* several calls in one message where the syntax has them */
     const bool many = parallel && syntax != SYN_TOOLS_LLAMA3 && syntax != SYN_TOOLS_HARMONY;
@@ -307,4 +318,15 @@ syn_status syn_tool_call_grammar(syn_tool_syntax syntax, const char *template_so
     }
     *out = rules.s;
     return SYN_OK;
+}
+
+const char *syn_tool_call_trigger(syn_tool_syntax syntax) {
+    switch (syntax) {
+    case SYN_TOOLS_HERMES:
+    case SYN_TOOLS_QWEN3_CODER: return "<tool_call>";
+    case SYN_TOOLS_MISTRAL: return "[TOOL_CALLS]";
+    case SYN_TOOLS_LLAMA3: return "{\"name\": ";
+    case SYN_TOOLS_HARMONY: return "to=functions.";
+    default: return NULL;
+    }
 }

@@ -17,12 +17,19 @@
  * (an OpenAI tools array of {"type": "function", "function": {"name", "parameters"}}): only the
  * tool named `only` when it is not NULL; one call, or with parallel one or more where the syntax
  * has several calls in one message (Hermes, Qwen3-Coder, Mistral; Llama 3 and harmony write one).
+ * lazy: the grammar of a call from its trigger on (syn_tool_call_trigger), for tool_choice auto.
  * template_source picks Mistral's variant ([TOOL_CALLS]NAME[ARGS]{...} when it writes [ARGS],
  * else the [TOOL_CALLS][{...}] array) and may be NULL. Errors: SYN_ERR_INVALID_ARGUMENT (no
  * syntax, no tools, `only` not among them, a tool without a name), SYN_ERR_UNSUPPORTED (a
  * parameters schema that cannot be enforced, naming the tool and the keyword),
  * SYN_ERR_NO_MEMORY. */
 syn_status syn_tool_call_grammar(syn_tool_syntax syntax, const char *template_source,
-                                 const json_t *tools, const char *only, bool parallel, char **out);
+                                 const json_t *tools, const char *only, bool parallel, bool lazy,
+                                 char **out);
+
+/* The text that opens a call in syntax (NULL for none): a lazy grammar's trigger. With lazy,
+ * syn_tool_call_grammar's sentences begin with it (harmony's then start at "to=functions.",
+ * the header's part both of its forms share; the others are unchanged). */
+const char *syn_tool_call_trigger(syn_tool_syntax syntax);
 
 #endif

@@ -525,20 +525,16 @@ static syn_status output_constraint(const completion *c, syn_request_params *p, 
         syn_status st =
             syn_tool_call_grammar(syn_tool_syntax_detect(tmpl), tmpl, req->tools,
                                   req->tool_choice == OA_TOOLS_NAMED ? req->tool_choice_name : NULL,
-                                  req->parallel_tool_calls, owned);
+                                  req->parallel_tool_calls, false, owned);
         if (st != SYN_OK) return st;
         p->grammar = *owned;
     } else if (req->tool_choice == OA_TOOLS_AUTO) {
         /* lazily: free text until the model opens a call, then a valid call */
         const char *tmpl = syn_tokenizer_chat_template(c->model->tok);
         const syn_tool_syntax syntax = syn_tool_syntax_detect(tmpl);
-        const char *trigger = syntax == SYN_TOOLS_HERMES || syntax == SYN_TOOLS_QWEN3_CODER
-                                  ? "<tool_call>"
-                              : syntax == SYN_TOOLS_MISTRAL ? "[TOOL_CALLS]"
-                              : syntax == SYN_TOOLS_LLAMA3  ? "{\"name\": "
-                                                            : NULL;
+        const char *trigger = syn_tool_call_trigger(syntax);
         if (trigger && syn_tool_call_grammar(syntax, tmpl, req->tools, NULL,
-                                             req->parallel_tool_calls, owned) == SYN_OK) {
+                                             req->parallel_tool_calls, true, owned) == SYN_OK) {
             p->grammar = *owned;
             p->grammar_trigger = trigger;
         }
