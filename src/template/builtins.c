@@ -865,32 +865,6 @@ bool jt_call_filter(jt_render *r, jt_value name, jt_value v, const jt_args *args
 
 /* ---- methods ---- */
 
-static const char *const string_methods[] = {
-    "upper",   "lower",   "strip",      "lstrip",  "rstrip",  "split", "startswith", "endswith",
-    "replace", "title",   "capitalize", "find",    "rfind",   "count", "join",       "splitlines",
-    "isdigit", "isalpha", "isspace",    "isupper", "islower", "format"};
-static const char *const list_methods[] = {"append", "pop",   "extend", "insert",
-                                           "index",  "count", "remove", "copy"};
-static const char *const dict_methods[] = {"items", "keys",   "values",     "get",
-                                           "pop",   "update", "setdefault", "copy"};
-
-static bool in_names(jt_value name, const char *const *names, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (is(name, names[i])) return true;
-    return false;
-}
-
-#define IN_NAMES(name, table) in_names(name, table, sizeof table / sizeof *table)
-
-bool jt_has_method(jt_value self, jt_value name) {
-    switch (self.kind) {
-    case JT_STRING: return IN_NAMES(name, string_methods);
-    case JT_LIST: return IN_NAMES(name, list_methods);
-    case JT_DICT: return IN_NAMES(name, dict_methods);
-    default: return false;
-    }
-}
-
 static bool str_predicate(jt_value s, int kind) {
     if (s.s.n == 0) return false;
     bool any_cased = false;

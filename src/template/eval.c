@@ -19,27 +19,6 @@
 
 typedef enum flow { FLOW_NORMAL, FLOW_BREAK, FLOW_CONTINUE, FLOW_ERROR } flow;
 
-bool jt_fail(jt_render *r, syn_status status, int line, const char *fmt, ...) {
-    if (r->status != SYN_OK) return false;
-    r->status = status;
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (line > 0)
-        snprintf(r->error, sizeof r->error, "line %d: %s", line, msg);
-    else
-        snprintf(r->error, sizeof r->error, "%s", msg);
-    return false;
-}
-
-bool jt_out_of_memory(jt_render *r) {
-    return jt_fail(r, SYN_ERR_UNSUPPORTED, 0,
-                   "the render needs more than %zu MiB (the memory bound)",
-                   SYN_TEMPLATE_MAX_MEMORY >> 20);
-}
-
 static bool step(jt_render *r, int line) {
     if (++r->steps > SYN_TEMPLATE_MAX_STEPS)
         return jt_fail(r, SYN_ERR_UNSUPPORTED, line,
@@ -47,29 +26,6 @@ static bool step(jt_render *r, int line) {
                        SYN_TEMPLATE_MAX_STEPS);
     if (jt_arena_exhausted(r->arena)) return jt_out_of_memory(r);
     return r->status == SYN_OK;
-}
-
-static bool undefined_error(jt_render *r, jt_value v, int line) {
-    if (v.s.n)
-        return jt_fail(r, SYN_ERR_INVALID_ARGUMENT, line, "'%.*s' is undefined", (int)v.s.n, v.s.p);
-    return jt_fail(r, SYN_ERR_INVALID_ARGUMENT, line, "a value is undefined");
-}
-
-const jt_value *jt_arg(const jt_args *a, size_t pos, const char *name) {
-    if (name)
-        for (size_t i = 0; i < a->n_kw; i++)
-            if (a->kw_names[i].s.n == strlen(name) &&
-                memcmp(a->kw_names[i].s.p, name, a->kw_names[i].s.n) == 0)
-                return &a->kw_values[i];
-    if (pos != (size_t)-1 && pos < a->n_pos) return &a->pos[pos];
-    return NULL;
-}
-
-jt_value jt_str_of(jt_render *r, jt_value v) {
-    if (v.kind == JT_STRING) return v;
-    jt_buf b = {.arena = r->arena};
-    jt_print_str(&b, v);
-    return b.n ? jt_str(b.p, b.n) : jt_str("", 0);
 }
 
 /* ---- scopes ---- */
@@ -99,95 +55,8 @@ static jt_value lookup(jt_render *r, jt_scope *s, jt_value name) {
 
 /* ---- attributes and items ---- */
 
-static bool str_eq(jt_value s, const char *lit) {
-    return s.kind == JT_STRING && s.s.n == strlen(lit) && memcmp(s.s.p, lit, s.s.n) == 0;
-}
-
-static bool loop_attr(jt_render *r, const jt_loop *l, jt_value name, jt_value obj, jt_value *out) {
-    size_t n = l->items->n, i = l->index0;
-    if (str_eq(name, "index"))
-        *out = jt_int((int64_t)i + 1);
-    else if (str_eq(name, "index0"))
-        *out = jt_int((int64_t)i);
-    else if (str_eq(name, "revindex"))
-        *out = jt_int((int64_t)(n - i));
-    else if (str_eq(name, "revindex0"))
-        *out = jt_int((int64_t)(n - i - 1));
-    else if (str_eq(name, "first"))
-        *out = jt_bool(i == 0);
-    else if (str_eq(name, "last"))
-        *out = jt_bool(i + 1 == n);
-    else if (str_eq(name, "length"))
-        *out = jt_int((int64_t)n);
-    else if (str_eq(name, "depth"))
-        *out = jt_int(1);
-    else if (str_eq(name, "depth0"))
-        *out = jt_int(0);
-    else if (str_eq(name, "previtem"))
-        *out = i > 0 ? l->items->items[i - 1] : jt_undefined("previtem", 8);
-    else if (str_eq(name, "nextitem"))
-        *out = i + 1 < n ? l->items->items[i + 1] : jt_undefined("nextitem", 8);
-    else if (str_eq(name, "cycle")) {
-        jt_method *m = jt_alloc(r->arena, sizeof *m);
-        if (!m) return jt_out_of_memory(r);
-        *m = (jt_method){obj, name};
-        *out = (jt_value){.kind = JT_METHOD, .ptr = m};
-    } else
-        *out = jt_undefined(name.s.p, name.s.n);
-    return true;
-}
-
-bool jt_get_attr(jt_render *r, jt_value obj, jt_value name, int line, jt_value *out) {
-    if (obj.kind == JT_UNDEFINED) return undefined_error(r, obj, line);
-    if (obj.kind == JT_LOOP) return loop_attr(r, obj.ptr, name, obj, out);
-    if (name.kind == JT_STRING && obj.kind != JT_NAMESPACE && jt_has_method(obj, name)) {
-        jt_method *m = jt_alloc(r->arena, sizeof *m);
-        if (!m) return jt_out_of_memory(r);
-        *m = (jt_method){obj, name};
-        *out = (jt_value){.kind = JT_METHOD, .ptr = m};
-        return true;
-    }
-    if (obj.kind == JT_DICT || obj.kind == JT_NAMESPACE) {
-        jt_value *v = jt_dict_find(obj.dict, name);
-        *out = v ? *v : jt_undefined(name.s.p, name.s.n);
-        return true;
-    }
-    *out = name.kind == JT_STRING ? jt_undefined(name.s.p, name.s.n) : jt_undefined("", 0);
-    return true;
-}
-
-bool jt_get_attr_path(jt_render *r, jt_value item, jt_value path, int line, jt_value *out) {
-    /* "a.b.0": each part an attribute, a number an index */
-    const char *p = path.s.p, *end = p + path.s.n;
-    jt_value v = item;
-    while (p <= end) {
-        const char *dot = memchr(p, '.', (size_t)(end - p));
-        if (!dot) dot = end;
-        jt_value part = jt_str(p, (size_t)(dot - p));
-        char *num_end;
-        char buf[24];
-        size_t len = part.s.n < sizeof buf - 1 ? part.s.n : sizeof buf - 1;
-        memcpy(buf, part.s.p, len);
-        buf[len] = '\0';
-        long long index = strtoll(buf, &num_end, 10);
-        if (len && *num_end == '\0' && v.kind == JT_LIST) {
-            if (index < 0) index += (long long)v.list->n;
-            v = index >= 0 && (size_t)index < v.list->n ? v.list->items[index]
-                                                        : jt_undefined("", 0);
-        } else if (v.kind == JT_DICT) {
-            jt_value *found = jt_dict_find(v.dict, part);
-            v = found ? *found : jt_undefined(part.s.p, part.s.n);
-        } else if (!jt_get_attr(r, v, part, line, &v)) {
-            return false;
-        }
-        p = dot + 1;
-    }
-    *out = v;
-    return true;
-}
-
 static bool get_item(jt_render *r, jt_value obj, jt_value key, int line, jt_value *out) {
-    if (obj.kind == JT_UNDEFINED) return undefined_error(r, obj, line);
+    if (obj.kind == JT_UNDEFINED) return jt_undefined_error(r, obj, line);
     if (obj.kind == JT_DICT || obj.kind == JT_NAMESPACE) {
         jt_value *v = jt_dict_find(obj.dict, key);
         if (v) {
@@ -229,7 +98,7 @@ static bool slice_bound(jt_render *r, jt_value v, int line, bool *given, int64_t
 static bool slice(jt_render *r, jt_value obj, jt_value lo, jt_value hi, jt_value st, int line,
                   jt_value *out) {
     if (obj.kind != JT_LIST && obj.kind != JT_STRING) {
-        if (obj.kind == JT_UNDEFINED) return undefined_error(r, obj, line);
+        if (obj.kind == JT_UNDEFINED) return jt_undefined_error(r, obj, line);
         return jt_fail(r, SYN_ERR_INVALID_ARGUMENT, line, "'%s' object is not subscriptable",
                        jt_kind_name(obj));
     }
@@ -281,8 +150,8 @@ static bool slice(jt_render *r, jt_value obj, jt_value lo, jt_value hi, jt_value
 /* ---- operators ---- */
 
 static bool type_error(jt_render *r, int line, const char *op, jt_value a, jt_value b) {
-    if (a.kind == JT_UNDEFINED) return undefined_error(r, a, line);
-    if (b.kind == JT_UNDEFINED) return undefined_error(r, b, line);
+    if (a.kind == JT_UNDEFINED) return jt_undefined_error(r, a, line);
+    if (b.kind == JT_UNDEFINED) return jt_undefined_error(r, b, line);
     return jt_fail(r, SYN_ERR_INVALID_ARGUMENT, line,
                    "unsupported operand type(s) for %s: '%s' and '%s'", op, jt_kind_name(a),
                    jt_kind_name(b));
@@ -468,8 +337,8 @@ static bool binary(jt_render *r, const jt_node *n, jt_value a, jt_value b, jt_va
         int cmp;
         if (!jt_compare(a, b, &cmp)) {
             static const char *const ops[] = {"<", "<=", ">", ">="};
-            if (a.kind == JT_UNDEFINED) return undefined_error(r, a, n->line);
-            if (b.kind == JT_UNDEFINED) return undefined_error(r, b, n->line);
+            if (a.kind == JT_UNDEFINED) return jt_undefined_error(r, a, n->line);
+            if (b.kind == JT_UNDEFINED) return jt_undefined_error(r, b, n->line);
             return jt_fail(r, SYN_ERR_INVALID_ARGUMENT, n->line,
                            "'%s' not supported between instances of '%s' and '%s'",
                            ops[n->op - JO_LT], jt_kind_name(a), jt_kind_name(b));
@@ -521,7 +390,7 @@ static bool call_value(jt_render *r, jt_value callee, const jt_args *args, int l
     case JT_MACRO: return jt_call_macro(r, callee, args, out);
     case JT_METHOD: return jt_call_method(r, callee.ptr, args, out);
     case JT_BUILTIN: return jt_call_builtin(r, callee.builtin, args, out);
-    case JT_UNDEFINED: return undefined_error(r, callee, line);
+    case JT_UNDEFINED: return jt_undefined_error(r, callee, line);
     default:
         return jt_fail(r, SYN_ERR_INVALID_ARGUMENT, line, "'%s' object is not callable",
                        jt_kind_name(callee));
@@ -601,7 +470,7 @@ static bool eval(jt_render *r, const jt_node *n, jt_scope *sc, jt_value *out) {
     case JN_POS:
         if (!eval(r, n->a, sc, &a)) return false;
         if (!jt_is_number(a)) {
-            if (a.kind == JT_UNDEFINED) return undefined_error(r, a, n->line);
+            if (a.kind == JT_UNDEFINED) return jt_undefined_error(r, a, n->line);
             return jt_fail(r, SYN_ERR_INVALID_ARGUMENT, n->line,
                            "bad operand type for unary %c: '%s'", n->kind == JN_NEG ? '-' : '+',
                            jt_kind_name(a));

@@ -51,6 +51,8 @@ typedef struct jt_render {
 bool jt_fail(jt_render *r, syn_status status, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 bool jt_out_of_memory(jt_render *r);
+/* The error of using undefined v (its name, when it has one). */
+bool jt_undefined_error(jt_render *r, jt_value v, int line);
 
 /* Call arguments, evaluated: positional first, then named. */
 typedef struct jt_args {

@@ -149,7 +149,8 @@ static json_t *response_head(const completion *c, const char *object) {
  * syntax, reasoning apart and, when the request offered tools, the calls it wrote (then the
  * choice's finish_reason becomes "tool_calls"). Falls back to the plain text without memory. */
 static json_t *chat_message(const completion *c, const char *text, size_t len, json_t *choice) {
-    const char *tmpl = syn_tokenizer_chat_template(c->model->tok);
+    const char *tmpl = c->srv->opts.chat_template ? c->srv->opts.chat_template
+                                                  : syn_tokenizer_chat_template(c->model->tok);
     const syn_tool_syntax syntax =
         c->req.tool_choice != OA_TOOLS_NONE ? syn_tool_syntax_detect(tmpl) : SYN_TOOLS_NONE;
     syn_chat_output out;
@@ -555,8 +556,25 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     if (req.top_logprobs >= 0) c->logprobs = json_array();
 
     syn_request_params p = syn_request_default_params();
-    p.messages = req.messages;
-    p.n_messages = req.n_messages;
+    /* The conversation as the template reads it; the engine renders it during the submit. */
+    char *messages_json = NULL, *tools_json = NULL, *variables_json = NULL;
+    if (req.template_messages) {
+        messages_json = json_dumps(req.template_messages, JSON_COMPACT);
+        if (req.tools) tools_json = json_dumps(req.tools, JSON_COMPACT);
+        if (req.chat_template_kwargs)
+            variables_json = json_dumps(req.chat_template_kwargs, JSON_COMPACT);
+        if (!messages_json || (req.tools && !tools_json) ||
+            (req.chat_template_kwargs && !variables_json)) {
+            free(messages_json);
+            free(tools_json);
+            completion_free(c);
+            return http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory");
+        }
+    }
+    p.messages_json = messages_json;
+    p.tools_json = tools_json;
+    p.chat_variables_json = variables_json;
+    p.chat_template = srv->opts.chat_template;
     p.prompt_text = req.prompt_text;
     p.prompt_tokens = req.prompt_tokens;
     p.n_prompt_tokens = req.n_prompt_tokens;
@@ -572,6 +590,9 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     p.on_token = on_token;
     p.user_data = c;
     syn_status st = syn_engine_submit(m->engine, &p, &c->handle);
+    free(messages_json);
+    free(tools_json);
+    free(variables_json);
     if (st != SYN_OK) {
         enum MHD_Result r = submit_error(hr, st);
         completion_free(c);
