@@ -222,8 +222,8 @@ typedef struct syn_chat_message {
  * template that writes it itself, as Llama 3's does, is not doubled).
  *
  * Errors of every render: SYN_ERR_UNSUPPORTED (the model has no template and none is given; a
- * bound of the template engine: 1 MiB of source, nesting 256, 1,000,000 loop passes, 20,000,000
- * evaluation steps, macro recursion 64, 256 MiB of memory, 16 MiB of output), SYN_ERR_FORMAT (a
+ * bound of the template engine: 1 MiB of source, nesting 256, 1,000,000 loop passes, 5,000,000
+ * evaluation steps, macro recursion 64, 64 MiB of memory, 4 MiB of output), SYN_ERR_FORMAT (a
  * template syntax error, with its line), SYN_ERR_INVALID_ARGUMENT ("template: MESSAGE" when the
  * template itself refuses the conversation with raise_exception(MESSAGE); a type error in the
  * template, with its line; bad JSON in the parameters). */

@@ -1165,10 +1165,14 @@ static bool range(jt_render *r, const jt_args *a, jt_value *out) {
     if (step == 0) return jt_fail(r, SYN_ERR_INVALID_ARGUMENT, a->line, "range() step is zero");
     double count = step > 0 ? ceil(((double)stop - (double)start) / (double)step)
                             : ceil(((double)start - (double)stop) / (double)-step);
-    if (count > SYN_TEMPLATE_MAX_ITERATIONS)
+    /* The items a range makes count against the iteration bound as the passes over them do:
+     * nested ranges that would loop without end fail at once, not when memory runs out. */
+    if (count > 0) r->iterations += (uint64_t)count;
+    if (r->iterations > SYN_TEMPLATE_MAX_ITERATIONS)
         return jt_fail(r, SYN_ERR_UNSUPPORTED, a->line,
-                       "range() of %.0f items, over %d (the iteration bound)", count,
-                       SYN_TEMPLATE_MAX_ITERATIONS);
+                       "range() of %.0f items takes the loops past %d passes (the iteration "
+                       "bound)",
+                       count, SYN_TEMPLATE_MAX_ITERATIONS);
     *out = jt_list_new(r->arena, count > 0 ? (size_t)count : 0);
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
         if (!jt_list_push(r->arena, out->list, jt_int(i))) return jt_out_of_memory(r);

@@ -164,11 +164,15 @@ static bool repeat(jt_render *r, jt_value seq, int64_t times, int line, jt_value
             return jt_fail(r, SYN_ERR_UNSUPPORTED, line,
                            "a repeated string over %zu MiB (the output bound)",
                            SYN_TEMPLATE_MAX_OUTPUT >> 20);
-        jt_buf b = {.arena = r->arena};
-        for (int64_t i = 0; i < times; i++)
-            jt_buf_put(&b, seq.s.p, seq.s.n);
-        if (b.overflow) return jt_out_of_memory(r);
-        *out = b.n ? jt_str(b.p, b.n) : jt_str("", 0);
+        size_t total = seq.s.n * (size_t)times;
+        char *p = jt_alloc(r->arena, total + 1);
+        if (!p) return jt_out_of_memory(r);
+        if (total) { /* the copy doubles what is there already: log(times) memcpys */
+            memcpy(p, seq.s.p, seq.s.n);
+            for (size_t have = seq.s.n; have < total; have *= 2)
+                memcpy(p + have, p, have < total - have ? have : total - have);
+        }
+        *out = jt_str(p, total);
         return true;
     }
     if (seq.list->n && (uint64_t)times > SYN_TEMPLATE_MAX_ITERATIONS / seq.list->n)

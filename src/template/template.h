@@ -21,9 +21,9 @@
 
 #define SYN_TEMPLATE_MAX_SOURCE ((size_t)1 << 20)
 #define SYN_TEMPLATE_MAX_NESTING 256
-#define SYN_TEMPLATE_MAX_OUTPUT ((size_t)16 << 20)
+#define SYN_TEMPLATE_MAX_OUTPUT ((size_t)4 << 20)
 #define SYN_TEMPLATE_MAX_ITERATIONS 1000000
-#define SYN_TEMPLATE_MAX_STEPS 20000000
+#define SYN_TEMPLATE_MAX_STEPS 5000000
 #define SYN_TEMPLATE_MAX_CALL_DEPTH 64
 
 typedef struct syn_template syn_template;

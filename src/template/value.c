@@ -36,7 +36,8 @@ void jt_arena_free(jt_arena *a) {
 
 bool jt_arena_exhausted(const jt_arena *a) { return a->exhausted; }
 
-void *jt_alloc(jt_arena *a, size_t n) {
+/* Memory from the arena, not zeroed. */
+static void *arena_take(jt_arena *a, size_t n) {
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
     if (a->exhausted || n > SYN_TEMPLATE_MAX_MEMORY - a->total) {
@@ -59,7 +60,12 @@ void *jt_alloc(jt_arena *a, size_t n) {
     void *p = c->data + c->used;
     c->used += n;
     a->total += n;
-    memset(p, 0, n);
+    return p;
+}
+
+void *jt_alloc(jt_arena *a, size_t n) {
+    void *p = arena_take(a, n);
+    if (p) memset(p, 0, n);
     return p;
 }
 
@@ -303,7 +309,7 @@ void jt_buf_put(jt_buf *b, const char *p, size_t n) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1)
             cap *= 2;
-        char *q = jt_alloc(b->arena, cap);
+        char *q = arena_take(b->arena, cap); /* text is written before it is read */
         if (!q) {
             b->overflow = true;
             return;

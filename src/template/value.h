@@ -17,7 +17,7 @@
 
 #include "synapse.h"
 
-#define SYN_TEMPLATE_MAX_MEMORY ((size_t)256 << 20)
+#define SYN_TEMPLATE_MAX_MEMORY ((size_t)64 << 20)
 
 typedef struct jt_arena jt_arena;
 jt_arena *jt_arena_new(void);

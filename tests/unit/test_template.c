@@ -252,7 +252,7 @@ static void hostile_templates_meet_a_bound(void **state) {
         const char *what;
         char *source;
         const char *bound;
-    } cases[5];
+    } cases[7];
     cases[0].what = "a loop without end";
     cases[0].source = strdup("{% for i in range(1000000) %}{% for j in range(1000000) %}x"
                              "{% endfor %}{% endfor %}");
@@ -261,7 +261,7 @@ static void hostile_templates_meet_a_bound(void **state) {
     cases[1].source = strdup("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}");
     cases[1].bound = "recursion bound";
     cases[2].what = "a gigabyte of output";
-    cases[2].source = strdup("{% for i in range(1000000) %}{{ 'x' * 1000 }}{% endfor %}");
+    cases[2].source = strdup("{% for i in range(100000) %}{{ 'x' * 10000 }}{% endfor %}");
     cases[2].bound = "output bound";
     /* 10,000 nested blocks and 10,000 nested parentheses */
     char *blocks = concat3("", "{% if true %}", 10000, "{% endif %}");
@@ -274,6 +274,15 @@ static void hostile_templates_meet_a_bound(void **state) {
     cases[4].what = "10,000 nested parentheses";
     cases[4].source = parens;
     cases[4].bound = "nesting bound";
+    cases[5].what = "a macro that calls itself twice, 60 deep";
+    cases[5].source = strdup("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
+                             "{% endmacro %}{{ f(60) }}");
+    cases[5].bound = "bound";
+    cases[6].what = "a long expression in a long loop";
+    cases[6].source = concat3("{% for i in range(400000) %}{% set x = 0", " + i", 200, "");
+    cases[6].source = realloc(cases[6].source, strlen(cases[6].source) + 16);
+    strcat(cases[6].source, " %}{% endfor %}");
+    cases[6].bound = "evaluation bound";
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
