@@ -597,51 +597,38 @@ static bool map_items(jt_render *r, jt_value v, const jt_args *args, jt_value *o
     return true;
 }
 
-static bool to_int(jt_render *r, jt_value v, const jt_args *args, jt_value *out) {
-    const jt_value *dflt = jt_arg(args, 0, "default");
-    *out = dflt ? *dflt : jt_int(0);
-    if (v.kind == JT_INT)
-        *out = v;
-    else if (v.kind == JT_BOOL)
-        *out = jt_int(v.b);
-    else if (v.kind == JT_FLOAT && isfinite(v.f))
-        *out = jt_int((int64_t)v.f);
-    else if (v.kind == JT_STRING) {
-        char buf[64];
-        jt_value t = strip(v, NULL, true, true);
-        if (t.s.n == 0 || t.s.n >= sizeof buf) return true;
-        memcpy(buf, t.s.p, t.s.n);
-        buf[t.s.n] = '\0';
-        char *end;
-        long long i = strtoll(buf, &end, 10);
-        if (*end == '\0') {
-            *out = jt_int(i);
-        } else {
-            double f = strtod(buf, &end);
-            if (*end == '\0' && isfinite(f)) *out = jt_int((int64_t)f);
-        }
-    }
-    (void)r;
+/* The text of v without surrounding whitespace in buf (NUL-terminated); false when it is empty
+ * or too long to be a number. */
+static bool number_text(jt_value v, char *buf, size_t cap) {
+    jt_value t = strip(v, NULL, true, true);
+    if (t.s.n == 0 || t.s.n >= cap) return false;
+    memcpy(buf, t.s.p, t.s.n);
+    buf[t.s.n] = '\0';
     return true;
 }
 
-static bool to_float(jt_render *r, jt_value v, const jt_args *args, jt_value *out) {
+/* |int and |float: Python's int() / float() of a number or a numeric string, else default. */
+static void to_number(jt_value v, const jt_args *args, bool to_float, jt_value *out) {
     const jt_value *dflt = jt_arg(args, 0, "default");
-    *out = dflt ? *dflt : jt_float(0);
-    if (jt_is_number(v))
-        *out = jt_float(jt_as_double(v));
-    else if (v.kind == JT_STRING) {
-        char buf[64];
-        jt_value t = strip(v, NULL, true, true);
-        if (t.s.n == 0 || t.s.n >= sizeof buf) return true;
-        memcpy(buf, t.s.p, t.s.n);
-        buf[t.s.n] = '\0';
-        char *end;
+    *out = dflt ? *dflt : to_float ? jt_float(0) : jt_int(0);
+    char buf[64], *end;
+    if (jt_is_number(v)) {
+        if (to_float)
+            *out = jt_float(jt_as_double(v));
+        else if (v.kind != JT_FLOAT)
+            *out = jt_int(v.kind == JT_BOOL ? v.b : v.i);
+        else if (isfinite(v.f))
+            *out = jt_int((int64_t)v.f);
+    } else if (v.kind == JT_STRING && number_text(v, buf, sizeof buf)) {
+        long long i = strtoll(buf, &end, 10);
+        if (*end == '\0' && !to_float) {
+            *out = jt_int(i);
+            return;
+        }
         double f = strtod(buf, &end);
-        if (*end == '\0') *out = jt_float(f);
+        if (*end == '\0' && (to_float || isfinite(f)))
+            *out = to_float ? jt_float(f) : jt_int((int64_t)f);
     }
-    (void)r;
-    return true;
 }
 
 static bool need_string(jt_render *r, jt_value *v, const char *filter, int line) {
@@ -795,8 +782,10 @@ bool jt_call_filter(jt_render *r, jt_value name, jt_value v, const jt_args *args
         *out = indent(r, v, args);
         return r->status == SYN_OK;
     }
-    if (is(name, "int")) return to_int(r, v, args, out);
-    if (is(name, "float")) return to_float(r, v, args, out);
+    if (is(name, "int") || is(name, "float")) {
+        to_number(v, args, is(name, "float"), out);
+        return true;
+    }
     if (is(name, "abs")) {
         if (!jt_is_number(v)) return bad_arg(r, line, "abs", "a number", v);
         *out =

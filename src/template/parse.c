@@ -990,12 +990,14 @@ static jt_node *parse_not(parser *ps) {
     return parse_compare(ps);
 }
 
-static jt_node *parse_and(parser *ps) {
-    jt_node *n = parse_not(ps);
-    while (n && at_name(ps, "and")) {
+/* `a WORD b WORD c ...` left-associative, each operand parsed by sub. */
+static jt_node *parse_logic(parser *ps, const char *word, jt_node_kind kind,
+                            jt_node *(*sub)(parser *)) {
+    jt_node *n = sub(ps);
+    while (n && at_name(ps, word)) {
         int line = next(ps)->line;
-        jt_node *right = parse_not(ps);
-        jt_node *both = right ? node(ps, JN_AND, line) : NULL;
+        jt_node *right = sub(ps);
+        jt_node *both = right ? node(ps, kind, line) : NULL;
         if (!both) return NULL;
         both->a = n;
         both->b = right;
@@ -1004,19 +1006,8 @@ static jt_node *parse_and(parser *ps) {
     return n;
 }
 
-static jt_node *parse_or(parser *ps) {
-    jt_node *n = parse_and(ps);
-    while (n && at_name(ps, "or")) {
-        int line = next(ps)->line;
-        jt_node *right = parse_and(ps);
-        jt_node *either = right ? node(ps, JN_OR, line) : NULL;
-        if (!either) return NULL;
-        either->a = n;
-        either->b = right;
-        n = either;
-    }
-    return n;
-}
+static jt_node *parse_and(parser *ps) { return parse_logic(ps, "and", JN_AND, parse_not); }
+static jt_node *parse_or(parser *ps) { return parse_logic(ps, "or", JN_OR, parse_and); }
 
 static jt_node *parse_expr(parser *ps, bool with_cond) {
     if (!enter(ps)) return NULL;
