@@ -502,6 +502,13 @@ typedef struct syn_token_event {
  * queued does not. Return false to stop the request (it finishes as SYN_FINISH_CANCELLED). */
 typedef bool (*syn_token_fn)(const syn_token_event *event, void *user_data);
 
+/* A change to one token's logit before sampling: bias is added (OpenAI's logit_bias, usually in
+ * -100..100); -INFINITY bans the token. */
+typedef struct syn_logit_bias {
+    int32_t token;
+    float bias;
+} syn_logit_bias;
+
 /* The prompt is exactly one of: prompt_tokens (taken as given: nothing is added), prompt_text
  * (tokenized with special tokens parsed and the tokenizer's prompt policy, syn_tokenize's
  * add_special) or a conversation: messages, or messages_json with tools_json and
@@ -538,11 +545,19 @@ typedef struct syn_request_params {
     const char *grammar;
     /* NULL, or a JSON Schema (JSON text, at most 1 MiB) the output must be an instance of,
      * compiled into such a grammar (not with grammar too). Enforced: type (and unions),
-     * properties, required, additionalProperties false (also when absent), enum, const, items,
-     * prefixItems, minItems/maxItems (<= 100), minLength/maxLength (<= 1000), integer minimum
-     * 0 or 1, anyOf, oneOf (as anyOf), local $ref/$defs, format date, date-time, uuid; blanks
-     * between tokens at most 4 in a row. Any other keyword is SYN_ERR_UNSUPPORTED naming it. */
+     * properties, required, additionalProperties (absent or true: any extra key; a schema: its
+     * values; false: none), enum, const, items, prefixItems, minItems/maxItems (<= 100),
+     * minLength/maxLength (<= 1000), integer minimum/maximum/exclusiveMinimum/exclusiveMaximum,
+     * anyOf, oneOf (where no two branches can match together: different types, const/enum
+     * values or a required const discriminator), local $ref/$defs, format date, date-time
+     * (month, day and time ranges), uuid; blanks between tokens at most 4 in a row. Any other
+     * keyword, or one that cannot be enforced where it stands, is SYN_ERR_UNSUPPORTED naming it. */
     const char *json_schema;
+    /* [n_logit_bias] biases added to the logits at every step, before the grammar's mask (a token
+     * given twice gets both); a token outside the vocabulary or a NaN bias is
+     * SYN_ERR_INVALID_ARGUMENT at submission. */
+    const syn_logit_bias *logit_bias;
+    size_t n_logit_bias;
     syn_token_fn on_token; /* NULL: no streaming */
     void *user_data;
 } syn_request_params;

@@ -4,6 +4,7 @@
  * itself is done by the scheduler thread (scheduler.c); see the engine section of synapse.h for
  * the contract and threading model, scheduler.h for ownership.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +254,26 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
                             "stop string %zu is %s: it must hold 1..%d bytes", i,
                             p->stop_strings[i] ? "too long" : "NULL", SYN_MAX_STOP_BYTES);
     }
+    /* checked before the max_tokens 0 case returns early */
+    if (p->n_stop_tokens && !p->stop_tokens)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "stop_tokens is NULL with n_stop_tokens %zu",
+                        p->n_stop_tokens);
+    if (p->n_logit_bias && !p->logit_bias)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "n_logit_bias is %zu but logit_bias is NULL",
+                        p->n_logit_bias);
+    for (size_t i = 0; i < p->n_logit_bias; i++) {
+        if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= e->n_vocab)
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                            "logit_bias[%zu]: token %d is outside the vocabulary [0, %d)", i,
+                            p->logit_bias[i].token, e->n_vocab);
+        if (isnan(p->logit_bias[i].bias))
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "logit_bias[%zu]: the bias is NaN", i);
+    }
+    for (size_t i = 0; i < p->n_stop_tokens; i++)
+        if (p->stop_tokens[i] < 0 || p->stop_tokens[i] >= e->n_vocab)
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                            "stop token %d at index %zu is outside the vocabulary [0, %d)",
+                            p->stop_tokens[i], i, e->n_vocab);
     if (n >= e->n_ctx)
         return syn_fail(
             SYN_ERR_CONTEXT_FULL,
@@ -269,14 +290,6 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
                             e->stats.kv_blocks_total);
         return SYN_OK;
     }
-    if (p->n_stop_tokens && !p->stop_tokens)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "stop_tokens is NULL with n_stop_tokens %zu",
-                        p->n_stop_tokens);
-    for (size_t i = 0; i < p->n_stop_tokens; i++)
-        if (p->stop_tokens[i] < 0 || p->stop_tokens[i] >= e->n_vocab)
-            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
-                            "stop token %d at index %zu is outside the vocabulary [0, %d)",
-                            p->stop_tokens[i], i, e->n_vocab);
     const uint64_t total = (uint64_t)n + (uint64_t)p->max_tokens;
     if (total > e->n_ctx)
         return syn_fail(SYN_ERR_CONTEXT_FULL,
@@ -308,7 +321,7 @@ static syn_status grammar_init(syn_engine *e, const syn_request_params *p, syn_r
     pthread_mutex_unlock(&e->mutex);
     if (st == SYN_OK) st = syn_grammar_matcher_new(r->grammar, &r->matcher);
     if (st != SYN_OK) return st;
-    r->allowed = malloc(sizeof *r->allowed * e->n_vocab);
+    r->allowed = malloc(sizeof *r->allowed * (((size_t)e->n_vocab + 63) / 64));
     r->banned = malloc(sizeof *r->banned * e->n_vocab);
     if (!r->allowed || !r->banned) return syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
     return SYN_OK;
@@ -356,6 +369,16 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
         st = text_stream_init(&r->text, syn_model_tokenizer(e->model), p->stop_strings,
                               p->n_stop_strings);
     if (st == SYN_OK && (p->grammar || p->json_schema)) st = grammar_init(e, p, r);
+    if (st == SYN_OK && p->n_logit_bias) {
+        r->bias = malloc(sizeof *r->bias * p->n_logit_bias);
+        r->biased = malloc(sizeof *r->biased * (size_t)e->n_vocab);
+        if (!r->bias || !r->biased) {
+            st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_submit: out of memory for logit_bias");
+        } else {
+            memcpy(r->bias, p->logit_bias, sizeof *r->bias * p->n_logit_bias);
+            r->n_bias = p->n_logit_bias;
+        }
+    }
     if (st != SYN_OK) {
         request_destroy(r);
         return st;
