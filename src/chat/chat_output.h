@@ -55,4 +55,56 @@ syn_status syn_chat_output_parse(const char *text, size_t len, syn_tool_syntax s
 
 void syn_chat_output_free(syn_chat_output *out);
 
+/* ---- Streaming: the same reading, piece by piece as the text is generated ----
+ *
+ * Content and reasoning are passed on as they come, except for text that could still be the start
+ * of a marker (<tool_call>, [TOOL_CALLS], </think>, harmony's <|channel|>, ...) or whitespace that
+ * would be trimmed before one: that is held back until the next piece decides it. A call is
+ * buffered until it is complete (its closing marker, the end of its JSON, or the end of the
+ * stream) and then read with syn_chat_output_parse, so its arguments arrive whole, in one event;
+ * a call that does not parse is passed on as content, as written. Llama 3's calls have no closing
+ * marker: a reply that starts like one is held to the end of the stream. Unlike the whole parse,
+ * text that was already passed on stays content when a later call turns out malformed, and text
+ * after a call is content too. */
+
+typedef enum syn_chat_event_kind {
+    SYN_CHAT_CONTENT,   /* a piece of the answer: text[len] */
+    SYN_CHAT_REASONING, /* a piece of the thinking: text[len] */
+    SYN_CHAT_TOOL_CALL  /* one whole call: index, id, name, arguments */
+} syn_chat_event_kind;
+
+typedef struct syn_chat_event {
+    syn_chat_event_kind kind;
+    const char *text; /* CONTENT, REASONING (not NUL-terminated) */
+    size_t len;
+    size_t index;          /* TOOL_CALL: 0 for the reply's first call, then 1, ... */
+    const char *id;        /* TOOL_CALL: as in syn_chat_output's tool_calls */
+    const char *name;      /* TOOL_CALL */
+    const char *arguments; /* TOOL_CALL: a JSON object's text */
+} syn_chat_event;
+
+/* Called for each event, in the order of the text; the pointers live until it returns. */
+typedef void (*syn_chat_event_fn)(const syn_chat_event *event, void *user);
+
+typedef struct syn_chat_stream syn_chat_stream;
+
+/* A reader for one reply; syntax, thinks, tools and id_seed as for syn_chat_output_parse (tools
+ * must outlive the reader). think_open: the prompt ends inside an open <think> (QwQ's and
+ * DeepSeek R1's generation prompts), so the text starts as reasoning; otherwise, for a template
+ * that thinks, the reply is reasoning only when it opens <think> itself. Errors: no memory. */
+syn_status syn_chat_stream_create(syn_tool_syntax syntax, bool thinks, bool think_open,
+                                  const json_t *tools, uint64_t id_seed, syn_chat_event_fn fn,
+                                  void *user, syn_chat_stream **out);
+
+/* The next piece of generated text; events for what it decides. Errors: no memory. */
+syn_status syn_chat_stream_feed(syn_chat_stream *s, const char *text, size_t len);
+
+/* The end of the text: what was held back is decided (an unfinished call becomes content). */
+syn_status syn_chat_stream_finish(syn_chat_stream *s);
+
+/* The calls passed on so far. */
+size_t syn_chat_stream_n_calls(const syn_chat_stream *s);
+
+void syn_chat_stream_free(syn_chat_stream *s);
+
 #endif

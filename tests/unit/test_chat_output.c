@@ -224,6 +224,195 @@ static void test_reasoning(void **state) {
                   NULL, NULL);
 }
 
+/* ---- Streaming ---- */
+
+/* What a stream reader passed on, joined: content, reasoning, the calls as an OpenAI array, and
+ * the order of the event kinds ('c', 'r', 't'; a run of one kind is one letter). */
+typedef struct collected {
+    char content[4096], reasoning[4096], order[64];
+    size_t n_content, n_reasoning, n_order, n_events;
+    json_t *calls;
+} collected;
+
+static void collect(const syn_chat_event *ev, void *user) {
+    collected *c = user;
+    const char kind = ev->kind == SYN_CHAT_CONTENT     ? 'c'
+                      : ev->kind == SYN_CHAT_REASONING ? 'r'
+                                                       : 't';
+    if (c->n_order == 0 || c->order[c->n_order - 1] != kind || kind == 't')
+        c->order[c->n_order++] = kind;
+    c->n_events++;
+    if (ev->kind == SYN_CHAT_TOOL_CALL) {
+        assert_int_equal(ev->index, json_array_size(c->calls));
+        json_array_append_new(c->calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", ev->id, "type",
+                                                  "function", "function", "name", ev->name,
+                                                  "arguments", ev->arguments));
+        return;
+    }
+    assert_true(ev->len > 0); /* no empty pieces */
+    char *dst = ev->kind == SYN_CHAT_CONTENT ? c->content : c->reasoning;
+    size_t *n = ev->kind == SYN_CHAT_CONTENT ? &c->n_content : &c->n_reasoning;
+    assert_true(*n + ev->len < sizeof c->content);
+    memcpy(dst + *n, ev->text, ev->len);
+    *n += ev->len;
+    dst[*n] = '\0';
+}
+
+/* Streams text in pieces of piece bytes (the last may be shorter) into *c. */
+static void stream_pieces(const char *text, size_t piece, syn_tool_syntax syntax, bool thinks,
+                          bool think_open, const json_t *tools, collected *c) {
+    memset(c, 0, sizeof *c);
+    c->calls = json_array();
+    syn_chat_stream *st;
+    assert_int_equal(syn_chat_stream_create(syntax, thinks, think_open, tools, 7, collect, c, &st),
+                     SYN_OK);
+    const size_t len = strlen(text);
+    for (size_t at = 0; at < len; at += piece)
+        assert_int_equal(syn_chat_stream_feed(st, text + at, len - at < piece ? len - at : piece),
+                         SYN_OK);
+    assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
+    assert_int_equal(syn_chat_stream_n_calls(st), json_array_size(c->calls));
+    syn_chat_stream_free(st);
+}
+
+/* Streamed in every piece size from 1 byte to the whole text, the text gives what the whole parse
+ * gives: the same content, reasoning, call names, arguments and ids. */
+static void expect_stream_as_whole(const char *text, syn_tool_syntax syntax, bool thinks,
+                                   const json_t *tools) {
+    syn_chat_output whole;
+    assert_int_equal(syn_chat_output_parse(text, strlen(text), syntax, thinks, tools, 7, &whole),
+                     SYN_OK);
+    for (size_t piece = 1; piece <= strlen(text); piece++) {
+        collected c;
+        stream_pieces(text, piece, syntax, thinks, false, tools, &c);
+        assert_string_equal(c.content, whole.content);
+        assert_string_equal(c.reasoning, whole.reasoning ? whole.reasoning : "");
+        if (whole.tool_calls)
+            assert_true(json_equal(c.calls, whole.tool_calls));
+        else
+            assert_int_equal(json_array_size(c.calls), 0);
+        json_decref(c.calls);
+    }
+    syn_chat_output_free(&whole);
+}
+
+static void test_stream_matches_whole_parse(void **state) {
+    (void)state;
+    json_t *tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"search\", "
+                               "\"parameters\": {\"type\": \"object\", \"properties\": {\"q\": "
+                               "{\"type\": \"string\"}}}}}]",
+                               0, NULL);
+    static const struct {
+        syn_tool_syntax syntax;
+        bool thinks;
+        const char *text;
+    } cases[] = {
+        {SYN_TOOLS_HERMES, false, "Just text, with a < sign and <tool_ inside.\n"},
+        {SYN_TOOLS_HERMES, false,
+         "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+         "\"Paris\"}}\n</tool_call>"},
+        {SYN_TOOLS_HERMES, false,
+         "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": "
+         "\"b\", \"arguments\": \"{\\\"x\\\": \\\"</tool_call>\\\"}\"}\n</tool_call>\n"},
+        {SYN_TOOLS_HERMES, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}"},
+        {SYN_TOOLS_HERMES, true,
+         "<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
+         "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+        {SYN_TOOLS_NONE, true, "<think>\nHmm.\n</think>\n\nParis."},
+        {SYN_TOOLS_NONE, true, "<think>\nStill going"},
+        {SYN_TOOLS_NONE, true, "  No thoughts.  "},
+        {SYN_TOOLS_NONE, false, "<think>x</think>y"},
+        {SYN_TOOLS_QWEN3_CODER, false,
+         "I will search.\n<tool_call>\n<function=search>\n<parameter=q>\n42\n</parameter>\n"
+         "</function>\n</tool_call>"},
+        {SYN_TOOLS_LLAMA3, false,
+         "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; "
+         "{\"name\": \"get_time\", \"parameters\": {}}"},
+        {SYN_TOOLS_LLAMA3, false, "{\"answer\": 4}"},
+        {SYN_TOOLS_LLAMA3, false, "The weather is fine."},
+        {SYN_TOOLS_MISTRAL, false,
+         "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"]\"}, \"id\": "
+         "\"abcDEF123\"}, {\"name\": \"get_time\", \"arguments\": {}}]"},
+        {SYN_TOOLS_MISTRAL, false,
+         "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time[ARGS]{}"},
+        {SYN_TOOLS_HARMONY, false,
+         "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>"
+         "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
+         "\"Paris\"}<|call|>"},
+        {SYN_TOOLS_HARMONY, false,
+         "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final"
+         "<|message|>Four.<|return|>"},
+        {SYN_TOOLS_HARMONY, false, "Plain words."},
+        {SYN_TOOLS_HARMONY, false,
+         "<|channel|>commentary to=functions.get_weather<|message|>{\"city\":"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_stream_as_whole(cases[i].text, cases[i].syntax, cases[i].thinks, tools);
+    json_decref(tools);
+}
+
+static syn_status feed(syn_chat_stream *st, const char *text) {
+    return syn_chat_stream_feed(st, text, strlen(text));
+}
+
+/* Text is passed on as soon as it cannot be a marker; a marker's first bytes wait. */
+static void test_stream_holds_back_only_markers(void **state) {
+    (void)state;
+    collected c = {.calls = json_array()};
+    syn_chat_stream *st;
+    assert_int_equal(
+        syn_chat_stream_create(SYN_TOOLS_HERMES, true, false, NULL, 1, collect, &c, &st), SYN_OK);
+    assert_int_equal(feed(st, "<thi"), SYN_OK);
+    assert_int_equal(c.n_events, 0);
+    assert_int_equal(feed(st, "nk>\nI should call. </th"), SYN_OK);
+    assert_string_equal(c.reasoning, "I should call."); /* the space and "</th" wait */
+    assert_int_equal(feed(st, "ink>\n\nOK then <tool_"), SYN_OK);
+    assert_string_equal(c.reasoning, "I should call.");
+    assert_string_equal(c.content, "OK then");
+    assert_int_equal(feed(st, "call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}"), SYN_OK);
+    assert_int_equal(json_array_size(c.calls), 0); /* not closed yet */
+    assert_int_equal(feed(st, "</tool_call>"), SYN_OK);
+    assert_int_equal(json_array_size(c.calls), 1);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_array_get(c.calls, 0), "function"), "arguments")),
+                        "{\"a\":1}");
+    /* A call that does not parse is content, as written, and the next one is still read. */
+    const char *bad = "<tool_call>{\"name\": \"f\"}</tool_call>";
+    assert_int_equal(feed(st, bad), SYN_OK);
+    assert_string_equal(c.content, "OK then<tool_call>{\"name\": \"f\"}</tool_call>");
+    const char *good = "<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>";
+    assert_int_equal(feed(st, good), SYN_OK);
+    assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
+    assert_int_equal(syn_chat_stream_n_calls(st), 2);
+    assert_string_equal(c.order, "rctct");
+    const char *id0 = json_string_value(json_object_get(json_array_get(c.calls, 0), "id"));
+    const char *id1 = json_string_value(json_object_get(json_array_get(c.calls, 1), "id"));
+    assert_true(strncmp(id0, "call_", 5) == 0 && strlen(id0) == 14);
+    assert_string_not_equal(id0, id1);
+    syn_chat_stream_free(st);
+    json_decref(c.calls);
+}
+
+/* A prompt that left <think> open: the reply is reasoning from its first byte, streamed. */
+static void test_stream_think_open(void **state) {
+    (void)state;
+    collected c;
+    stream_pieces("Let me think.\n</think>\n\nParis.", 3, SYN_TOOLS_HERMES, true, true, NULL, &c);
+    assert_string_equal(c.reasoning, "Let me think.");
+    assert_string_equal(c.content, "Paris.");
+    assert_string_equal(c.order, "rc");
+    json_decref(c.calls);
+    /* Cut off while thinking. */
+    stream_pieces("Still going", 1, SYN_TOOLS_NONE, true, true, NULL, &c);
+    assert_string_equal(c.reasoning, "Still going");
+    assert_string_equal(c.content, "");
+    json_decref(c.calls);
+    /* Not thinking and no <think> open: the tags are text. */
+    stream_pieces("a</think>b", 2, SYN_TOOLS_NONE, false, true, NULL, &c);
+    assert_string_equal(c.content, "a</think>b");
+    json_decref(c.calls);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_detect_from_real_templates),
@@ -233,6 +422,9 @@ int main(void) {
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_harmony),
         cmocka_unit_test(test_reasoning),
+        cmocka_unit_test(test_stream_matches_whole_parse),
+        cmocka_unit_test(test_stream_holds_back_only_markers),
+        cmocka_unit_test(test_stream_think_open),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
