@@ -172,6 +172,12 @@ check "... streamed: the role first, the same content and calls, the same finish
         finish: ([.[].choices[0].finish_reason // empty] | last)}' "$tmp/tools_chunks.json")" = "$whole_msg" -a \
     "$(jq -r '.[0].choices[0].delta.role' "$tmp/tools_chunks.json")" = assistant -a \
     "$(tail -n 2 "$tmp/tools.sse" | head -n 1)" = "data: [DONE]"
+curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions" \
+    -d "$(jq -c '. + {stream: true, logprobs: true, top_logprobs: 2, stream_options: {include_usage: true}}' <<<"$tools_req")" |
+    sed -n 's/^data: //p' | grep -v '^\[DONE\]$' | jq -s . >"$tmp/tools_chunks.json"
+check "... with logprobs: one entry per generated token across the chunks" jqe '
+    ([.[].choices[0].logprobs.content // empty | length] | add) == ([.[].usage // empty][0].completion_tokens)' \
+    "$tmp/tools_chunks.json"
 items='[{"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
  {"type": "function_call", "call_id": "abcdefghi", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}]'
 api POST /v1/responses "$(jq -cn --argjson i "$items" '{input: $i, max_output_tokens: 4,
