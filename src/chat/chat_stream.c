@@ -231,8 +231,8 @@ static size_t find(const char *s, size_t len, const char *needle) {
     return len;
 }
 
-/* Where the call at the front of s[len] ends: 0 when it is not complete yet; SIZE_MAX when it
- * cannot be a call. */
+/* Where the call at the front of s[len] ends: 0 when it is not complete yet; SIZE_MAX when what
+ * follows its opener cannot be a call. */
 static size_t call_end(const syn_chat_stream *st, const char *s, size_t len) {
     if (st->syntax == SYN_TOOLS_MISTRAL) { /* [TOOL_CALLS][...] or [TOOL_CALLS]NAME[ARGS]{...} */
         const size_t p = skip_space(s, strlen("[TOOL_CALLS]"), len);
@@ -248,11 +248,9 @@ static size_t call_end(const syn_chat_stream *st, const char *s, size_t len) {
         const size_t at = scan(s + body, len - body, ends, &which);
         return which < 0 ? 0 : body + at + (which == 3 ? 0 : strlen(ends[which]));
     }
-    const size_t close = find(s, len, "</tool_call>");
     if (st->syntax == SYN_TOOLS_HERMES) { /* the JSON's end: a string may hold "</tool_call>" */
         const size_t end = json_end(s, len, strlen("<tool_call>"));
-        if (end == 0) return 0;
-        if (end == SIZE_MAX) return close == len ? 0 : close + strlen("</tool_call>");
+        if (end == 0 || end == SIZE_MAX) return end;
         const size_t p = skip_space(s, end, len);
         if (could_become(s + p, len - p, "</tool_call>")) return 0;
         /* anything but the closing tag after the JSON: a malformed call, ending there */
@@ -260,6 +258,11 @@ static size_t call_end(const syn_chat_stream *st, const char *s, size_t len) {
                    ? p + strlen("</tool_call>")
                    : p;
     }
+    const size_t p = skip_space(s, strlen("<tool_call>"), len); /* Qwen3-Coder: <function=... */
+    if (could_become(s + p, len - p, "<function=")) return 0;
+    if (len - p < strlen("<function=") || memcmp(s + p, "<function=", strlen("<function=")) != 0)
+        return SIZE_MAX;
+    const size_t close = find(s, len, "</tool_call>");
     return close == len ? 0 : close + strlen("</tool_call>");
 }
 
@@ -329,7 +332,8 @@ static void run(syn_chat_stream *st, bool at_end) {
         case M_CALL:
         case M_TO_END:
             at = st->mode == M_TO_END ? 0 : call_end(st, s, len);
-            if (at == SIZE_MAX) at = len; /* not a call: its text as content now */
+            if (at == SIZE_MAX) /* no call follows the opener: it is text, and what follows */
+                at = strlen(st->syntax == SYN_TOOLS_MISTRAL ? "[TOOL_CALLS]" : "<tool_call>");
             if (at == 0 && !at_end) return;
             if (at == 0) at = len;
             read_calls(st, s, at);

@@ -393,6 +393,39 @@ static void test_stream_holds_back_only_markers(void **state) {
     json_decref(c.calls);
 }
 
+/* An opener that no call follows is text at once: the stream does not stall until the end. */
+static void test_stream_false_openers(void **state) {
+    (void)state;
+    static const struct {
+        syn_tool_syntax syntax;
+        const char *head, *tail, *sent; /* after head, sent is out; tail completes a real call */
+    } cases[] = {
+        {SYN_TOOLS_HERMES, "a <tool_call> is a tag, ",
+         "<tool_call>{\"name\": \"f\", "
+         "\"arguments\": {}}</tool_call>",
+         "a <tool_call> is a tag,"},
+        {SYN_TOOLS_QWEN3_CODER, "<tool_call>\nplain words ",
+         "<tool_call>\n<function=f>\n</function>\n</tool_call>", "<tool_call>\nplain words"},
+        {SYN_TOOLS_MISTRAL, "[TOOL_CALLS]f[ARGS]nope ", "[TOOL_CALLS]f[ARGS]{}",
+         "[TOOL_CALLS]f[ARGS]nope"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        collected c = {.calls = json_array()};
+        syn_chat_stream *st;
+        assert_int_equal(
+            syn_chat_stream_create(cases[i].syntax, false, false, NULL, 1, collect, &c, &st),
+            SYN_OK);
+        assert_int_equal(feed(st, cases[i].head), SYN_OK);
+        assert_string_equal(c.content, cases[i].sent);
+        assert_int_equal(feed(st, cases[i].tail), SYN_OK);
+        assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
+        assert_int_equal(json_array_size(c.calls), 1);
+        assert_string_equal(c.order, "ct");
+        syn_chat_stream_free(st);
+        json_decref(c.calls);
+    }
+}
+
 /* A prompt that left <think> open: the reply is reasoning from its first byte, streamed. */
 static void test_stream_think_open(void **state) {
     (void)state;
@@ -424,6 +457,7 @@ int main(void) {
         cmocka_unit_test(test_reasoning),
         cmocka_unit_test(test_stream_matches_whole_parse),
         cmocka_unit_test(test_stream_holds_back_only_markers),
+        cmocka_unit_test(test_stream_false_openers),
         cmocka_unit_test(test_stream_think_open),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
