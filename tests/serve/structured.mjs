@@ -5,7 +5,9 @@
 // call's arguments against the tool's parameters under three seeds at temperature 0.8, streamed
 // and not; the clients' own structured helpers (openai parse() with zod, LangChain
 // withStructuredOutput and bindTools with tool_choice "any", the AI SDK's generateObject and
-// toolChoice "required") must succeed.
+// toolChoice "required") must succeed; a GBNF grammar forcing two calls in the model's syntax must
+// come back as the same calls whole, streamed (through the client's accumulators) and in
+// /v1/responses' events.
 // usage: node structured.mjs BASE_URL. Prints "ok: ..." / "FAIL: ..." lines; exit 1 on a failure.
 import OpenAI from "openai";
 import { zodResponseFormat } from "openai/helpers/zod";
@@ -120,6 +122,35 @@ for (const [label, choice] of [["required", "required"],
     });
   }
 }
+
+// llama-server's grammar field forcing the tiny model's (Hermes) call syntax: text, then two calls.
+// The streamed reply must carry what the whole one carries, in OpenAI's chunks and in the
+// Responses API's events, and the clients' own accumulators must rebuild it.
+await attempt("grammar-forced calls", async () => {
+  const written = 'Sure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n' +
+                  '</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>';
+  const grammar = `root ::= ${JSON.stringify(written)}`;
+  const req = { model: "tiny", messages: ask, tools: [weather, timeTool], grammar, max_tokens: 200 };
+  const want = [["get_weather", { city: "Paris", unit: "c" }], ["get_time", { zone: "UTC" }]];
+  const same = (calls) => calls.length === 2 && calls.every((c, i) => c.name === want[i][0] &&
+    JSON.stringify(JSON.parse(c.arguments)) === JSON.stringify(want[i][1]) && c.id);
+  const chat = await client.chat.completions.create(req);
+  const m = chat.choices[0].message;
+  check("grammar-forced calls: message.tool_calls and the text before them",
+        m.content === "Sure." && same((m.tool_calls ?? []).map((c) => ({ id: c.id, ...c.function }))) &&
+        chat.choices[0].finish_reason === "tool_calls", JSON.stringify(chat.choices[0]));
+  const fin = await client.chat.completions.stream(req).finalChatCompletion();
+  const fm = fin.choices[0].message;
+  check("grammar-forced calls, streamed: the client's accumulator rebuilds content and both calls",
+        fm.content === "Sure." && same((fm.tool_calls ?? []).map((c) => ({ id: c.id, ...c.function }))) &&
+        fin.choices[0].finish_reason === "tool_calls", JSON.stringify(fin.choices[0]));
+  const rreq = { model: "tiny", input: "Weather in Paris?", grammar, max_output_tokens: 200,
+                 tools: [weather, timeTool].map((t) => ({ type: "function", ...t.function })) };
+  const r = await client.responses.stream(rreq).finalResponse();
+  const fcs = r.output.filter((o) => o.type === "function_call");
+  check("grammar-forced calls, /v1/responses streamed: a message item, then two function_call items",
+        r.output[0]?.type === "message" && r.output_text === "Sure." && same(fcs), JSON.stringify(r.output));
+});
 
 await attempt("openai parse() with zod", async () => {
   const Person = z.object({ name: z.string().max(20), age: z.number().int().min(0).max(150),
