@@ -53,6 +53,14 @@ struct syn_chat_stream {
     bytes scratch;     /* held whitespace and the next text, sent as one event */
     bool harmony_seen; /* a harmony message began: text between messages is dropped */
     int harmony_kind;  /* M_HARMONY_BODY: SYN_CHAT_CONTENT or SYN_CHAT_REASONING */
+
+    /* stream_arguments: the Hermes call at the front of pending whose arguments are being passed
+     * on: where they begin (0: no such call), how far they were sent, its id, name and pieces. */
+    bool stream_arguments;
+    size_t args_begin, args_sent;
+    char call_id[32];
+    char *call_name;
+    bytes call_args;
 };
 
 static bool push(syn_chat_stream *st, bytes *b, const char *s, size_t n) {
@@ -165,6 +173,22 @@ static void out_text(syn_chat_stream *st, syn_chat_event_kind kind, const char *
     push(st, &st->held_space, s + last, n - last);
 }
 
+/* A call's three events; arguments whole. */
+static void out_call(syn_chat_stream *st, const char *id, const char *name, const char *arguments) {
+    syn_chat_event ev = {.kind = SYN_CHAT_CALL_BEGIN, .index = st->n_calls, .id = id, .name = name};
+    st->fn(&ev, st->user);
+    ev.kind = SYN_CHAT_CALL_ARGUMENTS;
+    ev.text = arguments;
+    ev.len = strlen(arguments);
+    st->fn(&ev, st->user);
+    ev.kind = SYN_CHAT_CALL_END;
+    ev.text = NULL;
+    ev.len = 0;
+    ev.arguments = arguments;
+    st->fn(&ev, st->user);
+    st->n_calls++;
+}
+
 /* Reads a call's whole text: its calls are passed on, or, when it does not parse, the text as
  * content. */
 static void read_calls(syn_chat_stream *st, const char *s, size_t n) {
@@ -180,13 +204,9 @@ static void read_calls(syn_chat_stream *st, const char *s, size_t n) {
         json_t *call;
         json_array_foreach(out.tool_calls, i, call) {
             const json_t *fn = json_object_get(call, "function");
-            const syn_chat_event ev = {.kind = SYN_CHAT_TOOL_CALL,
-                                       .index = st->n_calls++,
-                                       .id = json_string_value(json_object_get(call, "id")),
-                                       .name = json_string_value(json_object_get(fn, "name")),
-                                       .arguments =
-                                           json_string_value(json_object_get(fn, "arguments"))};
-            st->fn(&ev, st->user);
+            out_call(st, json_string_value(json_object_get(call, "id")),
+                     json_string_value(json_object_get(fn, "name")),
+                     json_string_value(json_object_get(fn, "arguments")));
         }
     } else {
         out_text(st, SYN_CHAT_CONTENT, s, n);
@@ -266,6 +286,134 @@ static size_t call_end(const syn_chat_stream *st, const char *s, size_t len) {
     return close == len ? 0 : close + strlen("</tool_call>");
 }
 
+/* ---- A Hermes call passed on as it is written (stream_arguments) ---- */
+
+/* Moves *p past lit (after whitespace) in s[len]: 1 when it is there, 0 when more text could
+ * still bring it, -1 when it is not. */
+static int expect(const char *s, size_t len, size_t *p, const char *lit) {
+    const size_t q = skip_space(s, *p, len), n = strlen(lit);
+    if (could_become(s + q, len - q, lit)) return 0;
+    if (len - q < n || memcmp(s + q, lit, n) != 0) return -1;
+    *p = q + n;
+    return 1;
+}
+
+/* <tool_call>{"name": "NAME", "arguments": { at the front of s[len]: 1 with the name's bounds
+ * and where the arguments begin, 0 when more text could still make it, -1 when it is not that
+ * (the call is then read whole). */
+static int hermes_head(const char *s, size_t len, size_t *name, size_t *name_end, size_t *args) {
+    static const char *const before[] = {"{", "\"name\"", ":", "\""};
+    static const char *const after[] = {",", "\"arguments\"", ":"};
+    size_t p = strlen("<tool_call>");
+    for (size_t i = 0; i < sizeof before / sizeof before[0]; i++) {
+        const int r = expect(s, len, &p, before[i]);
+        if (r <= 0) return r;
+    }
+    *name = p;
+    while (p < len && s[p] != '"' && s[p] != '\\')
+        p++;
+    if (p == len) return 0;
+    if (s[p] == '\\' || p == *name) return -1; /* escaped or empty: left to the whole parse */
+    *name_end = p++;
+    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++) {
+        const int r = expect(s, len, &p, after[i]);
+        if (r <= 0) return r;
+    }
+    p = skip_space(s, p, len);
+    if (p == len) return 0;
+    if (s[p] != '{') return -1;
+    *args = p;
+    return 1;
+}
+
+/* Ends the streamed call: its end event, and n bytes of pending consumed. */
+static void end_streamed_call(syn_chat_stream *st, size_t n) {
+    if (push(st, &st->call_args, "", 1)) { /* NUL-terminated for the event */
+        const syn_chat_event ev = {.kind = SYN_CHAT_CALL_END,
+                                   .index = st->n_calls,
+                                   .id = st->call_id,
+                                   .name = st->call_name,
+                                   .arguments = st->call_args.data};
+        st->fn(&ev, st->user);
+    }
+    st->n_calls++;
+    free(st->call_name);
+    st->call_name = NULL;
+    st->args_begin = st->args_sent = 0;
+    st->call_args.len = 0;
+    consume(st, n);
+    st->mode = M_TEXT;
+}
+
+/* Announces the call at the front of pending once its name is written, then passes its arguments
+ * on as they come. false: it does not have that shape (it is then read whole); true otherwise,
+ * *wait set when more text is needed. */
+static bool stream_call(syn_chat_stream *st, bool at_end, bool *wait) {
+    const char *s = st->pending.data;
+    const size_t len = st->pending.len;
+    *wait = false;
+    if (!st->args_begin) {
+        size_t name = 0, name_end = 0, args = 0;
+        const int head = hermes_head(s, len, &name, &name_end, &args);
+        if (head < 0 || (head == 0 && at_end)) return false;
+        if (head == 0) {
+            *wait = true;
+            return true;
+        }
+        if (!(st->call_name = strndup(s + name, name_end - name))) {
+            st->failed = true;
+            return true;
+        }
+        syn_chat_call_id(st->syntax, st->seed + st->n_calls, st->call_id, sizeof st->call_id);
+        end_segment(st, false);
+        const syn_chat_event ev = {.kind = SYN_CHAT_CALL_BEGIN,
+                                   .index = st->n_calls,
+                                   .id = st->call_id,
+                                   .name = st->call_name};
+        st->fn(&ev, st->user);
+        st->args_begin = st->args_sent = args;
+    }
+    const size_t end = json_end(s, len, st->args_begin); /* 0: not complete yet */
+    const size_t upto = end ? end : len;
+    if (upto > st->args_sent && push(st, &st->call_args, s + st->args_sent, upto - st->args_sent)) {
+        const syn_chat_event ev = {.kind = SYN_CHAT_CALL_ARGUMENTS,
+                                   .text = s + st->args_sent,
+                                   .len = upto - st->args_sent,
+                                   .index = st->n_calls};
+        st->fn(&ev, st->user);
+        st->args_sent = upto;
+    }
+    if (!end) { /* cut off inside the arguments: the call ends with what was written */
+        if (at_end)
+            end_streamed_call(st, len);
+        else
+            *wait = true;
+        return true;
+    }
+    /* After the arguments, the call's "}" and "</tool_call>"; anything else is text again. */
+    size_t p = skip_space(s, end, len), close = end;
+    if (p == len && !at_end) {
+        *wait = true;
+        return true;
+    }
+    if (p < len && s[p] == '}') {
+        close = p + 1;
+        p = skip_space(s, close, len);
+        if (could_become(s + p, len - p, "</tool_call>")) { /* cut off in it at the end */
+            if (!at_end) {
+                *wait = true;
+                return true;
+            }
+            close = len;
+        } else if (len - p >= strlen("</tool_call>") &&
+                   memcmp(s + p, "</tool_call>", strlen("</tool_call>")) == 0) {
+            close = p + strlen("</tool_call>");
+        }
+    }
+    end_streamed_call(st, close);
+    return true;
+}
+
 /* ---- The modes ---- */
 
 static mode body_mode(const syn_chat_stream *st) {
@@ -331,6 +479,13 @@ static void run(syn_chat_stream *st, bool at_end) {
         }
         case M_CALL:
         case M_TO_END:
+            if (st->mode == M_CALL && st->stream_arguments && st->syntax == SYN_TOOLS_HERMES) {
+                bool wait;
+                if (stream_call(st, at_end, &wait)) {
+                    if (wait) return;
+                    break;
+                }
+            }
             at = st->mode == M_TO_END ? 0 : call_end(st, s, len);
             if (at == SIZE_MAX) /* no call follows the opener: it is text, and what follows */
                 at = strlen(st->syntax == SYN_TOOLS_MISTRAL ? "[TOOL_CALLS]" : "<tool_call>");
@@ -399,8 +554,8 @@ static void run(syn_chat_stream *st, bool at_end) {
 /* ---- The interface ---- */
 
 syn_status syn_chat_stream_create(syn_tool_syntax syntax, bool thinks, bool think_open,
-                                  const json_t *tools, uint64_t id_seed, syn_chat_event_fn fn,
-                                  void *user, syn_chat_stream **out) {
+                                  bool stream_arguments, const json_t *tools, uint64_t id_seed,
+                                  syn_chat_event_fn fn, void *user, syn_chat_stream **out) {
     *out = NULL;
     syn_chat_stream *st = calloc(1, sizeof *st);
     if (!st) return syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory");
@@ -410,6 +565,7 @@ syn_status syn_chat_stream_create(syn_tool_syntax syntax, bool thinks, bool thin
     st->fn = fn;
     st->user = user;
     st->seg = -1;
+    st->stream_arguments = stream_arguments;
     /* gpt-oss reasons on its analysis channel, not in <think> */
     const bool reads_think = thinks && syntax != SYN_TOOLS_HARMONY;
     st->mode = !reads_think ? body_mode(st) : think_open ? M_REASONING : M_THINK_START;
@@ -438,5 +594,7 @@ void syn_chat_stream_free(syn_chat_stream *s) {
     free(s->pending.data);
     free(s->held_space.data);
     free(s->scratch.data);
+    free(s->call_name);
+    free(s->call_args.data);
     free(s);
 }

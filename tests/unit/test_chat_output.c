@@ -227,29 +227,56 @@ static void test_reasoning(void **state) {
 /* ---- Streaming ---- */
 
 /* What a stream reader passed on, joined: content, reasoning, the calls as an OpenAI array, and
- * the order of the event kinds ('c', 'r', 't'; a run of one kind is one letter). */
+ * the order of the event kinds ('c', 'r', 't' for a call; a run of text of one kind is one letter).
+ * It checks the events' promises on the way: a call's arguments come between its begin and its
+ * end, and its end repeats them whole. */
 typedef struct collected {
     char content[4096], reasoning[4096], order[64];
-    size_t n_content, n_reasoning, n_order, n_events;
+    size_t n_content, n_reasoning, n_order, n_events, n_arg_pieces;
+    bool call_open;
     json_t *calls;
 } collected;
 
 static void collect(const syn_chat_event *ev, void *user) {
     collected *c = user;
-    const char kind = ev->kind == SYN_CHAT_CONTENT     ? 'c'
-                      : ev->kind == SYN_CHAT_REASONING ? 'r'
-                                                       : 't';
-    if (c->n_order == 0 || c->order[c->n_order - 1] != kind || kind == 't')
-        c->order[c->n_order++] = kind;
     c->n_events++;
-    if (ev->kind == SYN_CHAT_TOOL_CALL) {
+    json_t *last = json_array_get(c->calls, json_array_size(c->calls) - 1);
+    json_t *fn = json_object_get(last, "function");
+    switch (ev->kind) {
+    case SYN_CHAT_CALL_BEGIN: /* a call opens only when none is open, with the next index */
+        assert_false(c->call_open);
         assert_int_equal(ev->index, json_array_size(c->calls));
-        json_array_append_new(c->calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", ev->id, "type",
-                                                  "function", "function", "name", ev->name,
-                                                  "arguments", ev->arguments));
+        json_array_append_new(c->calls,
+                              json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", ev->id, "type",
+                                        "function", "function", "name", ev->name, "arguments", ""));
+        c->call_open = true;
+        c->order[c->n_order++] = 't';
+        return;
+    case SYN_CHAT_CALL_ARGUMENTS: {
+        assert_true(c->call_open && ev->len > 0);
+        assert_int_equal(ev->index, json_array_size(c->calls) - 1);
+        char joined[4096];
+        const char *had = json_string_value(json_object_get(fn, "arguments"));
+        assert_true(strlen(had) + ev->len < sizeof joined);
+        snprintf(joined, sizeof joined, "%s%.*s", had, (int)ev->len, ev->text);
+        json_object_set_new(fn, "arguments", json_string(joined));
+        c->n_arg_pieces++;
         return;
     }
+    case SYN_CHAT_CALL_END: /* the whole arguments: what the pieces said */
+        assert_true(c->call_open);
+        assert_int_equal(ev->index, json_array_size(c->calls) - 1);
+        assert_string_equal(ev->id, json_string_value(json_object_get(last, "id")));
+        assert_string_equal(ev->name, json_string_value(json_object_get(fn, "name")));
+        assert_string_equal(ev->arguments, json_string_value(json_object_get(fn, "arguments")));
+        c->call_open = false;
+        return;
+    default: break;
+    }
+    assert_false(c->call_open);
     assert_true(ev->len > 0); /* no empty pieces */
+    const char kind = ev->kind == SYN_CHAT_CONTENT ? 'c' : 'r';
+    if (c->n_order == 0 || c->order[c->n_order - 1] != kind) c->order[c->n_order++] = kind;
     char *dst = ev->kind == SYN_CHAT_CONTENT ? c->content : c->reasoning;
     size_t *n = ev->kind == SYN_CHAT_CONTENT ? &c->n_content : &c->n_reasoning;
     assert_true(*n + ev->len < sizeof c->content);
@@ -264,8 +291,9 @@ static void stream_pieces(const char *text, size_t piece, syn_tool_syntax syntax
     memset(c, 0, sizeof *c);
     c->calls = json_array();
     syn_chat_stream *st;
-    assert_int_equal(syn_chat_stream_create(syntax, thinks, think_open, tools, 7, collect, c, &st),
-                     SYN_OK);
+    assert_int_equal(
+        syn_chat_stream_create(syntax, thinks, think_open, false, tools, 7, collect, c, &st),
+        SYN_OK);
     const size_t len = strlen(text);
     for (size_t at = 0; at < len; at += piece)
         assert_int_equal(syn_chat_stream_feed(st, text + at, len - at < piece ? len - at : piece),
@@ -361,7 +389,8 @@ static void test_stream_holds_back_only_markers(void **state) {
     collected c = {.calls = json_array()};
     syn_chat_stream *st;
     assert_int_equal(
-        syn_chat_stream_create(SYN_TOOLS_HERMES, true, false, NULL, 1, collect, &c, &st), SYN_OK);
+        syn_chat_stream_create(SYN_TOOLS_HERMES, true, false, false, NULL, 1, collect, &c, &st),
+        SYN_OK);
     assert_int_equal(feed(st, "<thi"), SYN_OK);
     assert_int_equal(c.n_events, 0);
     assert_int_equal(feed(st, "nk>\nI should call. </th"), SYN_OK);
@@ -413,7 +442,7 @@ static void test_stream_false_openers(void **state) {
         collected c = {.calls = json_array()};
         syn_chat_stream *st;
         assert_int_equal(
-            syn_chat_stream_create(cases[i].syntax, false, false, NULL, 1, collect, &c, &st),
+            syn_chat_stream_create(cases[i].syntax, false, false, false, NULL, 1, collect, &c, &st),
             SYN_OK);
         assert_int_equal(feed(st, cases[i].head), SYN_OK);
         assert_string_equal(c.content, cases[i].sent);
@@ -423,6 +452,87 @@ static void test_stream_false_openers(void **state) {
         assert_string_equal(c.order, "ct");
         syn_chat_stream_free(st);
         json_decref(c.calls);
+    }
+}
+
+/* stream_arguments: a Hermes call is announced once its name is written and its arguments pass
+ * on as they come, as the model spelled them. */
+static void test_stream_arguments(void **state) {
+    (void)state;
+    collected c = {.calls = json_array()};
+    syn_chat_stream *st;
+    assert_int_equal(
+        syn_chat_stream_create(SYN_TOOLS_HERMES, false, false, true, NULL, 5, collect, &c, &st),
+        SYN_OK);
+    assert_int_equal(feed(st, "Checking.\n<tool_call>\n{\"name\": \"get_wea"), SYN_OK);
+    assert_int_equal(json_array_size(c.calls), 0);
+    assert_int_equal(feed(st, "ther\", \"arguments\": {\"city\": \"Pa"), SYN_OK);
+    assert_int_equal(json_array_size(c.calls), 1); /* announced, arguments under way */
+    assert_true(c.call_open);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_array_get(c.calls, 0), "function"), "name")),
+                        "get_weather");
+    assert_int_equal(feed(st, "ris}\", \"n\": [1, {}]}"), SYN_OK); /* a brace in a string */
+    assert_true(c.call_open); /* the call's own "}" and </tool_call> are still to come */
+    assert_int_equal(feed(st, "}\n</tool_call>\nDone."), SYN_OK);
+    assert_false(c.call_open);
+    assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
+    const json_t *fn = json_object_get(json_array_get(c.calls, 0), "function");
+    assert_string_equal(json_string_value(json_object_get(fn, "arguments")),
+                        "{\"city\": \"Paris}\", \"n\": [1, {}]}");
+    assert_int_equal(c.n_arg_pieces, 2);
+    assert_string_equal(c.content, "Checking.Done.");
+    assert_string_equal(c.order, "ctc");
+    /* The id is the one the whole parse would give the reply's first call. */
+    syn_chat_output whole;
+    const char *text = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+    assert_int_equal(
+        syn_chat_output_parse(text, strlen(text), SYN_TOOLS_HERMES, false, NULL, 5, &whole),
+        SYN_OK);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(c.calls, 0), "id")),
+        json_string_value(json_object_get(json_array_get(whole.tool_calls, 0), "id")));
+    syn_chat_output_free(&whole);
+    syn_chat_stream_free(st);
+    json_decref(c.calls);
+
+    /* Cut off inside the arguments: the call ends with what was written; inside its closing tag:
+     * the tag's start goes with it. Arguments given as a JSON string, or before the name, are not
+     * that shape: the call is read whole. */
+    static const struct {
+        const char *text, *arguments;
+        size_t n_calls;
+    } cases[] = {
+        {"<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1, 2", "{\"a\": [1, 2", 1},
+        {"<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool", "{\"a\": 1}", 1},
+        {"<tool_call>{\"name\": \"f\", \"arguments\": \"{}\"}</tool_call>", "{}", 1},
+        {"<tool_call>{\"arguments\": {}, \"name\": \"f\"}</tool_call>", "{}", 1},
+        {"<tool_call>{\"name\": \"f\", \"argu", NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (size_t piece = 1; piece <= strlen(cases[i].text); piece++) {
+            collected d = {.calls = json_array()};
+            assert_int_equal(syn_chat_stream_create(SYN_TOOLS_HERMES, false, false, true, NULL, 5,
+                                                    collect, &d, &st),
+                             SYN_OK);
+            for (size_t at = 0; at < strlen(cases[i].text); at += piece) {
+                const size_t left = strlen(cases[i].text) - at;
+                assert_int_equal(
+                    syn_chat_stream_feed(st, cases[i].text + at, left < piece ? left : piece),
+                    SYN_OK);
+            }
+            assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
+            assert_false(d.call_open);
+            assert_int_equal(json_array_size(d.calls), cases[i].n_calls);
+            assert_string_equal(d.content, cases[i].n_calls ? "" : cases[i].text);
+            if (cases[i].n_calls)
+                assert_string_equal(
+                    json_string_value(json_object_get(
+                        json_object_get(json_array_get(d.calls, 0), "function"), "arguments")),
+                    cases[i].arguments);
+            syn_chat_stream_free(st);
+            json_decref(d.calls);
+        }
     }
 }
 
@@ -458,6 +568,7 @@ int main(void) {
         cmocka_unit_test(test_stream_matches_whole_parse),
         cmocka_unit_test(test_stream_holds_back_only_markers),
         cmocka_unit_test(test_stream_false_openers),
+        cmocka_unit_test(test_stream_arguments),
         cmocka_unit_test(test_stream_think_open),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

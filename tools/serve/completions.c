@@ -48,6 +48,7 @@ typedef struct completion {
     /* Streamed /v1/responses. */
     json_int_t seq;     /* the next event's sequence_number */
     int item;           /* the open message or reasoning item: its syn_chat_event_kind, or -1 */
+    char call_id[40];   /* the call being streamed */
     text_buf item_text; /* that item's text so far */
     json_t *output;     /* the finished output items */
 } completion;
@@ -371,20 +372,23 @@ static void close_item(completion *c) {
     c->item_text.len = 0;
 }
 
-/* One event of the reply's reader as the Responses API's events. */
-static void response_chat_event(completion *c, const syn_chat_event *ev) {
-    char id[96];
-    if (ev->kind == SYN_CHAT_TOOL_CALL) {
+/* A call's events as the Responses API's: the function_call item added, its arguments' deltas,
+ * and at its end the arguments done and the item done. */
+static void call_event(completion *c, const syn_chat_event *ev) {
+    const json_int_t index = (json_int_t)json_array_size(c->output);
+    char item[48];
+    snprintf(item, sizeof item, "fc_%s", ev->kind == SYN_CHAT_CALL_ARGUMENTS ? c->call_id : ev->id);
+    if (ev->kind == SYN_CHAT_CALL_BEGIN) {
         close_item(c);
-        const json_int_t index = (json_int_t)json_array_size(c->output);
-        char item[96];
-        snprintf(item, sizeof item, "fc_%s", ev->id);
+        snprintf(c->call_id, sizeof c->call_id, "%s", ev->id);
         sse_response_event(c, "response.output_item.added",
                            json_pack("{s:I, s:o}", "output_index", index, "item",
                                      function_call_item(ev->id, ev->name, "", "in_progress")));
+    } else if (ev->kind == SYN_CHAT_CALL_ARGUMENTS) {
         sse_response_event(c, "response.function_call_arguments.delta",
-                           json_pack("{s:s, s:I, s:s}", "item_id", item, "output_index", index,
-                                     "delta", ev->arguments));
+                           json_pack("{s:s, s:I, s:o}", "item_id", item, "output_index", index,
+                                     "delta", json_utf8(ev->text, ev->len)));
+    } else {
         sse_response_event(c, "response.function_call_arguments.done",
                            json_pack("{s:s, s:I, s:s, s:s}", "item_id", item, "output_index", index,
                                      "name", ev->name, "arguments", ev->arguments));
@@ -392,6 +396,15 @@ static void response_chat_event(completion *c, const syn_chat_event *ev) {
         sse_response_event(c, "response.output_item.done",
                            json_pack("{s:I, s:O}", "output_index", index, "item", done));
         json_array_append_new(c->output, done);
+    }
+}
+
+/* One event of the reply's reader as the Responses API's events. */
+static void response_chat_event(completion *c, const syn_chat_event *ev) {
+    char id[96];
+    if (ev->kind == SYN_CHAT_CALL_BEGIN || ev->kind == SYN_CHAT_CALL_ARGUMENTS ||
+        ev->kind == SYN_CHAT_CALL_END) {
+        call_event(c, ev);
         return;
     }
     const bool reasoning = ev->kind == SYN_CHAT_REASONING;
@@ -474,17 +487,21 @@ static void sse_delta(completion *c, json_t *delta) {
 }
 
 /* One event of the reply's reader as chat chunks. A call goes as OpenAI sends one: its index, id,
- * type and name first with empty arguments, then the arguments (whole: the reader hands a call
- * over once it is complete). */
+ * type and name first with empty arguments, then the arguments' pieces (one, the whole arguments,
+ * unless the reader streams them). */
 static void chat_event(completion *c, const syn_chat_event *ev) {
-    if (ev->kind == SYN_CHAT_TOOL_CALL) {
+    if (ev->kind == SYN_CHAT_CALL_BEGIN) {
         sse_delta(c, json_pack("{s:[{s:I, s:s, s:s, s:{s:s, s:s}}]}", "tool_calls", "index",
                                (json_int_t)ev->index, "id", ev->id, "type", "function", "function",
                                "name", ev->name, "arguments", ""));
-        sse_delta(c, json_pack("{s:[{s:I, s:{s:s}}]}", "tool_calls", "index", (json_int_t)ev->index,
-                               "function", "arguments", ev->arguments));
         return;
     }
+    if (ev->kind == SYN_CHAT_CALL_ARGUMENTS) {
+        sse_delta(c, json_pack("{s:[{s:I, s:{s:o}}]}", "tool_calls", "index", (json_int_t)ev->index,
+                               "function", "arguments", json_utf8(ev->text, ev->len)));
+        return;
+    }
+    if (ev->kind == SYN_CHAT_CALL_END) return; /* its pieces were all sent */
     sse_delta(c,
               json_pack("{s:o}", ev->kind == SYN_CHAT_REASONING ? "reasoning_content" : "content",
                         json_utf8(ev->text, ev->len)));
@@ -767,8 +784,11 @@ static syn_status start_reader(completion *c) {
     if (c->req.responses && !(c->output = json_array())) return SYN_ERR_NO_MEMORY;
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)syn_now_ms();
-    return syn_chat_stream_create(syntax, thinks, thinks && prompt_opens_think(c), c->req.tools,
-                                  seed, on_chat_event, c, &c->reader);
+    /* a forced call is well-formed (constrained decoding): its arguments can stream as written */
+    const bool forced =
+        c->req.tool_choice == OA_TOOLS_REQUIRED || c->req.tool_choice == OA_TOOLS_NAMED;
+    return syn_chat_stream_create(syntax, thinks, thinks && prompt_opens_think(c), forced,
+                                  c->req.tools, seed, on_chat_event, c, &c->reader);
 }
 
 /* The HTTP status and error of a failed syn_engine_submit. */
