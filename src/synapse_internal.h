@@ -16,8 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "chat/chat_output.h" /* a model's text read back as reasoning, content, tool calls */
-#include "gguf/gguf.h"        /* the GGUF reader and writer, the ggml type table */
+#include "chat/chat_output.h"  /* a model's text read back as reasoning, content, tool calls */
+#include "chat/tool_grammar.h" /* the grammar of forced tool calls in a template's syntax */
+#include "gguf/gguf.h"         /* the GGUF reader and writer, the ggml type table */
 #include "synapse.h"
 
 /* ---- Errors ---- */

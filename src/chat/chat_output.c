@@ -95,14 +95,19 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static void make_id(call_list *cl, char *id, size_t cap) {
+void syn_chat_call_id(syn_tool_syntax syntax, uint64_t seed, char *id, size_t cap) {
     static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    uint64_t h = mix64(cl->seed + json_array_size(cl->calls));
+    uint64_t h = mix64(seed);
     size_t n = 0;
-    if (!cl->short_ids) n = (size_t)snprintf(id, cap, "call_");
+    if (syntax != SYN_TOOLS_MISTRAL) n = (size_t)snprintf(id, cap, "call_");
     for (int i = 0; i < 9 && n + 1 < cap; i++, h /= 62)
         id[n++] = alnum[h % 62];
     id[n] = '\0';
+}
+
+static void make_id(call_list *cl, char *id, size_t cap) {
+    syn_chat_call_id(cl->short_ids ? SYN_TOOLS_MISTRAL : SYN_TOOLS_NONE,
+                     cl->seed + json_array_size(cl->calls), id, cap);
 }
 
 /* Appends one call; arguments (an object, or a JSON text) is consumed. false: a malformed call
