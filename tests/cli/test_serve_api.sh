@@ -256,8 +256,8 @@ for seed in 1 2 3; do
         \"response_format\": {\"type\": \"json_object\"}}"
     check "json_object parses or is cut by max_tokens (seed $seed)" jqe '.choices[0] | (.message.content | startswith("{"))
         and (.finish_reason == "length" or (.message.content | fromjson | type == "object"))' "$tmp/body"
-    # One call (parallel_tool_calls false): random weights rarely choose to stop after a call, so
-    # with parallel calls allowed the reply would run into max_tokens inside a later one.
+    # One call (parallel_tool_calls false): random weights rarely choose to stop after a call
+    # (with parallel calls the reply runs into max_tokens: checked below).
     api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 80, \"temperature\": 1, \"seed\": $seed,
         \"tools\": [$weather_closed], \"tool_choice\": \"required\", \"parallel_tool_calls\": false}"
     expect_status 200 "tool_choice required, seed $seed"
@@ -266,6 +266,13 @@ for seed in 1 2 3; do
         and (.message.tool_calls[0].function.arguments | fromjson | type == "object"
              and ((.city // "") | type == "string"))' "$tmp/body"
 done
+# Parallel calls allowed: the random model goes on calling until max_tokens cuts a call; the
+# calls before it are whole and come back as calls, the cut one is dropped.
+api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 80, \"temperature\": 1, \"seed\": 2,
+    \"tools\": [$weather_closed], \"tool_choice\": \"required\"}"
+check "tool_choice required cut by max_tokens: the whole calls before the cut, every one valid" \
+    jqe '.choices[0] | .finish_reason == "tool_calls" and (.message.tool_calls | length >= 1)
+        and all(.message.tool_calls[]; .function.name == "get_weather" and (.function.arguments | fromjson | type == "object"))' "$tmp/body"
 two="[$weather, {\"type\": \"function\", \"function\": {\"name\": \"add\", \"parameters\": {\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}}, \"required\": [\"a\"], \"additionalProperties\": false}}}]"
 api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 60, \"temperature\": 0.8, \"seed\": 4,
     \"tools\": $two, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"add\"}}, \"parallel_tool_calls\": false}"

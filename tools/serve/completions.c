@@ -196,9 +196,29 @@ static json_t *chat_message(const completion *c, const char *text, size_t len, j
     syn_chat_output out;
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)syn_now_ms();
-    if (syn_chat_output_parse(text, len, syntax, syn_template_thinks(tmpl), c->req.tools, seed,
-                              &out) != SYN_OK)
+    const bool thinks = syn_template_thinks(tmpl);
+    if (syn_chat_output_parse(text, len, syntax, thinks, c->req.tools, seed, &out) != SYN_OK)
         return json_pack("{s:s, s:o}", "role", "assistant", "content", json_utf8(text, len));
+    /* A forced call is well-formed by construction, but max_tokens may cut a later one: the
+     * calls before it are whole (the stream has sent them already), the cut tail is dropped. */
+    const bool forced =
+        c->req.tool_choice == OA_TOOLS_REQUIRED || c->req.tool_choice == OA_TOOLS_NAMED;
+    const json_t *finish = json_object_get(choice, "finish_reason");
+    if (!out.tool_calls && forced && json_is_string(finish) &&
+        strcmp(json_string_value(finish), "length") == 0) {
+        const size_t cut = syn_chat_output_last_call(text, len, syntax);
+        syn_chat_output whole;
+        if (cut > 0 && cut < len &&
+            syn_chat_output_parse(text, cut, syntax, thinks, c->req.tools, seed, &whole) ==
+                SYN_OK) {
+            if (whole.tool_calls) {
+                syn_chat_output_free(&out);
+                out = whole;
+            } else {
+                syn_chat_output_free(&whole);
+            }
+        }
+    }
     json_t *msg = json_pack("{s:s}", "role", "assistant");
     if (msg) {
         json_object_set_new(msg, "content",
