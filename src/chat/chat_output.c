@@ -401,17 +401,58 @@ no_memory:
     return syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory");
 }
 
-size_t syn_chat_output_last_call(const char *text, size_t len, syn_tool_syntax syntax) {
+/* In `[TOOL_CALLS][{...}, {...` the end of the last whole element (before its comma), or 0. */
+static size_t mistral_array_cut(const char *s, size_t len, size_t open) {
+    int depth = 0;
+    bool in_string = false;
+    size_t cut = 0;
+    for (size_t i = open; i < len; i++) {
+        char ch = s[i];
+        if (in_string) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_string = false;
+        } else if (ch == '"') {
+            in_string = true;
+        } else if (ch == '[' || ch == '{') {
+            depth++;
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        } else if (ch == ',' && depth == 1) {
+            cut = i;
+        }
+    }
+    return cut;
+}
+
+char *syn_chat_output_whole_calls(const char *text, size_t len, syn_tool_syntax syntax, size_t *n) {
     const char *opener = syntax == SYN_TOOLS_HERMES || syntax == SYN_TOOLS_QWEN3_CODER
                              ? "<tool_call>"
                          : syntax == SYN_TOOLS_MISTRAL ? "[TOOL_CALLS]"
                          : syntax == SYN_TOOLS_HARMONY ? "<|channel|>"
                                                        : NULL;
-    if (!opener) return len;
-    size_t last = len;
-    for (size_t at = find(text, len, 0, opener); at < len; at = find(text, len, at + 1, opener))
+    if (!opener) return NULL;
+    size_t last = len, count = 0;
+    for (size_t at = find(text, len, 0, opener); at < len; at = find(text, len, at + 1, opener)) {
         last = at;
-    return last;
+        count++;
+    }
+    if (syntax == SYN_TOOLS_MISTRAL && count == 1 &&
+        starts_with(text, len, last, "[TOOL_CALLS][")) { /* one array of calls */
+        const size_t cut = mistral_array_cut(text, len, last + strlen("[TOOL_CALLS]"));
+        if (cut == 0) return NULL;
+        char *whole = malloc(cut + 2);
+        if (!whole) return NULL;
+        memcpy(whole, text, cut);
+        whole[cut] = ']';
+        whole[cut + 1] = '\0';
+        *n = cut + 1;
+        return whole;
+    }
+    if (last == len || last == 0) return NULL;
+    *n = last;
+    return strndup(text, last);
 }
 
 void syn_chat_output_free(syn_chat_output *out) {

@@ -55,10 +55,12 @@ syn_status syn_chat_output_parse(const char *text, size_t len, syn_tool_syntax s
 
 void syn_chat_output_free(syn_chat_output *out);
 
-/* Where the last call in text begins (its opener: <tool_call>, [TOOL_CALLS], harmony's
- * <|channel|>), or len when there is none or the syntax has no opener to find (Llama 3's JSON):
- * a reply cut off inside a later call still holds the whole calls before this point. */
-size_t syn_chat_output_last_call(const char *text, size_t len, syn_tool_syntax syntax);
+/* A reply cut off inside a later call (max_tokens) still holds the whole calls before it: the
+ * text of those calls alone, malloc'd (*n bytes), or NULL when no whole call precedes the cut or
+ * the syntax has no boundary to find (Llama 3's bare JSON). The text ends before the last call's
+ * opener (<tool_call>, [TOOL_CALLS], harmony's <|channel|>); in Mistral's array form it is the
+ * array up to its last whole element, closed. */
+char *syn_chat_output_whole_calls(const char *text, size_t len, syn_tool_syntax syntax, size_t *n);
 
 /* The id of a call the model wrote none for: "call_" and 9 alphanumerics, or for Mistral (whose
  * templates demand it) the 9 alphanumerics alone; a function of seed. cap >= 15. */

@@ -59,6 +59,30 @@ expect_status 400 "a conversation the template refuses is a 400"
 check "... whose message is the template's own" jqe '.error.message == "template: System role not supported"' "$tmp/body"
 chat "{\"messages\": [$hi], \"max_tokens\": 1}" && expect_status 200 "the same template renders a user turn"
 
+# --- the llama test file with Llama 3.1's and Mistral Nemo's templates: their call syntaxes -----
+closed='{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"], "additionalProperties": false}}}'
+for tmpl in meta-llama-Llama-3.1-8B-Instruct mistralai-Mistral-Nemo-Instruct-2407; do
+    start_server "$tmpl" -m tests/data/arch/llama-s5-q8_0.gguf --alias tiny -t 2 -c 2048 \
+        --chat-template-file "tests/data/templates/$tmpl.jinja"
+    for seed in 1 2 3; do
+        for choice in '"required"' '{"type": "function", "function": {"name": "get_weather"}}'; do
+            chat "{\"messages\": [$hi], \"tools\": [$closed], \"tool_choice\": $choice, \"max_tokens\": 96, \"temperature\": 0.8, \"seed\": $seed}"
+            check "$tmpl, tool_choice $choice, seed $seed: a get_weather call whose arguments fit the schema" \
+                jqe '.choices[0] | .finish_reason == "tool_calls" and (.message.tool_calls[0] | .function.name == "get_weather"
+                    and (.function.arguments | fromjson | (keys == ["city"]) and (.city | type == "string" and length <= 20)))' "$tmp/body"
+        done
+    done
+    api POST /v1/chat/completions "{\"messages\": [$hi], \"tools\": [$closed], \"tool_choice\": \"required\", \"max_tokens\": 96, \"temperature\": 0.8, \"seed\": 4, \"stream\": true}"
+    check "$tmpl, streamed: the call arrives in delta.tool_calls and its arguments fit" \
+        bash -c 'sed -n "s/^data: //p" "$1" | grep -v "^\[DONE\]$" | jq -s -e "
+            ([.[].choices[0].delta.tool_calls // [] | .[] | select(.index == 0) | .function.arguments // \"\"] | join(\"\") | fromjson | keys == [\"city\"])
+            and ([.[].choices[0].delta.tool_calls // [] | .[] | .function.name // empty][0] == \"get_weather\")
+            and (map(.choices[0].finish_reason) | index(\"tool_calls\") != null)" >/dev/null' _ "$tmp/body"
+    # the model's text in its own syntax, read back (Llama 3: {"name", "parameters"}; Mistral: [TOOL_CALLS])
+    chat "{\"messages\": [$hi, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"abcDEF123\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"abcDEF123\", \"content\": \"18 C\"}], \"tools\": [$closed], \"max_tokens\": 1}"
+    expect_status 200 "$tmpl: a tool-result turn (a 9-character call id, as Mistral's template demands)"
+done
+
 # --- a template that would run away is refused per request, the server goes on ---------------
 printf '%s' "{% for i in range(1000000) %}{% for j in range(1000000) %}x{% endfor %}{% endfor %}" >"$tmp/loop.jinja"
 start_server loop -m "$TINY_Q8" --alias tiny -t 2 -c 2048 --chat-template-file "$tmp/loop.jinja"

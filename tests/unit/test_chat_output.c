@@ -556,31 +556,44 @@ static void test_stream_think_open(void **state) {
     json_decref(c.calls);
 }
 
-/* A reply cut inside its last call: the opener of that call is found, and the text before it
- * reads as the whole calls. */
-static void test_last_call(void **state) {
+/* A reply cut inside a later call: the whole calls before it are found and read back. */
+static void test_whole_calls(void **state) {
     (void)state;
+    const char *names[] = {"f"}, *args[] = {"{\"s\": \"x\"}"};
     const char cut[] =
         "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"s\": \"x\"}}\n</tool_call>\n"
         "<tool_call>\n{\"name\": \"f\", \"argu";
-    const size_t at = syn_chat_output_last_call(cut, strlen(cut), SYN_TOOLS_HERMES);
-    assert_int_equal(at, strlen(cut) - strlen("<tool_call>\n{\"name\": \"f\", \"argu"));
-    expect_output(cut, SYN_TOOLS_HERMES, false, NULL, cut, NULL, 0, NULL, NULL);
-    char prefix[sizeof cut];
-    memcpy(prefix, cut, at);
-    prefix[at] = '\0';
-    const char *names[] = {"f"}, *args[] = {"{\"s\": \"x\"}"};
-    expect_output(prefix, SYN_TOOLS_HERMES, false, NULL, "", NULL, 1, names, args);
-    const char mistral[] = "[TOOL_CALLS]f[ARGS]{}[TOOL_CALLS]g[AR";
-    assert_int_equal(syn_chat_output_last_call(mistral, strlen(mistral), SYN_TOOLS_MISTRAL),
-                     strlen("[TOOL_CALLS]f[ARGS]{}"));
-    assert_int_equal(syn_chat_output_last_call("no call", 7, SYN_TOOLS_HERMES), 7);
-    assert_int_equal(syn_chat_output_last_call("{\"name\"", 8, SYN_TOOLS_LLAMA3), 8);
+    expect_output(cut, SYN_TOOLS_HERMES, false, NULL, cut, NULL, 0, NULL, NULL); /* all text */
+    size_t n = 0;
+    char *whole = syn_chat_output_whole_calls(cut, strlen(cut), SYN_TOOLS_HERMES, &n);
+    assert_non_null(whole);
+    assert_int_equal(n, strlen(whole));
+    expect_output(whole, SYN_TOOLS_HERMES, false, NULL, "", NULL, 1, names, args);
+    free(whole);
+    /* Mistral's array, cut in its second element: the first, closed */
+    const char array[] =
+        "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"s\": \"x, ]}\"}}, {\"name\": \"g";
+    whole = syn_chat_output_whole_calls(array, strlen(array), SYN_TOOLS_MISTRAL, &n);
+    assert_non_null(whole);
+    assert_string_equal(whole,
+                        "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"s\": \"x, ]}\"}}]");
+    const char *args2[] = {"{\"s\": \"x, ]}\"}"};
+    expect_output(whole, SYN_TOOLS_MISTRAL, false, NULL, "", NULL, 1, names, args2);
+    free(whole);
+    const char args_form[] = "[TOOL_CALLS]f[ARGS]{\"s\": \"x\"}[TOOL_CALLS]g[AR";
+    whole = syn_chat_output_whole_calls(args_form, strlen(args_form), SYN_TOOLS_MISTRAL, &n);
+    assert_non_null(whole);
+    expect_output(whole, SYN_TOOLS_MISTRAL, false, NULL, "", NULL, 1, names, args);
+    free(whole);
+    /* nothing whole before the cut, or no boundary to find */
+    assert_null(syn_chat_output_whole_calls("<tool_call>{\"na", 15, SYN_TOOLS_HERMES, &n));
+    assert_null(syn_chat_output_whole_calls("no call", 7, SYN_TOOLS_HERMES, &n));
+    assert_null(syn_chat_output_whole_calls("{\"name\"", 8, SYN_TOOLS_LLAMA3, &n));
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_last_call),
+        cmocka_unit_test(test_whole_calls),
         cmocka_unit_test(test_detect_from_real_templates),
         cmocka_unit_test(test_hermes),
         cmocka_unit_test(test_qwen3_coder),

@@ -206,11 +206,11 @@ static json_t *chat_message(const completion *c, const char *text, size_t len, j
     const json_t *finish = json_object_get(choice, "finish_reason");
     if (!out.tool_calls && forced && json_is_string(finish) &&
         strcmp(json_string_value(finish), "length") == 0) {
-        const size_t cut = syn_chat_output_last_call(text, len, syntax);
+        size_t n = 0;
+        char *calls = syn_chat_output_whole_calls(text, len, syntax, &n);
         syn_chat_output whole;
-        if (cut > 0 && cut < len &&
-            syn_chat_output_parse(text, cut, syntax, thinks, c->req.tools, seed, &whole) ==
-                SYN_OK) {
+        if (calls &&
+            syn_chat_output_parse(calls, n, syntax, thinks, c->req.tools, seed, &whole) == SYN_OK) {
             if (whole.tool_calls) {
                 syn_chat_output_free(&out);
                 out = whole;
@@ -218,6 +218,7 @@ static json_t *chat_message(const completion *c, const char *text, size_t len, j
                 syn_chat_output_free(&whole);
             }
         }
+        free(calls);
     }
     json_t *msg = json_pack("{s:s}", "role", "assistant");
     if (msg) {
