@@ -1089,6 +1089,19 @@ static bool parse_until(parser *ps, node_list *body, const char *const *ends, si
     return true;
 }
 
+/* After `{% else`: the branch up to end_name, into n->kids2. */
+static bool parse_else_branch(parser *ps, jt_node *n, const char *end_name, int line,
+                              const char *what) {
+    if (!expect_block_end(ps)) return false;
+    const char *const end[] = {end_name};
+    node_list orelse = {0};
+    size_t which;
+    if (!parse_until(ps, &orelse, end, 1, &which, line, what)) return false;
+    n->kids2 = orelse.items;
+    n->n_kids2 = orelse.n;
+    return true;
+}
+
 static jt_node *parse_if(parser *ps, int line) {
     jt_node *n = node(ps, JN_IF, line);
     if (!n) return NULL;
@@ -1110,12 +1123,7 @@ static jt_node *parse_if(parser *ps, int line) {
         return n;
     }
     if (which == 1) {
-        if (!expect_block_end(ps)) return NULL;
-        static const char *const end[] = {"endif"};
-        node_list orelse = {0};
-        if (!parse_until(ps, &orelse, end, 1, &which, line, "if")) return NULL;
-        n->kids2 = orelse.items;
-        n->n_kids2 = orelse.n;
+        if (!parse_else_branch(ps, n, "endif", line, "if")) return NULL;
     }
     return expect_block_end(ps) ? n : NULL;
 }
@@ -1149,12 +1157,7 @@ static jt_node *parse_for(parser *ps, int line) {
     n->kids = body.items;
     n->n_kids = body.n;
     if (which == 0) {
-        if (!expect_block_end(ps)) return NULL;
-        static const char *const end[] = {"endfor"};
-        node_list orelse = {0};
-        if (!parse_until(ps, &orelse, end, 1, &which, line, "for")) return NULL;
-        n->kids2 = orelse.items;
-        n->n_kids2 = orelse.n;
+        if (!parse_else_branch(ps, n, "endfor", line, "for")) return NULL;
     }
     return expect_block_end(ps) ? n : NULL;
 }
