@@ -18,7 +18,10 @@ for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # Debian's nodejs comes without npm (its own package); NodeSource's nodejs brings it, and there
-# Debian's npm would conflict, so npm is asked for only where the command is missing.
+# Debian's npm would conflict, so npm is asked for only where the command is missing. Debian 12's
+# nodejs is 18: enough for the openai and browser tests; the agent client tests
+# (tests/cli/test_serve_agents.sh: LangChain 1.x, the AI SDK) need Node 20, which that test
+# installs from the npm registry (tests/serve/node20, pinned) where the system's node is older.
 command -v npm >/dev/null || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 

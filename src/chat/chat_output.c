@@ -95,14 +95,19 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static void make_id(call_list *cl, char *id, size_t cap) {
+void syn_chat_call_id(syn_tool_syntax syntax, uint64_t seed, char *id, size_t cap) {
     static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    uint64_t h = mix64(cl->seed + json_array_size(cl->calls));
+    uint64_t h = mix64(seed);
     size_t n = 0;
-    if (!cl->short_ids) n = (size_t)snprintf(id, cap, "call_");
+    if (syntax != SYN_TOOLS_MISTRAL) n = (size_t)snprintf(id, cap, "call_");
     for (int i = 0; i < 9 && n + 1 < cap; i++, h /= 62)
         id[n++] = alnum[h % 62];
     id[n] = '\0';
+}
+
+static void make_id(call_list *cl, char *id, size_t cap) {
+    syn_chat_call_id(cl->short_ids ? SYN_TOOLS_MISTRAL : SYN_TOOLS_NONE,
+                     cl->seed + json_array_size(cl->calls), id, cap);
 }
 
 /* Appends one call; arguments (an object, or a JSON text) is consumed. false: a malformed call
@@ -394,6 +399,60 @@ syn_status syn_chat_output_parse(const char *text, size_t len, syn_tool_syntax s
 no_memory:
     syn_chat_output_free(out);
     return syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory");
+}
+
+/* In `[TOOL_CALLS][{...}, {...` the end of the last whole element (before its comma), or 0. */
+static size_t mistral_array_cut(const char *s, size_t len, size_t open) {
+    int depth = 0;
+    bool in_string = false;
+    size_t cut = 0;
+    for (size_t i = open; i < len; i++) {
+        char ch = s[i];
+        if (in_string) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_string = false;
+        } else if (ch == '"') {
+            in_string = true;
+        } else if (ch == '[' || ch == '{') {
+            depth++;
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        } else if (ch == ',' && depth == 1) {
+            cut = i;
+        }
+    }
+    return cut;
+}
+
+char *syn_chat_output_whole_calls(const char *text, size_t len, syn_tool_syntax syntax, size_t *n) {
+    const char *opener = syntax == SYN_TOOLS_HERMES || syntax == SYN_TOOLS_QWEN3_CODER
+                             ? "<tool_call>"
+                         : syntax == SYN_TOOLS_MISTRAL ? "[TOOL_CALLS]"
+                         : syntax == SYN_TOOLS_HARMONY ? "<|channel|>"
+                                                       : NULL;
+    if (!opener) return NULL;
+    size_t last = len, count = 0;
+    for (size_t at = find(text, len, 0, opener); at < len; at = find(text, len, at + 1, opener)) {
+        last = at;
+        count++;
+    }
+    if (syntax == SYN_TOOLS_MISTRAL && count == 1 &&
+        starts_with(text, len, last, "[TOOL_CALLS][")) { /* one array of calls */
+        const size_t cut = mistral_array_cut(text, len, last + strlen("[TOOL_CALLS]"));
+        if (cut == 0) return NULL;
+        char *whole = malloc(cut + 2);
+        if (!whole) return NULL;
+        memcpy(whole, text, cut);
+        whole[cut] = ']';
+        whole[cut + 1] = '\0';
+        *n = cut + 1;
+        return whole;
+    }
+    if (last == len || last == 0) return NULL;
+    *n = last;
+    return strndup(text, last);
 }
 
 void syn_chat_output_free(syn_chat_output *out) {

@@ -55,4 +55,74 @@ syn_status syn_chat_output_parse(const char *text, size_t len, syn_tool_syntax s
 
 void syn_chat_output_free(syn_chat_output *out);
 
+/* A reply cut off inside a later call (max_tokens) still holds the whole calls before it: the
+ * text of those calls alone, malloc'd (*n bytes), or NULL when no whole call precedes the cut or
+ * the syntax has no boundary to find (Llama 3's bare JSON). The text ends before the last call's
+ * opener (<tool_call>, [TOOL_CALLS], harmony's <|channel|>); in Mistral's array form it is the
+ * array up to its last whole element, closed. */
+char *syn_chat_output_whole_calls(const char *text, size_t len, syn_tool_syntax syntax, size_t *n);
+
+/* The id of a call the model wrote none for: "call_" and 9 alphanumerics, or for Mistral (whose
+ * templates demand it) the 9 alphanumerics alone; a function of seed. cap >= 15. */
+void syn_chat_call_id(syn_tool_syntax syntax, uint64_t seed, char *id, size_t cap);
+
+/* ---- Streaming: the same reading, piece by piece as the text is generated ----
+ *
+ * Content and reasoning are passed on as they come, except for text that could still be the start
+ * of a marker (<tool_call>, [TOOL_CALLS], </think>, harmony's <|channel|>, ...) or whitespace that
+ * would be trimmed before one: that is held back until the next piece decides it. A call is
+ * buffered until it is complete (its closing marker, the end of its JSON, or the end of the
+ * stream) and then read with syn_chat_output_parse, so its arguments arrive whole, in one piece;
+ * a call that does not parse is passed on as content, as written. Llama 3's calls have no closing
+ * marker: a reply that starts like one is held to the end of the stream. Unlike the whole parse,
+ * text that was already passed on stays content when a later call turns out malformed, and text
+ * after a call is content too.
+ *
+ * With stream_arguments (for a caller whose calls cannot be malformed: constrained decoding
+ * forces them), a Hermes call is announced as soon as its name is written and its arguments are
+ * passed on as they are generated, as the model spells them (not re-serialised). */
+
+typedef enum syn_chat_event_kind {
+    SYN_CHAT_CONTENT,        /* a piece of the answer: text[len] */
+    SYN_CHAT_REASONING,      /* a piece of the thinking: text[len] */
+    SYN_CHAT_CALL_BEGIN,     /* a call opens: index, id, name */
+    SYN_CHAT_CALL_ARGUMENTS, /* a piece of its arguments' JSON text: text[len] */
+    SYN_CHAT_CALL_END        /* it is complete: index, id, name and arguments (all the pieces) */
+} syn_chat_event_kind;
+
+typedef struct syn_chat_event {
+    syn_chat_event_kind kind;
+    const char *text; /* CONTENT, REASONING, CALL_ARGUMENTS (not NUL-terminated) */
+    size_t len;
+    size_t index;          /* the calls: 0 for the reply's first call, then 1, ... */
+    const char *id;        /* CALL_BEGIN, CALL_END: as in syn_chat_output's tool_calls */
+    const char *name;      /* CALL_BEGIN, CALL_END */
+    const char *arguments; /* CALL_END: the JSON object's text */
+} syn_chat_event;
+
+/* Called for each event, in the order of the text; the pointers live until it returns. */
+typedef void (*syn_chat_event_fn)(const syn_chat_event *event, void *user);
+
+typedef struct syn_chat_stream syn_chat_stream;
+
+/* A reader for one reply; syntax, thinks, tools and id_seed as for syn_chat_output_parse (tools
+ * must outlive the reader). think_open: the prompt ends inside an open <think> (QwQ's and
+ * DeepSeek R1's generation prompts), so the text starts as reasoning; otherwise, for a template
+ * that thinks, the reply is reasoning only when it opens <think> itself. stream_arguments: see
+ * above. Errors: no memory. */
+syn_status syn_chat_stream_create(syn_tool_syntax syntax, bool thinks, bool think_open,
+                                  bool stream_arguments, const json_t *tools, uint64_t id_seed,
+                                  syn_chat_event_fn fn, void *user, syn_chat_stream **out);
+
+/* The next piece of generated text; events for what it decides. Errors: no memory. */
+syn_status syn_chat_stream_feed(syn_chat_stream *s, const char *text, size_t len);
+
+/* The end of the text: what was held back is decided (an unfinished call becomes content). */
+syn_status syn_chat_stream_finish(syn_chat_stream *s);
+
+/* The calls passed on so far. */
+size_t syn_chat_stream_n_calls(const syn_chat_stream *s);
+
+void syn_chat_stream_free(syn_chat_stream *s);
+
 #endif

@@ -177,11 +177,15 @@ static syn_status build_prompt(const syn_engine *e, const syn_request_params *p,
     const bool has_tokens = p->prompt_tokens || p->n_prompt_tokens;
     const bool has_text = p->prompt_text != NULL;
     const bool has_chat = p->messages || p->n_messages;
-    if (has_tokens + has_text + has_chat != 1)
-        return syn_fail(
-            SYN_ERR_INVALID_ARGUMENT,
-            "a request needs exactly one prompt (prompt_tokens, prompt_text or messages); got %d",
-            has_tokens + has_text + has_chat);
+    const bool has_json_chat = p->messages_json != NULL;
+    if (has_tokens + has_text + has_chat + has_json_chat != 1)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "a request needs exactly one prompt (prompt_tokens, prompt_text, messages "
+                        "or messages_json); got %d",
+                        has_tokens + has_text + has_chat + has_json_chat);
+    if ((p->tools_json || p->chat_variables_json) && !has_json_chat)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "tools_json and chat_variables_json go with messages_json");
     const syn_tokenizer *tok = syn_model_tokenizer(e->model);
     if (has_tokens) {
         if (!p->prompt_tokens)
@@ -196,16 +200,28 @@ static syn_status build_prompt(const syn_engine *e, const syn_request_params *p,
         return SYN_OK;
     }
     if (has_text) return tokenize_text(tok, p->prompt_text, strlen(p->prompt_text), ids, n);
+    char *text = NULL;
+    size_t len = 0;
+    syn_status st;
+    if (has_json_chat) {
+        syn_chat_params chat = syn_chat_default_params();
+        chat.template_source = p->chat_template;
+        chat.messages_json = p->messages_json;
+        chat.tools_json = p->tools_json;
+        chat.variables_json = p->chat_variables_json;
+        st = syn_chat_render(e->model, &chat, &text, &len);
+        if (st == SYN_OK) st = tokenize_text(tok, text, len, ids, n);
+        free(text);
+        return st;
+    }
     if (!p->messages)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "messages is NULL with n_messages %zu",
                         p->n_messages);
     if (p->n_messages == 0)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                         "messages is given with n_messages 0: a chat prompt needs a message");
-    char *text = NULL;
-    size_t len = 0;
-    syn_status st = syn_chat_format_new(e->model, p->chat_template, p->messages, p->n_messages,
-                                        true, &text, &len);
+    st = syn_chat_format_new(e->model, p->chat_template, p->messages, p->n_messages, true, &text,
+                             &len);
     if (st == SYN_OK) st = tokenize_text(tok, text, len, ids, n);
     free(text);
     return st;

@@ -811,9 +811,10 @@ static bool set_equal(const stackset *a, const stackset *b) {
     for (uint32_t i = 0; i < a->n; i++) {
         bool found = false;
         for (uint32_t j = 0; j < b->n && !found; j++)
-            found =
-                a->hash[i] == b->hash[j] && a->len[i] == b->len[j] &&
-                !memcmp(a->data + a->start[i], b->data + b->start[j], a->len[i] * sizeof *a->data);
+            found = a->hash[i] == b->hash[j] && a->len[i] == b->len[j] &&
+                    (a->len[i] == 0 || /* an empty stack: no data to compare (it may be NULL) */
+                     !memcmp(a->data + a->start[i], b->data + b->start[j],
+                             a->len[i] * sizeof *a->data));
         if (!found) return false;
     }
     return true;

@@ -93,6 +93,10 @@ static const char *const COMMON_RULES =
     "jdate ::= \"\\\"\" jday \"\\\"\"\n"
     "jdatetime ::= \"\\\"\" jday \"T\" jtime \"\\\"\"\n"
     "xchar ::= [^\"\\\\\\x00-\\x1f]\n"
+    /* a character of a length-bounded string: one code point and one UTF-16 unit alike, so that
+     * validators that count either (ajv, zod) agree with the bound */
+    "bchar ::= [^\"\\\\\\x00-\\x1f\\U00010000-\\U0010FFFF] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+    "([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n"
     "h4 ::= [0-9a-fA-F]{4}\n"
     "juuid ::= \"\\\"\" h4 h4 \"-\" h4 \"-\" h4 \"-\" h4 \"-\" h4 h4 h4 \"\\\"\"\n";
 
@@ -416,7 +420,7 @@ static syn_status gen_type(ctx *c, json_t *s, const char *type, unsigned depth, 
             if ((mn && !json_is_integer(mn)) || (mx && !json_is_integer(mx)) || lo < 0 || hi < lo ||
                 hi > 1000)
                 return bad("length outside 0..1000:", mn ? "minLength" : "maxLength");
-            sb_add(b, "(\"\\\"\" jchar{%lld,%lld} \"\\\"\")", (long long)lo, (long long)hi);
+            sb_add(b, "(\"\\\"\" bchar{%lld,%lld} \"\\\"\")", (long long)lo, (long long)hi);
         } else {
             sb_add(b, "jstring");
         }

@@ -62,3 +62,12 @@ stream_text() {
 
 # jqe FILTER FILE: jq -e without printing the result (for check).
 jqe() { jq -e "$@" >/dev/null; }
+
+# install_clients: tests/serve's npm packages (the pinned clients), installed with npm ci from the
+# lock file when missing or older than it.
+install_clients() {
+    if [ ! -d tests/serve/node_modules ] || [ tests/serve/package-lock.json -nt tests/serve/node_modules ]; then
+        check "npm ci (tests/serve/package-lock.json)" \
+            sh -c "cd tests/serve && npm ci --no-audit --no-fund >'$tmp/npm.log' 2>&1 && touch node_modules"
+    fi
+}

@@ -138,6 +138,46 @@ check "... a response object, cut by max_output_tokens" jqe '.object == "respons
     and .status == "incomplete" and .incomplete_details.reason == "max_output_tokens" and .usage.output_tokens == 8
     and .output[0].type == "message" and .output[0].role == "assistant" and .output[0].content[0].type == "output_text"
     and (.output[0].content[0].text | length > 0)' "$tmp/body"
+# Streamed: the same reply as the Responses API's events, each named as its type and numbered.
+resp_text=$(jq -r '.output[0].content[0].text' "$tmp/body")
+curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/responses" \
+    -d '{"input": "Name a river.", "instructions": "Be brief.", "max_output_tokens": 8, "temperature": 0, "stream": true}' >"$tmp/resp.sse"
+sed -n 's/^data: //p' "$tmp/resp.sse" | jq -s . >"$tmp/resp_events.json"
+check "streamed /v1/responses: created, in_progress, a message item with one text part, incomplete" jqe '
+    [.[].type] | . == ["response.created", "response.in_progress", "response.output_item.added",
+      "response.content_part.added"] + [range(length - 8) | "response.output_text.delta"] +
+     ["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.incomplete"]' \
+    "$tmp/resp_events.json"
+check "... each event line names its data's type, sequence_number counts from 0" test \
+    "$(sed -n 's/^event: //p' "$tmp/resp.sse" | jq -R . | jq -sc .)" = "$(jq -c '[.[].type]' "$tmp/resp_events.json")" -a \
+    "$(jq -c '[.[].sequence_number] == [range(length)]' "$tmp/resp_events.json")" = true
+check "... the deltas, the done events and the final response hold the non-streamed text" jqe --arg t "$resp_text" '
+    ([.[] | select(.type == "response.output_text.delta") | .delta] | join("")) == $t
+    and (.[] | select(.type == "response.output_text.done") | .text) == $t
+    and (.[] | select(.type == "response.content_part.done") | .part.text) == $t
+    and (.[-1].response | .status == "incomplete" and .output[0].content[0].text == $t and .usage.output_tokens == 8)
+    and ([.[] | select(.item_id) | .item_id] | unique | length) == 1
+    and (.[0].response | .status == "in_progress" and .output == [])' "$tmp/resp_events.json"
+# Streamed chat with tools offered: the reply read as it comes gives what the whole reply gives.
+tools_req='{"messages": [{"role": "user", "content": "Weather in Paris?"}], "max_tokens": 12, "temperature": 0,
+  "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]}'
+api POST /v1/chat/completions "$tools_req" && expect_status 200 "chat with tools offered"
+whole_msg=$(jq -c '.choices[0] | {content: .message.content, tool_calls: .message.tool_calls, finish: .finish_reason}' "$tmp/body")
+curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions" \
+    -d "$(jq -c '. + {stream: true}' <<<"$tools_req")" >"$tmp/tools.sse"
+sed -n 's/^data: //p' "$tmp/tools.sse" | grep -v '^\[DONE\]$' | jq -s . >"$tmp/tools_chunks.json"
+check "... streamed: the role first, the same content and calls, the same finish_reason, then [DONE]" test \
+    "$(jq -c '{content: ([.[].choices[0].delta.content // empty] | join("") | if . == "" then null else . end),
+        tool_calls: ([.[].choices[0].delta.tool_calls // empty | .[]] | if . == [] then null else . end),
+        finish: ([.[].choices[0].finish_reason // empty] | last)}' "$tmp/tools_chunks.json")" = "$whole_msg" -a \
+    "$(jq -r '.[0].choices[0].delta.role' "$tmp/tools_chunks.json")" = assistant -a \
+    "$(tail -n 2 "$tmp/tools.sse" | head -n 1)" = "data: [DONE]"
+curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions" \
+    -d "$(jq -c '. + {stream: true, logprobs: true, top_logprobs: 2, stream_options: {include_usage: true}}' <<<"$tools_req")" |
+    sed -n 's/^data: //p' | grep -v '^\[DONE\]$' | jq -s . >"$tmp/tools_chunks.json"
+check "... with logprobs: one entry per generated token across the chunks" jqe '
+    ([.[].choices[0].logprobs.content // empty | length] | add) == ([.[].usage // empty][0].completion_tokens)' \
+    "$tmp/tools_chunks.json"
 items='[{"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
  {"type": "function_call", "call_id": "abcdefghi", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}]'
 api POST /v1/responses "$(jq -cn --argjson i "$items" '{input: $i, max_output_tokens: 4,
@@ -160,7 +200,6 @@ bad_responses "an unknown item type" "input[0]" '{"input": [{"type": "image_gene
 bad_responses "a function_call without call_id" "input[0]" '{"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}'
 bad_responses "a non-function tool" "tools[0]" '{"input": "hi", "tools": [{"type": "web_search"}]}'
 bad_responses "messages (a chat field)" "messages" '{"input": "hi", "messages": []}'
-bad_responses "stream (not yet)" "stream" '{"input": "hi", "stream": true}'
 
 # Tool and output-format fields: checked, each violation a 400 naming the field.
 hi='{"role": "user", "content": "hi"}'
@@ -217,14 +256,23 @@ for seed in 1 2 3; do
         \"response_format\": {\"type\": \"json_object\"}}"
     check "json_object parses or is cut by max_tokens (seed $seed)" jqe '.choices[0] | (.message.content | startswith("{"))
         and (.finish_reason == "length" or (.message.content | fromjson | type == "object"))' "$tmp/body"
+    # One call (parallel_tool_calls false): random weights rarely choose to stop after a call
+    # (with parallel calls the reply runs into max_tokens: checked below).
     api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 80, \"temperature\": 1, \"seed\": $seed,
-        \"tools\": [$weather_closed], \"tool_choice\": \"required\"}"
+        \"tools\": [$weather_closed], \"tool_choice\": \"required\", \"parallel_tool_calls\": false}"
     expect_status 200 "tool_choice required, seed $seed"
     check "... a get_weather call whose arguments fit (seed $seed)" jqe '.choices[0] | .finish_reason == "tool_calls"
         and (.message.tool_calls | length >= 1) and (.message.tool_calls[0].function.name == "get_weather")
         and (.message.tool_calls[0].function.arguments | fromjson | type == "object"
              and ((.city // "") | type == "string"))' "$tmp/body"
 done
+# Parallel calls allowed: the random model goes on calling until max_tokens cuts a call; the
+# calls before it are whole and come back as calls, the cut one is dropped.
+api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 80, \"temperature\": 1, \"seed\": 2,
+    \"tools\": [$weather_closed], \"tool_choice\": \"required\"}"
+check "tool_choice required cut by max_tokens: the whole calls before the cut, every one valid" \
+    jqe '.choices[0] | .finish_reason == "tool_calls" and (.message.tool_calls | length >= 1)
+        and all(.message.tool_calls[]; .function.name == "get_weather" and (.function.arguments | fromjson | type == "object"))' "$tmp/body"
 two="[$weather, {\"type\": \"function\", \"function\": {\"name\": \"add\", \"parameters\": {\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}}, \"required\": [\"a\"], \"additionalProperties\": false}}}]"
 api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 60, \"temperature\": 0.8, \"seed\": 4,
     \"tools\": $two, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"add\"}}, \"parallel_tool_calls\": false}"

@@ -9,10 +9,7 @@ cd "$(dirname "$0")/../.."
 . tests/cli/lib.sh
 . tests/cli/serve_lib.sh
 
-# The npm packages, installed from the lock file when missing or older than it.
-if [ ! -d tests/serve/node_modules ] || [ tests/serve/package-lock.json -nt tests/serve/node_modules ]; then
-    check "npm ci (openai, playwright-core)" sh -c "cd tests/serve && npm ci --no-audit --no-fund >'$tmp/npm.log' 2>&1 && touch node_modules"
-fi
+install_clients
 
 question="Name three rivers."
 prompt="The capital of France is"

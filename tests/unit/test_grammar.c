@@ -196,6 +196,20 @@ static int schema_match(const char *schema, const char *text) {
     return r;
 }
 
+/* A length-bounded string holds characters that count one in code points and in UTF-16 alike
+ * (ajv counts the first, zod the second): no astral character, no surrogate escape. */
+static void test_bounded_strings_agree_in_both_counts(void **state) {
+    (void)state;
+    const char *two = "{\"type\": \"string\", \"maxLength\": 2}";
+    assert_int_equal(schema_match(two, "\"\xc3\xa9\xe4\xb8\xad\""), 1); /* é and a CJK character */
+    assert_int_equal(schema_match(two, "\"\\u00e9\\n\""), 1);
+    assert_int_equal(schema_match(two, "\"\xf0\x9f\x8c\xba\""), -1); /* an emoji: 2 UTF-16 units */
+    assert_int_equal(schema_match(two, "\"\\ud83c\\udf3a\""), -1);   /* the same, escaped */
+    assert_int_equal(schema_match(two, "\"abc\""), -1);
+    /* unbounded strings keep every character */
+    assert_int_equal(schema_match("{\"type\": \"string\"}", "\"\xf0\x9f\x8c\xba\""), 1);
+}
+
 static void test_schema_keywords(void **state) {
     (void)state;
     const char *obj =
@@ -792,6 +806,7 @@ int main(void) {
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_schema_keywords),
+        cmocka_unit_test(test_bounded_strings_agree_in_both_counts),
         cmocka_unit_test(test_schema_errors),
         cmocka_unit_test(test_token_mask_on_tiny_tokenizer),
         cmocka_unit_test(test_special_tokens_only_where_literal),

@@ -9,7 +9,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "chat/tool_grammar.h"
 #include "common/output.h"
 #include "common/text.h"
 #include "openai_request.h"
@@ -37,12 +36,23 @@ typedef struct completion {
     uint64_t n_generated;
 
     /* Streaming only. */
-    bool role_sent;   /* chat: the first chunk carries the role */
+    syn_chat_stream *reader; /* chat with tools or thinking, and /v1/responses: the reply read
+                              * into content, reasoning and calls as it comes */
+    bool role_sent;   /* chat: the first chunk carries the role; responses: the first events */
     text_buf sse;     /* event bytes built but not yet sent */
     size_t sse_sent;  /* of sse.len */
     bool ended;       /* the last event ("data: [DONE]") is in sse */
     bool cause_known; /* a cancel of its request needs no disconnect count: counted already, or
                        * the server's own failure */
+
+    /* Streamed /v1/responses. */
+    json_int_t seq;     /* the next event's sequence_number */
+    int item;           /* the open message or reasoning item: its syn_chat_event_kind, or -1 */
+    char call_id[40];   /* the call being streamed */
+    text_buf item_text; /* that item's text so far */
+    json_t *output;     /* the finished output items */
+
+    char *prompt; /* a chat's prompt, rendered by the chat template (NULL for completions) */
 } completion;
 
 /* {"token", "logprob", "bytes"} of one token; NULL: no memory. */
@@ -140,6 +150,36 @@ static json_t *choice_logprobs(const completion *c, json_t *entries, size_t text
                      "top_logprobs", tops, "text_offset", offsets);
 }
 
+/* The chat template the server renders with: --chat-template-file's, else the model's own. */
+static const char *chat_template_of(const completion *c) {
+    return c->srv->opts.chat_template ? c->srv->opts.chat_template
+                                      : syn_tokenizer_chat_template(c->model->tok);
+}
+
+/* c->prompt: the request's messages, tools and chat_template_kwargs through the chat template. */
+static syn_status render_prompt(completion *c) {
+    syn_chat_params chat = syn_chat_default_params();
+    chat.template_source = c->srv->opts.chat_template;
+    char *messages = json_dumps(c->req.template_messages, JSON_COMPACT);
+    char *tools = c->req.tools ? json_dumps(c->req.tools, JSON_COMPACT) : NULL;
+    char *variables =
+        c->req.chat_template_kwargs ? json_dumps(c->req.chat_template_kwargs, JSON_COMPACT) : NULL;
+    syn_status st;
+    if (!messages || (c->req.tools && !tools) || (c->req.chat_template_kwargs && !variables)) {
+        st = syn_fail(SYN_ERR_NO_MEMORY, "chat prompt: out of memory");
+    } else {
+        chat.messages_json = messages;
+        chat.tools_json = tools;
+        chat.variables_json = variables;
+        size_t n;
+        st = syn_chat_render(c->model->model, &chat, &c->prompt, &n);
+    }
+    free(messages);
+    free(tools);
+    free(variables);
+    return st;
+}
+
 /* A response object's common head: id, object, created, model. */
 static json_t *response_head(const completion *c, const char *object) {
     return json_pack("{s:s, s:s, s:I, s:s}", "id", c->id, "object", object, "created",
@@ -150,15 +190,36 @@ static json_t *response_head(const completion *c, const char *object) {
  * syntax, reasoning apart and, when the request offered tools, the calls it wrote (then the
  * choice's finish_reason becomes "tool_calls"). Falls back to the plain text without memory. */
 static json_t *chat_message(const completion *c, const char *text, size_t len, json_t *choice) {
-    const char *tmpl = syn_tokenizer_chat_template(c->model->tok);
+    const char *tmpl = chat_template_of(c);
     const syn_tool_syntax syntax =
         c->req.tool_choice != OA_TOOLS_NONE ? syn_tool_syntax_detect(tmpl) : SYN_TOOLS_NONE;
     syn_chat_output out;
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)syn_now_ms();
-    if (syn_chat_output_parse(text, len, syntax, syn_template_thinks(tmpl), c->req.tools, seed,
-                              &out) != SYN_OK)
+    const bool thinks = syn_template_thinks(tmpl);
+    if (syn_chat_output_parse(text, len, syntax, thinks, c->req.tools, seed, &out) != SYN_OK)
         return json_pack("{s:s, s:o}", "role", "assistant", "content", json_utf8(text, len));
+    /* A forced call is well-formed by construction, but max_tokens may cut a later one: the
+     * calls before it are whole (the stream has sent them already), the cut tail is dropped. */
+    const bool forced =
+        c->req.tool_choice == OA_TOOLS_REQUIRED || c->req.tool_choice == OA_TOOLS_NAMED;
+    const json_t *finish = json_object_get(choice, "finish_reason");
+    if (!out.tool_calls && forced && json_is_string(finish) &&
+        strcmp(json_string_value(finish), "length") == 0) {
+        size_t n = 0;
+        char *calls = syn_chat_output_whole_calls(text, len, syntax, &n);
+        syn_chat_output whole;
+        if (calls &&
+            syn_chat_output_parse(calls, n, syntax, thinks, c->req.tools, seed, &whole) == SYN_OK) {
+            if (whole.tool_calls) {
+                syn_chat_output_free(&out);
+                out = whole;
+            } else {
+                syn_chat_output_free(&whole);
+            }
+        }
+        free(calls);
+    }
     json_t *msg = json_pack("{s:s}", "role", "assistant");
     if (msg) {
         json_object_set_new(msg, "content",
@@ -222,11 +283,305 @@ static void sse_chunk(completion *c, const char *text, size_t len, json_t *logpr
     sse_event(c, chunk);
 }
 
+/* ---- The Responses API's objects ---- */
+
+/* An output item's id: its kind's prefix, the response's letters and its place in the output. */
+static void item_id(const completion *c, const char *prefix, size_t index, char *out, size_t cap) {
+    snprintf(out, cap, "%s%s_%zu", prefix, c->id + 9, index);
+}
+
+/* A message item; text NULL: just opened, with no content part yet. */
+static json_t *message_item(const char *id, const char *status, const char *text) {
+    json_t *parts =
+        text ? json_pack("[{s:s, s:s, s:[]}]", "type", "output_text", "text", text, "annotations")
+             : json_array();
+    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "type", "message", "id", id, "status", status,
+                     "role", "assistant", "content", parts);
+}
+
+static json_t *reasoning_item(const char *id, const char *text) {
+    json_t *parts =
+        text ? json_pack("[{s:s, s:s}]", "type", "reasoning_text", "text", text) : json_array();
+    return json_pack("{s:s, s:s, s:[], s:o}", "type", "reasoning", "id", id, "summary", "content",
+                     parts);
+}
+
+static json_t *function_call_item(const char *call_id, const char *name, const char *arguments,
+                                  const char *status) {
+    return json_pack("{s:s, s:s+, s:s, s:s, s:s, s:s}", "type", "function_call", "id", "fc_",
+                     call_id, "call_id", call_id, "name", name, "arguments", arguments, "status",
+                     status);
+}
+
+/* The response object (steals output and error): status "in_progress", "completed",
+ * "incomplete" (max_output_tokens cut it) or "failed"; usage once res is known (NULL: not yet). */
+static json_t *response_object(const completion *c, const char *status, json_t *output,
+                               const syn_request_result *res, json_t *error) {
+    const bool cut = strcmp(status, "incomplete") == 0;
+    json_t *r = json_pack(
+        "{s:s+, s:s, s:I, s:s, s:s, s:o, s:o, s:o}", "id", "resp_", c->id + 9, "object", "response",
+        "created_at", (json_int_t)c->created, "model", c->model->alias, "status", status, "error",
+        error ? error : json_null(), "incomplete_details",
+        cut ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null(), "output", output);
+    if (r)
+        json_object_set_new(r, "usage",
+                            res ? json_pack("{s:I, s:I, s:I}", "input_tokens",
+                                            (json_int_t)res->n_prompt_tokens, "output_tokens",
+                                            (json_int_t)res->n_tokens, "total_tokens",
+                                            (json_int_t)(res->n_prompt_tokens + res->n_tokens))
+                                : json_null());
+    return r;
+}
+
+/* The Responses API's object for a finished chat reply (chat, the chat.completion object):
+ * output items for the reasoning, the text and each call; status incomplete when max_output_tokens
+ * cut it. */
+static json_t *responses_body(const completion *c, const json_t *chat,
+                              const syn_request_result *res) {
+    const json_t *choice = json_array_get(json_object_get(chat, "choices"), 0);
+    const json_t *msg = json_object_get(choice, "message");
+    json_t *output = json_array();
+    char id[96];
+    const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+    if (reasoning) {
+        item_id(c, "rs_", json_array_size(output), id, sizeof id);
+        json_array_append_new(output, reasoning_item(id, reasoning));
+    }
+    const char *text = json_string_value(json_object_get(msg, "content"));
+    if (text && *text) {
+        item_id(c, "msg_", json_array_size(output), id, sizeof id);
+        json_array_append_new(output, message_item(id, "completed", text));
+    }
+    size_t i;
+    json_t *call;
+    json_array_foreach(json_object_get(msg, "tool_calls"), i, call) {
+        const json_t *fn = json_object_get(call, "function");
+        json_array_append_new(
+            output,
+            function_call_item(json_string_value(json_object_get(call, "id")),
+                               json_string_value(json_object_get(fn, "name")),
+                               json_string_value(json_object_get(fn, "arguments")), "completed"));
+    }
+    return response_object(c, res->finish == SYN_FINISH_LENGTH ? "incomplete" : "completed", output,
+                           res, NULL);
+}
+
+/* ---- Streamed /v1/responses: the Responses API's events ---- */
+
+/* Appends "event: TYPE\ndata: {"type", "sequence_number", fields...}\n\n" (steals fields). */
+static void sse_response_event(completion *c, const char *type, json_t *fields) {
+    json_t *ev = json_pack("{s:s, s:I}", "type", type, "sequence_number", c->seq++);
+    if (ev && fields) json_object_update(ev, fields);
+    json_decref(fields);
+    char *s = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    json_decref(ev);
+    if (!s) return;
+    text_append(&c->sse, "event: ", 7);
+    text_append(&c->sse, type, strlen(type));
+    text_append(&c->sse, "\ndata: ", 7);
+    text_append(&c->sse, s, strlen(s));
+    text_append(&c->sse, "\n\n", 2);
+    free(s);
+}
+
+/* The open message or reasoning item's id (it is the next in the output). */
+static void open_item_id(const completion *c, char *id, size_t cap) {
+    item_id(c, c->item == SYN_CHAT_REASONING ? "rs_" : "msg_", json_array_size(c->output), id, cap);
+}
+
+/* Ends the open message or reasoning item: its text's done event, its part's and its own. */
+static void close_item(completion *c) {
+    if (c->item < 0) return;
+    const bool reasoning = c->item == SYN_CHAT_REASONING;
+    char id[96];
+    open_item_id(c, id, sizeof id);
+    const json_int_t index = (json_int_t)json_array_size(c->output);
+    json_t *text = json_utf8(c->item_text.data ? c->item_text.data : "", c->item_text.len);
+    const char *t = json_string_value(text);
+    if (reasoning) {
+        sse_response_event(c, "response.reasoning_text.done",
+                           json_pack("{s:s, s:I, s:i, s:O}", "item_id", id, "output_index", index,
+                                     "content_index", 0, "text", text));
+        sse_response_event(c, "response.content_part.done",
+                           json_pack("{s:s, s:I, s:i, s:{s:s, s:O}}", "item_id", id, "output_index",
+                                     index, "content_index", 0, "part", "type", "reasoning_text",
+                                     "text", text));
+    } else {
+        sse_response_event(c, "response.output_text.done",
+                           json_pack("{s:s, s:I, s:i, s:O, s:[]}", "item_id", id, "output_index",
+                                     index, "content_index", 0, "text", text, "logprobs"));
+        sse_response_event(c, "response.content_part.done",
+                           json_pack("{s:s, s:I, s:i, s:{s:s, s:O, s:[]}}", "item_id", id,
+                                     "output_index", index, "content_index", 0, "part", "type",
+                                     "output_text", "text", text, "annotations"));
+    }
+    json_t *item =
+        t ? (reasoning ? reasoning_item(id, t) : message_item(id, "completed", t)) : NULL;
+    json_decref(text);
+    sse_response_event(c, "response.output_item.done",
+                       json_pack("{s:I, s:O}", "output_index", index, "item", item));
+    json_array_append_new(c->output, item);
+    c->item = -1;
+    c->item_text.len = 0;
+}
+
+/* A call's events as the Responses API's: the function_call item added, its arguments' deltas,
+ * and at its end the arguments done and the item done. */
+static void call_event(completion *c, const syn_chat_event *ev) {
+    const json_int_t index = (json_int_t)json_array_size(c->output);
+    char item[48];
+    snprintf(item, sizeof item, "fc_%s", ev->kind == SYN_CHAT_CALL_ARGUMENTS ? c->call_id : ev->id);
+    if (ev->kind == SYN_CHAT_CALL_BEGIN) {
+        close_item(c);
+        snprintf(c->call_id, sizeof c->call_id, "%s", ev->id);
+        sse_response_event(c, "response.output_item.added",
+                           json_pack("{s:I, s:o}", "output_index", index, "item",
+                                     function_call_item(ev->id, ev->name, "", "in_progress")));
+    } else if (ev->kind == SYN_CHAT_CALL_ARGUMENTS) {
+        sse_response_event(c, "response.function_call_arguments.delta",
+                           json_pack("{s:s, s:I, s:o}", "item_id", item, "output_index", index,
+                                     "delta", json_utf8(ev->text, ev->len)));
+    } else {
+        sse_response_event(c, "response.function_call_arguments.done",
+                           json_pack("{s:s, s:I, s:s, s:s}", "item_id", item, "output_index", index,
+                                     "name", ev->name, "arguments", ev->arguments));
+        json_t *done = function_call_item(ev->id, ev->name, ev->arguments, "completed");
+        sse_response_event(c, "response.output_item.done",
+                           json_pack("{s:I, s:O}", "output_index", index, "item", done));
+        json_array_append_new(c->output, done);
+    }
+}
+
+/* One event of the reply's reader as the Responses API's events. */
+static void response_chat_event(completion *c, const syn_chat_event *ev) {
+    char id[96];
+    if (ev->kind == SYN_CHAT_CALL_BEGIN || ev->kind == SYN_CHAT_CALL_ARGUMENTS ||
+        ev->kind == SYN_CHAT_CALL_END) {
+        call_event(c, ev);
+        return;
+    }
+    const bool reasoning = ev->kind == SYN_CHAT_REASONING;
+    if (c->item != (int)ev->kind) { /* a new item, and its one content part */
+        close_item(c);
+        c->item = (int)ev->kind;
+        open_item_id(c, id, sizeof id);
+        const json_int_t index = (json_int_t)json_array_size(c->output);
+        sse_response_event(c, "response.output_item.added",
+                           json_pack("{s:I, s:o}", "output_index", index, "item",
+                                     reasoning ? reasoning_item(id, NULL)
+                                               : message_item(id, "in_progress", NULL)));
+        sse_response_event(c, "response.content_part.added",
+                           reasoning
+                               ? json_pack("{s:s, s:I, s:i, s:{s:s, s:s}}", "item_id", id,
+                                           "output_index", index, "content_index", 0, "part",
+                                           "type", "reasoning_text", "text", "")
+                               : json_pack("{s:s, s:I, s:i, s:{s:s, s:s, s:[]}}", "item_id", id,
+                                           "output_index", index, "content_index", 0, "part",
+                                           "type", "output_text", "text", "", "annotations"));
+    }
+    open_item_id(c, id, sizeof id);
+    text_append(&c->item_text, ev->text, ev->len);
+    json_t *fields = json_pack("{s:s, s:I, s:i, s:o}", "item_id", id, "output_index",
+                               (json_int_t)json_array_size(c->output), "content_index", 0, "delta",
+                               json_utf8(ev->text, ev->len));
+    if (fields && !reasoning) json_object_set_new(fields, "logprobs", json_array());
+    sse_response_event(
+        c, reasoning ? "response.reasoning_text.delta" : "response.output_text.delta", fields);
+}
+
+/* The first events: the response created and in progress. */
+static void response_start(completion *c) {
+    sse_response_event(c, "response.created",
+                       json_pack("{s:o}", "response",
+                                 response_object(c, "in_progress", json_array(), NULL, NULL)));
+    sse_response_event(c, "response.in_progress",
+                       json_pack("{s:o}", "response",
+                                 response_object(c, "in_progress", json_array(), NULL, NULL)));
+}
+
+/* The last event: the response completed (or incomplete, or failed with err). */
+static void response_end(completion *c, const syn_request_result *res, const oa_error *err) {
+    close_item(c);
+    json_t *output = c->output;
+    c->output = NULL;
+    if (err) {
+        sse_response_event(c, "response.failed",
+                           json_pack("{s:o}", "response",
+                                     response_object(c, "failed", output, res,
+                                                     json_pack("{s:s, s:s}", "code", "server_error",
+                                                               "message", err->message))));
+        return;
+    }
+    const bool cut = res->finish == SYN_FINISH_LENGTH;
+    sse_response_event(
+        c, cut ? "response.incomplete" : "response.completed",
+        json_pack("{s:o}", "response",
+                  response_object(c, cut ? "incomplete" : "completed", output, res, NULL)));
+}
+
+/* ---- Streamed chat with tools or reasoning ---- */
+
+/* A chunk carrying delta (stolen), with the logprobs of the tokens since the last chunk. */
+static void sse_delta(completion *c, json_t *delta) {
+    json_t *lp = json_null();
+    if (c->logprobs && json_array_size(c->logprobs) > 0) {
+        lp = choice_logprobs(c, c->logprobs, 0);
+        c->logprobs = json_array();
+    }
+    json_t *chunk = response_head(c, "chat.completion.chunk");
+    json_t *choice = json_pack("{s:i, s:o, s:o, s:n}", "index", 0, "delta", delta, "logprobs", lp,
+                               "finish_reason");
+    if (chunk && choice)
+        json_object_set_new(chunk, "choices", json_pack("[o]", choice));
+    else
+        json_decref(choice);
+    if (chunk && c->req.include_usage) json_object_set_new(chunk, "usage", json_null());
+    sse_event(c, chunk);
+}
+
+/* One event of the reply's reader as chat chunks. A call goes as OpenAI sends one: its index, id,
+ * type and name first with empty arguments, then the arguments' pieces (one, the whole arguments,
+ * unless the reader streams them). */
+static void chat_event(completion *c, const syn_chat_event *ev) {
+    if (ev->kind == SYN_CHAT_CALL_BEGIN) {
+        sse_delta(c, json_pack("{s:[{s:I, s:s, s:s, s:{s:s, s:s}}]}", "tool_calls", "index",
+                               (json_int_t)ev->index, "id", ev->id, "type", "function", "function",
+                               "name", ev->name, "arguments", ""));
+        return;
+    }
+    if (ev->kind == SYN_CHAT_CALL_ARGUMENTS) {
+        sse_delta(c, json_pack("{s:[{s:I, s:{s:o}}]}", "tool_calls", "index", (json_int_t)ev->index,
+                               "function", "arguments", json_utf8(ev->text, ev->len)));
+        return;
+    }
+    if (ev->kind == SYN_CHAT_CALL_END) return; /* its pieces were all sent */
+    sse_delta(c,
+              json_pack("{s:o}", ev->kind == SYN_CHAT_REASONING ? "reasoning_content" : "content",
+                        json_utf8(ev->text, ev->len)));
+}
+
+static void on_chat_event(const syn_chat_event *ev, void *user) {
+    completion *c = user;
+    if (c->req.responses)
+        response_chat_event(c, ev);
+    else
+        chat_event(c, ev);
+}
+
 /* Turns what the engine produced since the last call into events (c->mu held); at the end, the
  * last chunk with its finish reason, the usage chunk when asked, and [DONE]. */
 static void stream_pending(completion *c) {
     const bool have_logprobs = c->logprobs && json_array_size(c->logprobs) > 0;
-    if (c->text.len > 0 || have_logprobs || (!c->role_sent && c->req.kind == OA_CHAT)) {
+    if (c->reader) {
+        if (!c->role_sent && c->req.responses)
+            response_start(c);
+        else if (!c->role_sent)
+            sse_chunk(c, "", 0, json_null(), NULL);
+        c->role_sent = true;
+        /* out of memory in the reader: it stops passing text on, the stream still ends */
+        if (c->text.len > 0) syn_chat_stream_feed(c->reader, c->text.data, c->text.len);
+        c->text.len = 0;
+    } else if (c->text.len > 0 || have_logprobs || (!c->role_sent && c->req.kind == OA_CHAT)) {
         json_t *lp = NULL;
         if (c->logprobs) {
             lp = choice_logprobs(c, c->logprobs, 0);
@@ -242,6 +597,7 @@ static void stream_pending(completion *c) {
     pthread_mutex_lock(&c->mu);
     c->hr->completion_tokens = res.n_tokens;
     c->hr->prompt_tokens = res.n_prompt_tokens;
+    c->ended = true;
     if (res.finish == SYN_FINISH_ERROR || res.finish == SYN_FINISH_CANCELLED) {
         oa_error err;
         if (res.finish == SYN_FINISH_ERROR)
@@ -249,9 +605,22 @@ static void stream_pending(completion *c) {
         else /* only the stop cancels a request whose client is still there */
             oa_error_set(&err, 503, "server_error", NULL, "unavailable",
                          "cancelled: the server is shutting down");
+        if (c->req.responses) { /* its stream ends with the failed response, no [DONE] */
+            response_end(c, &res, &err);
+            return;
+        }
         sse_event(c, oa_error_body(&err));
     } else {
-        sse_chunk(c, "", 0, json_null(), finish_reason(res.finish));
+        if (c->reader) syn_chat_stream_finish(c->reader);
+        if (c->req.responses) {
+            response_end(c, &res, NULL);
+            return;
+        }
+        if (c->reader && c->logprobs && json_array_size(c->logprobs) > 0)
+            sse_delta(c, json_object()); /* the held-back text's logprobs */
+        sse_chunk(c, "", 0, json_null(),
+                  c->reader && syn_chat_stream_n_calls(c->reader) > 0 ? "tool_calls"
+                                                                      : finish_reason(res.finish));
         if (c->req.include_usage) {
             json_t *u = response_head(c, c->req.kind == OA_CHAT ? "chat.completion.chunk"
                                                                 : "text_completion");
@@ -263,7 +632,6 @@ static void stream_pending(completion *c) {
         }
     }
     text_append(&c->sse, "data: [DONE]\n\n", 14);
-    c->ended = true;
 }
 
 /* Lists c among the server's running completions; false when the server is stopping (then c is
@@ -316,7 +684,11 @@ static void completion_free(completion *c) {
         syn_request_wait(c->handle, &res);
         syn_request_free(c->handle);
     }
+    syn_chat_stream_free(c->reader);
+    json_decref(c->output);
+    free(c->item_text.data);
     oa_request_free(&c->req);
+    free(c->prompt);
     json_decref(c->logprobs);
     free(c->text.data);
     free(c->sse.data);
@@ -372,47 +744,6 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 }
 
 static void stream_free(void *cls) { completion_free(cls); }
-
-/* The Responses API's object for a finished chat reply (chat, the chat.completion object):
- * output items for the reasoning, the text and each call; status incomplete when max_output_tokens
- * cut it. */
-static json_t *responses_body(const completion *c, const json_t *chat,
-                              const syn_request_result *res) {
-    const json_t *choice = json_array_get(json_object_get(chat, "choices"), 0);
-    const json_t *msg = json_object_get(choice, "message");
-    json_t *output = json_array();
-    const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
-    if (reasoning)
-        json_array_append_new(output, json_pack("{s:s, s:s, s:[], s:[{s:s, s:s}]}", "type",
-                                                "reasoning", "id", "rs_0", "summary", "content",
-                                                "type", "reasoning_text", "text", reasoning));
-    const char *text = json_string_value(json_object_get(msg, "content"));
-    if (text && *text)
-        json_array_append_new(
-            output, json_pack("{s:s, s:s+, s:s, s:s, s:[{s:s, s:s, s:[]}]}", "type", "message",
-                              "id", "msg_", c->id + 9, "status", "completed", "role", "assistant",
-                              "content", "type", "output_text", "text", text, "annotations"));
-    size_t i;
-    json_t *call;
-    json_array_foreach(json_object_get(msg, "tool_calls"), i, call) {
-        const json_t *fn = json_object_get(call, "function");
-        json_array_append_new(output,
-                              json_pack("{s:s, s:s+, s:O, s:O, s:O, s:s}", "type", "function_call",
-                                        "id", "fc_", json_string_value(json_object_get(call, "id")),
-                                        "call_id", json_object_get(call, "id"), "name",
-                                        json_object_get(fn, "name"), "arguments",
-                                        json_object_get(fn, "arguments"), "status", "completed"));
-    }
-    const bool cut = res->finish == SYN_FINISH_LENGTH;
-    return json_pack("{s:s+, s:s, s:I, s:s, s:s, s:o, s:o, s:{s:I, s:I, s:I}}", "id", "resp_",
-                     c->id + 9, "object", "response", "created_at", (json_int_t)c->created, "model",
-                     c->model->alias, "status", cut ? "incomplete" : "completed",
-                     "incomplete_details",
-                     cut ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null(),
-                     "output", output, "usage", "input_tokens", (json_int_t)res->n_prompt_tokens,
-                     "output_tokens", (json_int_t)res->n_tokens, "total_tokens",
-                     (json_int_t)(res->n_prompt_tokens + res->n_tokens));
-}
 
 /* Non-streaming: waits for the end on the connection's thread, then sends the whole response. */
 static enum MHD_Result respond_whole(completion *c) {
@@ -479,6 +810,33 @@ static void make_id(char *out, size_t cap, oa_kind kind) {
     out[n] = '\0';
 }
 
+/* Whether the prompt the engine renders for c's messages ends inside an open <think> (QwQ's and
+ * DeepSeek R1's generation prompts): then the reply starts as reasoning. */
+static bool prompt_opens_think(const completion *c) {
+    size_t n = c->prompt ? strlen(c->prompt) : 0;
+    while (n > 0 && (c->prompt[n - 1] == '\n' || c->prompt[n - 1] == ' '))
+        n--;
+    return n >= 7 && memcmp(c->prompt + n - 7, "<think>", 7) == 0;
+}
+
+/* A streamed chat reply that may hold tool calls or reasoning, and every streamed /v1/responses
+ * reply, is read as it comes (syn_chat_stream); other streams pass the text on as it is. */
+static syn_status start_reader(completion *c) {
+    const char *tmpl = chat_template_of(c);
+    const syn_tool_syntax syntax =
+        c->req.tool_choice != OA_TOOLS_NONE ? syn_tool_syntax_detect(tmpl) : SYN_TOOLS_NONE;
+    const bool thinks = syn_template_thinks(tmpl);
+    if (!c->req.responses && syntax == SYN_TOOLS_NONE && !thinks) return SYN_OK;
+    if (c->req.responses && !(c->output = json_array())) return SYN_ERR_NO_MEMORY;
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)syn_now_ms();
+    /* a forced call is well-formed (constrained decoding): its arguments can stream as written */
+    const bool forced =
+        c->req.tool_choice == OA_TOOLS_REQUIRED || c->req.tool_choice == OA_TOOLS_NAMED;
+    return syn_chat_stream_create(syntax, thinks, thinks && prompt_opens_think(c), forced,
+                                  c->req.tools, seed, on_chat_event, c, &c->reader);
+}
+
 /* The HTTP status and error of a failed syn_engine_submit. */
 static enum MHD_Result submit_error(http_request *hr, const oa_request *req, syn_status st) {
     /* the field a refused grammar, schema or bias came from */
@@ -521,7 +879,7 @@ static syn_status output_constraint(const completion *c, syn_request_params *p, 
         if (!*owned) return syn_fail(SYN_ERR_NO_MEMORY, "response_format: out of memory");
         p->json_schema = *owned;
     } else if (forced) {
-        const char *tmpl = syn_tokenizer_chat_template(c->model->tok);
+        const char *tmpl = chat_template_of(c);
         syn_status st =
             syn_tool_call_grammar(syn_tool_syntax_detect(tmpl), tmpl, req->tools,
                                   req->tool_choice == OA_TOOLS_NAMED ? req->tool_choice_name : NULL,
@@ -530,7 +888,7 @@ static syn_status output_constraint(const completion *c, syn_request_params *p, 
         p->grammar = *owned;
     } else if (req->tool_choice == OA_TOOLS_AUTO) {
         /* lazily: free text until the model opens a call, then a valid call */
-        const char *tmpl = syn_tokenizer_chat_template(c->model->tok);
+        const char *tmpl = chat_template_of(c);
         const syn_tool_syntax syntax = syn_tool_syntax_detect(tmpl);
         const char *trigger = syn_tool_call_trigger(syntax);
         if (trigger && syn_tool_call_grammar(syntax, tmpl, req->tools, NULL,
@@ -553,12 +911,6 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     if (oa_request_parse(kind, http_body(hr), hr->body.len, &req, &err) != 0)
         return http_send_error(hr, (unsigned)err.http_status, err.type, err.param, err.code, "%s",
                                err.message);
-    if (req.responses && req.stream) {
-        oa_request_free(&req);
-        return http_send_error(hr, 400, "invalid_request_error", "stream", NULL,
-                               "streaming /v1/responses is not supported yet (issue 24); send "
-                               "\"stream\": false");
-    }
     served_model *m = models_acquire(srv, req.model);
     if (!m) {
         char names[1024];
@@ -603,11 +955,23 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     if (req.top_logprobs >= 0) c->logprobs = json_array();
+    c->item = -1;
+    if (req.template_messages) {
+        /* Rendered here, not by the engine, so that the stream reader sees the prompt's end. */
+        syn_status st = render_prompt(c);
+        if (st != SYN_OK) {
+            enum MHD_Result r = submit_error(hr, &c->req, st);
+            completion_free(c);
+            return r;
+        }
+    }
+    if (req.stream && req.kind == OA_CHAT && start_reader(c) != SYN_OK) {
+        completion_free(c);
+        return http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory");
+    }
 
     syn_request_params p = syn_request_default_params();
-    p.messages = req.messages;
-    p.n_messages = req.n_messages;
-    p.prompt_text = req.prompt_text;
+    p.prompt_text = req.template_messages ? c->prompt : req.prompt_text;
     p.prompt_tokens = req.prompt_tokens;
     p.n_prompt_tokens = req.n_prompt_tokens;
     p.sampling = req.sampling;

@@ -204,9 +204,8 @@ static int parse_messages(oa_request *r, oa_error *err) {
     if (!json_is_array(msgs))
         return BAD("messages", "'messages' must be an array, not %s", json_type_name(msgs));
     if (json_array_size(msgs) == 0) return BAD("messages", "'messages' must not be empty");
-    r->messages = calloc(json_array_size(msgs), sizeof *r->messages);
     r->template_messages = json_array();
-    if (!r->messages || !r->template_messages) return NO_MEMORY();
+    if (!r->template_messages) return NO_MEMORY();
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
@@ -234,7 +233,6 @@ static int parse_messages(oa_request *r, oa_error *err) {
         if (content && message_content(r, content, param, &text, err) != 0) return -1;
         if (json_object_set_new(norm, "content", text ? json_string(text) : json_null()) != 0)
             return NO_MEMORY();
-        r->messages[i] = (syn_chat_message){name, text ? text : ""};
         if (calls) {
             snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
             if (!assistant) return BAD(param, "'%s' is only allowed on assistant messages", param);
@@ -253,7 +251,6 @@ static int parse_messages(oa_request *r, oa_error *err) {
         if (tool && !json_object_get(norm, "tool_call_id"))
             return BAD(param, "'messages[%zu].tool_call_id' is required for a tool message", i);
     }
-    r->n_messages = json_array_size(msgs);
     return 0;
 }
 
@@ -726,7 +723,6 @@ void oa_request_free(oa_request *r) {
     for (size_t i = 0; i < r->n_owned; i++)
         free(r->owned[i]);
     free(r->owned);
-    free(r->messages);
     free(r->prompt_tokens);
     free(r->logit_bias);
     json_decref(r->template_messages);

@@ -51,9 +51,7 @@ typedef struct oa_request {
     bool responses;    /* asked through /v1/responses: answer in its shape */
     const char *model; /* as asked, or NULL (the server's only model) */
 
-    /* OA_CHAT: [n_messages]; role and content strings live as long as the request. */
-    syn_chat_message *messages;
-    size_t n_messages;
+    /* OA_CHAT: */
     json_t *template_messages; /* the messages as the chat template reads them (owned): content
                                 * a string or null, tool_calls' arguments parsed into objects */
     const json_t *tools;       /* the request's function tools (in root), or NULL */

