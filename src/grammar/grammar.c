@@ -1038,7 +1038,7 @@ typedef struct trie_node {
 static bool plain_byte(uint8_t b) { return b >= 0x20 && b < 0x7F && b != '"' && b != '\\'; }
 
 /* Whether a token's bytes are string text: plain bytes and well-formed UTF-8 characters from
- * U+0080 on, the last one possibly cut short. */
+ * U+0080 to U+FFFF, the last one possibly cut short. */
 static bool text_ok(const uint8_t *p, uint32_t len) {
     for (uint32_t i = 0; i < len;) {
         if (p[i] < 0x80) {
@@ -1048,6 +1048,8 @@ static bool text_ok(const uint8_t *p, uint32_t len) {
         }
         uint32_t cp;
         const int n = syn_utf8_next(p + i, len - i, &cp);
+        if (p[i] >= 0xF0)
+            return false;        /* beyond U+FFFF: walked (length-bounded strings lack them) */
         if (n == 0) return true; /* a well-formed start, cut at the token's end */
         if (n < 0) return false;
         i += (uint32_t)n;
@@ -1274,16 +1276,18 @@ static syn_status utf8_lands(syn_grammar_matcher *m, uint32_t k, uint32_t y, int
     return SYN_OK;
 }
 
-/* The well-formed UTF-8 characters from U+0080: lead bytes, the first continuation's range, and
- * the continuation count (RFC 3629's table). */
+/* The well-formed UTF-8 characters from U+0080 to U+FFFF (string text's): lead bytes, the first
+ * continuation's range, and the continuation count (RFC 3629's table). */
 static const struct {
     uint8_t lead_lo, lead_hi, c1_lo, c1_hi, n;
-} UTF8_FORMS[] = {{0xC2, 0xDF, 0x80, 0xBF, 1}, {0xE0, 0xE0, 0xA0, 0xBF, 2},
-                  {0xE1, 0xEC, 0x80, 0xBF, 2}, {0xED, 0xED, 0x80, 0x9F, 2},
-                  {0xEE, 0xEF, 0x80, 0xBF, 2}, {0xF0, 0xF0, 0x90, 0xBF, 3},
-                  {0xF1, 0xF3, 0x80, 0xBF, 3}, {0xF4, 0xF4, 0x80, 0x8F, 3}};
+} UTF8_FORMS[] = {{0xC2, 0xDF, 0x80, 0xBF, 1},
+                  {0xE0, 0xE0, 0xA0, 0xBF, 2},
+                  {0xE1, 0xEC, 0x80, 0xBF, 2},
+                  {0xED, 0xED, 0x80, 0x9F, 2},
+                  {0xEE, 0xEF, 0x80, 0xBF, 2}};
 
-/* Whether every character from U+0080 leads the state at m->path[k] to m->path[k + 1]. */
+/* Whether every character from U+0080 to U+FFFF leads the state at m->path[k] to
+ * m->path[k + 1]. */
 static syn_status utf8_uniform(syn_grammar_matcher *m, uint32_t k, bool *ok) {
     *ok = true;
     syn_status st = path_reserve(m, k + 6);
@@ -1308,7 +1312,7 @@ static syn_status utf8_uniform(syn_grammar_matcher *m, uint32_t k, bool *ok) {
 }
 
 /* How many characters of string text (text_ok) in a row the state at m->path[d] surely takes,
- * whatever they are: 0 unless every plain byte and every character from U+0080 leads to one
+ * whatever they are: 0 unless every plain byte and every character U+0080-U+FFFF leads to one
  * same state Y (as inside a JSON string), then 1 + Y's run (a state leading to itself: the
  * most). The chain of such states is followed on the path beyond d, so that a cache restart
  * keeps it; a run is cached in its state. */
