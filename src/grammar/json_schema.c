@@ -420,7 +420,10 @@ static syn_status gen_type(ctx *c, json_t *s, const char *type, unsigned depth, 
             if ((mn && !json_is_integer(mn)) || (mx && !json_is_integer(mx)) || lo < 0 || hi < lo ||
                 hi > 1000)
                 return bad("length outside 0..1000:", mn ? "minLength" : "maxLength");
-            sb_add(b, "(\"\\\"\" bchar{%lld,%lld} \"\\\"\")", (long long)lo, (long long)hi);
+            if (mx)
+                sb_add(b, "(\"\\\"\" bchar{%lld,%lld} \"\\\"\")", (long long)lo, (long long)hi);
+            else /* minLength alone: no upper bound */
+                sb_add(b, "(\"\\\"\" bchar{%lld,} \"\\\"\")", (long long)lo);
         } else {
             sb_add(b, "jstring");
         }

@@ -206,6 +206,14 @@ static void test_bounded_strings_agree_in_both_counts(void **state) {
     assert_int_equal(schema_match(two, "\"\xf0\x9f\x8c\xba\""), -1); /* an emoji: 2 UTF-16 units */
     assert_int_equal(schema_match(two, "\"\\ud83c\\udf3a\""), -1);   /* the same, escaped */
     assert_int_equal(schema_match(two, "\"abc\""), -1);
+    /* minLength alone sets no upper bound */
+    char long_text[1300];
+    memset(long_text, 'a', sizeof long_text);
+    long_text[0] = '"';
+    long_text[sizeof long_text - 2] = '"';
+    long_text[sizeof long_text - 1] = '\0';
+    assert_int_equal(schema_match("{\"type\": \"string\", \"minLength\": 3}", long_text), 1);
+    assert_int_equal(schema_match("{\"type\": \"string\", \"minLength\": 3}", "\"ab\""), -1);
     /* unbounded strings keep every character */
     assert_int_equal(schema_match("{\"type\": \"string\"}", "\"\xf0\x9f\x8c\xba\""), 1);
 }
