@@ -558,7 +558,14 @@ syn_status syn_chat_stream_create(syn_tool_syntax syntax, bool thinks, bool thin
                                   syn_chat_event_fn fn, void *user, syn_chat_stream **out) {
     *out = NULL;
     syn_chat_stream *st = calloc(1, sizeof *st);
-    if (!st) return syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory");
+    /* pending never NULL: the modes read it before anything is fed */
+    char *pending = malloc(256);
+    if (!st || !pending) {
+        free(st);
+        free(pending);
+        return syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory");
+    }
+    st->pending = (bytes){pending, 0, 256};
     st->syntax = syntax;
     st->tools = tools;
     st->seed = id_seed;
