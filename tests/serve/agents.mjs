@@ -82,7 +82,8 @@ await attempt("openai: tools offered", async () => {
         JSON.stringify(s));
 });
 
-await attempt("openai: a tool-result turn", async () => {
+// The tool-result turns need the chat template to render role "tool" (the Jinja engine of issue 24).
+await attempt("openai: a tool-result turn (needs the template engine)", async () => {
   const chat = await client.chat.completions.create({
     ...greedy, tools: [weather],
     messages: [...ask,
@@ -95,7 +96,7 @@ await attempt("openai: a tool-result turn", async () => {
         chat.choices[0].message.role === "assistant" && chat.usage.prompt_tokens > 0, JSON.stringify(chat));
 });
 
-await attempt("openai: responses", async () => {
+await attempt("openai: responses (the last check needs the template engine)", async () => {
   const req = { model: "tiny", input: "Name a river.", instructions: "Be brief.", temperature: 0,
                 max_output_tokens: 12 };
   const r = await client.responses.create(req);
@@ -125,7 +126,8 @@ await attempt("openai: responses", async () => {
             { type: "function_call_output", call_id: "call_abc123", output: '{"temperature_c": 21}' }],
     tools: [{ type: "function", name: "get_weather", parameters: weather.function.parameters }],
   });
-  check("openai: responses.create with function_call and function_call_output items is answered",
+  check("openai: responses.create with function_call and function_call_output items is answered " +
+        "(needs the template engine)",
         withCall.object === "response" && withCall.usage.input_tokens > 0, JSON.stringify(withCall));
 });
 

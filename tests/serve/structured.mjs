@@ -8,6 +8,7 @@
 // toolChoice "required") must succeed; a GBNF grammar forcing two calls in the model's syntax must
 // come back as the same calls whole, streamed (through the client's accumulators) and in
 // /v1/responses' events.
+// Every check here needs constrained decoding wired into the server (issue 24).
 // usage: node structured.mjs BASE_URL. Prints "ok: ..." / "FAIL: ..." lines; exit 1 on a failure.
 import OpenAI from "openai";
 import { zodResponseFormat } from "openai/helpers/zod";
