@@ -189,6 +189,8 @@ fuzz:
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_tokenizer
 	clang -std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_chat_output.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_chat_output
+	clang -std=c11 -O1 -g -Iinclude -Isrc -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_template.c \
+	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_template
 
 FORMAT_FILES = $(shell find include src tools tests -name '*.[ch]' -o -name '*.cpp' | grep -v node_modules | sort)
 

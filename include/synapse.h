@@ -210,21 +210,58 @@ SYN_API void syn_detok_stream_free(syn_detok_stream *s);
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct syn_chat_message {
-    const char *role;    /* "system", "user" or "assistant" */
+    const char *role;    /* "system", "user", "assistant", "tool", ...: the template decides */
     const char *content; /* UTF-8 */
 } syn_chat_message;
 
-/* Renders messages in the model's chat format, ending with an open assistant turn when
- * add_assistant_prompt. template_name NULL: recognise the GGUF's tokenizer.chat_template
- * (SYN_ERR_UNSUPPORTED when it is not recognised); "chatml" or "llama3": force that format.
- * Output is UTF-8 in buf (NUL-terminated); *n_bytes receives the full length without the NUL.
- * Qwen2.5's template adds the default system prompt when the first message is not a system
- * message. The text is a prompt's text: tokenize it with add_special, which adds the BOS the
- * tokenizer asks for (Llama 3's <|begin_of_text|>) exactly once. */
-SYN_API syn_status syn_chat_format(const syn_model *model, const char *template_name,
+/* Chat templates are Jinja (tokenizer.chat_template), rendered as Python's Jinja2 renders them
+ * under Hugging Face's apply_chat_template: the variables messages, add_generation_prompt, tools
+ * (when given), bos_token and eos_token (the tokenizer's BOS and EOS texts, "" where it has
+ * none), raise_exception(message) and strftime_now(format). The text is a prompt's text:
+ * tokenize it with add_special, which adds the BOS the tokenizer asks for exactly once (a
+ * template that writes it itself, as Llama 3's does, is not doubled).
+ *
+ * Errors of every render: SYN_ERR_UNSUPPORTED (the model has no template and none is given; a
+ * bound of the template engine: 1 MiB of source, nesting 256, 1,000,000 loop passes, 5,000,000
+ * evaluation steps, macro recursion 64, 64 MiB of memory, 4 MiB of output), SYN_ERR_FORMAT (a
+ * template syntax error, with its line), SYN_ERR_INVALID_ARGUMENT ("template: MESSAGE" when the
+ * template itself refuses the conversation with raise_exception(MESSAGE); a type error in the
+ * template, with its line; bad JSON in the parameters). */
+
+/* Renders messages with template_source (NULL: the model's own template), ending with an open
+ * assistant turn when add_assistant_prompt. Output is UTF-8 in buf (NUL-terminated); *n_bytes
+ * receives the full length without the NUL (SYN_ERR_BUFFER_TOO_SMALL when cap is short). */
+SYN_API syn_status syn_chat_format(const syn_model *model, const char *template_source,
                                    const syn_chat_message *messages, size_t n_messages,
                                    bool add_assistant_prompt, char *buf, size_t cap,
                                    size_t *n_bytes);
+
+/* The general render: the conversation as JSON, as OpenAI-style clients send it. */
+typedef struct syn_chat_params {
+    const char *template_source; /* NULL: the model's tokenizer.chat_template */
+    /* A JSON array of message objects: role, content, and whatever else the template reads
+     * (tool_calls with function.arguments as objects, tool_call_id, reasoning_content, ...). */
+    const char *messages_json;
+    const char *tools_json;     /* NULL, or a JSON array of tools ({"type": "function", ...}) */
+    const char *variables_json; /* NULL, or a JSON object of more variables for the template
+                                 * (chat_template_kwargs such as {"enable_thinking": false});
+                                 * they do not replace messages, tools or add_generation_prompt */
+    bool add_generation_prompt;
+    int64_t now_unix; /* the instant strftime_now formats (seconds, UTC); < 0: now, local time */
+} syn_chat_params;
+
+SYN_API syn_chat_params syn_chat_default_params(void);
+
+/* Renders params into *text (malloc'd and NUL-terminated: the caller free()s it), *n_bytes
+ * bytes long. Thread-safe. */
+SYN_API syn_status syn_chat_render(const syn_model *model, const syn_chat_params *params,
+                                   char **text, size_t *n_bytes);
+
+/* Renders any Jinja template (n bytes of source) with the variables of the JSON object
+ * variables_json (NULL: none), as syn_chat_render does; *text as there. */
+SYN_API syn_status syn_template_render_json(const char *source, size_t n,
+                                            const char *variables_json, int64_t now_unix,
+                                            char **text, size_t *n_bytes);
 
 /* ---------------------------------------------------------------------------------------------
  * Contexts: one sequence's KV cache and the backend that computes it
@@ -465,18 +502,29 @@ typedef struct syn_token_event {
  * queued does not. Return false to stop the request (it finishes as SYN_FINISH_CANCELLED). */
 typedef bool (*syn_token_fn)(const syn_token_event *event, void *user_data);
 
+/* A change to one token's logit before sampling: bias is added (OpenAI's logit_bias, usually in
+ * -100..100); -INFINITY bans the token. */
+typedef struct syn_logit_bias {
+    int32_t token;
+    float bias;
+} syn_logit_bias;
+
 /* The prompt is exactly one of: prompt_tokens (taken as given: nothing is added), prompt_text
  * (tokenized with special tokens parsed and the tokenizer's prompt policy, syn_tokenize's
- * add_special) or messages (rendered by syn_chat_format with chat_template and an open assistant
- * turn, then tokenized as prompt_text is). */
+ * add_special) or a conversation: messages, or messages_json with tools_json and
+ * chat_variables_json (rendered by syn_chat_render with chat_template, NULL for the model's own,
+ * and an open assistant turn), then tokenized as prompt_text is. */
 typedef struct syn_request_params {
     const int32_t *prompt_tokens; /* [n_prompt_tokens] */
     size_t n_prompt_tokens;
     const char *prompt_text;          /* NUL-terminated UTF-8 */
     const syn_chat_message *messages; /* [n_messages], n_messages >= 1 */
     size_t n_messages;
-    const char *chat_template;   /* for messages: NULL (the model's), "chatml" or "llama3" */
-    syn_sampler_params sampling; /* the request's own sampler and seed */
+    const char *messages_json;       /* a JSON array of messages (see syn_chat_params) */
+    const char *tools_json;          /* for messages_json: NULL or a JSON array of tools */
+    const char *chat_variables_json; /* for messages_json: NULL or a JSON object */
+    const char *chat_template;       /* Jinja source; NULL: the model's tokenizer.chat_template */
+    syn_sampler_params sampling;     /* the request's own sampler and seed */
     int32_t max_tokens; /* tokens to generate, >= 1; prompt + max_tokens <= n_ctx. 0: until the
                          * context is full (or, alone, the KV budget). Default 128 */
     bool ignore_eos;    /* never stop at end-of-generation (such tokens are masked out) */
@@ -497,11 +545,19 @@ typedef struct syn_request_params {
     const char *grammar;
     /* NULL, or a JSON Schema (JSON text, at most 1 MiB) the output must be an instance of,
      * compiled into such a grammar (not with grammar too). Enforced: type (and unions),
-     * properties, required, additionalProperties false (also when absent), enum, const, items,
-     * prefixItems, minItems/maxItems (<= 100), minLength/maxLength (<= 1000), integer minimum
-     * 0 or 1, anyOf, oneOf (as anyOf), local $ref/$defs, format date, date-time, uuid; blanks
-     * between tokens at most 4 in a row. Any other keyword is SYN_ERR_UNSUPPORTED naming it. */
+     * properties, required, additionalProperties (absent or true: any extra key; a schema: its
+     * values; false: none), enum, const, items, prefixItems, minItems/maxItems (<= 100),
+     * minLength/maxLength (<= 1000), integer minimum/maximum/exclusiveMinimum/exclusiveMaximum,
+     * anyOf, oneOf (where no two branches can match together: different types, const/enum
+     * values or a required const discriminator), local $ref/$defs, format date, date-time
+     * (month, day and time ranges), uuid; blanks between tokens at most 4 in a row. Any other
+     * keyword, or one that cannot be enforced where it stands, is SYN_ERR_UNSUPPORTED naming it. */
     const char *json_schema;
+    /* [n_logit_bias] biases added to the logits at every step, before the grammar's mask (a token
+     * given twice gets both); a token outside the vocabulary or a NaN bias is
+     * SYN_ERR_INVALID_ARGUMENT at submission. */
+    const syn_logit_bias *logit_bias;
+    size_t n_logit_bias;
     syn_token_fn on_token; /* NULL: no streaming */
     void *user_data;
 } syn_request_params;

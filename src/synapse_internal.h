@@ -16,8 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "chat/chat_output.h" /* a model's text read back as reasoning, content, tool calls */
-#include "gguf/gguf.h"        /* the GGUF reader and writer, the ggml type table */
+#include "chat/chat_output.h"  /* a model's text read back as reasoning, content, tool calls */
+#include "chat/tool_grammar.h" /* the grammar of forced tool calls in a template's syntax */
+#include "gguf/gguf.h"         /* the GGUF reader and writer, the ggml type table */
 #include "synapse.h"
 
 /* ---- Errors ---- */
@@ -82,14 +83,10 @@ uint64_t syn_now_ns(void);
  * bytes one U+FFFD replaces, as Unicode recommends). */
 int syn_utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
 
-/* ---- Chat formats ---- */
+/* ---- Chat templates ---- */
 
-/* The names syn_chat_format's template_name takes, for usage texts and errors. */
-#define SYN_CHAT_FORMAT_NAMES "chatml, llama3"
-/* Whether name is one of them. */
-bool syn_chat_format_known(const char *name);
 /* syn_chat_format into a new malloc'd NUL-terminated *text (the caller frees it). */
-syn_status syn_chat_format_new(const syn_model *model, const char *template_name,
+syn_status syn_chat_format_new(const syn_model *model, const char *template_source,
                                const syn_chat_message *messages, size_t n_messages,
                                bool add_assistant_prompt, char **text, size_t *n_bytes);
 

@@ -4,7 +4,8 @@
 #   2. the same unit tests under ASan + UBSan       build-debug/tests/test_*
 #   3. command-line tests                           tests/cli/test_*.sh (against build/synapse)
 #   0. the source layout (make format-check)
-#   4. the GGUF reader, the server's request parser, the tokenizer and the model output reader fuzzed for a bounded time
+#   4. the GGUF reader, the server's request parser, the tokenizer, the model output reader and the
+#      template engine fuzzed for a bounded time
 #      (libFuzzer)
 # Counts are per test case for cmocka suites and per script for the rest.
 set -uo pipefail
@@ -96,6 +97,7 @@ if command -v clang >/dev/null; then
         # tests/data/qwen2-tokenizer-cases.json.
         run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-20}" 4096
         run_fuzzer fuzz_chat_output tests/fuzz/chat-output-seeds "${SYNAPSE_FUZZ_SECONDS:-15}" 4096
+        run_fuzzer fuzz_template tests/data/templates "${SYNAPSE_FUZZ_SECONDS:-30}" 65536
     else
         record fuzz/build 1
         printf '%-6s %-40s %s\n' fuzz "make fuzz" FAILED

@@ -16,6 +16,7 @@ int cmd_gen_model(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_cluster_config(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 /* Each command's usage text, printed by "synapse CMD --help" and by "synapse help". */
 extern const char usage_run[];
@@ -28,5 +29,6 @@ extern const char usage_gen_model[];
 extern const char usage_bench[];
 extern const char usage_serve[];
 extern const char usage_cluster_config[];
+extern const char usage_template[];
 
 #endif

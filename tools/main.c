@@ -21,6 +21,7 @@ static const command commands[] = {
     {"detokenize", cmd_detokenize, usage_detokenize},
     {"inspect", cmd_inspect, usage_inspect},
     {"chat", cmd_chat, usage_chat},
+    {"template", cmd_template, usage_template},
     {"gen-model", cmd_gen_model, usage_gen_model},
     {"bench", cmd_bench, usage_bench},
     {"serve", cmd_serve, usage_serve},
@@ -47,7 +48,7 @@ static void print_usage(void) {
 static int dispatch(int argc, char **argv) {
     if (argc < 2)
         return fail_usage("missing command (run, eval, tokenize, detokenize, inspect, chat, "
-                          "gen-model, bench, serve, cluster-config)");
+                          "template, gen-model, bench, serve, cluster-config)");
     const char *name = argv[1];
     bool help = strcmp(name, "help") == 0;
     if (args_is_help(name) || (help && argc == 2)) {

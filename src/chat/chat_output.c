@@ -401,6 +401,19 @@ no_memory:
     return syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory");
 }
 
+size_t syn_chat_output_last_call(const char *text, size_t len, syn_tool_syntax syntax) {
+    const char *opener = syntax == SYN_TOOLS_HERMES || syntax == SYN_TOOLS_QWEN3_CODER
+                             ? "<tool_call>"
+                         : syntax == SYN_TOOLS_MISTRAL ? "[TOOL_CALLS]"
+                         : syntax == SYN_TOOLS_HARMONY ? "<|channel|>"
+                                                       : NULL;
+    if (!opener) return len;
+    size_t last = len;
+    for (size_t at = find(text, len, 0, opener); at < len; at = find(text, len, at + 1, opener))
+        last = at;
+    return last;
+}
+
 void syn_chat_output_free(syn_chat_output *out) {
     if (!out) return;
     free(out->content);

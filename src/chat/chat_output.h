@@ -55,6 +55,11 @@ syn_status syn_chat_output_parse(const char *text, size_t len, syn_tool_syntax s
 
 void syn_chat_output_free(syn_chat_output *out);
 
+/* Where the last call in text begins (its opener: <tool_call>, [TOOL_CALLS], harmony's
+ * <|channel|>), or len when there is none or the syntax has no opener to find (Llama 3's JSON):
+ * a reply cut off inside a later call still holds the whole calls before this point. */
+size_t syn_chat_output_last_call(const char *text, size_t len, syn_tool_syntax syntax);
+
 /* The id of a call the model wrote none for: "call_" and 9 alphanumerics, or for Mistral (whose
  * templates demand it) the 9 alphanumerics alone; a function of seed. cap >= 15. */
 void syn_chat_call_id(syn_tool_syntax syntax, uint64_t seed, char *id, size_t cap);

@@ -4,6 +4,7 @@
  * itself is done by the scheduler thread (scheduler.c); see the engine section of synapse.h for
  * the contract and threading model, scheduler.h for ownership.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,11 +177,15 @@ static syn_status build_prompt(const syn_engine *e, const syn_request_params *p,
     const bool has_tokens = p->prompt_tokens || p->n_prompt_tokens;
     const bool has_text = p->prompt_text != NULL;
     const bool has_chat = p->messages || p->n_messages;
-    if (has_tokens + has_text + has_chat != 1)
-        return syn_fail(
-            SYN_ERR_INVALID_ARGUMENT,
-            "a request needs exactly one prompt (prompt_tokens, prompt_text or messages); got %d",
-            has_tokens + has_text + has_chat);
+    const bool has_json_chat = p->messages_json != NULL;
+    if (has_tokens + has_text + has_chat + has_json_chat != 1)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "a request needs exactly one prompt (prompt_tokens, prompt_text, messages "
+                        "or messages_json); got %d",
+                        has_tokens + has_text + has_chat + has_json_chat);
+    if ((p->tools_json || p->chat_variables_json) && !has_json_chat)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "tools_json and chat_variables_json go with messages_json");
     const syn_tokenizer *tok = syn_model_tokenizer(e->model);
     if (has_tokens) {
         if (!p->prompt_tokens)
@@ -195,16 +200,28 @@ static syn_status build_prompt(const syn_engine *e, const syn_request_params *p,
         return SYN_OK;
     }
     if (has_text) return tokenize_text(tok, p->prompt_text, strlen(p->prompt_text), ids, n);
+    char *text = NULL;
+    size_t len = 0;
+    syn_status st;
+    if (has_json_chat) {
+        syn_chat_params chat = syn_chat_default_params();
+        chat.template_source = p->chat_template;
+        chat.messages_json = p->messages_json;
+        chat.tools_json = p->tools_json;
+        chat.variables_json = p->chat_variables_json;
+        st = syn_chat_render(e->model, &chat, &text, &len);
+        if (st == SYN_OK) st = tokenize_text(tok, text, len, ids, n);
+        free(text);
+        return st;
+    }
     if (!p->messages)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "messages is NULL with n_messages %zu",
                         p->n_messages);
     if (p->n_messages == 0)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                         "messages is given with n_messages 0: a chat prompt needs a message");
-    char *text = NULL;
-    size_t len = 0;
-    syn_status st = syn_chat_format_new(e->model, p->chat_template, p->messages, p->n_messages,
-                                        true, &text, &len);
+    st = syn_chat_format_new(e->model, p->chat_template, p->messages, p->n_messages, true, &text,
+                             &len);
     if (st == SYN_OK) st = tokenize_text(tok, text, len, ids, n);
     free(text);
     return st;
@@ -237,6 +254,26 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
                             "stop string %zu is %s: it must hold 1..%d bytes", i,
                             p->stop_strings[i] ? "too long" : "NULL", SYN_MAX_STOP_BYTES);
     }
+    /* checked before the max_tokens 0 case returns early */
+    if (p->n_stop_tokens && !p->stop_tokens)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "stop_tokens is NULL with n_stop_tokens %zu",
+                        p->n_stop_tokens);
+    if (p->n_logit_bias && !p->logit_bias)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "n_logit_bias is %zu but logit_bias is NULL",
+                        p->n_logit_bias);
+    for (size_t i = 0; i < p->n_logit_bias; i++) {
+        if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= e->n_vocab)
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                            "logit_bias[%zu]: token %d is outside the vocabulary [0, %d)", i,
+                            p->logit_bias[i].token, e->n_vocab);
+        if (isnan(p->logit_bias[i].bias))
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT, "logit_bias[%zu]: the bias is NaN", i);
+    }
+    for (size_t i = 0; i < p->n_stop_tokens; i++)
+        if (p->stop_tokens[i] < 0 || p->stop_tokens[i] >= e->n_vocab)
+            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                            "stop token %d at index %zu is outside the vocabulary [0, %d)",
+                            p->stop_tokens[i], i, e->n_vocab);
     if (n >= e->n_ctx)
         return syn_fail(
             SYN_ERR_CONTEXT_FULL,
@@ -253,14 +290,6 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
                             e->stats.kv_blocks_total);
         return SYN_OK;
     }
-    if (p->n_stop_tokens && !p->stop_tokens)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "stop_tokens is NULL with n_stop_tokens %zu",
-                        p->n_stop_tokens);
-    for (size_t i = 0; i < p->n_stop_tokens; i++)
-        if (p->stop_tokens[i] < 0 || p->stop_tokens[i] >= e->n_vocab)
-            return syn_fail(SYN_ERR_INVALID_ARGUMENT,
-                            "stop token %d at index %zu is outside the vocabulary [0, %d)",
-                            p->stop_tokens[i], i, e->n_vocab);
     const uint64_t total = (uint64_t)n + (uint64_t)p->max_tokens;
     if (total > e->n_ctx)
         return syn_fail(SYN_ERR_CONTEXT_FULL,
@@ -292,7 +321,7 @@ static syn_status grammar_init(syn_engine *e, const syn_request_params *p, syn_r
     pthread_mutex_unlock(&e->mutex);
     if (st == SYN_OK) st = syn_grammar_matcher_new(r->grammar, &r->matcher);
     if (st != SYN_OK) return st;
-    r->allowed = malloc(sizeof *r->allowed * e->n_vocab);
+    r->allowed = malloc(sizeof *r->allowed * (((size_t)e->n_vocab + 63) / 64));
     r->banned = malloc(sizeof *r->banned * e->n_vocab);
     if (!r->allowed || !r->banned) return syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
     return SYN_OK;
@@ -340,6 +369,16 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
         st = text_stream_init(&r->text, syn_model_tokenizer(e->model), p->stop_strings,
                               p->n_stop_strings);
     if (st == SYN_OK && (p->grammar || p->json_schema)) st = grammar_init(e, p, r);
+    if (st == SYN_OK && p->n_logit_bias) {
+        r->bias = malloc(sizeof *r->bias * p->n_logit_bias);
+        r->biased = malloc(sizeof *r->biased * (size_t)e->n_vocab);
+        if (!r->bias || !r->biased) {
+            st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_submit: out of memory for logit_bias");
+        } else {
+            memcpy(r->bias, p->logit_bias, sizeof *r->bias * p->n_logit_bias);
+            r->n_bias = p->n_logit_bias;
+        }
+    }
     if (st != SYN_OK) {
         request_destroy(r);
         return st;

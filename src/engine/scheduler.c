@@ -74,6 +74,10 @@ static void free_work_buffers(syn_request *r) {
     syn_grammar_free(r->grammar);
     free(r->allowed);
     free(r->banned);
+    free(r->bias);
+    free(r->biased);
+    r->bias = NULL;
+    r->biased = NULL;
     r->matcher = NULL;
     r->grammar = NULL;
     r->allowed = NULL;
@@ -368,14 +372,25 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
     const int32_t *banned = e->eog_ids;
     size_t n_banned = r->ignore_eos ? e->n_eog : 0;
     syn_status st = SYN_OK;
+    if (r->n_bias) {
+        memcpy(r->biased, logits, sizeof *r->biased * (size_t)e->n_vocab);
+        for (size_t i = 0; i < r->n_bias; i++)
+            r->biased[r->bias[i].token] += r->bias[i].bias;
+        logits = r->biased;
+    }
     if (r->matcher) { /* the grammar bans every token that cannot continue it */
         st = syn_grammar_matcher_allowed(r->matcher, e->grammar_vocab, r->allowed);
         if (st == SYN_OK && r->ignore_eos)
             for (size_t i = 0; i < e->n_eog; i++)
-                r->allowed[e->eog_ids[i]] = false;
+                r->allowed[e->eog_ids[i] >> 6] &= ~(1ull << (e->eog_ids[i] & 63));
         n_banned = 0;
-        for (int32_t t = 0; st == SYN_OK && t < e->n_vocab; t++)
-            if (!r->allowed[t]) r->banned[n_banned++] = t;
+        for (int32_t w = 0; st == SYN_OK && w * 64 < e->n_vocab; w++) {
+            const uint64_t bits = r->allowed[w];
+            if (bits == ~0ull) continue; /* inside a string most words are all allowed */
+            const int32_t end = w * 64 + 64 < e->n_vocab ? w * 64 + 64 : e->n_vocab;
+            for (int32_t t = w * 64; t < end; t++)
+                if (!(bits >> (t & 63) & 1)) r->banned[n_banned++] = t;
+        }
         if (st == SYN_OK && n_banned == (size_t)e->n_vocab)
             st = syn_fail(SYN_ERR_INVALID_ARGUMENT,
                           "grammar: no token can continue the output (after %zu tokens)", r->n_out);

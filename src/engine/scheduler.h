@@ -47,8 +47,11 @@ struct syn_request {
     /* the request's grammar (NULL: none), its matcher's state, and the per-step mask buffers */
     syn_grammar *grammar;
     syn_grammar_matcher *matcher;
-    bool *allowed;      /* [n_vocab] */
-    int32_t *banned;    /* [n_vocab] */
+    uint64_t *allowed;    /* [(n_vocab + 63) / 64] bits */
+    int32_t *banned;      /* [n_vocab] */
+    syn_logit_bias *bias; /* [n_bias] the request's logit biases */
+    size_t n_bias;
+    float *biased;      /* [n_vocab] the logits with the biases added, when n_bias */
     text_stream text;   /* the streamed text: detokenizer, stop strings, held-back text */
     int32_t *block_ids; /* [max_blocks] pool ids of the sequence's blocks */
     void **block_data;  /* [max_blocks] their memory: the table the backend reads */

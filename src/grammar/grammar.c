@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "synapse_internal.h"
+#include "tokenizer/tokenizer.h"
 
 enum { G_END = 0, G_SET = 1, G_REF = 2, G_ALT = 3 };
 
@@ -33,6 +34,7 @@ struct syn_grammar {
     uint32_t *rule_first_alt, *rule_n_alts;
     uint32_t n_rules, root;
     uint32_t (*sets)[8]; /* 256-bit byte sets */
+    int16_t *set_single; /* [n_sets] the byte of a one-byte set, else -1 */
     size_t n_sets;
 };
 
@@ -626,6 +628,18 @@ syn_status syn_grammar_parse_gbnf(const char *text, syn_grammar **out) {
         g->sets = ps.sets;
         g->n_sets = ps.n_sets;
         g->root = root;
+        g->set_single = malloc((ps.n_sets ? ps.n_sets : 1) * sizeof *g->set_single);
+        if (!g->set_single && st == SYN_OK)
+            st = syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
+        for (size_t i = 0; g->set_single && i < ps.n_sets; i++) {
+            int n = 0, byte = -1;
+            for (int b = 0; b < 256; b++)
+                if (ps.sets[i][b >> 5] >> (b & 31) & 1) {
+                    n++;
+                    byte = b;
+                }
+            g->set_single[i] = (int16_t)(n == 1 ? byte : -1);
+        }
     } else {
         free(ps.sets);
     }
@@ -644,6 +658,7 @@ void syn_grammar_free(syn_grammar *g) {
     free(g->rule_first_alt);
     free(g->rule_n_alts);
     free(g->sets);
+    free(g->set_single);
     free(g);
 }
 
@@ -659,12 +674,38 @@ typedef struct stackset {
     size_t used, dcap;
 } stackset;
 
+/* ---- the lazy DFA over stack sets ----
+ *
+ * Every distinct stack set the matcher meets becomes a state, interned by an order-free hash,
+ * with its 256 transitions filled in on first use. Inside a JSON string nearly every byte leads
+ * back to the same state, so the vocabulary walk costs one table look-up per trie node, and a
+ * state's token mask, once computed, is copied on every later visit. */
+
+enum { DFA_UNKNOWN = -1, DFA_DEAD = -2 };
+#define DFA_MAX_STATES 4096 /* more: the cache restarts (keeping the states in use) */
+#define DFA_MAX_MASKS 64    /* token masks kept per matcher (19 KiB each on 151,936 tokens) */
+
+typedef struct dstate {
+    stackset set;
+    uint64_t hash;
+    bool can_end;
+    int32_t next[256];
+    uint64_t *mask; /* the allowed tokens here; NULL until computed */
+} dstate;
+
 struct syn_grammar_matcher {
     const syn_grammar *g;
-    stackset cur, next;
-    stackset *levels; /* one per trie depth, for syn_grammar_matcher_allowed */
-    size_t n_levels;
-    uint32_t *scratch; /* SYN_GRAMMAR_MAX_NEST + 1 stacks of SYN_GRAMMAR_MAX_DEPTH, for expand */
+    dstate *st;
+    uint32_t n_st, cap_st;
+    int32_t *table; /* [DFA_MAX_STATES * 2] open addressing: state ids, -1 empty */
+    int32_t cur;
+    /* the states a walk or a feed is going through, kept across a cache restart */
+    int32_t *path;
+    uint32_t depth, cap_path;
+    stackset next;
+    const syn_grammar_vocab *mask_vocab; /* the vocabulary the cached masks are for */
+    uint32_t n_masks;
+    uint32_t *scratch; /* SYN_GRAMMAR_MAX_NEST + 2 stacks of SYN_GRAMMAR_MAX_DEPTH, for expand */
 };
 
 static void set_release(stackset *s) {
@@ -754,24 +795,172 @@ static syn_status expand(syn_grammar_matcher *m, stackset *set, const uint32_t *
     }
 }
 
+#define DFA_TABLE (DFA_MAX_STATES * 2)
+
+static uint64_t set_hash(const stackset *s) {
+    uint64_t h = s->n;
+    for (uint32_t i = 0; i < s->n; i++) /* a sum: the same set in any order hashes alike */
+        h += (s->hash[i] ^ (s->hash[i] >> 29)) * 0xBF58476D1CE4E5B9ull;
+    return h;
+}
+
+static bool set_equal(const stackset *a, const stackset *b) {
+    if (a->n != b->n) return false;
+    for (uint32_t i = 0; i < a->n; i++) {
+        bool found = false;
+        for (uint32_t j = 0; j < b->n && !found; j++)
+            found =
+                a->hash[i] == b->hash[j] && a->len[i] == b->len[j] &&
+                !memcmp(a->data + a->start[i], b->data + b->start[j], a->len[i] * sizeof *a->data);
+        if (!found) return false;
+    }
+    return true;
+}
+
+static void table_insert(syn_grammar_matcher *m, int32_t id) {
+    uint32_t i = (uint32_t)m->st[id].hash & (DFA_TABLE - 1);
+    while (m->table[i] >= 0)
+        i = (i + 1) & (DFA_TABLE - 1);
+    m->table[i] = id;
+}
+
+static bool pinned(const syn_grammar_matcher *m, int32_t id) {
+    if (id == m->cur) return true;
+    for (uint32_t d = 0; d < m->depth; d++)
+        if (m->path[d] == id) return true;
+    return false;
+}
+
+/* Drops every state but the current one and those on the path, renumbering them. */
+static void dfa_restart(syn_grammar_matcher *m) {
+    int32_t *remap = m->table; /* reused: rebuilt below */
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < m->n_st; i++) {
+        if (!pinned(m, (int32_t)i)) {
+            set_release(&m->st[i].set);
+            if (m->st[i].mask) m->n_masks--;
+            free(m->st[i].mask);
+            continue;
+        }
+        m->st[kept] = m->st[i];
+        for (int b = 0; b < 256; b++)
+            m->st[kept].next[b] = DFA_UNKNOWN;
+        remap[i] = (int32_t)kept++;
+    }
+    m->cur = remap[m->cur];
+    for (uint32_t d = 0; d < m->depth; d++)
+        m->path[d] = remap[m->path[d]];
+    m->n_st = kept;
+    memset(m->table, 0xFF, DFA_TABLE * sizeof *m->table);
+    for (uint32_t i = 0; i < kept; i++)
+        table_insert(m, (int32_t)i);
+}
+
+/* The state of the stacks in s (taken over when new: s is left empty). */
+static syn_status intern(syn_grammar_matcher *m, stackset *s, int32_t *id) {
+    const uint64_t h = set_hash(s);
+    for (uint32_t i = (uint32_t)h & (DFA_TABLE - 1); m->table[i] >= 0;
+         i = (i + 1) & (DFA_TABLE - 1))
+        if (m->st[m->table[i]].hash == h && set_equal(&m->st[m->table[i]].set, s)) {
+            *id = m->table[i];
+            return SYN_OK;
+        }
+    if (m->n_st == DFA_MAX_STATES) dfa_restart(m);
+    if (m->n_st == m->cap_st) {
+        uint32_t cap = m->cap_st ? m->cap_st * 2 : 16;
+        dstate *n = realloc(m->st, cap * sizeof *n);
+        if (!n) return syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
+        m->st = n;
+        m->cap_st = cap;
+    }
+    dstate *d = &m->st[m->n_st];
+    d->set = *s;
+    *s = (stackset){0};
+    d->hash = h;
+    d->can_end = false;
+    for (uint32_t i = 0; i < d->set.n; i++)
+        d->can_end |= d->set.len[i] == 0;
+    for (int b = 0; b < 256; b++)
+        d->next[b] = DFA_UNKNOWN;
+    d->mask = NULL;
+    *id = (int32_t)m->n_st++;
+    table_insert(m, *id);
+    return SYN_OK;
+}
+
+/* Moves every stack whose top accepts byte b past it into next (literal: only tops that are a
+ * single byte, i.e. spelled out in the grammar). */
+static syn_status step(syn_grammar_matcher *m, const stackset *cur, stackset *next, uint8_t b,
+                       bool literal) {
+    const syn_grammar *g = m->g;
+    next->n = 0;
+    next->used = 0;
+    for (uint32_t i = 0; i < cur->n; i++) {
+        uint32_t len = cur->len[i];
+        if (!len) continue;
+        const uint32_t *s = cur->data + cur->start[i];
+        const uint32_t top = s[len - 1], set = g->el[top].v;
+        if (!(g->sets[set][b >> 5] >> (b & 31) & 1)) continue;
+        if (literal && g->set_single[set] < 0) continue;
+        memcpy(m->scratch, s, len * sizeof *s);
+        m->scratch[len - 1] = top + 1;
+        syn_status st = expand(m, next, m->scratch, len, 0);
+        if (st != SYN_OK) return st;
+    }
+    return SYN_OK;
+}
+
+/* The transition of the state in *from on byte b (DFA_DEAD: no stack takes it). *from must be
+ * m->cur or on the path, so that a restart renumbers it. */
+static syn_status transition(syn_grammar_matcher *m, const int32_t *from, uint8_t b, int32_t *to) {
+    *to = m->st[*from].next[b];
+    if (*to != DFA_UNKNOWN) return SYN_OK;
+    syn_status st = step(m, &m->st[*from].set, &m->next, b, false);
+    if (st != SYN_OK) return st;
+    if (!m->next.n) {
+        *to = DFA_DEAD;
+    } else {
+        st = intern(m, &m->next, to);
+        if (st != SYN_OK) return st;
+    }
+    m->st[*from].next[b] = *to;
+    return SYN_OK;
+}
+
+static syn_status path_reserve(syn_grammar_matcher *m, uint32_t n) {
+    if (n <= m->cap_path) return SYN_OK;
+    int32_t *p = realloc(m->path, n * sizeof *p);
+    if (!p) return syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
+    m->path = p;
+    m->cap_path = n;
+    return SYN_OK;
+}
+
 syn_status syn_grammar_matcher_new(const syn_grammar *g, syn_grammar_matcher **out) {
     if (!g || !out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar: NULL argument");
     *out = NULL;
     syn_grammar_matcher *m = calloc(1, sizeof *m);
-    if (m)
+    if (m) {
         m->scratch =
             malloc((size_t)(SYN_GRAMMAR_MAX_NEST + 2) * SYN_GRAMMAR_MAX_DEPTH * sizeof *m->scratch);
-    if (!m || !m->scratch) {
-        free(m);
+        m->table = malloc(DFA_TABLE * sizeof *m->table);
+    }
+    if (!m || !m->scratch || !m->table || path_reserve(m, 16) != SYN_OK) {
+        syn_grammar_matcher_free(m);
         return syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
     }
+    memset(m->table, 0xFF, DFA_TABLE * sizeof *m->table);
     m->g = g;
+    m->cur = -1;
     const uint32_t first = g->rule_first_alt[g->root];
+    stackset start = {0};
     syn_status st = SYN_OK;
     for (uint32_t a = 0; a < g->rule_n_alts[g->root] && st == SYN_OK; a++) {
         uint32_t s = g->alt_start[first + a];
-        st = expand(m, &m->cur, &s, 1, 0);
+        st = expand(m, &start, &s, 1, 0);
     }
+    if (st == SYN_OK) st = intern(m, &start, &m->cur);
+    set_release(&start);
     if (st != SYN_OK) {
         syn_grammar_matcher_free(m);
         return st;
@@ -782,60 +971,34 @@ syn_status syn_grammar_matcher_new(const syn_grammar *g, syn_grammar_matcher **o
 
 void syn_grammar_matcher_free(syn_grammar_matcher *m) {
     if (!m) return;
-    set_release(&m->cur);
+    for (uint32_t i = 0; i < m->n_st; i++) {
+        set_release(&m->st[i].set);
+        free(m->st[i].mask);
+    }
+    free(m->st);
+    free(m->table);
+    free(m->path);
     set_release(&m->next);
-    for (size_t i = 0; i < m->n_levels; i++)
-        set_release(&m->levels[i]);
-    free(m->levels);
     free(m->scratch);
     free(m);
 }
 
-/* Moves every stack whose top accepts byte b past it into next; false when none does. */
-static syn_status step(syn_grammar_matcher *m, const stackset *cur, stackset *next, uint8_t b) {
-    const syn_grammar *g = m->g;
-    next->n = 0;
-    next->used = 0;
-    for (uint32_t i = 0; i < cur->n; i++) {
-        uint32_t len = cur->len[i];
-        if (!len) continue;
-        const uint32_t *s = cur->data + cur->start[i];
-        const uint32_t top = s[len - 1];
-        if (!(g->sets[g->el[top].v][b >> 5] >> (b & 31) & 1)) continue;
-        memcpy(m->scratch, s, len * sizeof *s);
-        m->scratch[len - 1] = top + 1;
-        syn_status st = expand(m, next, m->scratch, len, 0);
-        if (st != SYN_OK) return st;
-    }
-    return SYN_OK;
-}
-
-/* Runs bytes through the stacks; commits the result to m->cur only when asked and accepted. */
+/* Runs bytes through the DFA; commits the end state to m->cur only when asked and accepted. */
 static syn_status run_bytes(syn_grammar_matcher *m, const uint8_t *b, size_t n, bool commit,
                             bool *accepted) {
     *accepted = true;
-    /* Work on a copy so that a rejection or error leaves the matcher as it was. */
-    stackset work = {0};
-    const stackset *from = &m->cur;
-    for (size_t i = 0; i < n; i++) {
-        syn_status st = step(m, from, &m->next, b[i]);
-        if (st == SYN_OK && m->next.n == 0) *accepted = false;
-        if (st != SYN_OK || !*accepted) {
-            set_release(&work);
-            return st;
-        }
-        stackset t = work;
-        work = m->next;
-        m->next = t;
-        from = &work;
+    m->path[0] = m->cur;
+    m->depth = 1;
+    syn_status st = SYN_OK;
+    for (size_t i = 0; i < n && st == SYN_OK && *accepted; i++) {
+        int32_t to;
+        st = transition(m, &m->path[0], b[i], &to);
+        if (st == SYN_OK && to == DFA_DEAD) *accepted = false;
+        if (st == SYN_OK && *accepted) m->path[0] = to;
     }
-    if (n && commit) {
-        set_release(&m->cur);
-        m->cur = work;
-    } else {
-        set_release(&work);
-    }
-    return SYN_OK;
+    if (st == SYN_OK && *accepted && commit) m->cur = m->path[0];
+    m->depth = 0;
+    return st;
 }
 
 syn_status syn_grammar_matcher_feed(syn_grammar_matcher *m, const void *bytes, size_t n,
@@ -852,11 +1015,7 @@ syn_status syn_grammar_matcher_accepts(syn_grammar_matcher *m, const void *bytes
     return run_bytes(m, bytes, n, false, accepted);
 }
 
-bool syn_grammar_matcher_can_end(const syn_grammar_matcher *m) {
-    for (uint32_t i = 0; i < m->cur.n; i++)
-        if (!m->cur.len[i]) return true;
-    return false;
-}
+bool syn_grammar_matcher_can_end(const syn_grammar_matcher *m) { return m->st[m->cur].can_end; }
 
 /* ---- the vocabulary trie and token masks ---- */
 
@@ -866,6 +1025,8 @@ typedef struct trie_node {
     uint8_t byte;                     /* the edge from the parent */
 } trie_node;
 
+enum { TOKEN_TEXT = 0, TOKEN_EOG = 1, TOKEN_SPECIAL = 2, TOKEN_EMPTY = 3 };
+
 struct syn_grammar_vocab {
     int32_t n_vocab;
     trie_node *nodes;
@@ -873,6 +1034,12 @@ struct syn_grammar_vocab {
     int32_t *ids; /* the trie's tokens in byte order */
     int32_t *eog;
     size_t n_eog;
+    /* control and user-defined tokens: allowed only where the grammar spells out their text */
+    int32_t *special;
+    size_t *special_off;
+    uint32_t *special_len;
+    size_t n_special;
+    uint8_t *kind;    /* [n_vocab] TOKEN_* */
     uint32_t max_len; /* the longest token, in bytes: the trie's depth */
     uint8_t *bytes;   /* all token bytes back to back */
     const syn_tokenizer *tok;
@@ -941,13 +1108,19 @@ syn_status syn_grammar_vocab_new(const syn_tokenizer *tok, syn_grammar_vocab **o
         v->bytes = malloc(cap);
         v->ids = malloc((size_t)n * sizeof *v->ids);
         v->eog = malloc((size_t)n * sizeof *v->eog);
+        v->special = malloc((size_t)n * sizeof *v->special);
+        v->special_off = malloc((size_t)n * sizeof *v->special_off);
+        v->special_len = malloc((size_t)n * sizeof *v->special_len);
+        v->kind = malloc((size_t)n);
     }
     syn_status st = SYN_OK;
-    if (!v || !t || !off || !v->bytes || !v->ids || !v->eog)
+    if (!v || !t || !off || !v->bytes || !v->ids || !v->eog || !v->special || !v->special_off ||
+        !v->special_len || !v->kind)
         st = syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
     uint32_t n_t = 0;
     for (int32_t id = 0; st == SYN_OK && id < n; id++) {
         if (syn_tokenizer_is_eog(tok, id)) {
+            v->kind[id] = TOKEN_EOG;
             v->eog[v->n_eog++] = id;
             continue;
         }
@@ -964,11 +1137,23 @@ syn_status syn_grammar_vocab_new(const syn_tokenizer *tok, syn_grammar_vocab **o
             v->bytes = b;
             st = syn_tokenizer_token_bytes(tok, id, (char *)v->bytes + used, cap - used, &len);
         }
-        if (st != SYN_OK || !len) continue;
-        off[n_t] = used;
-        t[n_t++] = (tok_entry){NULL, (uint32_t)len, id};
+        v->kind[id] = TOKEN_EMPTY;
+        if (st != SYN_OK || !len) {
+            st = SYN_OK; /* ids past the token list have no bytes: never allowed */
+            continue;
+        }
+        if (tokenizer_is_special(tok, id)) {
+            v->kind[id] = TOKEN_SPECIAL;
+            v->special[v->n_special] = id;
+            v->special_off[v->n_special] = used;
+            v->special_len[v->n_special++] = (uint32_t)len;
+        } else {
+            v->kind[id] = TOKEN_TEXT;
+            off[n_t] = used;
+            t[n_t++] = (tok_entry){NULL, (uint32_t)len, id};
+            if (len > v->max_len) v->max_len = (uint32_t)len;
+        }
         used += len;
-        if (len > v->max_len) v->max_len = (uint32_t)len;
     }
     if (st == SYN_OK) {
         for (uint32_t i = 0; i < n_t; i++)
@@ -1002,49 +1187,103 @@ void syn_grammar_vocab_free(syn_grammar_vocab *v) {
     free(v->nodes);
     free(v->ids);
     free(v->eog);
+    free(v->special);
+    free(v->special_off);
+    free(v->special_len);
+    free(v->kind);
     free(v->bytes);
     free(v);
 }
 
-/* Marks the tokens below node whose bytes the stacks at levels[d] can take. */
+/* Marks the tokens below node whose bytes the state at m->path[d] can take. */
 static syn_status walk(syn_grammar_matcher *m, const syn_grammar_vocab *v, uint32_t node,
-                       uint32_t d, bool *allowed) {
+                       uint32_t d, uint64_t *allowed) {
     const trie_node *nd = &v->nodes[node];
     for (uint32_t c = 0; c < nd->n_children; c++) {
-        const uint32_t child = nd->first_child + c;
-        stackset *next = &m->levels[d + 1];
-        syn_status st = step(m, &m->levels[d], next, v->nodes[child].byte);
+        const trie_node *ch = &v->nodes[nd->first_child + c];
+        int32_t to;
+        syn_status st = transition(m, &m->path[d], ch->byte, &to);
         if (st != SYN_OK) return st;
-        if (!next->n) continue; /* the whole subtree fails at this byte */
-        const trie_node *ch = &v->nodes[child];
-        for (uint32_t i = 0; i < ch->n_tokens; i++)
-            allowed[v->ids[ch->first_token + i]] = true;
-        st = walk(m, v, child, d + 1, allowed);
+        if (to == DFA_DEAD) continue; /* the whole subtree fails at this byte */
+        for (uint32_t i = 0; i < ch->n_tokens; i++) {
+            const int32_t id = v->ids[ch->first_token + i];
+            allowed[id >> 6] |= 1ull << (id & 63);
+        }
+        if (!ch->n_children) continue;
+        m->path[d + 1] = to;
+        m->depth = d + 2;
+        st = walk(m, v, nd->first_child + c, d + 1, allowed);
+        m->depth = d + 1;
         if (st != SYN_OK) return st;
     }
     return SYN_OK;
 }
 
-syn_status syn_grammar_matcher_allowed(syn_grammar_matcher *m, const syn_grammar_vocab *v,
-                                       bool *allowed) {
-    if (!m || !v || !allowed) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar: NULL argument");
-    if (m->n_levels < (size_t)v->max_len + 1) {
-        stackset *l = realloc(m->levels, ((size_t)v->max_len + 1) * sizeof *l);
-        if (!l) return syn_fail(SYN_ERR_NO_MEMORY, "grammar: out of memory");
-        memset(l + m->n_levels, 0, ((size_t)v->max_len + 1 - m->n_levels) * sizeof *l);
-        m->levels = l;
-        m->n_levels = (size_t)v->max_len + 1;
+/* Whether the grammar spells out bytes[0..n) literally from the current state. */
+static syn_status literal_accepts(syn_grammar_matcher *m, const uint8_t *bytes, size_t n,
+                                  bool *accepted) {
+    stackset a = {0}, b = {0};
+    const stackset *from = &m->st[m->cur].set;
+    syn_status st = SYN_OK;
+    *accepted = true;
+    for (size_t i = 0; i < n && st == SYN_OK && *accepted; i++) {
+        st = step(m, from, &a, bytes[i], true);
+        *accepted = a.n > 0;
+        stackset t = a;
+        a = b;
+        b = t;
+        from = &b;
     }
-    memset(allowed, 0, (size_t)v->n_vocab * sizeof *allowed);
-    /* level 0 borrows the current stacks without owning them */
-    stackset saved = m->levels[0];
-    m->levels[0] = m->cur;
-    syn_status st = walk(m, v, 0, 0, allowed);
-    m->levels[0] = saved;
+    set_release(&a);
+    set_release(&b);
+    return st;
+}
+
+syn_status syn_grammar_matcher_allowed(syn_grammar_matcher *m, const syn_grammar_vocab *v,
+                                       uint64_t *allowed) {
+    if (!m || !v || !allowed) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar: NULL argument");
+    const size_t words = ((size_t)v->n_vocab + 63) / 64;
+    if (m->mask_vocab != v) { /* masks are per vocabulary */
+        for (uint32_t i = 0; i < m->n_st; i++) {
+            free(m->st[i].mask);
+            m->st[i].mask = NULL;
+        }
+        m->n_masks = 0;
+        m->mask_vocab = v;
+    }
+    if (m->st[m->cur].mask) {
+        memcpy(allowed, m->st[m->cur].mask, words * sizeof *allowed);
+        return SYN_OK;
+    }
+    syn_status st = path_reserve(m, v->max_len + 2);
     if (st != SYN_OK) return st;
-    const bool end = syn_grammar_matcher_can_end(m);
-    for (size_t i = 0; i < v->n_eog; i++)
-        allowed[v->eog[i]] = end;
+    memset(allowed, 0, words * sizeof *allowed);
+    m->path[0] = m->cur;
+    m->depth = 1;
+    st = walk(m, v, 0, 0, allowed);
+    m->depth = 0;
+    for (size_t i = 0; i < v->n_special && st == SYN_OK; i++) {
+        bool ok;
+        st = literal_accepts(m, v->bytes + v->special_off[i], v->special_len[i], &ok);
+        if (ok) allowed[v->special[i] >> 6] |= 1ull << (v->special[i] & 63);
+    }
+    if (st != SYN_OK) return st;
+    if (m->st[m->cur].can_end)
+        for (size_t i = 0; i < v->n_eog; i++)
+            allowed[v->eog[i] >> 6] |= 1ull << (v->eog[i] & 63);
+    if (m->n_masks == DFA_MAX_MASKS) {
+        for (uint32_t i = 0; i < m->n_st; i++) {
+            free(m->st[i].mask);
+            m->st[i].mask = NULL;
+        }
+        m->n_masks = 0;
+    }
+    uint64_t *copy = malloc(words * sizeof *copy);
+    if (copy) { /* without memory the mask is simply not cached */
+        memcpy(copy, allowed, words * sizeof *copy);
+        m->st[m->cur].mask = copy;
+        m->n_masks++;
+    }
     return SYN_OK;
 }
 
@@ -1052,17 +1291,19 @@ syn_status syn_grammar_matcher_feed_token(syn_grammar_matcher *m, const syn_gram
                                           int32_t id, bool *accepted) {
     if (!m || !v || !accepted || id < 0 || id >= v->n_vocab)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "grammar: bad token or NULL argument");
-    if (syn_tokenizer_is_eog(v->tok, id)) {
-        *accepted = syn_grammar_matcher_can_end(m);
-        return SYN_OK;
+    *accepted = false;
+    switch (v->kind[id]) {
+    case TOKEN_EOG: *accepted = syn_grammar_matcher_can_end(m); return SYN_OK;
+    case TOKEN_EMPTY: return SYN_OK;
+    default: break;
     }
     char buf[1024];
     size_t len;
     syn_status st = syn_tokenizer_token_bytes(v->tok, id, buf, sizeof buf, &len);
     if (st != SYN_OK) return st;
-    if (!len) {
-        *accepted = false;
-        return SYN_OK;
+    if (v->kind[id] == TOKEN_SPECIAL) {
+        st = literal_accepts(m, (const uint8_t *)buf, len, accepted);
+        if (st != SYN_OK || !*accepted) return st;
     }
     return syn_grammar_matcher_feed(m, buf, len, accepted);
 }

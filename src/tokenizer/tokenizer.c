@@ -441,3 +441,9 @@ int32_t syn_tokenizer_eog_ids(const syn_tokenizer *tok, const int32_t **ids) {
 }
 
 int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok) { return tok ? tok->n_vocab : 0; }
+
+bool tokenizer_is_special(const syn_tokenizer *tok, int32_t id) {
+    if (!tok || id < 0 || id >= tok->n_tokens) return false;
+    const uint8_t t = tok->tokens[id].type;
+    return t == TOK_CONTROL || t == TOK_USER_DEFINED || t == TOK_UNUSED;
+}

@@ -6,6 +6,7 @@
 #ifndef SYN_TOKENIZER_H
 #define SYN_TOKENIZER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,5 +22,9 @@ typedef struct syn_tokenizer syn_tokenizer;
  * the tokenizer. */
 syn_status tokenizer_load(const gguf_file *f, int32_t n_vocab_model, syn_tokenizer **out);
 void tokenizer_free(syn_tokenizer *tok);
+
+/* Whether id is a control, user-defined or unused token (markup such as <|im_start|> or
+ * <tool_call>, not text the model writes byte by byte). */
+bool tokenizer_is_special(const syn_tokenizer *tok, int32_t id);
 
 #endif

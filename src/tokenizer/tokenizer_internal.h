@@ -133,20 +133,4 @@ int utf8_put(uint32_t cp, char out[4]);
  * returns their count. id must be in [0, n_vocab); ids past n_tokens decode to nothing. */
 size_t tok_decode_token(const syn_tokenizer *tok, int32_t id, uint8_t *out);
 
-/* ---- chat.c ---- */
-
-typedef enum chat_format { CHAT_CHATML, CHAT_LLAMA3 } chat_format;
-
-typedef struct chat_style {
-    chat_format format;
-    const char
-        *default_system; /* inserted when the first message is not a system one; NULL: none */
-} chat_style;
-
-/* Recognises a GGUF tokenizer.chat_template: Llama 3 when it holds "<|start_header_id|>" and
- * "<|eot_id|>"; ChatML when it holds "<|im_start|>", with the Qwen2.5 or Qwen2 default system
- * message when the template text carries it. Errors: SYN_ERR_UNSUPPORTED (absent or unrecognised
- * template). */
-syn_status chat_template_recognise(const char *template_text, chat_style *out);
-
 #endif

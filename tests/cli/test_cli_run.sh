@@ -167,14 +167,22 @@ want=$(cat "$tmp/out")
 capture "$SYNAPSE" run -m "$M" --chat --system "Be brief." -p hi -n 1 --temp 0 --backend reference --json
 check "--system replaces the default system turn" \
     test "$(jq -r '.prompt_ids | map(tostring) | join(",")' "$tmp/out")" = "$want"
-capture "$SYNAPSE" run -m "$M" --chat --chat-template chatml --system "Be brief." -p hi -n 1 --temp 0 --backend reference --json
-check "--chat-template chatml gives the same prompt" \
+# --chat-template-file: ChatML without Qwen's default system turn gives the same prompt here
+printf '%s' "{% for m in messages %}{{ '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}" >"$tmp/chatml.jinja"
+capture "$SYNAPSE" run -m "$M" --chat --chat-template-file "$tmp/chatml.jinja" --system "Be brief." -p hi -n 1 --temp 0 --backend reference --json
+check "--chat-template-file with ChatML gives the same prompt" \
     test "$(jq -r '.prompt_ids | map(tostring) | join(",")' "$tmp/out")" = "$want"
 capture "$SYNAPSE" tokenize -m "$M" --text "<|start_header_id|>system<|end_header_id|>"$'\n\n'"Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>"$'\n\n'"hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>"$'\n\n'
 want=$(cat "$tmp/out")
-capture "$SYNAPSE" run -m "$M" --chat --chat-template llama3 --system "Be brief." -p hi -n 1 --temp 0 --backend reference --json
-check "--chat-template llama3 renders the Llama 3 format" \
-    test "$(jq -r '.prompt_ids | map(tostring) | join(",")' "$tmp/out")" = "$want"
+capture "$SYNAPSE" run -m "$M" --chat --chat-template-file tests/data/templates/meta-llama-Llama-3.2-3B-Instruct.jinja --system "Be brief." -p hi -n 1 --temp 0 --backend reference --json
+"$SYNAPSE" detokenize -m "$M" --tokens "$(jq -r '.prompt_ids | map(tostring) | join(",")' "$tmp/out")" >"$tmp/prompt.txt"
+check "--chat-template-file renders Llama 3.2's own template: its knowledge-date block" \
+    grep -q "Cutting Knowledge Date: December 2023" "$tmp/prompt.txt"
+check "... and the turns in its header format" \
+    grep -qF "<|start_header_id|>user<|end_header_id|>"$'\n\n'"hi<|eot_id|>" "$tmp/prompt.txt"
+printf '%s' "{{ raise_exception('This model has no system role') }}" >"$tmp/raise.jinja"
+expect_exit 1 "a template that raises refuses the chat" "$SYNAPSE" run -m "$M" --chat --chat-template-file "$tmp/raise.jinja" -p hi -n 1
+expect_error_mentions "template: This model has no system role" "... with the template's own message"
 
 # --- seeded sampling ---------------------------------------------------------------------------
 sample() { # seed -> generated ids

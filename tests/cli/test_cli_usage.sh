@@ -118,10 +118,10 @@ expect_exit 2 "eval -t 300" "$SYNAPSE" eval -m "$M" --tokens 1 -t 300
 expect_exit 2 "bench -t 1,257" "$SYNAPSE" bench -m "$M" -t 1,257
 expect_error_mentions "[1, 256]" "bench -t: the range is named"
 expect_exit 0 "-t 256 is accepted" "$SYNAPSE" run -m "$M" -p x -n 1 -t 256
-expect_exit 2 "--chat-template vicuna" "$SYNAPSE" run -m "$M" --chat -p x -n 1 --chat-template vicuna
-expect_error_mentions "unknown template 'vicuna' (expected chatml, llama3)" "the template and the accepted ones are named"
-expect_exit 2 "--chat-template vicuna without --chat" "$SYNAPSE" run -m "$M" -p x -n 1 --chat-template vicuna
-expect_exit 2 "chat --chat-template vicuna" "$SYNAPSE" chat -m "$M" --chat-template vicuna </dev/null
+expect_exit 2 "--chat-template (the old option) is unknown" "$SYNAPSE" run -m "$M" --chat -p x -n 1 --chat-template chatml
+expect_exit 1 "--chat-template-file of a missing file" "$SYNAPSE" run -m "$M" --chat -p x -n 1 --chat-template-file /nonexistent/t.jinja
+expect_error_mentions "/nonexistent/t.jinja" "the missing file is named"
+expect_exit 1 "chat --chat-template-file of a missing file" "$SYNAPSE" chat -m "$M" --chat-template-file /nonexistent/t.jinja </dev/null
 expect_exit 2 "--top-p 1e-50 (0 as a float)" "$SYNAPSE" run -m "$M" -p x -n 1 --top-p 1e-50
 expect_error_mentions "--top-p: 1e-50 is out of range (0, 1]" "--top-p 1e-50: the value as typed and the range"
 expect_exit 2 "--repeat-penalty 1e-50 (0 as a float)" "$SYNAPSE" run -m "$M" -p x -n 1 --repeat-penalty 1e-50

@@ -227,6 +227,62 @@ bad_tool_request "a json_schema format without a schema" "response_format.json_s
     "{\"messages\": [$hi], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\"}}}"
 bad_tool_request "chat_template_kwargs that is not an object" "chat_template_kwargs" \
     "{\"messages\": [$hi], \"chat_template_kwargs\": [1]}"
+bad_tool_request "logit_bias that is not an object" "logit_bias" "{\"messages\": [$hi], \"logit_bias\": [1]}"
+bad_tool_request "a logit_bias key that is not an id" "logit_bias" "{\"messages\": [$hi], \"logit_bias\": {\"x\": 1}}"
+bad_tool_request "a logit_bias above 100" "logit_bias" "{\"messages\": [$hi], \"logit_bias\": {\"5\": 101}}"
+bad_tool_request "an unenforceable schema keyword" "response_format" \
+    "{\"messages\": [$hi], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"string\", \"pattern\": \"a\"}}}}"
+check "... naming the keyword" jqe '.error.message | contains("pattern")' "$tmp/body"
+api POST /v1/chat/completions "{\"messages\": [$hi], \"logit_bias\": {\"999999999\": 5}}"
+expect_status 400 "a logit_bias id outside the vocabulary is 400"
+check "... naming logit_bias" jqe '.error.message | contains("logit_bias")' "$tmp/body"
+
+# Constrained output: a strong bias forces a token; schemas, json_object, grammar and forced tool
+# calls give valid replies at temperature 1 under three seeds.
+api POST /v1/completions '{"prompt": "Hello", "max_tokens": 6, "temperature": 1, "seed": 3, "logit_bias": {"1879": 100}}'
+expect_status 200 "logit_bias +100" && check "... forces that token every time" \
+    jqe '.choices[0].text == " world world world world world world"' "$tmp/body"
+# (no extra keys: a random-weight model would write them until max_tokens)
+weather_closed='{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "additionalProperties": false}}}'
+person='{"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 120}}, "required": ["name", "age"], "additionalProperties": false}'
+for seed in 1 2 3; do
+    api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 60, \"temperature\": 1, \"seed\": $seed,
+        \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"p\", \"strict\": true, \"schema\": $person}}}"
+    expect_status 200 "json_schema, seed $seed"
+    check "... a reply that fits the schema (seed $seed)" jqe '.choices[0].message.content | fromjson
+        | (keys == ["age", "name"]) and (.age | type == "number" and . >= 0 and . <= 120 and floor == .)
+        and (.name | type == "string" and length <= 12)' "$tmp/body"
+    api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 200, \"temperature\": 1, \"seed\": $seed,
+        \"response_format\": {\"type\": \"json_object\"}}"
+    check "json_object parses or is cut by max_tokens (seed $seed)" jqe '.choices[0] | (.message.content | startswith("{"))
+        and (.finish_reason == "length" or (.message.content | fromjson | type == "object"))' "$tmp/body"
+    # One call (parallel_tool_calls false): random weights rarely choose to stop after a call
+    # (with parallel calls the reply runs into max_tokens: checked below).
+    api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 80, \"temperature\": 1, \"seed\": $seed,
+        \"tools\": [$weather_closed], \"tool_choice\": \"required\", \"parallel_tool_calls\": false}"
+    expect_status 200 "tool_choice required, seed $seed"
+    check "... a get_weather call whose arguments fit (seed $seed)" jqe '.choices[0] | .finish_reason == "tool_calls"
+        and (.message.tool_calls | length >= 1) and (.message.tool_calls[0].function.name == "get_weather")
+        and (.message.tool_calls[0].function.arguments | fromjson | type == "object"
+             and ((.city // "") | type == "string"))' "$tmp/body"
+done
+# Parallel calls allowed: the random model goes on calling until max_tokens cuts a call; the
+# calls before it are whole and come back as calls, the cut one is dropped.
+api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 80, \"temperature\": 1, \"seed\": 2,
+    \"tools\": [$weather_closed], \"tool_choice\": \"required\"}"
+check "tool_choice required cut by max_tokens: the whole calls before the cut, every one valid" \
+    jqe '.choices[0] | .finish_reason == "tool_calls" and (.message.tool_calls | length >= 1)
+        and all(.message.tool_calls[]; .function.name == "get_weather" and (.function.arguments | fromjson | type == "object"))' "$tmp/body"
+two="[$weather, {\"type\": \"function\", \"function\": {\"name\": \"add\", \"parameters\": {\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}}, \"required\": [\"a\"], \"additionalProperties\": false}}}]"
+api POST /v1/chat/completions "{\"messages\": [$hi], \"max_tokens\": 60, \"temperature\": 0.8, \"seed\": 4,
+    \"tools\": $two, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"add\"}}, \"parallel_tool_calls\": false}"
+expect_status 200 "a named tool_choice"
+check "... exactly one call of it, arguments fitting" jqe '.choices[0].message.tool_calls | length == 1
+    and .[0].function.name == "add" and (.[0].function.arguments | fromjson | keys == ["a"])' "$tmp/body"
+api POST /v1/completions '{"prompt": "Answer:", "max_tokens": 10, "temperature": 1, "seed": 5, "grammar": "root ::= (\"yes\" | \"no\") \"!\""}'
+expect_status 200 "a GBNF grammar" && check "... its sentences only" jqe '.choices[0].text == "yes!" or .choices[0].text == "no!"' "$tmp/body"
+api POST /v1/chat/completions "{\"messages\": [$hi], \"tools\": [$weather], \"tool_choice\": \"required\", \"grammar\": \"root ::= \\\"x\\\"\"}"
+expect_status 400 "a forced tool call with a grammar is 400"
 api GET /v1/nothing && expect_status 404 "an unknown route is 404"
 api GET /v1/chat/completions && expect_status 405 "GET on a POST route is 405"
 check "405 carries Allow" sh -c "curl -sI -X GET 'http://127.0.0.1:$port/v1/chat/completions' | grep -qi '^Allow: POST'"

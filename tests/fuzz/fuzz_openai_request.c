@@ -16,10 +16,17 @@
 
 static void check_accepted(const oa_request *r) {
     if (r->kind == OA_CHAT) {
-        REQUIRE(r->n_messages > 0 && r->messages);
-        for (size_t i = 0; i < r->n_messages; i++)
-            REQUIRE(r->messages[i].role && r->messages[i].content &&
-                    strlen(r->messages[i].role) > 0);
+        /* what the template reads: a non-empty array of objects, each with a role */
+        REQUIRE(json_is_array(r->template_messages) && json_array_size(r->template_messages) > 0);
+        size_t i;
+        const json_t *m;
+        json_array_foreach(r->template_messages, i, m) {
+            REQUIRE(json_is_object(m));
+            const char *role = json_string_value(json_object_get(m, "role"));
+            REQUIRE(role && strlen(role) > 0);
+            const json_t *content = json_object_get(m, "content");
+            REQUIRE(json_is_string(content) || json_is_null(content));
+        }
     } else {
         REQUIRE((r->prompt_text != NULL) != (r->prompt_tokens != NULL));
         for (size_t i = 0; i < r->n_prompt_tokens; i++)

@@ -1,5 +1,6 @@
-/* test_chat.c: ChatML and Llama 3 rendering, template recognition and the argument checks of
- * syn_chat_format.
+/* test_chat.c: conversations rendered through the model's own chat template (Qwen2.5's in the
+ * tiny model, Llama 3.1's written into the llama test file) or one given in its place, the JSON
+ * form with tools and tool turns, and the argument checks of syn_chat_format / syn_chat_render.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,11 @@
 #include "model/model.h"
 #include "synapse.h"
 #include "tokenizer/tokenizer_internal.h"
+
+static const char chatml_template[] =
+    "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+    "'<|im_end|>\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+    "}}{% endif %}";
 
 static syn_model *model; /* the tiny model, whose GGUF carries Qwen2.5's chat template */
 
@@ -82,11 +88,9 @@ static void test_default_system_prompt(void **state) {
                 "<|im_start|>assistant\n4<|im_end|>\n"
                 "<|im_start|>user\nThanks.<|im_end|>\n"
                 "<|im_start|>assistant\n");
-    /* forced plain ChatML has no implicit system message */
-    expect_chat(model, "chatml", msgs, 1, true,
+    /* a template given in the model's place: plain ChatML, no implicit system message */
+    expect_chat(model, chatml_template, msgs, 1, true,
                 "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
-    /* no messages: only the open assistant turn */
-    expect_chat(model, NULL, NULL, 0, true, "<|im_start|>assistant\n");
 }
 
 /* The rendered conversation tokenizes into the ChatML control tokens. */
@@ -109,55 +113,71 @@ static void test_tokenizes_to_control_tokens(void **state) {
     assert_int_equal(im_end, 2);
 }
 
-static void test_recognise(void **state) {
-    (void)state;
-    chat_style style;
-    /* the tiny model's own template (Qwen2.5) */
-    const char *own = syn_tokenizer_chat_template(syn_model_tokenizer(model));
-    assert_non_null(own);
-    assert_int_equal(chat_template_recognise(own, &style), SYN_OK);
-    assert_string_equal(style.default_system,
-                        "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
-    /* Qwen2's template (abridged, as published with Qwen2-Instruct) */
-    const char *qwen2 =
-        "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-        "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
-        "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
-        "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-    assert_int_equal(chat_template_recognise(qwen2, &style), SYN_OK);
-    assert_string_equal(style.default_system, "You are a helpful assistant.");
-    /* generic ChatML: no default system message */
-    const char *chatml =
-        "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + "
-        "'<|im_end|>\\n'}}{% endfor %}";
-    assert_int_equal(chat_template_recognise(chatml, &style), SYN_OK);
-    assert_null(style.default_system);
-    /* Llama-2 style and absent templates are refused */
-    const char *llama2 = "{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}";
-    assert_int_equal(chat_template_recognise(llama2, &style), SYN_ERR_UNSUPPORTED);
-    assert_non_null(strstr(syn_last_error(), "tokenizer.chat_template"));
-    assert_int_equal(chat_template_recognise(NULL, &style), SYN_ERR_UNSUPPORTED);
-    assert_non_null(strstr(syn_last_error(), "tokenizer.chat_template"));
-}
-
-/* A model whose template is not ChatML: refused unless "chatml" is forced. */
-static void test_unrecognised_model_template(void **state) {
+/* A model whose file has no template: refused unless one is given. */
+static void test_model_without_template(void **state) {
     (void)state;
     struct syn_model other = *model;
     struct syn_tokenizer other_tok = *model->tokenizer;
     other.tokenizer = &other_tok;
-    other_tok.chat_template =
-        (char *)"{% for m in messages %}<start_of_turn>{{ m['role'] }}{% endfor %}";
+    other_tok.chat_template = NULL;
     const syn_chat_message user[] = {{"user", "hi"}};
     char buf[256];
     size_t len;
     assert_int_equal(syn_chat_format(&other, NULL, user, 1, true, buf, sizeof buf, &len),
                      SYN_ERR_UNSUPPORTED);
-    expect_chat(&other, "chatml", user, 1, true,
+    assert_non_null(strstr(syn_last_error(), "tokenizer.chat_template"));
+    expect_chat(&other, chatml_template, user, 1, true,
                 "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
-    other_tok.chat_template = NULL;
-    assert_int_equal(syn_chat_format(&other, NULL, user, 1, true, buf, sizeof buf, &len),
-                     SYN_ERR_UNSUPPORTED);
+    /* Gemma's turn markers: any template renders, not only known formats */
+    expect_chat(&other,
+                "{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}"
+                "<end_of_turn>\n{% endfor %}",
+                user, 1, true, "<start_of_turn>user\nhi<end_of_turn>\n");
+}
+
+/* The JSON form: tools offered, an assistant turn that called one (arguments as an object)
+ * and the tool's result, all in Qwen2.5's own words. */
+static void test_tools_and_tool_turns(void **state) {
+    (void)state;
+    syn_chat_params p = syn_chat_default_params();
+    p.messages_json =
+        "[{\"role\": \"user\", \"content\": \"Weather in Paris?\"},"
+        " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c1\","
+        " \"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\":"
+        " {\"city\": \"Paris\"}}}]},"
+        " {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": \"18 C\"}]";
+    p.tools_json = "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\","
+                   " \"parameters\": {\"type\": \"object\"}}}]";
+    char *text;
+    size_t n;
+    assert_int_equal(syn_chat_render(model, &p, &text, &n), SYN_OK);
+    assert_int_equal(strlen(text), n);
+    assert_non_null(strstr(text, "# Tools\n\nYou may call one or more functions"));
+    assert_non_null(strstr(text, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": "
+                                 "\"get_weather\", \"parameters\": {\"type\": \"object\"}}}\n"
+                                 "</tools>"));
+    assert_non_null(strstr(text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", "
+                                 "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>"));
+    assert_non_null(strstr(text, "<|im_start|>user\n<tool_response>\n18 C\n</tool_response>"
+                                 "<|im_end|>\n<|im_start|>assistant\n"));
+    free(text);
+    /* the template's own refusal reaches the caller with its message */
+    p.template_source = "{{ raise_exception('Conversation roles must alternate') }}";
+    assert_int_equal(syn_chat_render(model, &p, &text, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_string_equal(syn_last_error(), "template: Conversation roles must alternate");
+    assert_null(text);
+    /* extra variables reach the template, without replacing its own */
+    p.template_source = "{{ enable_thinking }} {{ messages|length }}";
+    p.variables_json = "{\"enable_thinking\": false, \"messages\": []}";
+    assert_int_equal(syn_chat_render(model, &p, &text, &n), SYN_OK);
+    assert_string_equal(text, "False 3");
+    free(text);
+    p.messages_json = "{\"role\": \"user\"}";
+    assert_int_equal(syn_chat_render(model, &p, &text, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "messages must be a JSON array"));
+    p.messages_json = "[";
+    assert_int_equal(syn_chat_render(model, &p, &text, &n), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "messages is not JSON"));
 }
 
 static void test_bad_arguments(void **state) {
@@ -165,13 +185,13 @@ static void test_bad_arguments(void **state) {
     const syn_chat_message user[] = {{"user", "hi"}};
     char buf[256];
     size_t len;
-    assert_int_equal(syn_chat_format(model, "llama2", user, 1, true, buf, sizeof buf, &len),
+    /* a conversation the template cannot read: Qwen2.5's reads messages[0]['role'] */
+    assert_int_equal(syn_chat_format(model, NULL, NULL, 0, true, buf, sizeof buf, &len),
                      SYN_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(syn_last_error(), "'llama2'"));
-    const syn_chat_message tool[] = {{"user", "hi"}, {"tool", "42"}};
-    assert_int_equal(syn_chat_format(model, NULL, tool, 2, true, buf, sizeof buf, &len),
-                     SYN_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(syn_last_error(), "messages[1].role 'tool'"));
+    assert_non_null(strstr(syn_last_error(), "undefined"));
+    assert_int_equal(syn_chat_format(model, "{% if %}", user, 1, true, buf, sizeof buf, &len),
+                     SYN_ERR_FORMAT);
+    assert_non_null(strstr(syn_last_error(), "line 1"));
     const syn_chat_message no_content[] = {{"user", NULL}};
     assert_int_equal(syn_chat_format(model, NULL, no_content, 1, true, buf, sizeof buf, &len),
                      SYN_ERR_INVALID_ARGUMENT);
@@ -229,38 +249,44 @@ static syn_model *load_llama3_chat_model(char **dir_out) {
     return m;
 }
 
-/* Llama 3's format, recognised from the template's header markers: each turn's content trimmed
- * and ended by <|eot_id|>, then the open assistant header; no default system message. */
+/* Llama 3's template: each turn's content trimmed and ended by <|eot_id|>, the BOS text first
+ * (this file's BOS is Qwen's <|endoftext|>; the tokenizer does not double it), then the open
+ * assistant header. */
 static void test_llama3_template(void **state) {
     (void)state;
     char *dir = NULL;
     syn_model *m = load_llama3_chat_model(&dir);
-    chat_style style;
-    assert_int_equal(
-        chat_template_recognise(syn_tokenizer_chat_template(syn_model_tokenizer(m)), &style),
-        SYN_OK);
-    assert_int_equal(style.format, CHAT_LLAMA3);
     const syn_chat_message turns[] = {
         {"system", "You are terse."},
         {"user", "  Hi!\n"},
         {"assistant", "Hello."},
         {"user", "Name a river."},
     };
-    expect_chat(m, NULL, turns, 4, true,
-                "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
-                "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
-                "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
-                "<|start_header_id|>user<|end_header_id|>\n\nName a river.<|eot_id|>"
-                "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    expect_chat(
+        m, NULL, turns, 4, true,
+        "<|endoftext|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nName a river.<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n");
     expect_chat(m, NULL, turns + 1, 1, false,
-                "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>");
-    /* "llama3" forces the Llama 3 format on a ChatML model (the tiny Qwen2 file). */
-    expect_chat(model, "llama3", turns + 3, 1, true,
-                "<|start_header_id|>user<|end_header_id|>\n\nName a river.<|eot_id|>"
+                "<|endoftext|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>");
+    /* the same template in place of the tiny Qwen2 file's */
+    expect_chat(model, llama3_template, turns + 3, 1, true,
+                "<|endoftext|><|start_header_id|>user<|end_header_id|>\n\nName a river.<|eot_id|>"
                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    /* "chatml" still forces ChatML on it. */
-    expect_chat(m, "chatml", turns + 3, 1, true,
+    /* and ChatML in place of the llama file's */
+    expect_chat(m, chatml_template, turns + 3, 1, true,
                 "<|im_start|>user\nName a river.<|im_end|>\n<|im_start|>assistant\n");
+    char text[512];
+    size_t len;
+    assert_int_equal(syn_chat_format(m, NULL, turns, 1, true, text, sizeof text, &len), SYN_OK);
+    int32_t ids[256];
+    size_t n_ids;
+    assert_int_equal(syn_tokenize(syn_model_tokenizer(m), text, len, true, true, ids, 256, &n_ids),
+                     SYN_OK);
+    assert_int_equal(ids[0], syn_tokenizer_bos(syn_model_tokenizer(m)));
+    assert_true(ids[1] != ids[0]); /* one BOS */
     syn_model_free(m);
     test_remove_dir(dir);
     free(dir);
@@ -271,8 +297,8 @@ int main(void) {
         cmocka_unit_test(test_system_and_user),
         cmocka_unit_test(test_default_system_prompt),
         cmocka_unit_test(test_tokenizes_to_control_tokens),
-        cmocka_unit_test(test_recognise),
-        cmocka_unit_test(test_unrecognised_model_template),
+        cmocka_unit_test(test_model_without_template),
+        cmocka_unit_test(test_tools_and_tool_turns),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_llama3_template),
     };

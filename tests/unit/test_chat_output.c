@@ -556,8 +556,31 @@ static void test_stream_think_open(void **state) {
     json_decref(c.calls);
 }
 
+/* A reply cut inside its last call: the opener of that call is found, and the text before it
+ * reads as the whole calls. */
+static void test_last_call(void **state) {
+    (void)state;
+    const char cut[] =
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"s\": \"x\"}}\n</tool_call>\n"
+        "<tool_call>\n{\"name\": \"f\", \"argu";
+    const size_t at = syn_chat_output_last_call(cut, strlen(cut), SYN_TOOLS_HERMES);
+    assert_int_equal(at, strlen(cut) - strlen("<tool_call>\n{\"name\": \"f\", \"argu"));
+    expect_output(cut, SYN_TOOLS_HERMES, false, NULL, cut, NULL, 0, NULL, NULL);
+    char prefix[sizeof cut];
+    memcpy(prefix, cut, at);
+    prefix[at] = '\0';
+    const char *names[] = {"f"}, *args[] = {"{\"s\": \"x\"}"};
+    expect_output(prefix, SYN_TOOLS_HERMES, false, NULL, "", NULL, 1, names, args);
+    const char mistral[] = "[TOOL_CALLS]f[ARGS]{}[TOOL_CALLS]g[AR";
+    assert_int_equal(syn_chat_output_last_call(mistral, strlen(mistral), SYN_TOOLS_MISTRAL),
+                     strlen("[TOOL_CALLS]f[ARGS]{}"));
+    assert_int_equal(syn_chat_output_last_call("no call", 7, SYN_TOOLS_HERMES), 7);
+    assert_int_equal(syn_chat_output_last_call("{\"name\"", 8, SYN_TOOLS_LLAMA3), 8);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_last_call),
         cmocka_unit_test(test_detect_from_real_templates),
         cmocka_unit_test(test_hermes),
         cmocka_unit_test(test_qwen3_coder),

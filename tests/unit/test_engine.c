@@ -3,6 +3,7 @@
  * requests arriving mid-generation, cancellations and slot reuse, thread counts, step capacity,
  * prefix reuse); fairness of decoding against a long prompt; limits and error paths (NaN logits
  * included); memory that follows the work done, not the request count or the budget. */
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -655,6 +656,120 @@ static void test_preemption_parity(void **state) {
     if (st.n_preempted == 0)
         fail_msg("the pool never ran dry: the test does not exercise preemption");
     syn_engine_free(e);
+}
+
+/* A generated request's tokens (after wait), copied out. */
+static size_t run_tokens(syn_engine *e, const syn_request_params *p, int32_t *out, size_t cap,
+                         syn_finish_reason *finish) {
+    syn_request *r = NULL;
+    assert_int_equal(syn_engine_submit(e, p, &r), SYN_OK);
+    syn_request_result res;
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    assert_true(res.n_tokens <= cap);
+    memcpy(out, res.tokens, sizeof *out * res.n_tokens);
+    if (finish) *finish = res.finish;
+    syn_request_free(r);
+    return res.n_tokens;
+}
+
+/* logit_bias: +100 forces a token at every step (sampled at temperature 1 too), -INFINITY bans
+ * the greedy choice, and tokens outside the vocabulary or NaN biases are refused at submission. */
+static void test_logit_bias(void **state) {
+    const fixture *f = *state;
+    syn_engine_params ep = engine_params(2, 2, 64);
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_request_params p = syn_request_default_params();
+    p.prompt_tokens = f->tokens + 10;
+    p.n_prompt_tokens = 12;
+    p.max_tokens = 8;
+    p.ignore_eos = true;
+    p.sampling.temperature = 0.0f;
+    int32_t plain[8], got[8];
+    assert_int_equal(run_tokens(e, &p, plain, 8, NULL), 8);
+    const syn_logit_bias ban = {.token = plain[0], .bias = -INFINITY};
+    p.logit_bias = &ban;
+    p.n_logit_bias = 1;
+    assert_int_equal(run_tokens(e, &p, got, 8, NULL), 8);
+    for (size_t i = 0; i < 8; i++)
+        assert_int_not_equal(got[i], plain[0]);
+    const syn_logit_bias force = {.token = 1234, .bias = 100.0f};
+    p.logit_bias = &force;
+    p.sampling.temperature = 1.0f;
+    p.sampling.seed = 5;
+    assert_int_equal(run_tokens(e, &p, got, 8, NULL), 8);
+    for (size_t i = 0; i < 8; i++)
+        assert_int_equal(got[i], 1234);
+    syn_logit_bias bad = {.token = f->n_vocab, .bias = 1.0f};
+    p.logit_bias = &bad;
+    syn_request *r = NULL;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "outside the vocabulary"));
+    bad = (syn_logit_bias){.token = 3, .bias = NAN};
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(syn_last_error(), "NaN"));
+    assert_null(r);
+    syn_engine_free(e);
+}
+
+/* Grammar-constrained requests under preemption and continuous batching: four sampled requests
+ * with a grammar run out of KV blocks together, get preempted and recomputed, and each produces
+ * exactly the tokens it produces alone, every one a continuation of the grammar. */
+static void test_grammar_survives_preemption(void **state) {
+    const fixture *f = *state;
+    enum { N = 4, GEN = 48 };
+    const char *grammar = "root ::= \"[\" (item (\", \" item)*)? \"]\"\n"
+                          "item ::= [0-9]+ | \"\\\"\" [a-z ]* \"\\\"\"";
+    syn_engine_params big = engine_params(1, 2, 512);
+    syn_engine *alone = NULL;
+    assert_int_equal(syn_engine_new(f->model, &big, &alone), SYN_OK);
+    syn_engine_params ep = engine_params(N, 2, 512);
+    ep.kv_budget_mib = 1;
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_engine_stats st;
+    syn_engine_get_stats(e, &st);
+    const uint32_t admit_blocks = st.kv_blocks_total / N - 1;
+    const size_t n_prompt = (size_t)(admit_blocks - 1) * 16 + 8;
+    syn_request_params p[N];
+    int32_t want[N][GEN];
+    size_t n_want[N];
+    for (size_t k = 0; k < N; k++) {
+        p[k] = syn_request_default_params();
+        p[k].prompt_tokens = f->tokens + 700 * k;
+        p[k].n_prompt_tokens = n_prompt;
+        p[k].max_tokens = GEN;
+        p[k].sampling.temperature = 1.0f;
+        p[k].sampling.seed = 300 + k;
+        p[k].grammar = grammar;
+        n_want[k] = run_tokens(alone, &p[k], want[k], GEN, NULL);
+        assert_true(n_want[k] > 0);
+    }
+    syn_request *reqs[N];
+    for (size_t k = 0; k < N; k++)
+        assert_int_equal(syn_engine_submit(e, &p[k], &reqs[k]), SYN_OK);
+    for (size_t k = 0; k < N; k++) {
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+        assert_int_equal(res.status, SYN_OK);
+        assert_int_equal(res.n_tokens, n_want[k]);
+        assert_memory_equal(res.tokens, want[k], sizeof *res.tokens * res.n_tokens);
+        char text[4096];
+        size_t len;
+        assert_int_equal(
+            syn_detokenize(f->tok, res.tokens, res.n_tokens, text, sizeof text - 1, &len), SYN_OK);
+        text[len] = 0;
+        assert_true(text[0] == '[');
+        for (size_t i = 1; i < len; i++)
+            if (!strchr("0123456789\", abcdefghijklmnopqrstuvwxyz]", text[i]))
+                fail_msg("request %zu wrote '%s' outside the grammar", k, text);
+        syn_request_free(reqs[k]);
+    }
+    syn_engine_get_stats(e, &st);
+    if (st.n_preempted == 0)
+        fail_msg("the pool never ran dry: the test does not exercise preemption");
+    syn_engine_free(e);
+    syn_engine_free(alone);
 }
 
 /* max_tokens 0 generates until the context is full; alone with a budget smaller than the
@@ -1360,6 +1475,8 @@ int main(void) {
         cmocka_unit_test(test_fairness_long_prompt),
         cmocka_unit_test(test_budget_admission),
         cmocka_unit_test(test_preemption_parity),
+        cmocka_unit_test(test_logit_bias),
+        cmocka_unit_test(test_grammar_survives_preemption),
         cmocka_unit_test(test_generate_to_the_end),
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_shared_compute_pool),

@@ -12,8 +12,10 @@
 #include <jansson.h>
 
 #include "../support/test_util.h"
+#include "core/clock.h"
 #include "grammar/grammar.h"
 #include "synapse.h"
+#include "tokenizer/tokenizer.h"
 
 /* Whether the whole of text is a sentence of the grammar; -1 when it stops being a prefix. */
 static int match(const char *gbnf, const char *text) {
@@ -259,9 +261,79 @@ static void test_schema_keywords(void **state) {
                      1);
     assert_int_equal(schema_match("{\"type\": \"string\", \"format\": \"uuid\"}", "\"123e4567\""),
                      -1);
+    /* additionalProperties: absent or true any extra key, a schema its values, false none */
+    const char *open_obj =
+        "{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"integer\"}},"
+        " \"required\": [\"id\"]}";
+    assert_int_equal(schema_match(open_obj, "{\"id\": 1, \"x\": [true], \"i\": {}}"), 1);
+    assert_int_equal(schema_match(open_obj, "{\"id\": 1, \"id\": \"s\"}"), -1); /* not again */
+    assert_int_equal(schema_match(open_obj, "{\"id\": 1, \"idx\": \"s\"}"), 1);
+    assert_int_equal(schema_match(open_obj, "{\"x\": 1}"), -1);
+    const char *opt_obj = "{\"properties\": {\"a\": {\"type\": \"null\"}}, "
+                          "\"additionalProperties\": {\"type\": \"integer\"}}";
+    assert_int_equal(schema_match(opt_obj, "{\"b\": 2, \"c\": 3}"), 1);
+    assert_int_equal(schema_match(opt_obj, "{\"a\": null, \"b\": 2}"), 1);
+    assert_int_equal(schema_match(opt_obj, "{\"b\": \"s\"}"), -1);
+    assert_int_equal(schema_match(opt_obj, "{\"a\": 2}"), -1);
+    assert_int_equal(schema_match("{\"type\": \"object\", \"additionalProperties\": false}", "{}"),
+                     1);
+    assert_int_equal(
+        schema_match("{\"type\": \"object\", \"additionalProperties\": false}", "{\"a\": 1}"), -1);
+    /* integer ranges, bounds inclusive and exclusive (both drafts' forms) */
+    const char *range = "{\"type\": \"integer\", \"minimum\": -15, \"maximum\": 1234}";
+    for (int v = -40; v <= 1300; v++) {
+        char num[16];
+        snprintf(num, sizeof num, "%d", v);
+        if ((schema_match(range, num) == 1) != (v >= -15 && v <= 1234))
+            fail_msg("%d in -15..1234", v);
+    }
+    assert_int_equal(schema_match(range, "01"), -1);
+    assert_int_equal(schema_match(range, "-0"), -1);
+    const char *ex = "{\"type\": \"integer\", \"exclusiveMinimum\": 7, \"exclusiveMaximum\": 100}";
+    assert_int_equal(schema_match(ex, "7"), 0);
+    assert_int_equal(schema_match(ex, "-1"), -1);
+    assert_int_equal(schema_match(ex, "8"), 1);
+    assert_int_equal(schema_match(ex, "99"), 1);
+    assert_int_equal(schema_match(ex, "100"), -1);
+    const char *d4 = "{\"type\": \"integer\", \"minimum\": 0, \"exclusiveMinimum\": true}";
+    assert_int_equal(schema_match(d4, "0"), -1);
+    assert_int_equal(schema_match(d4, "123456789012"), 1);
+    assert_int_equal(schema_match("{\"type\": \"integer\", \"maximum\": -3}", "-3"), 1);
+    assert_int_equal(schema_match("{\"type\": \"integer\", \"maximum\": -3}", "-2"), 0);
+    assert_int_equal(schema_match("{\"type\": \"integer\", \"maximum\": -3}", "2"), -1);
+    assert_int_equal(schema_match("{\"type\": \"integer\", \"maximum\": -3}", "-30000"), 1);
+    /* oneOf with provably disjoint branches */
+    const char *one =
+        "{\"oneOf\": [{\"type\": \"object\", \"properties\": {\"kind\": {\"const\":"
+        " \"a\"}, \"n\": {\"type\": \"integer\"}}, \"required\": [\"kind\"],"
+        " \"additionalProperties\": false}, {\"type\": \"object\", \"properties\":"
+        " {\"kind\": {\"const\": \"b\"}}, \"required\": [\"kind\"]}, {\"type\": \"string\"}]}";
+    assert_int_equal(schema_match(one, "{\"kind\": \"a\", \"n\": 1}"), 1);
+    assert_int_equal(schema_match(one, "{\"kind\": \"b\", \"n\": \"x\"}"), 1);
+    assert_int_equal(schema_match(one, "\"s\""), 1);
+    assert_int_equal(schema_match(one, "{\"kind\": \"c\"}"), -1);
+    /* dates: months 01-12, days by month, hours 00-23 */
+    const char *date = "{\"type\": \"string\", \"format\": \"date\"}";
+    assert_int_equal(schema_match(date, "\"2026-02-29\""), 1);
+    assert_int_equal(schema_match(date, "\"2026-02-30\""), -1);
+    assert_int_equal(schema_match(date, "\"2026-04-31\""), -1);
+    assert_int_equal(schema_match(date, "\"2026-12-31\""), 1);
+    assert_int_equal(schema_match(date, "\"2026-13-01\""), -1);
+    assert_int_equal(schema_match(date, "\"2026-00-10\""), -1);
+    const char *dt = "{\"type\": \"string\", \"format\": \"date-time\"}";
+    assert_int_equal(schema_match(dt, "\"2026-12-02T24:00:00Z\""), -1);
+    assert_int_equal(schema_match(dt, "\"2026-12-02T23:59:60.5+05:30\""), 1);
+    assert_int_equal(schema_match(dt, "\"2026-12-02T23:60:00Z\""), -1);
     /* the generic json_object grammar */
     syn_grammar *g;
     assert_int_equal(syn_grammar_json_object(&g), SYN_OK);
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    bool ok;
+    const char *any_obj = "{\"k\": {\"deep\": [1, \"x\", null]}, \"z\": false}";
+    assert_int_equal(syn_grammar_matcher_feed(m, any_obj, strlen(any_obj), &ok), SYN_OK);
+    assert_true(ok && syn_grammar_matcher_can_end(m));
+    syn_grammar_matcher_free(m);
     syn_grammar_free(g);
     assert_int_equal(schema_match("{\"type\": \"object\"}", "{\"a\": [1, {\"b\": null}]}"), 1);
     assert_int_equal(schema_match("{\"type\": \"object\"}", "[1]"), -1);
@@ -278,12 +350,20 @@ static void test_schema_errors(void **state) {
     (void)state;
     expect_schema_error("{\"type\": \"string\", \"pattern\": \"a+\"}", SYN_ERR_UNSUPPORTED,
                         "'pattern'");
-    expect_schema_error("{\"type\": \"integer\", \"maximum\": 9}", SYN_ERR_UNSUPPORTED,
-                        "'maximum'");
+    expect_schema_error("{\"type\": \"number\", \"maximum\": 9}", SYN_ERR_UNSUPPORTED, "'maximum'");
+    expect_schema_error("{\"type\": \"integer\", \"minimum\": 9, \"maximum\": 3}",
+                        SYN_ERR_UNSUPPORTED, "no integer fits");
+    expect_schema_error("{\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"string\","
+                        " \"maxLength\": 3}]}",
+                        SYN_ERR_UNSUPPORTED, "'oneOf'");
+    expect_schema_error("{\"oneOf\": [{\"type\": \"integer\"}, {\"type\": \"number\"}]}",
+                        SYN_ERR_UNSUPPORTED, "'oneOf'");
+    expect_schema_error("{\"type\": \"string\", \"anyOf\": [{\"maxLength\": 3}]}",
+                        SYN_ERR_UNSUPPORTED, "'type' beside 'anyOf'");
+    expect_schema_error("{\"type\": \"string\", \"enum\": [\"a\", 1]}", SYN_ERR_UNSUPPORTED,
+                        "'type' beside 'enum'");
     expect_schema_error("{\"type\": \"string\", \"format\": \"email\"}", SYN_ERR_UNSUPPORTED,
                         "'email'");
-    expect_schema_error("{\"type\": \"object\", \"additionalProperties\": true}",
-                        SYN_ERR_UNSUPPORTED, "'additionalProperties'");
     expect_schema_error("{\"$ref\": \"#/$defs/a\", \"$defs\": {\"a\": {\"$ref\": \"#/$defs/a\"}}}",
                         SYN_ERR_UNSUPPORTED, "$ref cycle");
     expect_schema_error("{\"$ref\": \"#/$defs/none\"}", SYN_ERR_INVALID_ARGUMENT, "names nothing");
@@ -304,7 +384,7 @@ static void test_schema_errors(void **state) {
 static void check_mask_against_naive(syn_grammar_matcher *m, const syn_grammar_vocab *v,
                                      const syn_tokenizer *tok, size_t *n_allowed) {
     const int32_t n = syn_tokenizer_n_vocab(tok);
-    bool *allowed = malloc((size_t)n);
+    uint64_t *allowed = malloc(((size_t)n + 63) / 64 * sizeof *allowed);
     assert_non_null(allowed);
     assert_int_equal(syn_grammar_matcher_allowed(m, v, allowed), SYN_OK);
     *n_allowed = 0;
@@ -312,6 +392,8 @@ static void check_mask_against_naive(syn_grammar_matcher *m, const syn_grammar_v
         bool want;
         if (syn_tokenizer_is_eog(tok, id)) {
             want = syn_grammar_matcher_can_end(m);
+        } else if (tokenizer_is_special(tok, id)) {
+            want = false; /* these grammars never spell out a control token */
         } else {
             char buf[1024];
             size_t len;
@@ -320,7 +402,8 @@ static void check_mask_against_naive(syn_grammar_matcher *m, const syn_grammar_v
             if (len) assert_int_equal(syn_grammar_matcher_accepts(m, buf, len, &ok), SYN_OK);
             want = len && ok;
         }
-        if (allowed[id] != want) fail_msg("token %d: mask %d, naive %d", id, allowed[id], want);
+        const bool got = allowed[id >> 6] >> (id & 63) & 1;
+        if (got != want) fail_msg("token %d: mask %d, naive %d", id, got, want);
         *n_allowed += want;
     }
     free(allowed);
@@ -421,7 +504,8 @@ static void test_engine_request_follows_grammar(void **state) {
     p.json_schema =
         "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\","
         " \"maxLength\": 8}, \"tags\": {\"type\": \"array\", \"items\": {\"enum\": [\"a\","
-        " \"b\"]}, \"maxItems\": 3}}, \"required\": [\"name\", \"tags\"]}";
+        " \"b\"]}, \"maxItems\": 3}}, \"required\": [\"name\", \"tags\"],"
+        " \"additionalProperties\": false}";
     for (uint64_t seed = 1; seed <= 3; seed++) {
         p.sampling.seed = seed;
         p.max_tokens = 200;
@@ -465,6 +549,112 @@ static void test_engine_request_follows_grammar(void **state) {
     syn_model_free(model);
 }
 
+/* A token id of text (one token with parse_special). */
+static int32_t one_token(const syn_tokenizer *tok, const char *text) {
+    int32_t ids[4];
+    size_t n;
+    assert_int_equal(syn_tokenize(tok, text, strlen(text), false, true, ids, 4, &n), SYN_OK);
+    assert_int_equal(n, 1);
+    return ids[0];
+}
+
+static bool bit(const uint64_t *mask, int32_t id) { return mask[id >> 6] >> (id & 63) & 1; }
+
+/* Control tokens are allowed only where the grammar spells them out, never inside a string. */
+static void test_special_tokens_only_where_literal(void **state) {
+    (void)state;
+    syn_model *model;
+    assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &model),
+                     SYN_OK);
+    const syn_tokenizer *tok = syn_model_tokenizer(model);
+    const int32_t im_start = one_token(tok, "<|im_start|>"), call = one_token(tok, "<tool_call>");
+    assert_true(tokenizer_is_special(tok, im_start));
+    syn_grammar_vocab *v;
+    assert_int_equal(syn_grammar_vocab_new(tok, &v), SYN_OK);
+    syn_grammar *g;
+    assert_int_equal(
+        syn_grammar_parse_gbnf("root ::= \"<tool_call>\" \"\\\"\" [^\"]* \"\\\"\"", &g), SYN_OK);
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    uint64_t *mask = malloc(((size_t)syn_tokenizer_n_vocab(tok) + 63) / 64 * sizeof *mask);
+    assert_non_null(mask);
+    assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK);
+    assert_true(bit(mask, call));
+    assert_false(bit(mask, im_start));
+    bool ok;
+    assert_int_equal(syn_grammar_matcher_feed_token(m, v, call, &ok), SYN_OK);
+    assert_true(ok);
+    assert_int_equal(syn_grammar_matcher_feed(m, "\"ab", 3, &ok), SYN_OK);
+    assert_true(ok);
+    assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK);
+    assert_false(bit(mask, im_start)); /* its bytes fit [^"]*, but it is markup */
+    assert_false(bit(mask, call));
+    assert_true(bit(mask, one_token(tok, "<")));
+    assert_int_equal(syn_grammar_matcher_feed_token(m, v, im_start, &ok), SYN_OK);
+    assert_false(ok);
+    free(mask);
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+    syn_grammar_vocab_free(v);
+    syn_model_free(model);
+}
+
+/* Masks inside a JSON string on the 151,936-token vocabulary: the state repeats, so after the
+ * first step the mask is a cached copy; a fresh state costs one DFA walk of the trie. Both are
+ * checked against the naive per-token answer at the end. */
+static void test_mask_speed_in_string(void **state) {
+    (void)state;
+    syn_model *model;
+    assert_int_equal(syn_model_load(test_data_path("qwen2-tiny-synth-q8_0.gguf"), NULL, &model),
+                     SYN_OK);
+    const syn_tokenizer *tok = syn_model_tokenizer(model);
+    syn_grammar_vocab *v;
+    assert_int_equal(syn_grammar_vocab_new(tok, &v), SYN_OK);
+    syn_grammar *g;
+    assert_int_equal(syn_grammar_from_json_schema(
+                         "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+                         "\"bio\":{\"type\":\"string\",\"maxLength\":400}},\"required\":[\"name\","
+                         "\"bio\"],\"additionalProperties\":false}",
+                         &g),
+                     SYN_OK);
+    syn_grammar_matcher *m;
+    assert_int_equal(syn_grammar_matcher_new(g, &m), SYN_OK);
+    uint64_t *mask = malloc(((size_t)syn_tokenizer_n_vocab(tok) + 63) / 64 * sizeof *mask);
+    assert_non_null(mask);
+    bool ok;
+    assert_int_equal(syn_grammar_matcher_feed(m, "{\"name\": \"", 10, &ok), SYN_OK);
+    assert_true(ok);
+    const char *word = "ab";
+    double t0 = syn_now_ms();
+    assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK); /* the first: a walk */
+    const double first_ms = syn_now_ms() - t0;
+    t0 = syn_now_ms();
+    for (int i = 0; i < 50; i++) { /* an unbounded string: one state */
+        assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK);
+        assert_int_equal(syn_grammar_matcher_feed(m, word, 2, &ok), SYN_OK);
+    }
+    const double repeat_ms = (syn_now_ms() - t0) / 50;
+    assert_int_equal(syn_grammar_matcher_feed(m, "\", \"bio\": \"", 11, &ok), SYN_OK);
+    assert_true(ok);
+    t0 = syn_now_ms();
+    for (int i = 0; i < 50; i++) { /* maxLength: every position is a new state */
+        assert_int_equal(syn_grammar_matcher_allowed(m, v, mask), SYN_OK);
+        assert_int_equal(syn_grammar_matcher_feed(m, word, 2, &ok), SYN_OK);
+    }
+    const double fresh_ms = (syn_now_ms() - t0) / 50;
+    print_message("mask in a string: %.3f ms first, %.3f ms repeated, %.3f ms bounded string\n",
+                  first_ms, repeat_ms, fresh_ms);
+    assert_true(repeat_ms < 5.0);
+    size_t n_allowed;
+    check_mask_against_naive(m, v, tok, &n_allowed);
+    assert_true(n_allowed > 100000);
+    free(mask);
+    syn_grammar_matcher_free(m);
+    syn_grammar_free(g);
+    syn_grammar_vocab_free(v);
+    syn_model_free(model);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_literals_alternatives_groups),
@@ -478,6 +668,8 @@ int main(void) {
         cmocka_unit_test(test_schema_keywords),
         cmocka_unit_test(test_schema_errors),
         cmocka_unit_test(test_token_mask_on_tiny_tokenizer),
+        cmocka_unit_test(test_special_tokens_only_where_literal),
+        cmocka_unit_test(test_mask_speed_in_string),
         cmocka_unit_test(test_engine_request_follows_grammar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

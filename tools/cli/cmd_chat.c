@@ -25,8 +25,8 @@ const char usage_chat[] =
     "  valid UTF-8 text (or holds a NUL byte) is refused with 'line L: ... at byte B of the line'\n"
     "  (L from 1, B from 0) and skipped; the conversation goes on, and the exit status is then 1.\n"
     "  --system TEXT           the system turn (default: the chat template's own, if any)\n"
-    "  --chat-template NAME    force a format (chatml or llama3) instead of recognising the GGUF's "
-    "template\n"
+    "  --chat-template-file F  render the chat with the Jinja template in file F instead of the\n"
+    "                          model's tokenizer.chat_template\n"
     "  -n N                    at most N tokens per reply (default 256)\n"
     "  -c N                    context size in tokens for the whole conversation (default 4096,\n"
     "                          at most the model's training context)\n"
@@ -226,5 +226,6 @@ int cmd_chat(int argc, char **argv) {
     gen_opts_init(&o.g, CHAT_DEFAULT_N_PREDICT);
     int rc = parse_args(argc, argv, &o);
     if (rc == EXIT_OK) rc = chat(&o);
+    gen_opts_free(&o.g);
     return rc == ARGS_HELP ? EXIT_OK : rc;
 }

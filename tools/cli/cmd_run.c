@@ -35,8 +35,8 @@ const char usage_run[] =
     "  --seed S                sampler seed (default 0); the same seed gives the same text\n"
     "  --chat                  wrap the prompt as a user turn in the model's chat format\n"
     "  --system TEXT           a system turn before it (needs --chat)\n"
-    "  --chat-template NAME    force a format (chatml or llama3) instead of recognising the GGUF's "
-    "template\n"
+    "  --chat-template-file F  render the chat with the Jinja template in file F instead of the\n"
+    "                          model's tokenizer.chat_template\n"
     "  --ignore-eos            never stop at end-of-generation tokens (they are never "
     "sampled)\n" USAGE_BACKEND_OPTS
     "  --json                  no streaming; print one JSON object:\n"
@@ -294,5 +294,6 @@ int cmd_run(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc == EXIT_OK) rc = o.concurrent ? run_concurrent(&o) : run(&o);
     free(o.tokens);
+    gen_opts_free(&o.g);
     return rc == ARGS_HELP ? EXIT_OK : rc;
 }

@@ -1,7 +1,10 @@
 /* options.c: the option groups run, chat, eval, bench and serve share. */
 #include "options.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "text.h"
 
 #include "synapse_internal.h"
 
@@ -14,6 +17,11 @@ void gen_opts_init(gen_opts *o, int32_t n_predict) {
     o->kv_type = defaults.kv_type;
     o->huge_pages = syn_model_default_params().huge_pages;
     o->sampling = syn_sampler_default_params();
+}
+
+void gen_opts_free(gen_opts *o) {
+    free(o->chat_template);
+    o->chat_template = NULL;
 }
 
 static int parse_backend(const char *opt, const char *s, syn_backend *out) {
@@ -86,13 +94,18 @@ int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o) {
         o->n_ctx = (uint32_t)l;
         return EXIT_OK;
     }
-    if ((groups & GEN_TEMPLATE) && strcmp(arg, "--chat-template") == 0) {
+    if ((groups & GEN_TEMPLATE) && strcmp(arg, "--chat-template-file") == 0) {
         TAKE_VALUE();
-        /* A name syn_chat_format does not know is a usage error, also without --chat. */
-        if (!syn_chat_format_known(v))
-            return fail_usage("%s: unknown template '%s' (expected " SYN_CHAT_FORMAT_NAMES ")", arg,
-                              v);
-        o->chat_template = v;
+        /* Read now: a missing file is the user's mistake, caught before the model loads. */
+        char *source;
+        size_t len;
+        if ((rc = read_file(v, &source, &len)) != EXIT_OK) return rc;
+        if (strlen(source) != len) {
+            free(source);
+            return fail_usage("%s: '%s' holds a NUL byte: not a template", arg, v);
+        }
+        free(o->chat_template);
+        o->chat_template = source;
         return EXIT_OK;
     }
     if (groups & GEN_SAMPLING) {

@@ -29,7 +29,8 @@ typedef struct gen_opts {
     syn_kv_type kv_type; /* --kv-type */
     bool huge_pages;     /* false with --no-huge-pages */
     syn_sampler_params sampling;
-    const char *chat_template; /* --chat-template: NULL = recognise the GGUF's */
+    char
+        *chat_template; /* --chat-template-file's source (owned: gen_opts_free); NULL: the GGUF's */
 } gen_opts;
 
 /* Option groups a command accepts, for parse_gen_opt(). */
@@ -40,7 +41,7 @@ enum {
     GEN_COMPUTE = GEN_THREADS | GEN_BACKEND,
     GEN_CTX = 1 << 3,      /* -c */
     GEN_SAMPLING = 1 << 4, /* -n, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
-    GEN_TEMPLATE = 1 << 5  /* --chat-template */
+    GEN_TEMPLATE = 1 << 5  /* --chat-template-file */
 };
 
 /* The usage lines of the GEN_BACKEND options, shared by every command that makes a context. */
@@ -61,6 +62,7 @@ enum {
 enum { OPT_NOMATCH = -2 };
 
 void gen_opts_init(gen_opts *o, int32_t n_predict);
+void gen_opts_free(gen_opts *o);
 
 /* Consumes arg (and its value) when it is one of the options in groups: EXIT_OK, EXIT_USAGE
  * (printed), or OPT_NOMATCH. */

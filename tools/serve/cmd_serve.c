@@ -31,6 +31,8 @@ const char usage_serve[] =
     "                          on /, /health and /metrics)\n"
     "  -c, --ctx-size N        most tokens of one request, prompt + generated (default: the\n"
     "                          model's training context)\n"
+    "  --chat-template-file F  render chats with the Jinja template in file F instead of each\n"
+    "                          model's tokenizer.chat_template\n"
     "  --kv-budget MiB         KV-cache memory of a model's requests and its prefix cache\n"
     "                          (default 1024)\n"
     "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
@@ -120,7 +122,8 @@ static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) 
             return ARGS_HELP;
         }
         if ((rc = parse_model_arg(&it, arg, o)) != OPT_NOMATCH ||
-            (rc = parse_gen_opt(&it, arg, GEN_COMPUTE | GEN_CTX, g)) != OPT_NOMATCH) {
+            (rc = parse_gen_opt(&it, arg, GEN_COMPUTE | GEN_CTX | GEN_TEMPLATE, g)) !=
+                OPT_NOMATCH) {
             if (rc != EXIT_OK) return rc;
             continue;
         }
@@ -143,6 +146,8 @@ static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) 
     o->isa = g->isa;
     o->kv_type = g->kv_type;
     o->huge_pages = g->huge_pages;
+    o->chat_template = g->chat_template;
+    g->chat_template = NULL;
     return EXIT_OK;
 }
 
@@ -208,6 +213,7 @@ int cmd_serve(int argc, char **argv) {
     int rc = parse_serve_args(argc, argv, &srv.opts, &g);
     if (rc != EXIT_OK) {
         free(srv.opts.models);
+        gen_opts_free(&g);
         return rc == ARGS_HELP ? EXIT_OK : rc;
     }
     pthread_mutex_init(&srv.models_lock, NULL);
@@ -241,5 +247,6 @@ int cmd_serve(int argc, char **argv) {
     pthread_mutex_destroy(&srv.models_lock);
     pthread_mutex_destroy(&srv.completions_lock);
     free(srv.opts.models);
+    free(srv.opts.chat_template);
     return rc;
 }

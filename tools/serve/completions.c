@@ -51,6 +51,8 @@ typedef struct completion {
     char call_id[40];   /* the call being streamed */
     text_buf item_text; /* that item's text so far */
     json_t *output;     /* the finished output items */
+
+    char *prompt; /* a chat's prompt, rendered by the chat template (NULL for completions) */
 } completion;
 
 /* {"token", "logprob", "bytes"} of one token; NULL: no memory. */
@@ -148,6 +150,36 @@ static json_t *choice_logprobs(const completion *c, json_t *entries, size_t text
                      "top_logprobs", tops, "text_offset", offsets);
 }
 
+/* The chat template the server renders with: --chat-template-file's, else the model's own. */
+static const char *chat_template_of(const completion *c) {
+    return c->srv->opts.chat_template ? c->srv->opts.chat_template
+                                      : syn_tokenizer_chat_template(c->model->tok);
+}
+
+/* c->prompt: the request's messages, tools and chat_template_kwargs through the chat template. */
+static syn_status render_prompt(completion *c) {
+    syn_chat_params chat = syn_chat_default_params();
+    chat.template_source = c->srv->opts.chat_template;
+    char *messages = json_dumps(c->req.template_messages, JSON_COMPACT);
+    char *tools = c->req.tools ? json_dumps(c->req.tools, JSON_COMPACT) : NULL;
+    char *variables =
+        c->req.chat_template_kwargs ? json_dumps(c->req.chat_template_kwargs, JSON_COMPACT) : NULL;
+    syn_status st;
+    if (!messages || (c->req.tools && !tools) || (c->req.chat_template_kwargs && !variables)) {
+        st = syn_fail(SYN_ERR_NO_MEMORY, "chat prompt: out of memory");
+    } else {
+        chat.messages_json = messages;
+        chat.tools_json = tools;
+        chat.variables_json = variables;
+        size_t n;
+        st = syn_chat_render(c->model->model, &chat, &c->prompt, &n);
+    }
+    free(messages);
+    free(tools);
+    free(variables);
+    return st;
+}
+
 /* A response object's common head: id, object, created, model. */
 static json_t *response_head(const completion *c, const char *object) {
     return json_pack("{s:s, s:s, s:I, s:s}", "id", c->id, "object", object, "created",
@@ -158,15 +190,35 @@ static json_t *response_head(const completion *c, const char *object) {
  * syntax, reasoning apart and, when the request offered tools, the calls it wrote (then the
  * choice's finish_reason becomes "tool_calls"). Falls back to the plain text without memory. */
 static json_t *chat_message(const completion *c, const char *text, size_t len, json_t *choice) {
-    const char *tmpl = syn_tokenizer_chat_template(c->model->tok);
+    const char *tmpl = chat_template_of(c);
     const syn_tool_syntax syntax =
         c->req.tool_choice != OA_TOOLS_NONE ? syn_tool_syntax_detect(tmpl) : SYN_TOOLS_NONE;
     syn_chat_output out;
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)syn_now_ms();
-    if (syn_chat_output_parse(text, len, syntax, syn_template_thinks(tmpl), c->req.tools, seed,
-                              &out) != SYN_OK)
+    const bool thinks = syn_template_thinks(tmpl);
+    if (syn_chat_output_parse(text, len, syntax, thinks, c->req.tools, seed, &out) != SYN_OK)
         return json_pack("{s:s, s:o}", "role", "assistant", "content", json_utf8(text, len));
+    /* A forced call is well-formed by construction, but max_tokens may cut a later one: the
+     * calls before it are whole (the stream has sent them already), the cut tail is dropped. */
+    const bool forced =
+        c->req.tool_choice == OA_TOOLS_REQUIRED || c->req.tool_choice == OA_TOOLS_NAMED;
+    const json_t *finish = json_object_get(choice, "finish_reason");
+    if (!out.tool_calls && forced && json_is_string(finish) &&
+        strcmp(json_string_value(finish), "length") == 0) {
+        const size_t cut = syn_chat_output_last_call(text, len, syntax);
+        syn_chat_output whole;
+        if (cut > 0 && cut < len &&
+            syn_chat_output_parse(text, cut, syntax, thinks, c->req.tools, seed, &whole) ==
+                SYN_OK) {
+            if (whole.tool_calls) {
+                syn_chat_output_free(&out);
+                out = whole;
+            } else {
+                syn_chat_output_free(&whole);
+            }
+        }
+    }
     json_t *msg = json_pack("{s:s}", "role", "assistant");
     if (msg) {
         json_object_set_new(msg, "content",
@@ -635,6 +687,7 @@ static void completion_free(completion *c) {
     json_decref(c->output);
     free(c->item_text.data);
     oa_request_free(&c->req);
+    free(c->prompt);
     json_decref(c->logprobs);
     free(c->text.data);
     free(c->sse.data);
@@ -759,24 +812,16 @@ static void make_id(char *out, size_t cap, oa_kind kind) {
 /* Whether the prompt the engine renders for c's messages ends inside an open <think> (QwQ's and
  * DeepSeek R1's generation prompts): then the reply starts as reasoning. */
 static bool prompt_opens_think(const completion *c) {
-    size_t n = 0;
-    syn_chat_format(c->model->model, NULL, c->req.messages, c->req.n_messages, true, NULL, 0, &n);
-    char *prompt = n > 0 ? malloc(n + 1) : NULL;
-    bool open = false;
-    if (prompt && syn_chat_format(c->model->model, NULL, c->req.messages, c->req.n_messages, true,
-                                  prompt, n + 1, &n) == SYN_OK) {
-        while (n > 0 && (prompt[n - 1] == '\n' || prompt[n - 1] == ' '))
-            n--;
-        open = n >= 7 && memcmp(prompt + n - 7, "<think>", 7) == 0;
-    }
-    free(prompt);
-    return open;
+    size_t n = c->prompt ? strlen(c->prompt) : 0;
+    while (n > 0 && (c->prompt[n - 1] == '\n' || c->prompt[n - 1] == ' '))
+        n--;
+    return n >= 7 && memcmp(c->prompt + n - 7, "<think>", 7) == 0;
 }
 
 /* A streamed chat reply that may hold tool calls or reasoning, and every streamed /v1/responses
  * reply, is read as it comes (syn_chat_stream); other streams pass the text on as it is. */
 static syn_status start_reader(completion *c) {
-    const char *tmpl = syn_tokenizer_chat_template(c->model->tok);
+    const char *tmpl = chat_template_of(c);
     const syn_tool_syntax syntax =
         c->req.tool_choice != OA_TOOLS_NONE ? syn_tool_syntax_detect(tmpl) : SYN_TOOLS_NONE;
     const bool thinks = syn_template_thinks(tmpl);
@@ -792,17 +837,54 @@ static syn_status start_reader(completion *c) {
 }
 
 /* The HTTP status and error of a failed syn_engine_submit. */
-static enum MHD_Result submit_error(http_request *hr, syn_status st) {
+static enum MHD_Result submit_error(http_request *hr, const oa_request *req, syn_status st) {
+    /* the field a refused grammar, schema or bias came from */
+    const char *msg = syn_last_error(), *param = NULL;
+    if (!strncmp(msg, "logit_bias", 10))
+        param = "logit_bias";
+    else if (!strncmp(msg, "json_schema", 11) || !strncmp(msg, "grammar", 7))
+        param = req->grammar                    ? "grammar"
+                : req->format != OA_FORMAT_TEXT ? "response_format"
+                                                : "tools";
     switch (st) {
     case SYN_ERR_CONTEXT_FULL:
         return http_send_error(hr, 400, "invalid_request_error", "max_tokens",
                                "context_length_exceeded", "%s", syn_last_error());
     case SYN_ERR_INVALID_ARGUMENT:
     case SYN_ERR_UNSUPPORTED:
-        return http_send_error(hr, 400, "invalid_request_error", NULL, NULL, "%s",
+        return http_send_error(hr, 400, "invalid_request_error", param, NULL, "%s",
                                syn_last_error());
     default: return http_send_error(hr, 500, "server_error", NULL, NULL, "%s", syn_last_error());
     }
+}
+
+/* What the output must follow: llama-server's grammar, response_format's schema or any object,
+ * or under tool_choice "required" or a named function the calls of the template's syntax. */
+static syn_status output_constraint(const completion *c, syn_request_params *p, char **owned) {
+    const oa_request *req = &c->req;
+    const bool forced = req->tool_choice == OA_TOOLS_REQUIRED || req->tool_choice == OA_TOOLS_NAMED;
+    if (forced && (req->grammar || req->format != OA_FORMAT_TEXT))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "a forced tool_choice cannot be combined with 'grammar' or "
+                        "'response_format': the reply is a tool call");
+    if (req->grammar) {
+        p->grammar = req->grammar;
+    } else if (req->format == OA_FORMAT_JSON_OBJECT) {
+        p->json_schema = "{\"type\": \"object\"}";
+    } else if (req->format == OA_FORMAT_JSON_SCHEMA) {
+        *owned = json_dumps(req->json_schema, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (!*owned) return syn_fail(SYN_ERR_NO_MEMORY, "response_format: out of memory");
+        p->json_schema = *owned;
+    } else if (forced) {
+        const char *tmpl = chat_template_of(c);
+        syn_status st =
+            syn_tool_call_grammar(syn_tool_syntax_detect(tmpl), tmpl, req->tools,
+                                  req->tool_choice == OA_TOOLS_NAMED ? req->tool_choice_name : NULL,
+                                  req->parallel_tool_calls, owned);
+        if (st != SYN_OK) return st;
+        p->grammar = *owned;
+    }
+    return SYN_OK;
 }
 
 enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
@@ -861,15 +943,22 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     pthread_cond_init(&c->cv, NULL);
     if (req.top_logprobs >= 0) c->logprobs = json_array();
     c->item = -1;
+    if (req.template_messages) {
+        /* Rendered here, not by the engine, so that the stream reader sees the prompt's end. */
+        syn_status st = render_prompt(c);
+        if (st != SYN_OK) {
+            enum MHD_Result r = submit_error(hr, &c->req, st);
+            completion_free(c);
+            return r;
+        }
+    }
     if (req.stream && req.kind == OA_CHAT && start_reader(c) != SYN_OK) {
         completion_free(c);
         return http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory");
     }
 
     syn_request_params p = syn_request_default_params();
-    p.messages = req.messages;
-    p.n_messages = req.n_messages;
-    p.prompt_text = req.prompt_text;
+    p.prompt_text = req.template_messages ? c->prompt : req.prompt_text;
     p.prompt_tokens = req.prompt_tokens;
     p.n_prompt_tokens = req.n_prompt_tokens;
     p.sampling = req.sampling;
@@ -883,9 +972,22 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     p.n_stop_strings = req.n_stop;
     p.on_token = on_token;
     p.user_data = c;
-    syn_status st = syn_engine_submit(m->engine, &p, &c->handle);
+    p.logit_bias = req.logit_bias;
+    p.n_logit_bias = req.n_logit_bias;
+    char *constraint = NULL; /* a grammar or schema text built here, freed once submitted */
+    syn_status st = output_constraint(c, &p, &constraint);
     if (st != SYN_OK) {
-        enum MHD_Result r = submit_error(hr, st);
+        enum MHD_Result r =
+            http_send_error(hr, 400, "invalid_request_error",
+                            req.format != OA_FORMAT_TEXT ? "response_format" : "tools", NULL, "%s",
+                            syn_last_error());
+        completion_free(c);
+        return r;
+    }
+    st = syn_engine_submit(m->engine, &p, &c->handle);
+    free(constraint);
+    if (st != SYN_OK) {
+        enum MHD_Result r = submit_error(hr, &c->req, st);
         completion_free(c);
         return r;
     }

@@ -1,6 +1,7 @@
 /* openai_request.c: the JSON body of a completion request -> oa_request, every field checked. */
 #include "openai_request.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -203,9 +204,8 @@ static int parse_messages(oa_request *r, oa_error *err) {
     if (!json_is_array(msgs))
         return BAD("messages", "'messages' must be an array, not %s", json_type_name(msgs));
     if (json_array_size(msgs) == 0) return BAD("messages", "'messages' must not be empty");
-    r->messages = calloc(json_array_size(msgs), sizeof *r->messages);
     r->template_messages = json_array();
-    if (!r->messages || !r->template_messages) return NO_MEMORY();
+    if (!r->template_messages) return NO_MEMORY();
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
@@ -233,7 +233,6 @@ static int parse_messages(oa_request *r, oa_error *err) {
         if (content && message_content(r, content, param, &text, err) != 0) return -1;
         if (json_object_set_new(norm, "content", text ? json_string(text) : json_null()) != 0)
             return NO_MEMORY();
-        r->messages[i] = (syn_chat_message){name, text ? text : ""};
         if (calls) {
             snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
             if (!assistant) return BAD(param, "'%s' is only allowed on assistant messages", param);
@@ -252,7 +251,6 @@ static int parse_messages(oa_request *r, oa_error *err) {
         if (tool && !json_object_get(norm, "tool_call_id"))
             return BAD(param, "'messages[%zu].tool_call_id' is required for a tool message", i);
     }
-    r->n_messages = json_array_size(msgs);
     return 0;
 }
 
@@ -643,6 +641,32 @@ static int responses_to_chat(oa_request *r, oa_error *err) {
     return 0;
 }
 
+/* logit_bias: {"token id": bias in -100..100}; -100 bans the token, as OpenAI's does. Ids are
+ * checked against the vocabulary at submission (the engine names the id). */
+static int parse_logit_bias(oa_request *r, oa_error *err) {
+    json_t *lb = member(r->root, "logit_bias");
+    if (!lb) return 0;
+    if (!json_is_object(lb))
+        return BAD("logit_bias", "'logit_bias' must be an object of token ids to biases");
+    r->logit_bias = calloc(json_object_size(lb) ? json_object_size(lb) : 1, sizeof *r->logit_bias);
+    if (!r->logit_bias) return BAD("logit_bias", "out of memory for 'logit_bias'");
+    const char *key;
+    json_t *v;
+    json_object_foreach(lb, key, v) {
+        char *end = NULL;
+        errno = 0;
+        const long id = strtol(key, &end, 10);
+        if (!*key || *end || errno || id < 0 || id > INT32_MAX)
+            return BAD("logit_bias", "'logit_bias' key '%s' is not a token id", key);
+        if (!json_is_number(v) || json_number_value(v) < -100 || json_number_value(v) > 100)
+            return BAD("logit_bias", "'logit_bias[\"%s\"]' must be a number in -100..100", key);
+        const double b = json_number_value(v);
+        r->logit_bias[r->n_logit_bias++] =
+            (syn_logit_bias){.token = (int32_t)id, .bias = b <= -100 ? -INFINITY : (float)b};
+    }
+    return 0;
+}
+
 static int parse_fields(oa_request *r, oa_error *err) {
     if (!json_is_object(r->root))
         return BAD(NULL, "the body must be a JSON object, not %s", json_type_name(r->root));
@@ -651,7 +675,7 @@ static int parse_fields(oa_request *r, oa_error *err) {
         (r->kind == OA_CHAT ? parse_messages(r, err) : parse_prompt(r, err)) != 0 ||
         (r->kind == OA_CHAT && (parse_tools(r, err) != 0 || parse_tool_choice(r, err) != 0)) ||
         get_bool(r->root, "parallel_tool_calls", &r->parallel_tool_calls, err) != 0 ||
-        parse_output_format(r, err) != 0 ||
+        parse_output_format(r, err) != 0 || parse_logit_bias(r, err) != 0 ||
         get_int(r->root, "max_tokens", 1, INT32_MAX, &max_tokens, err) != 0 ||
         get_int(r->root, "max_completion_tokens", 1, INT32_MAX, &max_tokens, err) != 0 ||
         parse_sampling(r, err) != 0 || parse_stop(r, err) != 0 || parse_logprobs(r, err) != 0 ||
@@ -699,8 +723,8 @@ void oa_request_free(oa_request *r) {
     for (size_t i = 0; i < r->n_owned; i++)
         free(r->owned[i]);
     free(r->owned);
-    free(r->messages);
     free(r->prompt_tokens);
+    free(r->logit_bias);
     json_decref(r->template_messages);
     json_decref(r->root);
     memset(r, 0, sizeof *r);

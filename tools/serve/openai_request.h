@@ -51,9 +51,7 @@ typedef struct oa_request {
     bool responses;    /* asked through /v1/responses: answer in its shape */
     const char *model; /* as asked, or NULL (the server's only model) */
 
-    /* OA_CHAT: [n_messages]; role and content strings live as long as the request. */
-    syn_chat_message *messages;
-    size_t n_messages;
+    /* OA_CHAT: */
     json_t *template_messages; /* the messages as the chat template reads them (owned): content
                                 * a string or null, tool_calls' arguments parsed into objects */
     const json_t *tools;       /* the request's function tools (in root), or NULL */
@@ -73,11 +71,13 @@ typedef struct oa_request {
     size_t n_stop;
     int32_t top_logprobs; /* -1: no logprobs; 0..OA_MAX_TOP_LOGPROBS alternatives per token */
     bool stream;
-    bool include_usage;        /* stream_options.include_usage */
-    const char *user;          /* NULL when absent */
-    oa_format format;          /* response_format */
-    const json_t *json_schema; /* OA_FORMAT_JSON_SCHEMA: the schema (in root) */
-    const char *grammar;       /* llama-server's GBNF "grammar", or NULL */
+    bool include_usage;         /* stream_options.include_usage */
+    const char *user;           /* NULL when absent */
+    oa_format format;           /* response_format */
+    const json_t *json_schema;  /* OA_FORMAT_JSON_SCHEMA: the schema (in root) */
+    const char *grammar;        /* llama-server's GBNF "grammar", or NULL */
+    syn_logit_bias *logit_bias; /* [n_logit_bias] (owned); -100 became -INFINITY */
+    size_t n_logit_bias;
 
     json_t *root; /* the parsed body, owning the strings above */
     char **owned; /* [n_owned] strings built by the parser (joined content parts) */

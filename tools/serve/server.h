@@ -54,6 +54,8 @@ typedef struct server_opts {
     bool huge_pages;
     syn_isa_tier isa;
     syn_kv_type kv_type;
+    char *chat_template; /* --chat-template-file's source for every model (owned); NULL: each
+                          * model's own tokenizer.chat_template */
 } server_opts;
 
 /* Running totals for /metrics (the engine keeps the token counts). */
