@@ -9,7 +9,7 @@
 // come back as the same calls whole, streamed (through the client's accumulators) and in
 // /v1/responses' events.
 // Every check here needs constrained decoding wired into the server (issue 24).
-// usage: node structured.mjs BASE_URL. Prints "ok: ..." / "FAIL: ..." lines; exit 1 on a failure.
+// usage: node structured.mjs BASE_URL [SYNTAX]. Prints "ok: ..." / "FAIL: ..." lines; exit 1 on a failure.
 import OpenAI from "openai";
 import { zodResponseFormat } from "openai/helpers/zod";
 import { ChatOpenAI } from "@langchain/openai";
@@ -18,7 +18,8 @@ import { generateObject, generateText, tool } from "ai";
 import { z } from "zod";
 import Ajv from "ajv";
 
-const [baseURL] = process.argv.slice(2);
+// SYNTAX: the call syntax of the server's chat template (hermes, llama3 or mistral).
+const [baseURL, syntax = "hermes"] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0, timeout: 120_000 });
 const ajv = new Ajv({ strict: false });
 let failed = 0;
@@ -134,12 +135,20 @@ for (const [label, choice, names] of [["required", "required", ["get_weather", "
   }
 }
 
-// llama-server's grammar field forcing the tiny model's (Hermes) call syntax: text, then two calls.
-// The streamed reply must carry what the whole one carries, in OpenAI's chunks and in the
-// Responses API's events, and the clients' own accumulators must rebuild it.
+// llama-server's grammar field forcing text and two calls in the template's syntax (Llama 3's
+// calls are the whole reply). The streamed reply must carry what the whole one carries, in
+// OpenAI's chunks and in the Responses API's events, and the clients' own accumulators must
+// rebuild it.
 await attempt("grammar-forced calls", async () => {
-  const written = 'Sure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n' +
-                  '</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>';
+  const written = {
+    hermes: 'Sure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n' +
+            '</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>',
+    llama3: '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "c"}}; ' +
+            '{"name": "get_time", "parameters": {"zone": "UTC"}}',
+    mistral: 'Sure.[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}, ' +
+             '"id": "abcDEF123"}, {"name": "get_time", "arguments": {"zone": "UTC"}, "id": "ghiJKL456"}]',
+  }[syntax];
+  const text = syntax === "llama3" ? null : "Sure.";
   const grammar = `root ::= ${JSON.stringify(written)}`;
   const req = { model: "tiny", messages: ask, tools: [weather, timeTool], grammar, max_tokens: 200 };
   const want = [["get_weather", { city: "Paris", unit: "c" }], ["get_time", { zone: "UTC" }]];
@@ -148,19 +157,20 @@ await attempt("grammar-forced calls", async () => {
   const chat = await client.chat.completions.create(req);
   const m = chat.choices[0].message;
   check("grammar-forced calls: message.tool_calls and the text before them",
-        m.content === "Sure." && same((m.tool_calls ?? []).map((c) => ({ id: c.id, ...c.function }))) &&
+        m.content === text && same((m.tool_calls ?? []).map((c) => ({ id: c.id, ...c.function }))) &&
         chat.choices[0].finish_reason === "tool_calls", JSON.stringify(chat.choices[0]));
   const fin = await client.chat.completions.stream(req).finalChatCompletion();
   const fm = fin.choices[0].message;
   check("grammar-forced calls, streamed: the client's accumulator rebuilds content and both calls",
-        fm.content === "Sure." && same((fm.tool_calls ?? []).map((c) => ({ id: c.id, ...c.function }))) &&
+        (fm.content ?? null) === text && same((fm.tool_calls ?? []).map((c) => ({ id: c.id, ...c.function }))) &&
         fin.choices[0].finish_reason === "tool_calls", JSON.stringify(fin.choices[0]));
   const rreq = { model: "tiny", input: "Weather in Paris?", grammar, max_output_tokens: 200,
                  tools: [weather, timeTool].map((t) => ({ type: "function", ...t.function })) };
   const r = await client.responses.stream(rreq).finalResponse();
   const fcs = r.output.filter((o) => o.type === "function_call");
   check("grammar-forced calls, /v1/responses streamed: a message item, then two function_call items",
-        r.output[0]?.type === "message" && r.output_text === "Sure." && same(fcs), JSON.stringify(r.output));
+        (text ? r.output[0]?.type === "message" && r.output_text === text : r.output_text === "") &&
+        same(fcs), JSON.stringify(r.output));
 });
 
 // zod's .max() counts UTF-16 code units, JSON Schema's maxLength code points: a string of astral
