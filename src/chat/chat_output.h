@@ -123,6 +123,10 @@ syn_status syn_chat_stream_finish(syn_chat_stream *s);
 /* The calls passed on so far. */
 size_t syn_chat_stream_n_calls(const syn_chat_stream *s);
 
+/* Whether the text ended inside a streamed call's arguments (stream_arguments: max_tokens cut a
+ * call already announced, whose arguments are then not whole JSON). */
+bool syn_chat_stream_cut_call(const syn_chat_stream *s);
+
 void syn_chat_stream_free(syn_chat_stream *s);
 
 #endif

@@ -44,6 +44,7 @@ struct syn_chat_stream {
     size_t n_calls;
     bool failed;    /* out of memory once: the reader stops */
     bool think_end; /* </think> was seen: the answer's leading whitespace goes */
+    bool cut_call;  /* the text ended inside a streamed call's arguments */
 
     /* The text segment being passed on: its kind (-1: none), whether anything but whitespace
      * was sent in it, and the whitespace held back at its end. */
@@ -384,9 +385,10 @@ static bool stream_call(syn_chat_stream *st, bool at_end, bool *wait) {
         st->args_sent = upto;
     }
     if (!end) { /* cut off inside the arguments: the call ends with what was written */
-        if (at_end)
+        if (at_end) {
+            st->cut_call = true;
             end_streamed_call(st, len);
-        else
+        } else
             *wait = true;
         return true;
     }
@@ -558,7 +560,14 @@ syn_status syn_chat_stream_create(syn_tool_syntax syntax, bool thinks, bool thin
                                   syn_chat_event_fn fn, void *user, syn_chat_stream **out) {
     *out = NULL;
     syn_chat_stream *st = calloc(1, sizeof *st);
-    if (!st) return syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory");
+    /* pending never NULL: the modes read it before anything is fed */
+    char *pending = malloc(256);
+    if (!st || !pending) {
+        free(st);
+        free(pending);
+        return syn_fail(SYN_ERR_NO_MEMORY, "reading the model's output: out of memory");
+    }
+    st->pending = (bytes){pending, 0, 256};
     st->syntax = syntax;
     st->tools = tools;
     st->seed = id_seed;
@@ -588,6 +597,8 @@ syn_status syn_chat_stream_finish(syn_chat_stream *s) {
 }
 
 size_t syn_chat_stream_n_calls(const syn_chat_stream *s) { return s->n_calls; }
+
+bool syn_chat_stream_cut_call(const syn_chat_stream *s) { return s->cut_call; }
 
 void syn_chat_stream_free(syn_chat_stream *s) {
     if (!s) return;

@@ -524,6 +524,7 @@ static void test_stream_arguments(void **state) {
             assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
             assert_false(d.call_open);
             assert_int_equal(json_array_size(d.calls), cases[i].n_calls);
+            assert_int_equal(syn_chat_stream_cut_call(st), i == 0);
             assert_string_equal(d.content, cases[i].n_calls ? "" : cases[i].text);
             if (cases[i].n_calls)
                 assert_string_equal(

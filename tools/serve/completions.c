@@ -618,9 +618,11 @@ static void stream_pending(completion *c) {
         }
         if (c->reader && c->logprobs && json_array_size(c->logprobs) > 0)
             sse_delta(c, json_object()); /* the held-back text's logprobs */
+        /* A call cut off inside its arguments ends as OpenAI's does: finish_reason "length". */
+        const bool calls = c->reader && syn_chat_stream_n_calls(c->reader) > 0;
         sse_chunk(c, "", 0, json_null(),
-                  c->reader && syn_chat_stream_n_calls(c->reader) > 0 ? "tool_calls"
-                                                                      : finish_reason(res.finish));
+                  calls && !syn_chat_stream_cut_call(c->reader) ? "tool_calls"
+                                                                : finish_reason(res.finish));
         if (c->req.include_usage) {
             json_t *u = response_head(c, c->req.kind == OA_CHAT ? "chat.completion.chunk"
                                                                 : "text_completion");
