@@ -681,21 +681,26 @@ static jt_node *parse_postfix(parser *ps, jt_node *n) {
     }
 }
 
+/* After "|": `name` or `name(args)`, a filter applied to n (NULL: a block's render). */
+static jt_node *parse_filter_step(parser *ps, jt_node *n) {
+    token *name = next(ps);
+    if (name->kind != TK_NAME) {
+        fail(ps, SYN_ERR_FORMAT, name->line, "expected a filter name after '|'");
+        return NULL;
+    }
+    jt_node *f = node(ps, JN_FILTER, name->line);
+    if (!f) return NULL;
+    f->a = n;
+    f->name = tok_string(name);
+    if (accept_op(ps, "(") && !parse_args(ps, f)) return NULL;
+    return f;
+}
+
 /* "| name(args)" and "is [not] name args" after n. */
 static jt_node *parse_filters_and_tests(parser *ps, jt_node *n) {
     for (;;) {
         if (accept_op(ps, "|")) {
-            token *name = next(ps);
-            if (name->kind != TK_NAME) {
-                fail(ps, SYN_ERR_FORMAT, name->line, "expected a filter name after '|'");
-                return NULL;
-            }
-            jt_node *f = node(ps, JN_FILTER, name->line);
-            if (!f) return NULL;
-            f->a = n;
-            f->name = tok_string(name);
-            if (accept_op(ps, "(") && !parse_args(ps, f)) return NULL;
-            n = f;
+            if (!(n = parse_filter_step(ps, n))) return NULL;
         } else if (at_name(ps, "is")) {
             int line = next(ps)->line;
             bool negated = accept_name(ps, "not");
@@ -1169,17 +1174,7 @@ static jt_node *parse_filter_chain(parser *ps, bool leading_bar) {
     bool first = true;
     while (first ? (!leading_bar || accept_op(ps, "|")) : accept_op(ps, "|")) {
         first = false;
-        token *name = next(ps);
-        if (name->kind != TK_NAME) {
-            fail(ps, SYN_ERR_FORMAT, name->line, "expected a filter name");
-            return NULL;
-        }
-        jt_node *f = node(ps, JN_FILTER, name->line);
-        if (!f) return NULL;
-        f->a = n;
-        f->name = tok_string(name);
-        if (accept_op(ps, "(") && !parse_args(ps, f)) return NULL;
-        n = f;
+        if (!(n = parse_filter_step(ps, n))) return NULL;
     }
     return n;
 }
