@@ -340,11 +340,13 @@ static bool parse_harmony(const char *s, size_t len, call_list *cl, char **conte
 
 /* ---- The whole message ---- */
 
-/* Splits off the <think>...</think> part; *rest_begin is where the answer starts. */
-static syn_status split_reasoning(const char *s, size_t len, char **reasoning, size_t *rest_begin) {
+/* Splits off the <think>...</think> part (in_think: the prompt opened it); *rest_begin is where
+ * the answer starts. */
+static syn_status split_reasoning(const char *s, size_t len, bool in_think, char **reasoning,
+                                  size_t *rest_begin) {
     size_t p = skip_space(s, 0, len);
-    const bool opened = starts_with(s, len, p, "<think>");
-    if (opened) p += strlen("<think>");
+    const bool opened = in_think || starts_with(s, len, p, "<think>");
+    if (opened && !in_think) p += strlen("<think>");
     const size_t close = find(s, len, p, "</think>");
     *rest_begin = 0;
     if (close == len && !opened) return SYN_OK; /* the model did not think */
@@ -354,11 +356,12 @@ static syn_status split_reasoning(const char *s, size_t len, char **reasoning, s
 }
 
 syn_status syn_chat_output_parse(const char *text, size_t len, syn_tool_syntax syntax, bool thinks,
-                                 const json_t *tools, uint64_t id_seed, syn_chat_output *out) {
+                                 bool in_think, const json_t *tools, uint64_t id_seed,
+                                 syn_chat_output *out) {
     *out = (syn_chat_output){0};
     size_t begin = 0;
     if (thinks && syntax != SYN_TOOLS_HARMONY &&
-        split_reasoning(text, len, &out->reasoning, &begin) != SYN_OK)
+        split_reasoning(text, len, in_think, &out->reasoning, &begin) != SYN_OK)
         goto no_memory;
     const char *s = text + begin;
     const size_t n = len - begin;

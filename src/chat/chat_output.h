@@ -49,9 +49,13 @@ typedef struct syn_chat_output {
  * that Qwen3-Coder's untyped XML values are read with (a string parameter stays a string);
  * id_seed makes the ids the model did not write (call_ and 9 alphanumerics, as Mistral's
  * templates demand). A call that does not parse (under tool_choice auto the model may write
- * anything) is left in content as text, never an error. Errors: SYN_ERR_NO_MEMORY only. */
+ * anything) is left in content as text, never an error. thinks: the template may open <think>;
+ * in_think: the prompt ended inside an open <think> (QwQ's, DeepSeek R1's generation prompts),
+ * so the text is reasoning up to a </think>, all of it when none comes. Errors:
+ * SYN_ERR_NO_MEMORY only. */
 syn_status syn_chat_output_parse(const char *text, size_t len, syn_tool_syntax syntax, bool thinks,
-                                 const json_t *tools, uint64_t id_seed, syn_chat_output *out);
+                                 bool in_think, const json_t *tools, uint64_t id_seed,
+                                 syn_chat_output *out);
 
 void syn_chat_output_free(syn_chat_output *out);
 

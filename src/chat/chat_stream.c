@@ -194,8 +194,8 @@ static void out_call(syn_chat_stream *st, const char *id, const char *name, cons
  * content. */
 static void read_calls(syn_chat_stream *st, const char *s, size_t n) {
     syn_chat_output out;
-    if (syn_chat_output_parse(s, n, st->syntax, false, st->tools, st->seed + st->n_calls, &out) !=
-        SYN_OK) {
+    if (syn_chat_output_parse(s, n, st->syntax, false, false, st->tools, st->seed + st->n_calls,
+                              &out) != SYN_OK) {
         st->failed = true;
         return;
     }

@@ -52,6 +52,24 @@ chat "{\"messages\": [$hi], \"max_tokens\": 1, \"chat_template_kwargs\": {\"enab
 check "enable_thinking false reaches the template: its empty <think></think> block is in the prompt ($thinking -> $(prompt_tokens) tokens)" \
     test "$(prompt_tokens)" -gt "$thinking"
 
+# --- QwQ's template opens <think> in its generation prompt (closing it again unless
+# enable_thinking): the reply is reasoning ---------------------------------------------------
+start_server qwq -m "$TINY_Q8" --alias tiny -t 2 -c 2048 --chat-template-file tests/data/templates/Qwen-QwQ-32B.jinja
+think_req="{\"messages\": [$hi], \"chat_template_kwargs\": {\"enable_thinking\": true}, \"max_tokens\": 12, \"temperature\": 0, \"seed\": 7"
+chat "$think_req}" && expect_status 200 "QwQ's template: a chat whose prompt ends in <think>"
+jq -j '.choices[0].message.reasoning_content // ""' "$tmp/body" >"$tmp/reasoning.txt"
+check "... the reply's text is message.reasoning_content ($(wc -c <"$tmp/reasoning.txt") bytes), no </think> written, no content" \
+    jqe '.choices[0].message | (.reasoning_content | length > 0) and ((.content // "") == "")' "$tmp/body"
+api POST /v1/chat/completions "$think_req, \"stream\": true}"
+sed -n 's/^data: //p' "$tmp/body" | grep -v '^\[DONE\]$' >"$tmp/chunks.jsonl"
+check "... streamed: the same reasoning arrives in delta.reasoning_content pieces, byte for byte" \
+    bash -c 'jq -s -j "[.[].choices[0].delta.reasoning_content // empty] | join(\"\")" "$1" | cmp -s - "$2"' _ "$tmp/chunks.jsonl" "$tmp/reasoning.txt"
+check "... in more than one piece, and no delta.content" \
+    jq -s -e '([.[].choices[0].delta.reasoning_content // empty] | length > 1) and ([.[].choices[0].delta.content // empty | select(. != "")] | length == 0)' "$tmp/chunks.jsonl"
+api POST /v1/responses "{\"input\": \"Weather in Paris?\", \"chat_template_kwargs\": {\"enable_thinking\": true}, \"max_output_tokens\": 12, \"temperature\": 0, \"seed\": 7, \"stream\": true}"
+check "... /v1/responses streamed: response.reasoning_text.delta events carry the same text" \
+    bash -c 'sed -n "s/^data: //p" "$1" | jq -s -j "[.[] | select(.type == \"response.reasoning_text.delta\") | .delta] | join(\"\")" | cmp -s - "$2"' _ "$tmp/body" "$tmp/reasoning.txt"
+
 # --- Gemma 2's template refuses a system turn ---------------------------------------------------
 start_server gemma -m "$TINY_Q8" --alias tiny -t 2 -c 2048 --chat-template-file tests/data/templates/google-gemma-2-2b-it.jinja
 chat "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, $hi], \"max_tokens\": 1}"

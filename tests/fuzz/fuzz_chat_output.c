@@ -65,25 +65,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                            0, NULL);
     for (int syntax = 0; syntax < SYN_TOOLS_COUNT; syntax++) {
         for (int thinks = 0; thinks < 2; thinks++) {
-            syn_chat_output out;
-            REQUIRE(syn_chat_output_parse((const char *)data, size, (syn_tool_syntax)syntax, thinks,
-                                          tools, size, &out) == SYN_OK);
-            REQUIRE(out.content != NULL);
-            size_t i;
-            json_t *call;
-            json_array_foreach(out.tool_calls, i, call) {
-                const json_t *fn = json_object_get(call, "function");
-                REQUIRE(json_string_value(json_object_get(call, "id")));
-                REQUIRE(json_string_value(json_object_get(fn, "name")));
-                json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")),
-                                          JSON_ALLOW_NUL, NULL);
-                REQUIRE(json_is_object(args));
-                json_decref(args);
-            }
-            syn_chat_output_free(&out);
-            for (int open = 0; open < 2; open++)
+            for (int open = 0; open < 2; open++) { /* the prompt opened <think> */
+                syn_chat_output out;
+                REQUIRE(syn_chat_output_parse((const char *)data, size, (syn_tool_syntax)syntax,
+                                              thinks, open, tools, size, &out) == SYN_OK);
+                REQUIRE(out.content != NULL);
+                size_t i;
+                json_t *call;
+                json_array_foreach(out.tool_calls, i, call) {
+                    const json_t *fn = json_object_get(call, "function");
+                    REQUIRE(json_string_value(json_object_get(call, "id")));
+                    REQUIRE(json_string_value(json_object_get(fn, "name")));
+                    json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")),
+                                              JSON_ALLOW_NUL, NULL);
+                    REQUIRE(json_is_object(args));
+                    json_decref(args);
+                }
+                syn_chat_output_free(&out);
                 for (int args = 0; args < 2; args++)
                     stream(data, size, (syn_tool_syntax)syntax, thinks, open, args, tools);
+            }
         }
     }
     return 0;

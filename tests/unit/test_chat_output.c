@@ -20,8 +20,8 @@ static void expect_output(const char *text, syn_tool_syntax syntax, bool thinks,
                           const json_t *tools, const char *content, const char *reasoning,
                           size_t n_calls, const char *const *names, const char *const *args) {
     syn_chat_output out;
-    assert_int_equal(syn_chat_output_parse(text, strlen(text), syntax, thinks, tools, 7, &out),
-                     SYN_OK);
+    assert_int_equal(
+        syn_chat_output_parse(text, strlen(text), syntax, thinks, false, tools, 7, &out), SYN_OK);
     assert_string_equal(out.content, content);
     if (reasoning)
         assert_string_equal(out.reasoning, reasoning);
@@ -173,7 +173,8 @@ static void test_mistral(void **state) {
                        "\"arguments\": {}}]";
     expect_output(nemo, SYN_TOOLS_MISTRAL, false, NULL, "", NULL, 2, names, args);
     assert_int_equal(
-        syn_chat_output_parse(nemo, strlen(nemo), SYN_TOOLS_MISTRAL, false, NULL, 1, &out), SYN_OK);
+        syn_chat_output_parse(nemo, strlen(nemo), SYN_TOOLS_MISTRAL, false, false, NULL, 1, &out),
+        SYN_OK);
     /* The id the model wrote is kept; the one it did not is 9 alphanumerics, as the templates
      * that read it back demand. */
     assert_string_equal(json_string_value(json_object_get(json_array_get(out.tool_calls, 0), "id")),
@@ -222,6 +223,16 @@ static void test_reasoning(void **state) {
     /* A model that does not think keeps the tags as text. */
     expect_output("<think>x</think>y", SYN_TOOLS_NONE, false, NULL, "<think>x</think>y", NULL, 0,
                   NULL, NULL);
+    /* The prompt opened <think> and the reply was cut before </think>: all of it is reasoning,
+     * where without in_think the same text is the answer. */
+    syn_chat_output out;
+    assert_int_equal(
+        syn_chat_output_parse("Still going", 11, SYN_TOOLS_HERMES, true, true, NULL, 7, &out),
+        SYN_OK);
+    assert_string_equal(out.reasoning, "Still going");
+    assert_string_equal(out.content, "");
+    assert_null(out.tool_calls);
+    syn_chat_output_free(&out);
 }
 
 /* ---- Streaming ---- */
@@ -308,8 +319,8 @@ static void stream_pieces(const char *text, size_t piece, syn_tool_syntax syntax
 static void expect_stream_as_whole(const char *text, syn_tool_syntax syntax, bool thinks,
                                    const json_t *tools) {
     syn_chat_output whole;
-    assert_int_equal(syn_chat_output_parse(text, strlen(text), syntax, thinks, tools, 7, &whole),
-                     SYN_OK);
+    assert_int_equal(
+        syn_chat_output_parse(text, strlen(text), syntax, thinks, false, tools, 7, &whole), SYN_OK);
     for (size_t piece = 1; piece <= strlen(text); piece++) {
         collected c;
         stream_pieces(text, piece, syntax, thinks, false, tools, &c);
@@ -487,7 +498,7 @@ static void test_stream_arguments(void **state) {
     syn_chat_output whole;
     const char *text = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
     assert_int_equal(
-        syn_chat_output_parse(text, strlen(text), SYN_TOOLS_HERMES, false, NULL, 5, &whole),
+        syn_chat_output_parse(text, strlen(text), SYN_TOOLS_HERMES, false, false, NULL, 5, &whole),
         SYN_OK);
     assert_string_equal(
         json_string_value(json_object_get(json_array_get(c.calls, 0), "id")),

@@ -80,8 +80,8 @@ static bool random_sentence(const syn_grammar *g, uint64_t *rng, char *out, size
 static size_t check_calls(syn_tool_syntax syntax, const json_t *tools, const char *only,
                           const char *text) {
     syn_chat_output out;
-    assert_int_equal(syn_chat_output_parse(text, strlen(text), syntax, false, tools, 7, &out),
-                     SYN_OK);
+    assert_int_equal(
+        syn_chat_output_parse(text, strlen(text), syntax, false, false, tools, 7, &out), SYN_OK);
     if (!out.tool_calls) fail_msg("%s: no call read from '%s'", syn_tool_syntax_name(syntax), text);
     if (out.content[0]) fail_msg("content '%s' beside the calls in '%s'", out.content, text);
     size_t i;

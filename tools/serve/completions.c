@@ -186,6 +186,15 @@ static json_t *response_head(const completion *c, const char *object) {
                      (json_int_t)c->created, "model", c->model->alias);
 }
 
+/* Whether the prompt the engine renders for c's messages ends inside an open <think> (QwQ's and
+ * DeepSeek R1's generation prompts): then the reply starts as reasoning. */
+static bool prompt_opens_think(const completion *c) {
+    size_t n = c->prompt ? strlen(c->prompt) : 0;
+    while (n > 0 && (c->prompt[n - 1] == '\n' || c->prompt[n - 1] == ' '))
+        n--;
+    return n >= 7 && memcmp(c->prompt + n - 7, "<think>", 7) == 0;
+}
+
 /* The assistant message of a whole chat reply: the model's text read back in its template's
  * syntax, reasoning apart and, when the request offered tools, the calls it wrote (then the
  * choice's finish_reason becomes "tool_calls"). Falls back to the plain text without memory. */
@@ -197,7 +206,8 @@ static json_t *chat_message(const completion *c, const char *text, size_t len, j
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)syn_now_ms();
     const bool thinks = syn_template_thinks(tmpl);
-    if (syn_chat_output_parse(text, len, syntax, thinks, c->req.tools, seed, &out) != SYN_OK)
+    if (syn_chat_output_parse(text, len, syntax, thinks, thinks && prompt_opens_think(c),
+                              c->req.tools, seed, &out) != SYN_OK)
         return json_pack("{s:s, s:o}", "role", "assistant", "content", json_utf8(text, len));
     /* A forced call is well-formed by construction, but max_tokens may cut a later one: the
      * calls before it are whole (the stream has sent them already), the cut tail is dropped. */
@@ -209,8 +219,8 @@ static json_t *chat_message(const completion *c, const char *text, size_t len, j
         size_t n = 0;
         char *calls = syn_chat_output_whole_calls(text, len, syntax, &n);
         syn_chat_output whole;
-        if (calls &&
-            syn_chat_output_parse(calls, n, syntax, thinks, c->req.tools, seed, &whole) == SYN_OK) {
+        if (calls && syn_chat_output_parse(calls, n, syntax, thinks, false, c->req.tools, seed,
+                                           &whole) == SYN_OK) {
             if (whole.tool_calls) {
                 syn_chat_output_free(&out);
                 out = whole;
@@ -810,15 +820,6 @@ static void make_id(char *out, size_t cap, oa_kind kind) {
     for (size_t i = 0; i < sizeof rnd && (size_t)n + 1 < cap; i++)
         out[n++] = alphabet[rnd[i] % 62];
     out[n] = '\0';
-}
-
-/* Whether the prompt the engine renders for c's messages ends inside an open <think> (QwQ's and
- * DeepSeek R1's generation prompts): then the reply starts as reasoning. */
-static bool prompt_opens_think(const completion *c) {
-    size_t n = c->prompt ? strlen(c->prompt) : 0;
-    while (n > 0 && (c->prompt[n - 1] == '\n' || c->prompt[n - 1] == ' '))
-        n--;
-    return n >= 7 && memcmp(c->prompt + n - 7, "<think>", 7) == 0;
 }
 
 /* A streamed chat reply that may hold tool calls or reasoning, and every streamed /v1/responses
