@@ -215,6 +215,20 @@ static void read_calls(syn_chat_stream *st, const char *s, size_t n) {
     syn_chat_output_free(&out);
 }
 
+/* A forced Mistral array of calls cut by the end of the text, `[TOOL_CALLS][{...}, {...`: its
+ * whole elements are the calls, as syn_chat_output_whole_calls makes of the whole reply. false
+ * when s[len] is not that or holds no whole element. */
+static bool read_whole_elements(syn_chat_stream *st, const char *s, size_t len) {
+    size_t n = 0;
+    char *whole = syn_chat_output_whole_calls(s, len, st->syntax, &n);
+    if (!whole) return false;
+    read_calls(st, whole, n);
+    free(whole);
+    consume(st, len);
+    st->mode = M_TEXT;
+    return true;
+}
+
 /* ---- Where a call ends ---- */
 
 /* The end of the JSON object or array starting at s[i] (after whitespace): 0 when it is not
@@ -492,6 +506,9 @@ static void run(syn_chat_stream *st, bool at_end) {
             if (at == SIZE_MAX) /* no call follows the opener: it is text, and what follows */
                 at = strlen(st->syntax == SYN_TOOLS_MISTRAL ? "[TOOL_CALLS]" : "<tool_call>");
             if (at == 0 && !at_end) return;
+            if (at == 0 && st->stream_arguments && st->syntax == SYN_TOOLS_MISTRAL &&
+                read_whole_elements(st, s, len))
+                break;
             if (at == 0) at = len;
             read_calls(st, s, at);
             consume(st, at);

@@ -548,6 +548,41 @@ static void test_stream_arguments(void **state) {
     }
 }
 
+/* A forced Mistral array of calls cut by max_tokens: the stream sends its whole elements as
+ * calls, as the whole reply keeps them, and drops the cut one; unforced, the text stays text. */
+static void test_stream_mistral_array_cut(void **state) {
+    (void)state;
+    const char *text = "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": [1, 2]}}, "
+                       "{\"name\": \"b\", \"arguments\": {\"y\": \"}";
+    for (int forced = 0; forced < 2; forced++) {
+        collected c = {.calls = json_array()};
+        syn_chat_stream *st;
+        assert_int_equal(syn_chat_stream_create(SYN_TOOLS_MISTRAL, false, false, forced, NULL, 5,
+                                                collect, &c, &st),
+                         SYN_OK);
+        for (size_t i = 0; text[i]; i += 4)
+            assert_int_equal(syn_chat_stream_feed(st, text + i, strnlen(text + i, 4)), SYN_OK);
+        assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
+        if (forced) {
+            assert_int_equal(json_array_size(c.calls), 1);
+            const json_t *fn = json_object_get(json_array_get(c.calls, 0), "function");
+            assert_string_equal(json_string_value(json_object_get(fn, "name")), "a");
+            json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
+            json_t *want = json_pack("{s:[i,i]}", "x", 1, 2);
+            assert_true(json_equal(args, want));
+            json_decref(args);
+            json_decref(want);
+            assert_string_equal(c.content, "");
+            assert_false(syn_chat_stream_cut_call(st));
+        } else {
+            assert_int_equal(json_array_size(c.calls), 0);
+            assert_string_equal(c.content, text);
+        }
+        syn_chat_stream_free(st);
+        json_decref(c.calls);
+    }
+}
+
 /* A prompt that left <think> open: the reply is reasoning from its first byte, streamed. */
 static void test_stream_think_open(void **state) {
     (void)state;
@@ -618,6 +653,7 @@ int main(void) {
         cmocka_unit_test(test_stream_false_openers),
         cmocka_unit_test(test_stream_arguments),
         cmocka_unit_test(test_stream_think_open),
+        cmocka_unit_test(test_stream_mistral_array_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
