@@ -83,8 +83,10 @@ void syn_chat_call_id(syn_tool_syntax syntax, uint64_t seed, char *id, size_t ca
  * after a call is content too.
  *
  * With stream_arguments (for a caller whose calls cannot be malformed: constrained decoding
- * forces them), a Hermes call is announced as soon as its name is written and its arguments are
- * passed on as they are generated, as the model spells them (not re-serialised). */
+ * forces them), a call in a JSON form (Hermes, Llama 3, Mistral's NAME[ARGS] and its arrays) is
+ * announced as soon as its name is written and its arguments are passed on as they are
+ * generated, as the model spells them (not re-serialised); Qwen3-Coder's XML parameters and
+ * harmony's calls still arrive whole. */
 
 typedef enum syn_chat_event_kind {
     SYN_CHAT_CONTENT,        /* a piece of the answer: text[len] */

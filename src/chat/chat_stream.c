@@ -55,9 +55,11 @@ struct syn_chat_stream {
     bool harmony_seen; /* a harmony message began: text between messages is dropped */
     int harmony_kind;  /* M_HARMONY_BODY: SYN_CHAT_CONTENT or SYN_CHAT_REASONING */
 
-    /* stream_arguments: the Hermes call at the front of pending whose arguments are being passed
-     * on: where they begin (0: no such call), how far they were sent, its id, name and pieces. */
+    /* stream_arguments: the call at the front of pending whose arguments are being passed on:
+     * where they begin (0: no such call), how far they were sent, its id, name and pieces; and
+     * whether pending starts at the next element of a Mistral array of calls. */
     bool stream_arguments;
+    bool in_call_array;
     size_t args_begin, args_sent;
     char call_id[32];
     char *call_name;
@@ -215,20 +217,6 @@ static void read_calls(syn_chat_stream *st, const char *s, size_t n) {
     syn_chat_output_free(&out);
 }
 
-/* A forced Mistral array of calls cut by the end of the text, `[TOOL_CALLS][{...}, {...`: its
- * whole elements are the calls, as syn_chat_output_whole_calls makes of the whole reply. false
- * when s[len] is not that or holds no whole element. */
-static bool read_whole_elements(syn_chat_stream *st, const char *s, size_t len) {
-    size_t n = 0;
-    char *whole = syn_chat_output_whole_calls(s, len, st->syntax, &n);
-    if (!whole) return false;
-    read_calls(st, whole, n);
-    free(whole);
-    consume(st, len);
-    st->mode = M_TEXT;
-    return true;
-}
-
 /* ---- Where a call ends ---- */
 
 /* The end of the JSON object or array starting at s[i] (after whitespace): 0 when it is not
@@ -301,7 +289,7 @@ static size_t call_end(const syn_chat_stream *st, const char *s, size_t len) {
     return close == len ? 0 : close + strlen("</tool_call>");
 }
 
-/* ---- A Hermes call passed on as it is written (stream_arguments) ---- */
+/* ---- A forced call passed on as it is written (stream_arguments) ---- */
 
 /* Moves *p past lit (after whitespace) in s[len]: 1 when it is there, 0 when more text could
  * still bring it, -1 when it is not. */
@@ -313,27 +301,69 @@ static int expect(const char *s, size_t len, size_t *p, const char *lit) {
     return 1;
 }
 
-/* <tool_call>{"name": "NAME", "arguments": { at the front of s[len]: 1 with the name's bounds
- * and where the arguments begin, 0 when more text could still make it, -1 when it is not that
- * (the call is then read whole). */
-static int hermes_head(const char *s, size_t len, size_t *name, size_t *name_end, size_t *args) {
-    static const char *const before[] = {"{", "\"name\"", ":", "\""};
-    static const char *const after[] = {",", "\"arguments\"", ":"};
-    size_t p = strlen("<tool_call>");
-    for (size_t i = 0; i < sizeof before / sizeof before[0]; i++) {
-        const int r = expect(s, len, &p, before[i]);
+/* Moves *p past the literals lits (NULL-ended), each after whitespace, as expect does. */
+static int expect_all(const char *s, size_t len, size_t *p, const char *const *lits) {
+    for (size_t i = 0; lits[i]; i++) {
+        const int r = expect(s, len, p, lits[i]);
         if (r <= 0) return r;
     }
+    return 1;
+}
+
+/* Where a call's arguments open, after its name, at the front of s[len] (what the forced grammar
+ * of each syntax writes):
+ *   Hermes     <tool_call>{"name": "NAME", "arguments": {
+ *   Llama 3    {"name": "NAME", "parameters": {
+ *   Mistral    [TOOL_CALLS]NAME[ARGS]{,  or [TOOL_CALLS][{"name": "NAME", "arguments": {  and
+ *              after a comma of that array  {"name": "NAME", "arguments": {
+ * 1 with the name's bounds and where the arguments begin, 0 when more text could still make it,
+ * -1 when it is not that (the call is then read whole). */
+static int call_head(const syn_chat_stream *st, const char *s, size_t len, size_t *name,
+                     size_t *name_end, size_t *args) {
+    static const char *const hermes[] = {"<tool_call>", "{", "\"name\"", ":", "\"", NULL};
+    static const char *const llama3[] = {"{", "\"name\"", ":", "\"", NULL};
+    static const char *const array[] = {"[TOOL_CALLS]", "[", "{", "\"name\"", ":", "\"", NULL};
+    static const char *const element[] = {"{", "\"name\"", ":", "\"", NULL};
+    static const char *const hermes_after[] = {",", "\"arguments\"", ":", NULL};
+    static const char *const llama3_after[] = {",", "\"parameters\"", ":", NULL};
+    static const char *const args_form[] = {"[ARGS]", NULL};
+    size_t p = 0;
+    int r;
+    const char *const *after = hermes_after;
+    bool quoted = true; /* the name is a JSON string (not Mistral's NAME[ARGS]) */
+    switch (st->syntax) {
+    case SYN_TOOLS_HERMES: r = expect_all(s, len, &p, hermes); break;
+    case SYN_TOOLS_LLAMA3:
+        r = expect_all(s, len, &p, llama3);
+        after = llama3_after;
+        break;
+    case SYN_TOOLS_MISTRAL:
+        if (st->in_call_array) {
+            r = expect_all(s, len, &p, element);
+            break;
+        }
+        p = skip_space(s, strlen("[TOOL_CALLS]"), len);
+        if (p == len) return 0;
+        if (s[p] == '[') {
+            p = 0;
+            r = expect_all(s, len, &p, array);
+            break;
+        }
+        quoted = false;
+        after = args_form;
+        r = 1;
+        break;
+    default: return -1;
+    }
+    if (r <= 0) return r;
     *name = p;
-    while (p < len && s[p] != '"' && s[p] != '\\')
+    while (p < len && (quoted ? s[p] != '"' && s[p] != '\\' : s[p] != '[' && !is_space(s[p])))
         p++;
     if (p == len) return 0;
-    if (s[p] == '\\' || p == *name) return -1; /* escaped or empty: left to the whole parse */
-    *name_end = p++;
-    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++) {
-        const int r = expect(s, len, &p, after[i]);
-        if (r <= 0) return r;
-    }
+    if ((quoted && s[p] == '\\') || p == *name) return -1; /* escaped or empty: read whole */
+    *name_end = p;
+    if (quoted) p++;
+    if ((r = expect_all(s, len, &p, after)) <= 0) return r;
     p = skip_space(s, p, len);
     if (p == len) return 0;
     if (s[p] != '{') return -1;
@@ -341,7 +371,8 @@ static int hermes_head(const char *s, size_t len, size_t *name, size_t *name_end
     return 1;
 }
 
-/* Ends the streamed call: its end event, and n bytes of pending consumed. */
+/* Ends the streamed call: its end event, and n bytes of pending consumed; the reader goes on
+ * with text, or with the next element when the call was one of a Mistral array. */
 static void end_streamed_call(syn_chat_stream *st, size_t n) {
     if (push(st, &st->call_args, "", 1)) { /* NUL-terminated for the event */
         const syn_chat_event ev = {.kind = SYN_CHAT_CALL_END,
@@ -357,7 +388,29 @@ static void end_streamed_call(syn_chat_stream *st, size_t n) {
     st->args_begin = st->args_sent = 0;
     st->call_args.len = 0;
     consume(st, n);
-    st->mode = M_TEXT;
+    st->mode = st->in_call_array ? M_CALL : M_TEXT;
+}
+
+/* After a call's arguments end at s[end]: where the call ends, 0 when more text is needed. A
+ * Mistral array element is followed by ", " and the next one or by the array's "]". */
+static size_t call_tail(syn_chat_stream *st, const char *s, size_t len, size_t end, bool at_end) {
+    if (st->syntax == SYN_TOOLS_MISTRAL && !st->in_call_array && s[0] == '[' &&
+        s[skip_space(s, strlen("[TOOL_CALLS]"), len)] != '[')
+        return end; /* NAME[ARGS]{...}: the arguments are the end */
+    size_t p = skip_space(s, end, len);
+    if (p == len) return at_end ? len : 0;
+    if (s[p] != '}') return end; /* not the call's own "}": what follows is text */
+    size_t close = p + 1;
+    p = skip_space(s, close, len);
+    const char *next = st->syntax == SYN_TOOLS_HERMES    ? "</tool_call>"
+                       : st->syntax == SYN_TOOLS_MISTRAL ? (p < len && s[p] == ',' ? "," : "]")
+                                                         : NULL;
+    if (!next) return close;
+    if (could_become(s + p, len - p, next)) return at_end ? len : 0; /* cut off in it */
+    const bool closed = len - p >= strlen(next) && memcmp(s + p, next, strlen(next)) == 0;
+    if (closed) close = p + strlen(next);
+    if (st->syntax == SYN_TOOLS_MISTRAL) st->in_call_array = closed && next[0] == ',';
+    return close;
 }
 
 /* Announces the call at the front of pending once its name is written, then passes its arguments
@@ -369,7 +422,7 @@ static bool stream_call(syn_chat_stream *st, bool at_end, bool *wait) {
     *wait = false;
     if (!st->args_begin) {
         size_t name = 0, name_end = 0, args = 0;
-        const int head = hermes_head(s, len, &name, &name_end, &args);
+        const int head = call_head(st, s, len, &name, &name_end, &args);
         if (head < 0 || (head == 0 && at_end)) return false;
         if (head == 0) {
             *wait = true;
@@ -401,30 +454,16 @@ static bool stream_call(syn_chat_stream *st, bool at_end, bool *wait) {
     if (!end) { /* cut off inside the arguments: the call ends with what was written */
         if (at_end) {
             st->cut_call = true;
+            st->in_call_array = false;
             end_streamed_call(st, len);
         } else
             *wait = true;
         return true;
     }
-    /* After the arguments, the call's "}" and "</tool_call>"; anything else is text again. */
-    size_t p = skip_space(s, end, len), close = end;
-    if (p == len && !at_end) {
+    const size_t close = call_tail(st, s, len, end, at_end);
+    if (close == 0) {
         *wait = true;
         return true;
-    }
-    if (p < len && s[p] == '}') {
-        close = p + 1;
-        p = skip_space(s, close, len);
-        if (could_become(s + p, len - p, "</tool_call>")) { /* cut off in it at the end */
-            if (!at_end) {
-                *wait = true;
-                return true;
-            }
-            close = len;
-        } else if (len - p >= strlen("</tool_call>") &&
-                   memcmp(s + p, "</tool_call>", strlen("</tool_call>")) == 0) {
-            close = p + strlen("</tool_call>");
-        }
     }
     end_streamed_call(st, close);
     return true;
@@ -495,10 +534,20 @@ static void run(syn_chat_stream *st, bool at_end) {
         }
         case M_CALL:
         case M_TO_END:
-            if (st->mode == M_CALL && st->stream_arguments && st->syntax == SYN_TOOLS_HERMES) {
+            if (st->mode == M_CALL && st->stream_arguments && st->syntax != SYN_TOOLS_QWEN3_CODER &&
+                st->syntax != SYN_TOOLS_HARMONY) {
                 bool wait;
                 if (stream_call(st, at_end, &wait)) {
                     if (wait) return;
+                    break;
+                }
+                if (st->in_call_array) { /* not an element after all: text from here on */
+                    st->in_call_array = false;
+                    st->mode = M_TEXT;
+                    break;
+                }
+                if (st->syntax == SYN_TOOLS_LLAMA3) { /* read whole at the end, as unforced */
+                    st->mode = M_TO_END;
                     break;
                 }
             }
@@ -506,9 +555,6 @@ static void run(syn_chat_stream *st, bool at_end) {
             if (at == SIZE_MAX) /* no call follows the opener: it is text, and what follows */
                 at = strlen(st->syntax == SYN_TOOLS_MISTRAL ? "[TOOL_CALLS]" : "<tool_call>");
             if (at == 0 && !at_end) return;
-            if (at == 0 && st->stream_arguments && st->syntax == SYN_TOOLS_MISTRAL &&
-                read_whole_elements(st, s, len))
-                break;
             if (at == 0) at = len;
             read_calls(st, s, at);
             consume(st, at);
@@ -517,8 +563,11 @@ static void run(syn_chat_stream *st, bool at_end) {
         case M_LLAMA_START: {
             const size_t p = skip_space(s, 0, len);
             if (p == len && !at_end) return;
-            if (p < len &&
-                (s[p] == '{' || (len - p >= 14 && !memcmp(s + p, "<|python_tag|>", 14)))) {
+            if (p < len && s[p] == '{') { /* forced: passed on as written, else read at the end */
+                st->mode = st->stream_arguments ? M_CALL : M_TO_END;
+                break;
+            }
+            if (len - p >= 14 && !memcmp(s + p, "<|python_tag|>", 14)) {
                 st->mode = M_TO_END;
                 break;
             }

@@ -548,39 +548,85 @@ static void test_stream_arguments(void **state) {
     }
 }
 
-/* A forced Mistral array of calls cut by max_tokens: the stream sends its whole elements as
- * calls, as the whole reply keeps them, and drops the cut one; unforced, the text stays text. */
-static void test_stream_mistral_array_cut(void **state) {
+/* Forced calls in Llama 3's and Mistral's JSON forms are announced when their name is written
+ * and their arguments passed on as they come, as Hermes's are; a Mistral array's calls one by
+ * one, the element cut by the end of the text ending with what was written. */
+static void test_stream_arguments_json_forms(void **state) {
     (void)state;
-    const char *text = "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": [1, 2]}}, "
-                       "{\"name\": \"b\", \"arguments\": {\"y\": \"}";
-    for (int forced = 0; forced < 2; forced++) {
-        collected c = {.calls = json_array()};
-        syn_chat_stream *st;
-        assert_int_equal(syn_chat_stream_create(SYN_TOOLS_MISTRAL, false, false, forced, NULL, 5,
-                                                collect, &c, &st),
-                         SYN_OK);
-        for (size_t i = 0; text[i]; i += 4)
-            assert_int_equal(syn_chat_stream_feed(st, text + i, strnlen(text + i, 4)), SYN_OK);
-        assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
-        if (forced) {
-            assert_int_equal(json_array_size(c.calls), 1);
-            const json_t *fn = json_object_get(json_array_get(c.calls, 0), "function");
-            assert_string_equal(json_string_value(json_object_get(fn, "name")), "a");
-            json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
-            json_t *want = json_pack("{s:[i,i]}", "x", 1, 2);
-            assert_true(json_equal(args, want));
-            json_decref(args);
-            json_decref(want);
+    static const struct {
+        syn_tool_syntax syntax;
+        const char *text;
+        size_t n_calls;
+        const char *names[2], *arguments[2];
+        bool cut;
+    } cases[] = {
+        {SYN_TOOLS_LLAMA3,
+         "{\"name\": \"a\", \"parameters\": {\"x\": [1, 2]}}",
+         1,
+         {"a"},
+         {"{\"x\": [1, 2]}"},
+         false},
+        {SYN_TOOLS_MISTRAL,
+         "[TOOL_CALLS]a[ARGS]{\"x\": \"[ARGS]\"}",
+         1,
+         {"a"},
+         {"{\"x\": \"[ARGS]\"}"},
+         false},
+        {SYN_TOOLS_MISTRAL,
+         "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": [1, 2]}}, {\"name\": \"b\", "
+         "\"arguments\": {}}]",
+         2,
+         {"a", "b"},
+         {"{\"x\": [1, 2]}", "{}"},
+         false},
+        {SYN_TOOLS_MISTRAL,
+         "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": [1, 2]}}, {\"name\": \"b\", "
+         "\"arguments\": {\"y\": \"",
+         2,
+         {"a", "b"},
+         {"{\"x\": [1, 2]}", "{\"y\": \""},
+         true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *text = cases[i].text;
+        for (size_t piece = 1; piece <= 7; piece += 3) {
+            collected c = {.calls = json_array()};
+            syn_chat_stream *st;
+            assert_int_equal(syn_chat_stream_create(cases[i].syntax, false, false, true, NULL, 5,
+                                                    collect, &c, &st),
+                             SYN_OK);
+            for (size_t at = 0; text[at]; at += strnlen(text + at, piece))
+                assert_int_equal(syn_chat_stream_feed(st, text + at, strnlen(text + at, piece)),
+                                 SYN_OK);
+            assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
+            assert_int_equal(json_array_size(c.calls), cases[i].n_calls);
+            for (size_t k = 0; k < cases[i].n_calls; k++) {
+                const json_t *fn = json_object_get(json_array_get(c.calls, k), "function");
+                assert_string_equal(json_string_value(json_object_get(fn, "name")),
+                                    cases[i].names[k]);
+                assert_string_equal(json_string_value(json_object_get(fn, "arguments")),
+                                    cases[i].arguments[k]);
+            }
+            if (piece == 1 && !cases[i].cut) assert_true(c.n_arg_pieces > cases[i].n_calls);
+            assert_int_equal(syn_chat_stream_cut_call(st), cases[i].cut);
             assert_string_equal(c.content, "");
-            assert_false(syn_chat_stream_cut_call(st));
-        } else {
-            assert_int_equal(json_array_size(c.calls), 0);
-            assert_string_equal(c.content, text);
+            syn_chat_stream_free(st);
+            json_decref(c.calls);
         }
-        syn_chat_stream_free(st);
-        json_decref(c.calls);
     }
+    /* Unforced, a cut array stays text as written. */
+    const char *cut = cases[3].text;
+    collected c = {.calls = json_array()};
+    syn_chat_stream *st;
+    assert_int_equal(
+        syn_chat_stream_create(SYN_TOOLS_MISTRAL, false, false, false, NULL, 5, collect, &c, &st),
+        SYN_OK);
+    assert_int_equal(syn_chat_stream_feed(st, cut, strlen(cut)), SYN_OK);
+    assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
+    assert_int_equal(json_array_size(c.calls), 0);
+    assert_string_equal(c.content, cut);
+    syn_chat_stream_free(st);
+    json_decref(c.calls);
 }
 
 /* A prompt that left <think> open: the reply is reasoning from its first byte, streamed. */
@@ -653,7 +699,7 @@ int main(void) {
         cmocka_unit_test(test_stream_false_openers),
         cmocka_unit_test(test_stream_arguments),
         cmocka_unit_test(test_stream_think_open),
-        cmocka_unit_test(test_stream_mistral_array_cut),
+        cmocka_unit_test(test_stream_arguments_json_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
