@@ -60,6 +60,7 @@ struct syn_chat_stream {
      * whether pending starts at the next element of a Mistral array of calls. */
     bool stream_arguments;
     bool in_call_array;
+    bool bare_arguments; /* Mistral's NAME[ARGS]{...}: the call ends with its arguments */
     size_t args_begin, args_sent;
     char call_id[32];
     char *call_name;
@@ -316,10 +317,11 @@ static int expect_all(const char *s, size_t len, size_t *p, const char *const *l
  *   Llama 3    {"name": "NAME", "parameters": {
  *   Mistral    [TOOL_CALLS]NAME[ARGS]{,  or [TOOL_CALLS][{"name": "NAME", "arguments": {  and
  *              after a comma of that array  {"name": "NAME", "arguments": {
- * 1 with the name's bounds and where the arguments begin, 0 when more text could still make it,
- * -1 when it is not that (the call is then read whole). */
+ * 1 with the name's bounds, where the arguments begin and whether they end the call (*bare:
+ * NAME[ARGS]), 0 when more text could still make it, -1 when it is not that (the call is then
+ * read whole). */
 static int call_head(const syn_chat_stream *st, const char *s, size_t len, size_t *name,
-                     size_t *name_end, size_t *args) {
+                     size_t *name_end, size_t *args, bool *bare) {
     static const char *const hermes[] = {"<tool_call>", "{", "\"name\"", ":", "\"", NULL};
     static const char *const llama3[] = {"{", "\"name\"", ":", "\"", NULL};
     static const char *const array[] = {"[TOOL_CALLS]", "[", "{", "\"name\"", ":", "\"", NULL};
@@ -331,6 +333,7 @@ static int call_head(const syn_chat_stream *st, const char *s, size_t len, size_
     int r;
     const char *const *after = hermes_after;
     bool quoted = true; /* the name is a JSON string (not Mistral's NAME[ARGS]) */
+    *bare = false;
     switch (st->syntax) {
     case SYN_TOOLS_HERMES: r = expect_all(s, len, &p, hermes); break;
     case SYN_TOOLS_LLAMA3:
@@ -350,6 +353,7 @@ static int call_head(const syn_chat_stream *st, const char *s, size_t len, size_
             break;
         }
         quoted = false;
+        *bare = true;
         after = args_form;
         r = 1;
         break;
@@ -394,9 +398,7 @@ static void end_streamed_call(syn_chat_stream *st, size_t n) {
 /* After a call's arguments end at s[end]: where the call ends, 0 when more text is needed. A
  * Mistral array element is followed by ", " and the next one or by the array's "]". */
 static size_t call_tail(syn_chat_stream *st, const char *s, size_t len, size_t end, bool at_end) {
-    if (st->syntax == SYN_TOOLS_MISTRAL && !st->in_call_array && s[0] == '[' &&
-        s[skip_space(s, strlen("[TOOL_CALLS]"), len)] != '[')
-        return end; /* NAME[ARGS]{...}: the arguments are the end */
+    if (st->bare_arguments) return end;
     size_t p = skip_space(s, end, len);
     if (p == len) return at_end ? len : 0;
     if (s[p] != '}') return end; /* not the call's own "}": what follows is text */
@@ -422,7 +424,7 @@ static bool stream_call(syn_chat_stream *st, bool at_end, bool *wait) {
     *wait = false;
     if (!st->args_begin) {
         size_t name = 0, name_end = 0, args = 0;
-        const int head = call_head(st, s, len, &name, &name_end, &args);
+        const int head = call_head(st, s, len, &name, &name_end, &args, &st->bare_arguments);
         if (head < 0 || (head == 0 && at_end)) return false;
         if (head == 0) {
             *wait = true;
