@@ -170,7 +170,7 @@ run: deps
 test: deps
 	scripts/check-deps.sh
 	$(MAKE) -j$(NPROC) all
-	$(MAKE) -j$(NPROC) BUILD=build-debug OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
+	$(MAKE) -j$(NPROC) BUILD=build-debug OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" lib tests
 	tests/run-all.sh
 
 debug:

@@ -89,15 +89,15 @@ if command -v clang >/dev/null; then
         # tokenizer.
         gguf_seeds=$(mktemp -d)
         cp tests/data/fuzz-seed.gguf "$gguf_seeds/"
-        run_fuzzer fuzz_gguf "$gguf_seeds" "${SYNAPSE_FUZZ_SECONDS:-60}" 65536
+        run_fuzzer fuzz_gguf "$gguf_seeds" "${SYNAPSE_FUZZ_SECONDS:-40}" 65536
         rm -rf "$gguf_seeds"
         # The server's request parser (JSON body -> engine request), seeded with valid bodies.
-        run_fuzzer fuzz_openai_request tests/fuzz/openai-seeds "${SYNAPSE_FUZZ_SECONDS:-30}" 8192
+        run_fuzzer fuzz_openai_request tests/fuzz/openai-seeds "${SYNAPSE_FUZZ_SECONDS:-20}" 8192
         # The tokenizer (text -> ids -> text, checked against utf8proc), seeded with the texts of
         # tests/data/qwen2-tokenizer-cases.json.
-        run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-20}" 4096
-        run_fuzzer fuzz_chat_output tests/fuzz/chat-output-seeds "${SYNAPSE_FUZZ_SECONDS:-15}" 4096
-        run_fuzzer fuzz_template tests/data/templates "${SYNAPSE_FUZZ_SECONDS:-30}" 65536
+        run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-15}" 4096
+        run_fuzzer fuzz_chat_output tests/fuzz/chat-output-seeds "${SYNAPSE_FUZZ_SECONDS:-10}" 4096
+        run_fuzzer fuzz_template tests/data/templates "${SYNAPSE_FUZZ_SECONDS:-20}" 65536
     else
         record fuzz/build 1
         printf '%-6s %-40s %s\n' fuzz "make fuzz" FAILED
