@@ -170,9 +170,8 @@ static bool parse_hermes(const char *s, size_t len, call_list *cl, size_t *calls
     return true;
 }
 
-/* The JSON type the tool's schema gives parameter (NULL when not known). */
-static const char *parameter_type(const json_t *tools, const char *fn, size_t fn_len,
-                                  const char *param) {
+const char *syn_chat_xml_parameter_type(const json_t *tools, const char *fn, size_t fn_len,
+                                        const char *param) {
     size_t i;
     json_t *tool;
     json_array_foreach(tools, i, tool) {
@@ -185,9 +184,7 @@ static const char *parameter_type(const json_t *tools, const char *fn, size_t fn
     return NULL;
 }
 
-/* A parameter's text as the value it stands for: itself for a string parameter, else the JSON it
- * spells when it spells one (numbers, booleans, objects, arrays), else itself. */
-static json_t *xml_value(const char *v, size_t n, const char *type) {
+json_t *syn_chat_xml_value(const char *v, size_t n, const char *type) {
     if (n && v[0] == '\n') v++, n--;
     if (n && v[n - 1] == '\n') n--;
     if (!type || strcmp(type, "string") != 0) {
@@ -217,8 +214,9 @@ static bool parse_qwen3_coder(const char *s, size_t len, const json_t *tools, ca
             const size_t value_end = find(s, len, key_end, "</parameter>");
             if (key_end == len || value_end == len) break;
             char *k = trimmed_copy(s, key, key_end);
-            json_t *v = k ? xml_value(s + key_end + 1, value_end - key_end - 1,
-                                      parameter_type(tools, s + name, name_end - name, k))
+            json_t *v = k ? syn_chat_xml_value(
+                                s + key_end + 1, value_end - key_end - 1,
+                                syn_chat_xml_parameter_type(tools, s + name, name_end - name, k))
                           : NULL;
             const bool ok = v && json_object_set_new(args, k, v) == 0;
             free(k);

@@ -70,6 +70,14 @@ char *syn_chat_output_whole_calls(const char *text, size_t len, syn_tool_syntax 
  * templates demand it) the 9 alphanumerics alone; a function of seed. cap >= 15. */
 void syn_chat_call_id(syn_tool_syntax syntax, uint64_t seed, char *id, size_t cap);
 
+/* Qwen3-Coder's XML parameters: the JSON type the tools' schema gives parameter param of function
+ * fn[fn_len] (NULL when not known), and a parameter's text v[n] (one newline trimmed at each end)
+ * as the value it stands for: itself for a string parameter, else the JSON it spells when it
+ * spells one (numbers, booleans, objects, arrays), else itself. NULL: no memory. */
+const char *syn_chat_xml_parameter_type(const json_t *tools, const char *fn, size_t fn_len,
+                                        const char *param);
+json_t *syn_chat_xml_value(const char *v, size_t n, const char *type);
+
 /* ---- Streaming: the same reading, piece by piece as the text is generated ----
  *
  * Content and reasoning are passed on as they come, except for text that could still be the start
@@ -85,8 +93,10 @@ void syn_chat_call_id(syn_tool_syntax syntax, uint64_t seed, char *id, size_t ca
  * With stream_arguments (for a caller whose calls cannot be malformed: constrained decoding
  * forces them), a call in a JSON form (Hermes, Llama 3, Mistral's NAME[ARGS] and its arrays) is
  * announced as soon as its name is written and its arguments are passed on as they are
- * generated, as the model spells them (not re-serialised); Qwen3-Coder's XML parameters and
- * harmony's calls still arrive whole. */
+ * generated, as the model spells them (not re-serialised). Qwen3-Coder's XML calls are announced
+ * at <function=NAME> and their parameters passed on as the compact JSON the whole parse makes of
+ * them: a string parameter's text as it comes, escaped, any other value when its </parameter>
+ * closes it. Harmony's calls still arrive whole. */
 
 typedef enum syn_chat_event_kind {
     SYN_CHAT_CONTENT,        /* a piece of the answer: text[len] */

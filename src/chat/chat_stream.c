@@ -5,9 +5,11 @@
  * The reader keeps the text it cannot decide yet at the front of a buffer and a mode saying what
  * that text is: reasoning, content, a call being written, or (harmony) a message header. Text is
  * passed on up to the point where a marker could begin; a call is collected whole and read with
- * syn_chat_output_parse, so a call is parsed exactly as in a non-streamed reply.
+ * syn_chat_output_parse, so a call is parsed exactly as in a non-streamed reply, except a forced
+ * call (stream_arguments), whose arguments are passed on as they are written.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +28,10 @@ typedef enum mode {
     M_HARMONY_HEAD, /* harmony: a message header, until <|message|> */
     M_HARMONY_BODY  /* harmony: a message's text, until its end marker */
 } mode;
+
+/* Where a streamed Qwen3-Coder call stands: the front of pending is after <function=NAME> or a
+ * parameter (PARAMS), inside a parameter's value (VALUE), or after </function> (TAIL). */
+typedef enum xml_part { XML_PARAMS, XML_VALUE, XML_TAIL } xml_part;
 
 typedef struct bytes {
     char *data;
@@ -65,6 +71,13 @@ struct syn_chat_stream {
     char call_id[32];
     char *call_name;
     bytes call_args;
+    /* A streamed Qwen3-Coder call (consumed from pending as it is read): its part, the
+     * parameters begun, and the value being read: its schema type and whether its first newline
+     * (which the whole parse trims) was looked at. */
+    xml_part xml;
+    size_t xml_n_params;
+    const char *xml_type;
+    bool xml_value_begun;
 };
 
 static bool push(syn_chat_stream *st, bytes *b, const char *s, size_t n) {
@@ -415,6 +428,30 @@ static size_t call_tail(syn_chat_stream *st, const char *s, size_t len, size_t e
     return close;
 }
 
+/* Sends s[n] as the next piece of the open call's arguments. */
+static void out_arguments(syn_chat_stream *st, const char *s, size_t n) {
+    if (!n || !push(st, &st->call_args, s, n)) return;
+    const syn_chat_event ev = {
+        .kind = SYN_CHAT_CALL_ARGUMENTS, .text = s, .len = n, .index = st->n_calls};
+    st->fn(&ev, st->user);
+}
+
+/* Announces a call named s[n]: its id and begin event. false: no memory. */
+static bool announce_call(syn_chat_stream *st, const char *s, size_t n) {
+    if (!(st->call_name = strndup(s, n))) {
+        st->failed = true;
+        return false;
+    }
+    syn_chat_call_id(st->syntax, st->seed + st->n_calls, st->call_id, sizeof st->call_id);
+    end_segment(st, false);
+    const syn_chat_event ev = {.kind = SYN_CHAT_CALL_BEGIN,
+                               .index = st->n_calls,
+                               .id = st->call_id,
+                               .name = st->call_name};
+    st->fn(&ev, st->user);
+    return true;
+}
+
 /* Announces the call at the front of pending once its name is written, then passes its arguments
  * on as they come. false: it does not have that shape (it is then read whole); true otherwise,
  * *wait set when more text is needed. */
@@ -430,27 +467,13 @@ static bool stream_call(syn_chat_stream *st, bool at_end, bool *wait) {
             *wait = true;
             return true;
         }
-        if (!(st->call_name = strndup(s + name, name_end - name))) {
-            st->failed = true;
-            return true;
-        }
-        syn_chat_call_id(st->syntax, st->seed + st->n_calls, st->call_id, sizeof st->call_id);
-        end_segment(st, false);
-        const syn_chat_event ev = {.kind = SYN_CHAT_CALL_BEGIN,
-                                   .index = st->n_calls,
-                                   .id = st->call_id,
-                                   .name = st->call_name};
-        st->fn(&ev, st->user);
+        if (!announce_call(st, s + name, name_end - name)) return true;
         st->args_begin = st->args_sent = args;
     }
     const size_t end = json_end(s, len, st->args_begin); /* 0: not complete yet */
     const size_t upto = end ? end : len;
-    if (upto > st->args_sent && push(st, &st->call_args, s + st->args_sent, upto - st->args_sent)) {
-        const syn_chat_event ev = {.kind = SYN_CHAT_CALL_ARGUMENTS,
-                                   .text = s + st->args_sent,
-                                   .len = upto - st->args_sent,
-                                   .index = st->n_calls};
-        st->fn(&ev, st->user);
+    if (upto > st->args_sent) {
+        out_arguments(st, s + st->args_sent, upto - st->args_sent);
         st->args_sent = upto;
     }
     if (!end) { /* cut off inside the arguments: the call ends with what was written */
@@ -468,6 +491,200 @@ static bool stream_call(syn_chat_stream *st, bool at_end, bool *wait) {
         return true;
     }
     end_streamed_call(st, close);
+    return true;
+}
+
+/* ---- A forced Qwen3-Coder call passed on as it is written ---- */
+
+/* Sends s[n] as JSON string text (without quotes), escaped as jansson escapes it. */
+static void out_escaped(syn_chat_stream *st, const char *s, size_t n) {
+    st->scratch.len = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        const char *piece = esc;
+        size_t k = 2;
+        esc[0] = '\\';
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default:
+            if (c < 0x20) {
+                snprintf(esc, sizeof esc, "\\u%04x", c);
+                k = 6;
+            } else {
+                piece = s + i;
+                k = 1;
+            }
+        }
+        if (!push(st, &st->scratch, piece, k)) return;
+    }
+    out_arguments(st, st->scratch.data, st->scratch.len);
+}
+
+/* Ends the XML call being streamed; cut: the text ended inside it. */
+static void end_xml_call(syn_chat_stream *st, bool cut) {
+    if (cut) st->cut_call = true;
+    st->in_call_array = false;
+    end_streamed_call(st, 0);
+}
+
+/* One parameter's value at the front of pending, up to its </parameter>: a string's text passed
+ * on as it comes (the newlines the whole parse trims held back until they are known to be those),
+ * any other value once it is closed, as the whole parse reads it. false: wait for more text. */
+static bool stream_xml_value(syn_chat_stream *st, bool at_end) {
+    static const char *const close[] = {"</parameter>", NULL};
+    const char *s = st->pending.data;
+    const size_t len = st->pending.len;
+    const bool string = st->xml_type && strcmp(st->xml_type, "string") == 0;
+    if (!st->xml_value_begun) {
+        if (len == 0 && !at_end) return false;
+        st->xml_value_begun = true;
+        if (string) out_arguments(st, "\"", 1);
+        if (len && s[0] == '\n') {
+            consume(st, 1);
+            return true;
+        }
+    }
+    int which;
+    const size_t at = scan(s, len, close, &which);
+    if (which < 0 && !at_end) {
+        if (string) { /* all but a newline that may end the value and a tag's beginning */
+            const size_t safe = at > 0 && s[at - 1] == '\n' ? at - 1 : at;
+            out_escaped(st, s, safe);
+            consume(st, safe);
+        }
+        return false;
+    }
+    const size_t value_len = which < 0 ? len : at;
+    const size_t trimmed = value_len && s[value_len - 1] == '\n' ? value_len - 1 : value_len;
+    if (string) {
+        out_escaped(st, s, trimmed);
+        if (which >= 0) out_arguments(st, "\"", 1);
+    } else if (which < 0) { /* cut inside a value: it goes as written */
+        out_arguments(st, s, len);
+    } else {
+        json_t *v = syn_chat_xml_value(s, value_len, st->xml_type);
+        char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        json_decref(v);
+        if (text) {
+            out_arguments(st, text, strlen(text));
+            free(text);
+        } else { /* not UTF-8 (the whole parse refuses the call): its text goes as a string */
+            out_arguments(st, "\"", 1);
+            out_escaped(st, s, trimmed);
+            out_arguments(st, "\"", 1);
+        }
+    }
+    if (which < 0) {
+        consume(st, len);
+        end_xml_call(st, true);
+        return true;
+    }
+    consume(st, at + strlen("</parameter>"));
+    st->xml = XML_PARAMS;
+    return true;
+}
+
+/* A Qwen3-Coder call at the front of pending, announced at <tool_call><function=NAME>, each
+ * <parameter=KEY> then passed on as the JSON key it is and its value by stream_xml_value; the
+ * arguments close at </function>, the call at </tool_call>. false: it does not start that way
+ * (it is then read whole); true otherwise, *wait set when more text is needed. */
+static bool stream_xml_call(syn_chat_stream *st, bool at_end, bool *wait) {
+    *wait = false;
+    for (;;) {
+        if (st->failed) return true;
+        const char *s = st->pending.data;
+        const size_t len = st->pending.len;
+        size_t p = 0;
+        if (!st->call_name) {
+            static const char *const head[] = {"<tool_call>", "<function=", NULL};
+            const int r = expect_all(s, len, &p, head);
+            const size_t name_end = r > 0 ? p + find(s + p, len - p, ">") : len;
+            if (r < 0 || (at_end && (r == 0 || name_end == len))) return false;
+            if (r == 0 || name_end == len) {
+                *wait = true;
+                return true;
+            }
+            if (!announce_call(st, s + p, name_end - p)) return true;
+            consume(st, name_end + 1);
+            st->xml = XML_PARAMS;
+            st->xml_n_params = 0;
+            continue;
+        }
+        if (st->xml == XML_VALUE) {
+            if (!stream_xml_value(st, at_end)) {
+                *wait = true;
+                return true;
+            }
+            if (!st->call_name) return true; /* cut: the call ended */
+            continue;
+        }
+        if (st->xml == XML_TAIL) {
+            const int r = expect(s, len, &p, "</tool_call>");
+            if (r == 0 && !at_end) {
+                *wait = true;
+                return true;
+            }
+            consume(st, r > 0 ? p : 0); /* without its closing tag, what follows is text */
+            end_xml_call(st, false);
+            return true;
+        }
+        int r = expect(s, len, &p, "<parameter=");
+        if (r > 0) {
+            const size_t key_end = p + find(s + p, len - p, ">");
+            if (key_end == len) {
+                if (at_end) break;
+                *wait = true;
+                return true;
+            }
+            size_t key = p;
+            while (key < key_end && is_space(s[key]))
+                key++;
+            size_t end = key_end;
+            while (end > key && is_space(s[end - 1]))
+                end--;
+            char *name = strndup(s + key, end - key);
+            if (!name) {
+                st->failed = true;
+                return true;
+            }
+            out_arguments(st, st->xml_n_params++ ? "," : "{", 1);
+            out_arguments(st, "\"", 1);
+            out_escaped(st, name, strlen(name));
+            out_arguments(st, "\":", 2);
+            st->xml_type =
+                syn_chat_xml_parameter_type(st->tools, st->call_name, strlen(st->call_name), name);
+            free(name);
+            st->xml_value_begun = false;
+            st->xml = XML_VALUE;
+            consume(st, key_end + 1);
+            continue;
+        }
+        const int r_end = r < 0 ? expect(s, len, &(size_t){0}, "</function>") : 0;
+        if (r == 0 || r_end == 0) {
+            if (at_end) break;
+            *wait = true;
+            return true;
+        }
+        if (!st->xml_n_params) out_arguments(st, "{", 1);
+        out_arguments(st, "}", 1);
+        if (r_end < 0) { /* neither a parameter nor the function's end: the call ends here */
+            end_xml_call(st, false);
+            return true;
+        }
+        p = 0;
+        expect(s, len, &p, "</function>");
+        consume(st, p);
+        st->xml = XML_TAIL;
+    }
+    consume(st, st->pending.len); /* cut between parameters: the call ends with what was written */
+    end_xml_call(st, true);
     return true;
 }
 
@@ -536,10 +753,10 @@ static void run(syn_chat_stream *st, bool at_end) {
         }
         case M_CALL:
         case M_TO_END:
-            if (st->mode == M_CALL && st->stream_arguments && st->syntax != SYN_TOOLS_QWEN3_CODER &&
-                st->syntax != SYN_TOOLS_HARMONY) {
+            if (st->mode == M_CALL && st->stream_arguments && st->syntax != SYN_TOOLS_HARMONY) {
                 bool wait;
-                if (stream_call(st, at_end, &wait)) {
+                if (st->syntax == SYN_TOOLS_QWEN3_CODER ? stream_xml_call(st, at_end, &wait)
+                                                        : stream_call(st, at_end, &wait)) {
                     if (wait) return;
                     break;
                 }

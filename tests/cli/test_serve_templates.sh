@@ -101,6 +101,20 @@ for tmpl in meta-llama-Llama-3.1-8B-Instruct mistralai-Mistral-Nemo-Instruct-240
     expect_status 200 "$tmpl: a tool-result turn (a 9-character call id, as Mistral's template demands)"
 done
 
+# --- Qwen3-Coder's XML calls: a forced call's parameters stream as JSON pieces -----------------
+start_server coder -m "$TINY_Q8" --alias tiny -t 2 -c 2048 --chat-template-file tests/data/templates/Qwen3-Coder.jinja
+api POST /v1/chat/completions "{\"messages\": [$hi], \"tools\": [$closed], \"tool_choice\": \"required\", \"max_tokens\": 96, \"temperature\": 0.8, \"seed\": 4, \"stream\": true}"
+sed -n "s/^data: //p" "$tmp/body" | grep -v '^\[DONE\]$' >"$tmp/coder-events"
+check "Qwen3-Coder, streamed: the call's arguments arrive in several pieces and fit the schema" \
+    jq -s -e '([.[].choices[0].delta.tool_calls // [] | .[] | select(.index == 0) | .function.arguments // empty] | length > 1)
+        and ([.[].choices[0].delta.tool_calls // [] | .[] | select(.index == 0) | .function.arguments // ""] | join("") | fromjson | keys == ["city"])
+        and ([.[].choices[0].delta.tool_calls // [] | .[] | .function.name // empty][0] == "get_weather")
+        and (map(.choices[0].finish_reason) | index("tool_calls") != null)' "$tmp/coder-events"
+jq -s -j '[.[].choices[0].delta.tool_calls // [] | .[] | select(.index == 0) | .function.arguments // ""] | join("")' "$tmp/coder-events" >"$tmp/coder-streamed"
+chat "{\"messages\": [$hi], \"tools\": [$closed], \"tool_choice\": \"required\", \"max_tokens\": 96, \"temperature\": 0.8, \"seed\": 4}"
+check "Qwen3-Coder, whole: the same request's arguments are the streamed pieces joined" \
+    jqe --rawfile streamed "$tmp/coder-streamed" '.choices[0].message.tool_calls[0].function.arguments == $streamed' "$tmp/body"
+
 # --- a template that would run away is refused per request, the server goes on ---------------
 printf '%s' "{% for i in range(1000000) %}{% for j in range(1000000) %}x{% endfor %}{% endfor %}" >"$tmp/loop.jinja"
 start_server loop -m "$TINY_Q8" --alias tiny -t 2 -c 2048 --chat-template-file "$tmp/loop.jinja"

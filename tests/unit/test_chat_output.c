@@ -629,6 +629,80 @@ static void test_stream_arguments_json_forms(void **state) {
     json_decref(c.calls);
 }
 
+/* A forced Qwen3-Coder call is announced at <function=NAME>; its parameters pass on as the
+ * compact JSON the whole parse makes of them, a string's text as it comes (escaped), any other
+ * value once closed; cut inside, the call ends with what was written. */
+static void test_stream_arguments_xml(void **state) {
+    (void)state;
+    json_t *tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"search\", "
+                               "\"parameters\": {\"type\": \"object\", \"properties\": {\"q\": "
+                               "{\"type\": \"string\"}, \"n\": {\"type\": \"integer\"}}}}}]",
+                               0, NULL);
+    assert_non_null(tools);
+    static const struct {
+        const char *text, *arguments, *content;
+        bool cut;
+    } cases[] = {
+        {"<tool_call>\n<function=search>\n<parameter=q>\nsay \"hi\"\n\tnow\n</parameter>\n"
+         "<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>\nDone.",
+         "{\"q\":\"say \\\"hi\\\"\\n\\tnow\",\"n\":3}", "Done.", false},
+        {"<tool_call>\n<function=search>\n</function>\n</tool_call>", "{}", "", false},
+        {"<tool_call>\n<function=search>\n<parameter=q>\nline\n", "{\"q\":\"line", "", true},
+        {"<tool_call>\n<function=search>\n<parameter=q>\na\n</parameter>\n<param", "{\"q\":\"a\"",
+         "", true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *text = cases[i].text;
+        for (size_t piece = 1; piece <= 9; piece += 4) {
+            collected c = {.calls = json_array()};
+            syn_chat_stream *st;
+            assert_int_equal(syn_chat_stream_create(SYN_TOOLS_QWEN3_CODER, false, false, true,
+                                                    tools, 5, collect, &c, &st),
+                             SYN_OK);
+            for (size_t at = 0; text[at]; at += strnlen(text + at, piece))
+                assert_int_equal(syn_chat_stream_feed(st, text + at, strnlen(text + at, piece)),
+                                 SYN_OK);
+            assert_int_equal(syn_chat_stream_finish(st), SYN_OK);
+            assert_int_equal(json_array_size(c.calls), 1);
+            const json_t *fn = json_object_get(json_array_get(c.calls, 0), "function");
+            assert_string_equal(json_string_value(json_object_get(fn, "name")), "search");
+            assert_string_equal(json_string_value(json_object_get(fn, "arguments")),
+                                cases[i].arguments);
+            assert_int_equal(syn_chat_stream_cut_call(st), cases[i].cut);
+            assert_string_equal(c.content, cases[i].content);
+            if (piece == 1 && i == 0) assert_true(c.n_arg_pieces > 10);
+            syn_chat_stream_free(st);
+            json_decref(c.calls);
+        }
+    }
+    /* Announced once its name is written, a string's text passed on before its value ends. */
+    collected c = {.calls = json_array()};
+    syn_chat_stream *st;
+    assert_int_equal(syn_chat_stream_create(SYN_TOOLS_QWEN3_CODER, false, false, true, tools, 5,
+                                            collect, &c, &st),
+                     SYN_OK);
+    assert_int_equal(feed(st, "<tool_call>\n<function=sea"), SYN_OK);
+    assert_int_equal(json_array_size(c.calls), 0);
+    assert_int_equal(feed(st, "rch>\n<parameter=q>\nsay"), SYN_OK);
+    assert_true(c.call_open);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_array_get(c.calls, 0), "function"), "arguments")),
+                        "{\"q\":\"say");
+    syn_chat_stream_free(st);
+    json_decref(c.calls);
+    /* The whole parse reads the complete call (the text before "Done.") to the same arguments. */
+    syn_chat_output whole;
+    assert_int_equal(syn_chat_output_parse(cases[0].text, strlen(cases[0].text) - strlen("\nDone."),
+                                           SYN_TOOLS_QWEN3_CODER, false, false, tools, 5, &whole),
+                     SYN_OK);
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_array_get(whole.tool_calls, 0), "function"), "arguments")),
+        cases[0].arguments);
+    syn_chat_output_free(&whole);
+    json_decref(tools);
+}
+
 /* A prompt that left <think> open: the reply is reasoning from its first byte, streamed. */
 static void test_stream_think_open(void **state) {
     (void)state;
@@ -700,6 +774,7 @@ int main(void) {
         cmocka_unit_test(test_stream_arguments),
         cmocka_unit_test(test_stream_think_open),
         cmocka_unit_test(test_stream_arguments_json_forms),
+        cmocka_unit_test(test_stream_arguments_xml),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
