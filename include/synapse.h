@@ -149,6 +149,16 @@ typedef struct syn_tokenizer syn_tokenizer;
 
 SYN_API const syn_tokenizer *syn_model_tokenizer(const syn_model *model);
 
+/* Loads the tokenizer of a GGUF file alone, from its tokenizer.* keys, whatever its
+ * general.architecture and whether or not it has tensors (a vocabulary-only file, as llama.cpp's
+ * vocab_only): for tokenizing without a model. Its vocabulary is token_embd.weight's row count
+ * where the file has that tensor, else the token count. Free it with syn_tokenizer_free. Errors:
+ * those of syn_model_load for the file and the tokenizer keys. */
+SYN_API syn_status syn_tokenizer_load(const char *path, syn_tokenizer **out);
+/* Frees a tokenizer from syn_tokenizer_load; a model's tokenizer (syn_model_tokenizer) is left
+ * alone: it goes with its model. */
+SYN_API void syn_tokenizer_free(syn_tokenizer *tok);
+
 SYN_API int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok);
 /* The beginning- and end-of-sequence ids, -1 where the file names none. */
 SYN_API int32_t syn_tokenizer_bos(const syn_tokenizer *tok);
@@ -169,8 +179,12 @@ SYN_API const char *syn_tokenizer_chat_template(const syn_tokenizer *tok);
 
 /* Encodes len bytes of UTF-8 text. Special-token text is found in the raw text first: with
  * parse_special every special token (such as "<|im_start|>") becomes its id; without it only the
- * user-defined ones (such as Qwen2.5's "<tool_call>") do, and the rest is split as plain text. The
- * text between special tokens is NFC-normalised, each piece on its own. With add_special the
+ * user-defined ones (such as Qwen2.5's "<tool_call>") do, and the rest is split as plain text.
+ * Each text between special tokens is encoded on its own: NFC-normalised where the
+ * pre-tokenizer asks for it (qwen2, llama-bpe), or for SentencePiece with a space in front of it
+ * when it starts the text or follows a special token (tokenizer.ggml.add_space_prefix, default
+ * true). As in llama.cpp, whitespace after a Phi-3 special token (other than <s>, <unk> and
+ * <|endoftext|>) is dropped. With add_special the
  * tokenizer's prompt policy applies (as llama.h's add_special): a BOS first when
  * syn_tokenizer_adds_bos (one only: when the text's own first token is that BOS, as a chat
  * template writes it, it is not doubled), an EOS last when syn_tokenizer_adds_eos (unless the
@@ -186,7 +200,9 @@ SYN_API syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size
 SYN_API syn_status syn_tokenizer_token_bytes(const syn_tokenizer *tok, int32_t id, char *buf,
                                              size_t cap, size_t *n_bytes);
 
-/* Decodes n ids into buf (not NUL-terminated); *n_bytes receives the full length. */
+/* Decodes n ids into buf (not NUL-terminated); *n_bytes receives the full length. For
+ * SentencePiece with a space prefix, the first token's leading space is dropped (llama.cpp's
+ * llama_detokenize). */
 SYN_API syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n, char *buf,
                                   size_t cap, size_t *n_bytes);
 

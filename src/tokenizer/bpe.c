@@ -1,4 +1,5 @@
-/* bpe.c: text to token ids: special-token split, NFC, pre-tokenizer, then byte-level BPE merges. */
+/* bpe.c: text to token ids: the special-token split, then per text fragment either NFC,
+ * pre-tokenizer and byte-level BPE merges, or SentencePiece (spm.c). */
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -35,7 +36,9 @@ typedef struct encoder {
     size_t heap_len;
     size_t work_cap;
 
-    pcre2_match_data *md;
+    pcre2_match_data *md; /* BPE */
+    spm_work *spm;        /* SPM */
+    bool after_special;   /* SPM: the next fragment starts the text or follows a special token */
 } encoder;
 
 static void emit(encoder *e, int32_t id) {
@@ -46,6 +49,8 @@ static void emit(encoder *e, int32_t id) {
     e->n++;
     e->last = id;
 }
+
+static void emit_to_encoder(void *user, int32_t id) { emit(user, id); }
 
 static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
     return a->rank != b->rank ? a->rank < b->rank : a->left < b->left;
@@ -160,13 +165,21 @@ static syn_status bpe_word(void *user, const char *word, size_t len) {
     return SYN_OK;
 }
 
-/* Encodes text that holds no special token: NFC, then pre-tokenizer words through BPE. */
+/* Encodes text that holds no special token: SentencePiece, or NFC where the pre-tokenizer asks
+ * for it, then pre-tokenizer words through BPE. Empty text is no fragment (llama.cpp drops it),
+ * so it gets no space prefix either. */
 static syn_status encode_plain(encoder *e, const char *text, size_t len) {
     if (len == 0) return SYN_OK;
-    bool ascii = true; /* ASCII is already NFC */
-    for (size_t i = 0; i < len && ascii; i++)
-        ascii = (uint8_t)text[i] < 0x80;
-    if (ascii) return pretok_split(e->tok->pretok, e->md, text, len, bpe_word, e);
+    if (e->tok->model == TOK_MODEL_SPM) {
+        bool prefix = e->tok->add_space_prefix && e->after_special;
+        e->after_special = false;
+        return spm_encode(e->tok, &e->spm, text, len, prefix, emit_to_encoder, e);
+    }
+    bool normalise = false; /* ASCII is already NFC */
+    if (e->tok->pretok_kind->nfc)
+        for (size_t i = 0; i < len && !normalise; i++)
+            normalise = (uint8_t)text[i] >= 0x80;
+    if (!normalise) return pretok_split(e->tok->pretok, e->md, text, len, bpe_word, e);
 
     utf8proc_uint8_t *nfc = NULL;
     utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &nfc,
@@ -186,7 +199,7 @@ static int32_t match_special(const syn_tokenizer *tok, const char *s, size_t n,
                              bool parse_special) {
     for (int32_t k = 0; k < tok->n_specials; k++) { /* longest first */
         const tok_entry *t = &tok->tokens[tok->specials[k]];
-        if (t->type != TOK_USER_DEFINED && !parse_special) continue;
+        if ((t->attr & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN)) && !parse_special) continue;
         if (t->len <= n && memcmp(s, t->text, t->len) == 0) return tok->specials[k];
     }
     return -1;
@@ -208,7 +221,11 @@ static syn_status encode(encoder *e, const char *text, size_t len, bool parse_sp
         syn_status st = encode_plain(e, text + plain_start, pos - plain_start);
         if (st != SYN_OK) return st;
         emit(e, id);
+        e->after_special = true;
         pos += tok->tokens[id].len;
+        if (tok->tokens[id].attr & TOK_ATTR_RSTRIP) /* C isspace, as llama.cpp */
+            while (pos < len && (text[pos] == ' ' || (text[pos] >= '\t' && text[pos] <= '\r')))
+                pos++;
         plain_start = pos;
     }
     return encode_plain(e, text + plain_start, len - plain_start);
@@ -232,16 +249,19 @@ syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, 
         i += (size_t)k;
     }
 
-    encoder e = {.tok = tok, .ids = ids, .cap = cap, .last = -1, .drop_bos = -1};
+    encoder e = {
+        .tok = tok, .ids = ids, .cap = cap, .last = -1, .drop_bos = -1, .after_special = true};
     if (add_special && tok->add_bos) {
         emit(&e, tok->bos);
         e.drop_bos = tok->bos;
     }
-    e.md = pcre2_match_data_create_from_pattern(tok->pretok, NULL);
-    syn_status st = e.md ? encode(&e, text, len, parse_special)
-                         : syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
+    if (tok->pretok) e.md = pcre2_match_data_create_from_pattern(tok->pretok, NULL);
+    syn_status st = e.md || !tok->pretok
+                        ? encode(&e, text, len, parse_special)
+                        : syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
     if (st == SYN_OK && add_special && tok->add_eos && e.last != tok->eos) emit(&e, tok->eos);
     pcre2_match_data_free(e.md);
+    spm_work_free(e.spm);
     free(e.sym_id);
     free(e.prev);
     free(e.next);
@@ -262,12 +282,22 @@ syn_status syn_tokenize_new(const syn_tokenizer *tok, const char *text, size_t l
                         !ids ? "ids" : "n_ids");
     *ids = NULL;
     *n_ids = 0;
-    /* Byte-level BPE gives at most one token per byte, add_special at most two more. */
+    /* Byte-level BPE gives at most one token per byte, add_special at most two more; SentencePiece
+     * may give more (a space prefix or a space without a token of its own costs up to three byte
+     * tokens), and then a second pass fills a buffer of the exact size. */
     if (len > SIZE_MAX / sizeof **ids - 2)
         return syn_fail(SYN_ERR_NO_MEMORY, "text of %zu bytes: out of memory", len);
-    int32_t *buf = malloc((len + 2) * sizeof *buf);
+    size_t cap = len + 2;
+    int32_t *buf = malloc(cap * sizeof *buf);
     if (!buf) return syn_fail(SYN_ERR_NO_MEMORY, "text of %zu bytes: out of memory", len);
-    syn_status st = syn_tokenize(tok, text, len, add_special, parse_special, buf, len + 2, n_ids);
+    syn_status st = syn_tokenize(tok, text, len, add_special, parse_special, buf, cap, n_ids);
+    if (st == SYN_ERR_BUFFER_TOO_SMALL) {
+        cap = *n_ids;
+        free(buf);
+        buf = malloc(cap * sizeof *buf);
+        st = buf ? syn_tokenize(tok, text, len, add_special, parse_special, buf, cap, n_ids)
+                 : syn_fail(SYN_ERR_NO_MEMORY, "text of %zu bytes: out of memory", len);
+    }
     if (st != SYN_OK) {
         free(buf);
         *n_ids = 0;

@@ -90,14 +90,38 @@ int utf8_put(uint32_t cp, char out[4]) {
  * Whole tokens
  * ------------------------------------------------------------------------------------------- */
 
+static int hex_value(uint8_t c) { return c <= '9' ? c - '0' : c - 'A' + 10; }
+
+/* SentencePiece: U+2581 is a space, <0xXX> its byte (checked at load); other tokens (unused
+ * ones) decode to nothing, as llama.cpp suppresses them. */
+static size_t spm_decode_token(const tok_entry *t, uint8_t *out) {
+    const uint8_t *s = (const uint8_t *)t->text;
+    if (t->attr & TOK_ATTR_BYTE) {
+        out[0] = (uint8_t)(hex_value(s[3]) << 4 | hex_value(s[4]));
+        return 1;
+    }
+    if (!(t->attr & TOK_ATTR_NORMAL)) return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < t->len;) {
+        if (t->len - i >= 3 && memcmp(s + i, "\xE2\x96\x81", 3) == 0) {
+            out[n++] = ' ';
+            i += 3;
+        } else {
+            out[n++] = s[i++];
+        }
+    }
+    return n;
+}
+
 size_t tok_decode_token(const syn_tokenizer *tok, int32_t id, uint8_t *out) {
     if (id >= tok->n_tokens) return 0; /* embedding rows without a token: no text */
     const tok_entry *t = &tok->tokens[id];
     const uint8_t *s = (const uint8_t *)t->text;
-    if (t->type == TOK_CONTROL || t->type == TOK_USER_DEFINED || t->type == TOK_UNKNOWN) {
+    if (t->attr & TOK_ATTR_VERBATIM) {
         memcpy(out, s, t->len);
         return t->len;
     }
+    if (tok->model == TOK_MODEL_SPM) return spm_decode_token(t, out);
     /* tokenizer_load checked that these tokens are well-formed byte-level text. */
     size_t n = 0;
     for (size_t i = 0; i < t->len;) {
@@ -167,7 +191,13 @@ syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n
                             tok->n_vocab);
         }
         size_t k = tok_decode_token(tok, ids[i], tmp);
-        if (total + k <= cap) memcpy(buf + total, tmp, k);
+        const uint8_t *piece = tmp;
+        /* The space prefix SentencePiece added comes off the first token (llama.cpp). */
+        if (i == 0 && tok->add_space_prefix && k > 0 && tmp[0] == ' ') {
+            piece++;
+            k--;
+        }
+        if (total + k <= cap) memcpy(buf + total, piece, k);
         total += k;
     }
     free(tmp);

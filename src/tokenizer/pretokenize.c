@@ -23,13 +23,26 @@
     "|[" WS "]+(?![^" WS "])"                                                                      \
     "|[" WS "]+"
 
+/* llama.cpp's qwen35 pattern: Qwen2's with combining marks kept in words ([\p{L}\p{M}]+) and out
+ * of the punctuation runs, and its contractions spelled as case pairs:
+ *   (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+
+ *   |\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+#define QWEN35_PATTERN                                                                             \
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"                                    \
+    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+"                                                       \
+    "|\\p{N}| ?[^" WS "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*"                                              \
+    "|[" WS "]*[\\r\\n]+"                                                                          \
+    "|[" WS "]+(?![^" WS "])"                                                                      \
+    "|[" WS "]+"
+
 /* llama-bpe (Llama 3) also takes a word that is itself a token as that token, without merges
  * (Hugging Face's ignore_merges, llama.cpp's LLAMA3 pre-tokenizer type), and its prompts start
  * with BOS when the file does not say (llama.cpp's default for that type; Llama 3 GGUFs often
  * carry no tokenizer.ggml.add_bos_token). */
 static const pretok_kind kinds[] = {
-    {"qwen2", SPLIT_PATTERN(""), false, false},
-    {"llama-bpe", SPLIT_PATTERN("{1,3}"), true, true},
+    {"qwen2", SPLIT_PATTERN(""), false, false, true},
+    {"llama-bpe", SPLIT_PATTERN("{1,3}"), true, true, true},
+    {"qwen35", QWEN35_PATTERN, false, false, false}, /* llama.cpp applies no NFC */
 };
 
 const pretok_kind *pretok_find(const char *name, size_t len) {

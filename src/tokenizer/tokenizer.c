@@ -1,5 +1,6 @@
-/* tokenizer.c: loads the byte-level BPE vocabulary and merges from GGUF metadata into hash tables.
- */
+/* tokenizer.c: loads the vocabulary (byte-level BPE with its merges, or SentencePiece with its
+ * scores) from GGUF metadata into hash tables, with llama.cpp's rules for special tokens. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,9 +12,30 @@ enum {
     MAX_TABLE_ENTRIES = 1 << 28, /* tokens or merges; keeps the table sizes within uint32_t */
 };
 
-/* Control tokens that end a turn in the chat formats llama.cpp knows, besides the EOS id. */
+/* Token texts that end generation, besides the EOS id: llama.cpp's list. Such a token is made a
+ * control token whatever its type in the file, as llama.cpp does (Qwen3's and Gemma 3's </s>
+ * is then matched as a special token only with parse_special, and decoded verbatim). */
 static const char *const eog_token_texts[] = {
-    "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<EOT>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -113,26 +135,35 @@ static int text_len_for_message(uint64_t len) {
     return len > MESSAGE_TEXT_MAX ? MESSAGE_TEXT_MAX : (int)len;
 }
 
-static syn_status check_kind(const gguf_file *f, const pretok_kind **pre_out) {
+/* tokenizer.ggml.model, and for BPE the pre-tokenizer (SentencePiece has none: llama.cpp
+ * ignores tokenizer.ggml.pre there). */
+static syn_status check_kind(const gguf_file *f, tok_model *model_out,
+                             const pretok_kind **pre_out) {
     gguf_str model;
     syn_status st = gguf_get_str(f, "tokenizer.ggml.model", &model);
     if (st != SYN_OK) return st;
+    *pre_out = NULL;
+    *model_out = TOK_MODEL_SPM;
+    if (gguf_str_eq(model, "llama")) return SYN_OK;
+    *model_out = TOK_MODEL_BPE;
     if (!gguf_str_eq(model, "gpt2"))
         return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "tokenizer.ggml.model '%.*s' is not supported (supported: gpt2)",
+                        "tokenizer.ggml.model '%.*s' is not supported (supported: gpt2, llama)",
                         text_len_for_message(model.len), model.data);
     /* The pre-tokenizer regex differs per model family; guessing one would silently produce
      * different ids, so it must be named. */
     if (!gguf_find_kv(f, "tokenizer.ggml.pre"))
         return syn_fail(SYN_ERR_UNSUPPORTED, "tokenizer.ggml.pre is missing: the pre-tokenizer "
-                                             "must be named (supported: qwen2, llama-bpe)");
+                                             "must be named (supported: qwen2, qwen35, "
+                                             "llama-bpe)");
     gguf_str pre;
     st = gguf_get_str(f, "tokenizer.ggml.pre", &pre);
     if (st != SYN_OK) return st;
     *pre_out = pretok_find(pre.data, (size_t)pre.len);
     if (!*pre_out)
         return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "tokenizer.ggml.pre '%.*s' is not supported (supported: qwen2, llama-bpe)",
+                        "tokenizer.ggml.pre '%.*s' is not supported (supported: qwen2, qwen35, "
+                        "llama-bpe)",
                         text_len_for_message(pre.len), pre.data);
     return SYN_OK;
 }
@@ -178,7 +209,78 @@ static syn_status load_tokens(syn_tokenizer *tok, const gguf_file *f, int32_t n_
             return syn_fail(SYN_ERR_FORMAT,
                             "tokenizer.ggml.token_type[%d] = %lld is not a token type (1..6)", i,
                             (long long)type);
-        tok->tokens[i].type = (uint8_t)type;
+        tok->tokens[i].attr = (uint8_t)(1u << (type - 1));
+    }
+    return SYN_OK;
+}
+
+/* tokenizer.ggml.scores: optional (all 0 without it, as llama.cpp), one float per token. */
+static syn_status load_scores(syn_tokenizer *tok, const gguf_file *f) {
+    if (!gguf_find_kv(f, "tokenizer.ggml.scores")) return SYN_OK;
+    gguf_array arr;
+    syn_status st = gguf_get_array(f, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &arr);
+    if (st != SYN_OK) return st;
+    if (arr.count != (uint64_t)tok->n_tokens)
+        return syn_fail(SYN_ERR_FORMAT,
+                        "tokenizer.ggml.scores has %llu entries, tokenizer.ggml.tokens %d",
+                        (unsigned long long)arr.count, tok->n_tokens);
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        float v;
+        memcpy(&v, arr.data + 4 * (size_t)i, sizeof v); /* little-endian, as GGUF */
+        if (v != v) return syn_fail(SYN_ERR_FORMAT, "tokenizer.ggml.scores[%d] is nan", i);
+        tok->tokens[i].score = v;
+    }
+    return SYN_OK;
+}
+
+static bool token_is(const tok_entry *t, const char *text) {
+    return t->len == strlen(text) && memcmp(t->text, text, t->len) == 0;
+}
+
+/* Whether the lower-cased general.name contains needle (lower-case). */
+static bool name_contains(gguf_str name, const char *needle) {
+    size_t n = strlen(needle);
+    for (uint64_t i = 0; i + n <= name.len; i++) {
+        size_t k = 0;
+        while (k < n &&
+               (name.data[i + k] >= 'A' && name.data[i + k] <= 'Z' ? name.data[i + k] - 'A' + 'a'
+                                                                   : name.data[i + k]) == needle[k])
+            k++;
+        if (k == n) return true;
+    }
+    return false;
+}
+
+/* llama.cpp's rules from token texts and the model's name: the end-of-generation texts are
+ * control tokens (but Gemma 4's </s> is text where <|tool_response> ends a turn), and a model
+ * named Phi-3 drops whitespace after its special tokens but <unk>, <s> and <|endoftext|>
+ * (Hugging Face's rstrip on those added tokens). */
+static syn_status apply_token_rules(syn_tokenizer *tok, const gguf_file *f) {
+    int32_t closing_s = -1;
+    bool tool_response = false;
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        tok_entry *t = &tok->tokens[i];
+        for (size_t k = 0; k < sizeof eog_token_texts / sizeof eog_token_texts[0] && !t->eog; k++)
+            t->eog = token_is(t, eog_token_texts[k]);
+        if (!t->eog) continue;
+        t->attr |= TOK_ATTR_CONTROL;
+        if (token_is(t, "</s>")) closing_s = i;
+        tool_response = tool_response || token_is(t, "<|tool_response>");
+    }
+    if (tool_response && closing_s >= 0) {
+        tok->tokens[closing_s].eog = false;
+        tok->tokens[closing_s].attr = TOK_ATTR_NORMAL;
+    }
+    if (tok->eos >= 0) tok->tokens[tok->eos].eog = true;
+
+    gguf_str name = {0, ""};
+    syn_status st = gguf_get_str_opt(f, "general.name", &name);
+    if (st != SYN_OK || !(name_contains(name, "phi3") || name_contains(name, "phi-3"))) return st;
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        tok_entry *t = &tok->tokens[i];
+        if ((t->attr & TOK_ATTR_VERBATIM) || token_is(t, "</s>")) t->attr |= TOK_ATTR_RSTRIP;
+        if (token_is(t, "<unk>") || token_is(t, "<s>") || token_is(t, "<|endoftext|>"))
+            t->attr &= (uint8_t)~TOK_ATTR_RSTRIP;
     }
     return SYN_OK;
 }
@@ -188,8 +290,7 @@ static syn_status load_tokens(syn_tokenizer *tok, const gguf_file *f, int32_t n_
 static syn_status check_byte_level_text(const syn_tokenizer *tok) {
     for (int32_t i = 0; i < tok->n_tokens; i++) {
         const tok_entry *t = &tok->tokens[i];
-        if (t->type == TOK_CONTROL || t->type == TOK_USER_DEFINED || t->type == TOK_UNKNOWN)
-            continue;
+        if (t->attr & TOK_ATTR_VERBATIM) continue;
         const uint8_t *s = (const uint8_t *)t->text;
         for (uint32_t j = 0; j < t->len;) {
             uint32_t cp = s[j];
@@ -208,6 +309,36 @@ static syn_status check_byte_level_text(const syn_tokenizer *tok) {
     return SYN_OK;
 }
 
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* SentencePiece: every byte has its token <0xXX> (the fallback of characters that are no
+ * piece), and every byte token is one of those. llama.cpp would fall back to the unknown token
+ * where one is missing; such a vocabulary loses text, so it is refused. */
+static syn_status index_spm_bytes(syn_tokenizer *tok) {
+    for (unsigned b = 0; b < 256; b++) {
+        char text[7];
+        snprintf(text, sizeof text, "<0x%02X>", b);
+        tok->byte_token[b] = tok_find_text(tok, text, 6);
+        if (tok->byte_token[b] < 0 || !(tok->tokens[tok->byte_token[b]].attr & TOK_ATTR_BYTE))
+            return syn_fail(SYN_ERR_FORMAT,
+                            "tokenizer.ggml.tokens has no byte token %s (a SentencePiece "
+                            "vocabulary needs all 256 for the characters it has no piece for)",
+                            text);
+    }
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        const tok_entry *t = &tok->tokens[i];
+        if ((t->attr & TOK_ATTR_BYTE) &&
+            (t->len != 6 || memcmp(t->text, "<0x", 3) != 0 || t->text[5] != '>' ||
+             hex_digit(t->text[3]) < 0 || hex_digit(t->text[4]) < 0))
+            return syn_fail(SYN_ERR_FORMAT,
+                            "tokenizer.ggml.tokens[%d] '%.*s' is a byte token but not <0xXX>", i,
+                            text_len_for_message(t->len), t->text);
+    }
+    return SYN_OK;
+}
+
 static syn_status build_text_index(syn_tokenizer *tok) {
     uint32_t cap = table_capacity((uint64_t)tok->n_tokens);
     tok->text_slots = malloc((size_t)cap * sizeof *tok->text_slots);
@@ -217,6 +348,7 @@ static syn_status build_text_index(syn_tokenizer *tok) {
     for (int32_t i = 0; i < tok->n_tokens; i++)
         insert_text(tok, i);
 
+    if (tok->model == TOK_MODEL_SPM) return index_spm_bytes(tok);
     for (unsigned b = 0; b < 256; b++) {
         char utf8[4];
         int n = utf8_put(tok->byte_cp[b], utf8);
@@ -303,14 +435,26 @@ static syn_status load_special_ids(syn_tokenizer *tok, const gguf_file *f) {
     syn_status st = load_optional_id(tok, f, "tokenizer.ggml.bos_token_id", &tok->bos);
     if (st == SYN_OK) st = load_optional_id(tok, f, "tokenizer.ggml.eos_token_id", &tok->eos);
     if (st == SYN_OK) st = load_optional_id(tok, f, "tokenizer.ggml.padding_token_id", &tok->pad);
+    /* llama.cpp's SentencePiece defaults: Llama 2's <s> = 1 and </s> = 2. */
+    if (tok->model == TOK_MODEL_SPM && !gguf_find_kv(f, "tokenizer.ggml.bos_token_id") &&
+        tok->n_tokens > 1)
+        tok->bos = 1;
+    if (tok->model == TOK_MODEL_SPM && !gguf_find_kv(f, "tokenizer.ggml.eos_token_id") &&
+        tok->n_tokens > 2)
+        tok->eos = 2;
     return st;
 }
 
 /* The prompt policy and the chat template: what the tokenizer's metadata says text becomes. */
 static syn_status load_prompt_keys(syn_tokenizer *tok, const gguf_file *f) {
-    tok->add_bos = tok->pretok_kind->add_bos && tok->bos >= 0; /* a default asks only if it can */
+    /* A default asks only if it can; llama.cpp's SentencePiece default is a BOS. */
+    bool bos_default = tok->model == TOK_MODEL_SPM || tok->pretok_kind->add_bos;
+    tok->add_bos = bos_default && tok->bos >= 0;
     tok->add_eos = false;
+    tok->add_space_prefix = tok->model == TOK_MODEL_SPM;
     syn_status st = gguf_get_bool_opt(f, "tokenizer.ggml.add_bos_token", &tok->add_bos);
+    if (st == SYN_OK && tok->model == TOK_MODEL_SPM)
+        st = gguf_get_bool_opt(f, "tokenizer.ggml.add_space_prefix", &tok->add_space_prefix);
     if (st == SYN_OK) st = gguf_get_bool_opt(f, "tokenizer.ggml.add_eos_token", &tok->add_eos);
     if (st == SYN_OK && tok->add_bos && tok->bos < 0)
         st = syn_fail(SYN_ERR_FORMAT,
@@ -330,29 +474,20 @@ static syn_status load_prompt_keys(syn_tokenizer *tok, const gguf_file *f) {
     return SYN_OK;
 }
 
-/* Collects the tokens matched as units and marks the end-of-generation ones. */
+/* Collects the tokens matched as units and the end-of-generation ones. */
 static syn_status index_specials(syn_tokenizer *tok) {
     int32_t n = 0;
     for (int32_t i = 0; i < tok->n_tokens; i++) {
         const tok_entry *t = &tok->tokens[i];
-        if ((t->type == TOK_CONTROL || t->type == TOK_USER_DEFINED || t->type == TOK_UNKNOWN) &&
-            t->len > 0)
-            n++;
+        if ((t->attr & TOK_ATTR_VERBATIM) && t->len > 0) n++;
     }
     tok->specials = malloc((size_t)(n ? n : 1) * sizeof *tok->specials);
     if (!tok->specials) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
     for (int32_t i = 0; i < tok->n_tokens; i++) {
-        tok_entry *t = &tok->tokens[i];
-        if (!(t->type == TOK_CONTROL || t->type == TOK_USER_DEFINED || t->type == TOK_UNKNOWN) ||
-            t->len == 0)
-            continue;
+        const tok_entry *t = &tok->tokens[i];
+        if (!(t->attr & TOK_ATTR_VERBATIM) || t->len == 0) continue;
         tok->specials[tok->n_specials++] = i;
         tok->special_first_byte[(uint8_t)t->text[0]] = true;
-        if (t->type != TOK_CONTROL) continue;
-        for (size_t k = 0; k < sizeof eog_token_texts / sizeof eog_token_texts[0]; k++)
-            if (t->len == strlen(eog_token_texts[k]) &&
-                memcmp(t->text, eog_token_texts[k], t->len) == 0)
-                t->eog = true;
     }
     /* Longest first, so that the first match is the longest (Qwen vocabularies have 22). */
     for (int32_t i = 1; i < n; i++) {
@@ -361,7 +496,6 @@ static syn_status index_specials(syn_tokenizer *tok) {
             tok->specials[j] = tok->specials[j - 1];
         tok->specials[j] = id;
     }
-    if (tok->eos >= 0) tok->tokens[tok->eos].eog = true;
     for (int32_t i = 0; i < tok->n_tokens; i++)
         tok->n_eog += tok->tokens[i].eog;
     tok->eog = malloc((size_t)(tok->n_eog ? tok->n_eog : 1) * sizeof *tok->eog);
@@ -378,23 +512,28 @@ syn_status tokenizer_load(const gguf_file *f, int32_t n_vocab_model, syn_tokeniz
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "tokenizer_load: %s",
                         !f ? "f is NULL" : "n_vocab_model must be positive");
     const pretok_kind *pre = NULL;
-    syn_status st = check_kind(f, &pre);
+    tok_model model;
+    syn_status st = check_kind(f, &model, &pre);
     if (st != SYN_OK) return st;
 
     syn_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
+    tok->model = model;
     tok->n_vocab = n_vocab_model;
     tok->pretok_kind = pre;
     byte_level_tables(tok->byte_cp, tok->cp_byte);
 
+    const bool bpe = model == TOK_MODEL_BPE;
     st = load_tokens(tok, f, n_vocab_model);
+    if (st == SYN_OK && !bpe) st = load_scores(tok, f);
     if (st == SYN_OK) st = load_special_ids(tok, f);
     if (st == SYN_OK) st = load_prompt_keys(tok, f);
-    if (st == SYN_OK) st = check_byte_level_text(tok);
+    if (st == SYN_OK) st = apply_token_rules(tok, f);
+    if (st == SYN_OK && bpe) st = check_byte_level_text(tok);
     if (st == SYN_OK) st = build_text_index(tok);
-    if (st == SYN_OK) st = load_merges(tok, f);
+    if (st == SYN_OK && bpe) st = load_merges(tok, f);
     if (st == SYN_OK) st = index_specials(tok);
-    if (st == SYN_OK) st = pretok_compile(pre, &tok->pretok);
+    if (st == SYN_OK && bpe) st = pretok_compile(pre, &tok->pretok);
     if (st != SYN_OK) {
         tokenizer_free(tok);
         return st;
@@ -412,7 +551,39 @@ void tokenizer_free(syn_tokenizer *tok) {
     free(tok->specials);
     free(tok->eog);
     free(tok->chat_template);
+    gguf_close(tok->file);
     free(tok);
+}
+
+/* The embedding's row count where the file has one (ids past the token list are then valid
+ * and decode to nothing, as with the model), else the token count. */
+static int32_t vocab_rows(const gguf_file *f, int64_t n_tokens) {
+    const gguf_tensor *embd = gguf_find_tensor(f, "token_embd.weight");
+    if (embd && embd->n_dims == 2 && embd->ne[1] >= (uint64_t)n_tokens && embd->ne[1] <= INT32_MAX)
+        return (int32_t)embd->ne[1];
+    return n_tokens < 1 ? 1 : n_tokens > INT32_MAX ? INT32_MAX : (int32_t)n_tokens;
+}
+
+syn_status syn_tokenizer_load(const char *path, syn_tokenizer **out) {
+    if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenizer_load: out is NULL");
+    *out = NULL;
+    if (!path) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_tokenizer_load: path is NULL");
+    gguf_file *f = NULL;
+    syn_status st = gguf_open(path, &f);
+    if (st != SYN_OK) return st;
+    gguf_array tokens;
+    st = gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens);
+    if (st == SYN_OK) st = tokenizer_load(f, vocab_rows(f, (int64_t)tokens.count), out);
+    if (st != SYN_OK) {
+        gguf_close(f);
+        return st;
+    }
+    (*out)->file = f;
+    return SYN_OK;
+}
+
+void syn_tokenizer_free(syn_tokenizer *tok) {
+    if (tok && tok->file) tokenizer_free(tok); /* a model's tokenizer goes with its model */
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -444,6 +615,5 @@ int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok) { return tok ? tok->n_vo
 
 bool tokenizer_is_special(const syn_tokenizer *tok, int32_t id) {
     if (!tok || id < 0 || id >= tok->n_tokens) return false;
-    const uint8_t t = tok->tokens[id].type;
-    return t == TOK_CONTROL || t == TOK_USER_DEFINED || t == TOK_UNUSED;
+    return tok->tokens[id].attr & (TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED | TOK_ATTR_UNUSED);
 }

@@ -1,6 +1,7 @@
 /*
  * tokenizer_internal.h: the tokenizer's data structures and the helpers its files share
- * (tokenizer.c loads, pretokenize.c splits, bpe.c encodes, detokenize.c decodes, chat.c formats).
+ * (tokenizer.c loads, pretokenize.c splits, bpe.c encodes byte-level BPE and drives both models,
+ * spm.c encodes SentencePiece, detokenize.c decodes).
  *
  * Everything here is immutable after tokenizer_load(), so one syn_tokenizer serves any number of
  * threads; per-call scratch (PCRE2 match data, BPE work arrays) lives on the caller's side.
@@ -28,13 +29,36 @@ enum tok_type {
     TOK_BYTE = 6,
 };
 
+/* Token attributes as bits (llama.cpp's llama_token_attr): type t gives bit t - 1, and loading
+ * adds some, as llama.cpp does: CONTROL to end-of-turn texts such as </s>, RSTRIP to Phi-3's
+ * special tokens. */
+enum tok_attr {
+    TOK_ATTR_NORMAL = 1 << 0,
+    TOK_ATTR_UNKNOWN = 1 << 1,
+    TOK_ATTR_CONTROL = 1 << 2,
+    TOK_ATTR_USER_DEFINED = 1 << 3,
+    TOK_ATTR_UNUSED = 1 << 4,
+    TOK_ATTR_BYTE = 1 << 5,
+    TOK_ATTR_RSTRIP = 1 << 6, /* ASCII whitespace after the token in the text is dropped */
+    /* Matched in the text as a unit (UNKNOWN and CONTROL only with parse_special) and decoded
+     * as its text verbatim. */
+    TOK_ATTR_VERBATIM = TOK_ATTR_UNKNOWN | TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED,
+};
+
+/* tokenizer.ggml.model */
+typedef enum tok_model {
+    TOK_MODEL_BPE, /* "gpt2": byte-level BPE after a pre-tokenizer regex */
+    TOK_MODEL_SPM, /* "llama": SentencePiece, pieces merged by score */
+} tok_model;
+
 /* GPT-2's byte-level alphabet: every byte maps to one code point below this bound. */
 enum { BYTE_LEVEL_CP_LIMIT = 324 };
 
 typedef struct tok_entry {
     const char *text; /* inside the GGUF mapping, not NUL-terminated */
     uint32_t len;     /* bytes of text */
-    uint8_t type;     /* enum tok_type */
+    float score;      /* SentencePiece merge priority, higher first (0 where the file has none) */
+    uint8_t attr;     /* enum tok_attr bits */
     bool eog;         /* ends generation */
 } tok_entry;
 
@@ -52,6 +76,7 @@ typedef struct tok_merge_slot {
 } tok_merge_slot;
 
 struct syn_tokenizer {
+    tok_model model;
     int32_t n_tokens;  /* entries of tokenizer.ggml.tokens */
     int32_t n_vocab;   /* the model's vocabulary (embedding rows), >= n_tokens */
     tok_entry *tokens; /* [n_tokens] */
@@ -61,13 +86,14 @@ struct syn_tokenizer {
     tok_merge_slot *merge_slots; /* [merge_mask + 1] */
     uint32_t merge_mask;
 
-    int32_t byte_token[256]; /* id of the byte-level token of each byte */
+    int32_t byte_token[256]; /* id of each byte's token: byte-level symbol (BPE), <0xXX> (SPM) */
     uint16_t byte_cp[256];   /* byte -> its byte-level code point */
     int16_t
         cp_byte[BYTE_LEVEL_CP_LIMIT]; /* byte-level code point -> byte, -1: not in the alphabet */
 
-    /* Tokens matched as whole units before BPE: control and unknown tokens with parse_special,
-     * user-defined ones always (as llama.cpp and Hugging Face do). Longest text first. */
+    /* Tokens matched as whole units before BPE or SPM (TOK_ATTR_VERBATIM): control and unknown
+     * tokens with parse_special, user-defined ones always (as llama.cpp and Hugging Face do).
+     * Longest text first. */
     int32_t *specials; /* [n_specials] ids */
     int32_t n_specials;
     bool special_first_byte[256]; /* some special token starts with this byte */
@@ -82,8 +108,15 @@ struct syn_tokenizer {
     char *chat_template;      /* tokenizer.chat_template, NUL-terminated copy; NULL when absent */
     uint32_t max_token_bytes; /* longest token text; decoded tokens are never longer */
 
-    const struct pretok_kind *pretok_kind; /* tokenizer.ggml.pre's entry of the table */
+    /* SPM: a space (U+2581) starts the text and every text after a special token
+     * (tokenizer.ggml.add_space_prefix, default true), and decoding drops it again. */
+    bool add_space_prefix;
+
+    const struct pretok_kind *pretok_kind; /* BPE: tokenizer.ggml.pre's entry of the table */
     pcre2_code *pretok;                    /* its regex; read-only, shared by all calls */
+
+    gguf_file *file; /* the mapping the token texts are in when this tokenizer owns it
+                      * (syn_tokenizer_load); NULL for a model's tokenizer */
 };
 
 /* ---- tokenizer.c ---- */
@@ -103,6 +136,7 @@ typedef struct pretok_kind {
     const char *pattern; /* PCRE2, UTF + UCP */
     bool ignore_merges;  /* a word that is a whole token becomes that token without BPE */
     bool add_bos;        /* a prompt starts with BOS unless tokenizer.ggml.add_bos_token says */
+    bool nfc;            /* text is NFC-normalised before the split */
 } pretok_kind;
 
 /* The entry named name[0..len), or NULL. */
@@ -118,6 +152,23 @@ typedef syn_status (*pretok_word_fn)(void *user, const char *word, size_t len);
  * pcre2_match_data_create_from_pattern(code). Errors: those of fn, SYN_ERR_INTERNAL. */
 syn_status pretok_split(const pcre2_code *code, pcre2_match_data *md, const char *text, size_t len,
                         pretok_word_fn fn, void *user);
+
+/* ---- spm.c ---- */
+
+/* Scratch of SentencePiece encoding, reused across the fragments of one syn_tokenize call. */
+typedef struct spm_work spm_work;
+
+typedef void (*tok_emit_fn)(void *user, int32_t id);
+
+/* Encodes one fragment text[0..len) (valid UTF-8, no special token) as llama.cpp's SPM does:
+ * spaces become U+2581, with one more in front when space_prefix; each character starts as a
+ * symbol, the adjacent pair whose join is the highest-scoring token (leftmost among equals) is
+ * merged until none is a token, and each symbol becomes its token or, when it is none, the
+ * tokens of its bytes. *work is allocated on first use; free it with spm_work_free. Errors:
+ * SYN_ERR_NO_MEMORY, SYN_ERR_INVALID_ARGUMENT (a fragment too long). */
+syn_status spm_encode(const syn_tokenizer *tok, spm_work **work, const char *text, size_t len,
+                      bool space_prefix, tok_emit_fn emit, void *user);
+void spm_work_free(spm_work *work);
 
 /* ---- detokenize.c ---- */
 

@@ -66,4 +66,24 @@ ids=$(cat "$tmp/out")
 capture "$SYNAPSE" detokenize -m "$M" --tokens "$ids"
 check "detokenize of '我' round-trips" test "$(cat "$tmp/out")" = "我"
 
+# Architectures the engine does not run still tokenize (the tokenizer keys alone are read):
+# llama-tokenize's ids for gemma3 and phi3 (SentencePiece) and qwen35 (byte-level BPE), and back.
+for arch in gemma3 phi3 qwen35; do
+    cases=tests/data/arch2/$arch-s5.tokenize.json
+    gguf=tests/data/arch2/$arch-s5-q4_k_m.gguf
+    n=$(jq '.cases | length' "$cases")
+    matched=0
+    for ((i = 0; i < n; i++)); do
+        jq -j ".cases[$i].text" "$cases" >"$tmp/text"
+        capture "$SYNAPSE" tokenize -m "$gguf" -f "$tmp/text" --json
+        [ "$rc" -eq 0 ] && [ "$(jq -c .ids "$tmp/out")" = "$(jq -c ".cases[$i].ids" "$cases")" ] &&
+            matched=$((matched + 1))
+    done
+    check "$arch: tokenize gives llama.cpp's ids for all $n cases" test "$matched" -eq "$n"
+    printf ' Hello  world\n\tdone ' >"$tmp/text"
+    capture "$SYNAPSE" tokenize -m "$gguf" -f "$tmp/text"
+    capture "$SYNAPSE" detokenize -m "$gguf" --tokens "$(cat "$tmp/out")"
+    check "$arch: detokenize gives the text back" cmp -s "$tmp/out" "$tmp/text"
+done
+
 finish

@@ -1021,7 +1021,8 @@ static const gb_case cases[] = {
     {{"eos-out-of-range.gguf", "tokenizer.ggml.eos_token_id"}, eos_out_of_range},
     {{"bos-out-of-range.gguf", "tokenizer.ggml.bos_token_id"}, bos_out_of_range},
     {{"padding-out-of-range.gguf", "tokenizer.ggml.padding_token_id"}, padding_out_of_range},
-    {{"tokenizer-model-llama.gguf", "tokenizer.ggml.model"}, tokenizer_model_llama},
+    /* a byte-level vocabulary called SentencePiece has none of SPM's <0xXX> byte tokens */
+    {{"tokenizer-model-llama.gguf", "no byte token <0x00>"}, tokenizer_model_llama},
     {{"tokenizer-model-bert.gguf", "tokenizer.ggml.model"}, tokenizer_model_bert},
     {{"tokenizer-pre-unknown.gguf", "tokenizer.ggml.pre"}, tokenizer_pre_unknown},
     {{"tokens-missing.gguf", "tokenizer.ggml.tokens"}, tokens_missing},

@@ -735,6 +735,146 @@ static void test_prompt_policy(void **state) {
     gguf_close(f);
 }
 
+/* ---- a tiny SentencePiece vocabulary ---- */
+
+/* ids 0..2: <unk> <s> </s>; 3..258: <0x00>..<0xFF>; then these pieces with their scores. */
+#define SPACE "\xE2\x96\x81" /* U+2581 */
+static const char *const spm_pieces[] = {SPACE, "a",       "b",        "c",      "ab",
+                                         "bc",  SPACE "a", SPACE "ab", "<|end|>"};
+static const float spm_scores[] = {-1, -2, -2, -2, -5, -3, -4, -6, 0};
+static const int32_t spm_types[] = {1, 1, 1, 1, 1, 1, 1, 1, 3};
+enum {
+    SPM_UNK,
+    SPM_BOS,
+    SPM_EOS,
+    SPM_BYTE0,
+    SPM_SPACE = SPM_BYTE0 + 256,
+    SPM_A,
+    SPM_B,
+    SPM_C,
+    SPM_AB,
+    SPM_BC,
+    SPM_SPACE_A,
+    SPM_SPACE_AB,
+    SPM_END,
+    SPM_COUNT
+};
+
+/* add_space_prefix: < 0 omitted, else the bool; name: general.name or NULL. */
+static syn_status load_tiny_spm(int add_space_prefix, const char *name, bool short_scores,
+                                gguf_file **f, syn_tokenizer **tok) {
+    char bytes[256][7];
+    const char *tokens[SPM_COUNT] = {"<unk>", "<s>", "</s>"};
+    int32_t types[SPM_COUNT] = {2, 3, 3};
+    float scores[SPM_COUNT] = {0};
+    for (unsigned b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        tokens[SPM_BYTE0 + b] = bytes[b];
+        types[SPM_BYTE0 + b] = 6;
+    }
+    for (size_t i = 0; i < sizeof spm_pieces / sizeof spm_pieces[0]; i++) {
+        tokens[SPM_SPACE + i] = spm_pieces[i];
+        scores[SPM_SPACE + i] = spm_scores[i];
+        types[SPM_SPACE + i] = spm_types[i];
+    }
+    gguf_writer *w = gguf_writer_new();
+    assert_non_null(w);
+    assert_int_equal(gguf_writer_set_str(w, "general.architecture", "none"), SYN_OK);
+    if (name) assert_int_equal(gguf_writer_set_str(w, "general.name", name), SYN_OK);
+    assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"), SYN_OK);
+    assert_int_equal(gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", tokens, SPM_COUNT),
+                     SYN_OK);
+    assert_int_equal(
+        gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, SPM_COUNT),
+        SYN_OK);
+    assert_int_equal(gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores,
+                                           short_scores ? SPM_COUNT - 1 : SPM_COUNT),
+                     SYN_OK);
+    if (add_space_prefix >= 0)
+        assert_int_equal(
+            gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", add_space_prefix), SYN_OK);
+    char *dir = test_make_temp_dir();
+    assert_non_null(dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/spm.gguf", dir);
+    assert_int_equal(gguf_writer_write(w, path), SYN_OK);
+    gguf_writer_free(w);
+    assert_int_equal(gguf_open(path, f), SYN_OK);
+    test_remove_dir(dir);
+    free(dir);
+    return tokenizer_load(*f, SPM_COUNT, tok);
+}
+
+static void expect_text(const syn_tokenizer *tok, const int32_t *ids, size_t n, const char *want) {
+    size_t len;
+    char *text = detokenize(tok, ids, n, &len);
+    assert_int_equal(len, strlen(want));
+    assert_memory_equal(text, want, len);
+    free(text);
+}
+
+/* Hand-worked SentencePiece: the highest-scoring join merges first (leftmost among equals),
+ * spaces are U+2581 with one more in front of the text and after a special token, characters
+ * without a piece become their bytes. */
+static void test_tiny_spm(void **state) {
+    (void)state;
+    gguf_file *f;
+    syn_tokenizer *tok;
+    assert_int_equal(load_tiny_spm(0, NULL, false, &f, &tok), SYN_OK);
+    /* bc (-3) beats ab (-5), and a + bc joins to no piece */
+    expect_ids(tok, "abc", false, (const int32_t[]){SPM_A, SPM_BC}, 2);
+    expect_ids(tok, "abab", false, (const int32_t[]){SPM_AB, SPM_AB}, 2);
+    /* ▁a (-4) beats ab (-5), then ▁a + b joins to ▁ab */
+    expect_ids(tok, " ab", false, (const int32_t[]){SPM_SPACE_AB}, 1);
+    expect_ids(tok, " abc", false, (const int32_t[]){SPM_SPACE_A, SPM_BC}, 2);
+    /* no piece for d or é: their bytes */
+    expect_ids(tok, "d\xC3\xA9", false,
+               (const int32_t[]){SPM_BYTE0 + 'd', SPM_BYTE0 + 0xC3, SPM_BYTE0 + 0xA9}, 3);
+    expect_ids(tok, "a<s>a", true, (const int32_t[]){SPM_A, SPM_BOS, SPM_A}, 3);
+    /* decoding: U+2581 is a space, byte tokens their bytes, specials their text */
+    expect_text(tok, (const int32_t[]){SPM_SPACE_AB, SPM_BYTE0 + 0xC3, SPM_BYTE0 + 0xA9, SPM_END},
+                4, " ab\xC3\xA9<|end|>");
+    /* SentencePiece's defaults: <s> = 1 and </s> = 2, and a BOS in front of a prompt */
+    assert_int_equal(syn_tokenizer_bos(tok), SPM_BOS);
+    assert_int_equal(syn_tokenizer_eos(tok), SPM_EOS);
+    assert_true(syn_tokenizer_adds_bos(tok));
+    assert_true(syn_tokenizer_is_eog(tok, SPM_END));
+    expect_prompt(tok, "a", true, (const int32_t[]){SPM_BOS, SPM_A}, 2);
+    tokenizer_free(tok);
+    gguf_close(f);
+
+    /* add_space_prefix absent means true: a space before the text and after each special
+     * token (but not before text after plain text), and decoding drops the first one. */
+    assert_int_equal(load_tiny_spm(-1, NULL, false, &f, &tok), SYN_OK);
+    expect_ids(tok, "ab", false, (const int32_t[]){SPM_SPACE_AB}, 1);
+    expect_ids(tok, "a<|end|>a", true, (const int32_t[]){SPM_SPACE_A, SPM_END, SPM_SPACE_A}, 3);
+    expect_ids(tok, "<|end|><|end|>", true, (const int32_t[]){SPM_END, SPM_END}, 2);
+    expect_ids(tok, "", true, NULL, 0);
+    /* as plain text the control token's characters are pieces and bytes */
+    expect_ids(tok, "<s>", false,
+               (const int32_t[]){SPM_SPACE, SPM_BYTE0 + '<', SPM_BYTE0 + 's', SPM_BYTE0 + '>'}, 4);
+    expect_text(tok, (const int32_t[]){SPM_SPACE_A, SPM_SPACE_A}, 2, "a a");
+    expect_text(tok, (const int32_t[]){SPM_BOS, SPM_SPACE_A}, 2, "<s> a");
+    /* no Phi-3 name: whitespace after a special token stays */
+    expect_ids(tok, "<|end|> a", true, (const int32_t[]){SPM_END, SPM_SPACE, SPM_SPACE_A}, 3);
+    tokenizer_free(tok);
+    gguf_close(f);
+
+    /* llama.cpp's Phi-3 rule: whitespace after a special token but <s> is dropped */
+    assert_int_equal(load_tiny_spm(-1, "Phi-3 mini", false, &f, &tok), SYN_OK);
+    expect_ids(tok, "<|end|> \n\ta", true, (const int32_t[]){SPM_END, SPM_SPACE_A}, 2);
+    expect_ids(tok, "<|end|> \n", true, (const int32_t[]){SPM_END}, 1);
+    expect_ids(tok, "<s> a", true, (const int32_t[]){SPM_BOS, SPM_SPACE, SPM_SPACE_A}, 3);
+    tokenizer_free(tok);
+    gguf_close(f);
+
+    syn_tokenizer *none = (syn_tokenizer *)1;
+    assert_int_equal(load_tiny_spm(-1, NULL, true, &f, &none), SYN_ERR_FORMAT);
+    assert_null(none);
+    assert_non_null(strstr(syn_last_error(), "tokenizer.ggml.scores has 267 entries"));
+    gguf_close(f);
+}
+
 static void expect_refusal(const tiny_spec *spec, int32_t n_vocab_model, syn_status status,
                            const char *needle) {
     gguf_file *f;
@@ -749,8 +889,11 @@ static void expect_refusal(const tiny_spec *spec, int32_t n_vocab_model, syn_sta
 static void test_load_refusals(void **state) {
     (void)state;
     tiny_spec s = tiny_default();
+    s.model = "bert";
+    expect_refusal(&s, 1000, SYN_ERR_UNSUPPORTED, "tokenizer.ggml.model 'bert' is not supported");
+    s = tiny_default(); /* SentencePiece without its <0xXX> tokens would lose text */
     s.model = "llama";
-    expect_refusal(&s, 1000, SYN_ERR_UNSUPPORTED, "tokenizer.ggml.model 'llama' is not supported");
+    expect_refusal(&s, 1000, SYN_ERR_FORMAT, "no byte token <0x00>");
     s = tiny_default();
     s.model = NULL;
     expect_refusal(&s, 1000, SYN_ERR_FORMAT, "tokenizer.ggml.model");
@@ -839,6 +982,7 @@ int main(void) {
         cmocka_unit_test(test_stream_invalid_bytes),
         cmocka_unit_test(test_long_runs),
         cmocka_unit_test(test_tiny_bpe),
+        cmocka_unit_test(test_tiny_spm),
         cmocka_unit_test(test_prompt_policy),
         cmocka_unit_test(test_load_refusals),
         cmocka_unit_test(test_load_time),

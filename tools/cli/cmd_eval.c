@@ -131,7 +131,8 @@ static int eval(const eval_opts *o) {
     json_t *positions = NULL;
     int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
     if (rc != EXIT_OK) return rc;
-    if ((rc = check_token_ids(model, o->tokens, o->n_tokens)) != EXIT_OK) goto done;
+    if ((rc = check_token_ids(syn_model_tokenizer(model), o->tokens, o->n_tokens)) != EXIT_OK)
+        goto done;
     syn_model_info info;
     syn_model_get_info(model, &info);
     if (info.n_ctx_train > 0 && o->n_tokens > (size_t)info.n_ctx_train) {

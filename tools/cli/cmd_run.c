@@ -166,7 +166,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
 /* The prompt's token ids, from --tokens, or from text (chat-wrapped with --chat). */
 static int build_prompt(const syn_model *model, const run_opts *o, token_vec *prompt) {
     if (o->tokens) {
-        int rc = check_token_ids(model, o->tokens, o->n_tokens);
+        int rc = check_token_ids(syn_model_tokenizer(model), o->tokens, o->n_tokens);
         return rc != EXIT_OK ? rc : tokens_append(prompt, o->tokens, o->n_tokens);
     }
     char *file_text = NULL, *chat_text = NULL;

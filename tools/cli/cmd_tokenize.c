@@ -77,16 +77,16 @@ static int tokenize(const tokenize_opts *o) {
     size_t len = o->text ? strlen(o->text) : 0;
     int rc = o->file ? read_file(o->file, &file_text, &len) : EXIT_OK;
     if (rc != EXIT_OK) return rc;
-    syn_model *model = NULL;
+    syn_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
-    rc = load_model(o->model_path, false, false, &model);
+    rc = load_tokenizer(o->model_path, &tok);
     if (rc == EXIT_OK)
-        rc = tokenize_text(syn_model_tokenizer(model), o->file ? file_text : o->text, len,
-                           o->add_special, o->parse_special, &ids, &n);
+        rc = tokenize_text(tok, o->file ? file_text : o->text, len, o->add_special,
+                           o->parse_special, &ids, &n);
     if (rc == EXIT_OK) rc = print_ids(ids, n, o->json);
     free(ids);
-    syn_model_free(model);
+    syn_tokenizer_free(tok);
     free(file_text);
     return rc;
 }
@@ -131,11 +131,10 @@ static int parse_detokenize_args(int argc, char **argv, detokenize_opts *o) {
 }
 
 static int detokenize(const detokenize_opts *o) {
-    syn_model *model = NULL;
-    int rc = load_model(o->model_path, false, false, &model);
+    syn_tokenizer *tok = NULL;
+    int rc = load_tokenizer(o->model_path, &tok);
     if (rc != EXIT_OK) return rc;
-    rc = check_token_ids(model, o->tokens, o->n_tokens);
-    const syn_tokenizer *tok = syn_model_tokenizer(model);
+    rc = check_token_ids(tok, o->tokens, o->n_tokens);
     size_t cap = o->n_tokens * 16 + 16;
     char *buf = NULL;
     while (rc == EXIT_OK) {
@@ -157,7 +156,7 @@ static int detokenize(const detokenize_opts *o) {
         cap = need;
     }
     free(buf);
-    syn_model_free(model);
+    syn_tokenizer_free(tok);
     return rc;
 }
 

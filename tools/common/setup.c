@@ -140,6 +140,13 @@ int load_model(const char *path, bool prefetch, bool huge_pages, syn_model **out
     return EXIT_OK;
 }
 
+int load_tokenizer(const char *path, syn_tokenizer **out) {
+    guard_mapped_file(path);
+    if (syn_tokenizer_load(path, out) != SYN_OK)
+        return fail_lib("cannot load the tokenizer of '%s'", path);
+    return EXIT_OK;
+}
+
 int new_context(const syn_model *model, const gen_opts *o, uint32_t n_ctx, syn_context **out) {
     syn_context_params params = syn_context_default_params();
     params.n_ctx = n_ctx;
@@ -168,8 +175,8 @@ int format_chat(const syn_model *model, const char *template_name, const syn_cha
     return EXIT_OK;
 }
 
-int check_token_ids(const syn_model *model, const int32_t *ids, size_t n) {
-    int32_t n_vocab = syn_tokenizer_n_vocab(syn_model_tokenizer(model));
+int check_token_ids(const syn_tokenizer *tok, const int32_t *ids, size_t n) {
+    int32_t n_vocab = syn_tokenizer_n_vocab(tok);
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= n_vocab)
             return fail_runtime(

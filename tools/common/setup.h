@@ -25,6 +25,10 @@ void guard_mapped_file(const char *path);
  * syn_model_params.huge_pages as huge_pages); the error "cannot load 'PATH': <cause>" (exit 1). */
 int load_model(const char *path, bool prefetch, bool huge_pages, syn_model **out);
 
+/* Loads the tokenizer of path alone (syn_tokenizer_load: any architecture, or a vocabulary-only
+ * file) under guard_mapped_file; the error "cannot load the tokenizer of 'PATH': <cause>". */
+int load_tokenizer(const char *path, syn_tokenizer **out);
+
 /* The context for o's backend, tier, KV type and threads, holding n_ctx tokens. */
 int new_context(const syn_model *model, const gen_opts *o, uint32_t n_ctx, syn_context **out);
 
@@ -36,8 +40,8 @@ int tokenize_text(const syn_tokenizer *tok, const char *text, size_t len, bool a
 int format_chat(const syn_model *model, const char *template_name, const syn_chat_message *msgs,
                 size_t n_msgs, char **text, size_t *len);
 
-/* Checks every id against the model's vocabulary. An id outside it is a runtime error (exit 1),
- * not a usage error: only the loaded model knows its vocabulary size. */
-int check_token_ids(const syn_model *model, const int32_t *ids, size_t n);
+/* Checks every id against the vocabulary. An id outside it is a runtime error (exit 1), not a
+ * usage error: only the loaded file knows its vocabulary size. */
+int check_token_ids(const syn_tokenizer *tok, const int32_t *ids, size_t n);
 
 #endif
