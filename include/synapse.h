@@ -180,10 +180,10 @@ SYN_API const char *syn_tokenizer_chat_template(const syn_tokenizer *tok);
 /* Encodes len bytes of UTF-8 text. Special-token text is found in the raw text first: with
  * parse_special every special token (such as "<|im_start|>") becomes its id; without it only the
  * user-defined ones (such as Qwen2.5's "<tool_call>") do, and the rest is split as plain text.
- * Each text between special tokens is encoded on its own: NFC-normalised where the
- * pre-tokenizer asks for it (qwen2, llama-bpe), or for SentencePiece with a space in front of it
- * when it starts the text or follows a special token (tokenizer.ggml.add_space_prefix, default
- * true). As in llama.cpp, whitespace after a Phi-3 special token (other than <s>, <unk> and
+ * Each text between special tokens is encoded on its own, not normalised (as llama.cpp; byte-level
+ * BPE gives the text's exact bytes back), and for SentencePiece with a space in front of it when
+ * it starts the text or follows a special token (tokenizer.ggml.add_space_prefix, default true). As
+ * in llama.cpp, whitespace after a Phi-3 special token (other than <s>, <unk> and
  * <|endoftext|>) is dropped. With add_special the
  * tokenizer's prompt policy applies (as llama.h's add_special): a BOS first when
  * syn_tokenizer_adds_bos (one only: when the text's own first token is that BOS, as a chat
@@ -200,9 +200,10 @@ SYN_API syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size
 SYN_API syn_status syn_tokenizer_token_bytes(const syn_tokenizer *tok, int32_t id, char *buf,
                                              size_t cap, size_t *n_bytes);
 
-/* Decodes n ids into buf (not NUL-terminated); *n_bytes receives the full length. For
- * SentencePiece with a space prefix, the first token's leading space is dropped (llama.cpp's
- * llama_detokenize). */
+/* Decodes n ids into buf (not NUL-terminated); *n_bytes receives the full length. As llama.cpp's
+ * llama_detokenize: for SentencePiece with a space prefix the first token's leading space is
+ * dropped, and for the pre-tokenizers that clean up spaces (gpt-2, llama-bpe, falcon, ...) the
+ * space before ? ! . , and before 's 'm 're 've goes. */
 SYN_API syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n, char *buf,
                                   size_t cap, size_t *n_bytes);
 

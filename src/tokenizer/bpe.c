@@ -1,8 +1,7 @@
-/* bpe.c: text to token ids: the special-token split, then per text fragment either NFC,
+/* bpe.c: text to token ids: the special-token split, then per text fragment either the
  * pre-tokenizer and byte-level BPE merges, or SentencePiece (spm.c). */
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 #include "core/error.h"
 #include "synapse_internal.h"
@@ -29,7 +28,8 @@ typedef struct encoder {
     int32_t drop_bos; /* the BOS already emitted for add_special: the text's own first token is
                        * dropped when it is that BOS too (a template that writes it), else -1 */
 
-    int32_t *sym_id; /* [work_cap]: token id of the symbol at each position, -1 once merged away */
+    int32_t *sym_id; /* [work_cap]: token id of the symbol at each position, -1 once merged away
+                      * or for a byte the vocabulary has no token for */
     int32_t *prev, *next; /* [work_cap]: neighbouring symbol positions, -1 at the ends */
     bpe_pair *heap;       /* [3 * work_cap]: min-heap by (rank, left) */
     char *word_text;      /* [2 * work_cap]: the word as byte-level token text (ignore_merges) */
@@ -89,7 +89,8 @@ static void queue_pair(encoder *e, int32_t left) {
     int32_t right = e->next[left];
     if (right < 0) return;
     int32_t rank, result;
-    if (tok_find_merge(e->tok, e->sym_id[left], e->sym_id[right], &rank, &result))
+    if (e->sym_id[left] >= 0 && e->sym_id[right] >= 0 &&
+        tok_find_merge(e->tok, e->sym_id[left], e->sym_id[right], &rank, &result))
         heap_push(e, (bpe_pair){rank, left, e->sym_id[left], e->sym_id[right], result});
 }
 
@@ -124,7 +125,7 @@ static syn_status bpe_word(void *user, const char *word, size_t len) {
     encoder *e = user;
     const syn_tokenizer *tok = e->tok;
     if (len == 1) {
-        emit(e, tok->byte_token[(uint8_t)word[0]]);
+        if (tok->byte_token[(uint8_t)word[0]] >= 0) emit(e, tok->byte_token[(uint8_t)word[0]]);
         return SYN_OK;
     }
     syn_status st = reserve_work(e, len);
@@ -161,13 +162,14 @@ static syn_status bpe_word(void *user, const char *word, size_t len) {
         queue_pair(e, left);
     }
     for (int32_t i = 0; i >= 0; i = e->next[i])
-        emit(e, e->sym_id[i]);
+        if (e->sym_id[i] >= 0) emit(e, e->sym_id[i]); /* a byte without a token is dropped */
     return SYN_OK;
 }
 
-/* Encodes text that holds no special token: SentencePiece, or NFC where the pre-tokenizer asks
- * for it, then pre-tokenizer words through BPE. Empty text is no fragment (llama.cpp drops it),
- * so it gets no space prefix either. */
+/* Encodes text that holds no special token: SentencePiece, or pre-tokenizer words through BPE.
+ * As in llama.cpp, byte-level BPE applies no Unicode normalisation (Hugging Face's Qwen2 NFC
+ * step is not in the GGUF's metadata). Empty text is no fragment (llama.cpp drops it), so it
+ * gets no space prefix either. */
 static syn_status encode_plain(encoder *e, const char *text, size_t len) {
     if (len == 0) return SYN_OK;
     if (e->tok->model == TOK_MODEL_SPM) {
@@ -175,23 +177,7 @@ static syn_status encode_plain(encoder *e, const char *text, size_t len) {
         e->after_special = false;
         return spm_encode(e->tok, &e->spm, text, len, prefix, emit_to_encoder, e);
     }
-    bool normalise = false; /* ASCII is already NFC */
-    if (e->tok->pretok_kind->nfc)
-        for (size_t i = 0; i < len && !normalise; i++)
-            normalise = (uint8_t)text[i] >= 0x80;
-    if (!normalise) return pretok_split(e->tok->pretok, e->md, text, len, bpe_word, e);
-
-    utf8proc_uint8_t *nfc = NULL;
-    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &nfc,
-                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-    if (n < 0) {
-        free(nfc);
-        return syn_fail(n == UTF8PROC_ERROR_NOMEM ? SYN_ERR_NO_MEMORY : SYN_ERR_INTERNAL,
-                        "syn_tokenize: NFC normalisation: %s", utf8proc_errmsg(n));
-    }
-    syn_status st = pretok_split(e->tok->pretok, e->md, (const char *)nfc, (size_t)n, bpe_word, e);
-    free(nfc);
-    return st;
+    return pretok_split(&e->tok->pretok, e->md, text, len, bpe_word, e);
 }
 
 /* The longest special token at s[0..n) that this call matches, or -1. */
@@ -255,8 +241,8 @@ syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, 
         emit(&e, tok->bos);
         e.drop_bos = tok->bos;
     }
-    if (tok->pretok) e.md = pcre2_match_data_create_from_pattern(tok->pretok, NULL);
-    syn_status st = e.md || !tok->pretok
+    if (tok->model == TOK_MODEL_BPE) e.md = pcre2_match_data_create(1, NULL);
+    syn_status st = e.md || tok->model != TOK_MODEL_BPE
                         ? encode(&e, text, len, parse_special)
                         : syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
     if (st == SYN_OK && add_special && tok->add_eos && e.last != tok->eos) emit(&e, tok->eos);

@@ -172,6 +172,57 @@ syn_status syn_tokenizer_token_bytes(const syn_tokenizer *tok, int32_t id, char 
     return SYN_OK;
 }
 
+/* Decodes ids into out, as far as cap allows; returns the full length. tmp: [max_token_bytes]. */
+static size_t decode_ids(const syn_tokenizer *tok, const int32_t *ids, size_t n, uint8_t *out,
+                         size_t cap, uint8_t *tmp) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = tok_decode_token(tok, ids[i], tmp);
+        const uint8_t *piece = tmp;
+        /* The space prefix SentencePiece added comes off the first token (llama.cpp). */
+        if (i == 0 && tok->add_space_prefix && k > 0 && tmp[0] == ' ') {
+            piece++;
+            k--;
+        }
+        if (total + k <= cap) memcpy(out + total, piece, k);
+        total += k;
+    }
+    return total;
+}
+
+/* llama.cpp's clean_up_tokenization_spaces, in place, three passes over the bytes: the space
+ * before ? ! . , goes; a lone ' between spaces loses both spaces; the space before 's 'm 're 've
+ * goes. Each pass reads the previous byte as the pass found it. Returns the new length. */
+static size_t clean_spaces(uint8_t *t, size_t n) {
+    size_t m = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) {
+        if (t[i - 1] == ' ' && (t[i] == '?' || t[i] == '!' || t[i] == '.' || t[i] == ',')) m--;
+        t[m++] = t[i];
+    }
+    n = m;
+    m = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) {
+        uint8_t x = t[i];
+        if (x == '\'' && i + 1 < n && t[i - 1] == ' ' && t[i + 1] == ' ') {
+            m--;
+            t[++i] = '\0'; /* the space after is skipped, and is no space before the next byte */
+        }
+        t[m++] = x;
+    }
+    n = m;
+    m = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) {
+        uint8_t x = t[i];
+        if (t[i - 1] == ' ' && x == '\'' && i + 1 < n) {
+            uint8_t x1 = t[i + 1];
+            bool re_ve = i + 2 < n && (x1 == 'r' || x1 == 'v') && t[i + 2] == 'e';
+            if (x1 == 's' || x1 == 'm' || re_ve) m--;
+        }
+        t[m++] = x;
+    }
+    return m;
+}
+
 syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n, char *buf,
                           size_t cap, size_t *n_bytes) {
     if (!tok || !n_bytes || (!ids && n > 0) || (!buf && cap > 0))
@@ -180,25 +231,25 @@ syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n
                         : !n_bytes      ? "n_bytes"
                         : !ids && n > 0 ? "ids"
                                         : "buf");
-    uint8_t *tmp = malloc(tok->max_token_bytes ? tok->max_token_bytes : 1);
-    if (!tmp) return syn_fail(SYN_ERR_NO_MEMORY, "syn_detokenize: out of memory");
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= tok->n_vocab) {
-            free(tmp);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= tok->n_vocab)
             return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                             "syn_detokenize: ids[%zu] = %d is out of range [0, %d)", i, ids[i],
                             tok->n_vocab);
+    uint8_t *tmp = malloc(tok->max_token_bytes ? tok->max_token_bytes : 1);
+    if (!tmp) return syn_fail(SYN_ERR_NO_MEMORY, "syn_detokenize: out of memory");
+    size_t total = decode_ids(tok, ids, n, (uint8_t *)buf, cap, tmp);
+    if (tok->model == TOK_MODEL_BPE && tok->pretok_kind->clean_spaces && total > 0) {
+        /* Cleaning needs the whole text: decode it again where it fits. */
+        uint8_t *full = malloc(total);
+        if (!full) {
+            free(tmp);
+            return syn_fail(SYN_ERR_NO_MEMORY, "syn_detokenize: out of memory");
         }
-        size_t k = tok_decode_token(tok, ids[i], tmp);
-        const uint8_t *piece = tmp;
-        /* The space prefix SentencePiece added comes off the first token (llama.cpp). */
-        if (i == 0 && tok->add_space_prefix && k > 0 && tmp[0] == ' ') {
-            piece++;
-            k--;
-        }
-        if (total + k <= cap) memcpy(buf + total, piece, k);
-        total += k;
+        decode_ids(tok, ids, n, full, total, tmp);
+        total = clean_spaces(full, total);
+        memcpy(buf, full, total <= cap ? total : cap);
+        free(full);
     }
     free(tmp);
     *n_bytes = total;

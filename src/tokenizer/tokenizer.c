@@ -154,16 +154,15 @@ static syn_status check_kind(const gguf_file *f, tok_model *model_out,
      * different ids, so it must be named. */
     if (!gguf_find_kv(f, "tokenizer.ggml.pre"))
         return syn_fail(SYN_ERR_UNSUPPORTED, "tokenizer.ggml.pre is missing: the pre-tokenizer "
-                                             "must be named (supported: qwen2, qwen35, "
-                                             "llama-bpe)");
+                                             "must be named (README lists the supported ones)");
     gguf_str pre;
     st = gguf_get_str(f, "tokenizer.ggml.pre", &pre);
     if (st != SYN_OK) return st;
     *pre_out = pretok_find(pre.data, (size_t)pre.len);
     if (!*pre_out)
         return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "tokenizer.ggml.pre '%.*s' is not supported (supported: qwen2, qwen35, "
-                        "llama-bpe)",
+                        "tokenizer.ggml.pre '%.*s' is not supported (README lists the "
+                        "supported ones)",
                         text_len_for_message(pre.len), pre.data);
     return SYN_OK;
 }
@@ -349,15 +348,12 @@ static syn_status build_text_index(syn_tokenizer *tok) {
         insert_text(tok, i);
 
     if (tok->model == TOK_MODEL_SPM) return index_spm_bytes(tok);
+    /* A byte without a token (Falcon's vocabulary has no control bytes) stays -1: such a byte
+     * is dropped from the ids, as llama.cpp drops it. */
     for (unsigned b = 0; b < 256; b++) {
         char utf8[4];
         int n = utf8_put(tok->byte_cp[b], utf8);
         tok->byte_token[b] = tok_find_text(tok, utf8, (size_t)n);
-        if (tok->byte_token[b] < 0)
-            return syn_fail(
-                SYN_ERR_FORMAT,
-                "tokenizer.ggml.tokens has no token for byte 0x%02X (byte-level BPE needs all 256)",
-                b);
     }
     return SYN_OK;
 }
@@ -544,7 +540,7 @@ syn_status tokenizer_load(const gguf_file *f, int32_t n_vocab_model, syn_tokeniz
 
 void tokenizer_free(syn_tokenizer *tok) {
     if (!tok) return;
-    pcre2_code_free(tok->pretok);
+    pretok_free(&tok->pretok);
     free(tok->tokens);
     free(tok->text_slots);
     free(tok->merge_slots);

@@ -75,6 +75,14 @@ typedef struct tok_merge_slot {
     int32_t result; /* id of the merged token */
 } tok_merge_slot;
 
+enum { PRETOK_MAX_PATTERNS = 8 };
+
+/* A kind's compiled expressions; read-only after pretok_compile, shared by all calls. */
+typedef struct pretok_codes {
+    pcre2_code *code[PRETOK_MAX_PATTERNS];
+    size_t n;
+} pretok_codes;
+
 struct syn_tokenizer {
     tok_model model;
     int32_t n_tokens;  /* entries of tokenizer.ggml.tokens */
@@ -113,7 +121,7 @@ struct syn_tokenizer {
     bool add_space_prefix;
 
     const struct pretok_kind *pretok_kind; /* BPE: tokenizer.ggml.pre's entry of the table */
-    pcre2_code *pretok;                    /* its regex; read-only, shared by all calls */
+    pretok_codes pretok;                   /* its expressions, compiled */
 
     gguf_file *file; /* the mapping the token texts are in when this tokenizer owns it
                       * (syn_tokenizer_load); NULL for a model's tokenizer */
@@ -132,26 +140,28 @@ bool tok_find_merge(const syn_tokenizer *tok, int32_t left, int32_t right, int32
 
 /* A pre-tokenizer of the table, by its tokenizer.ggml.pre name. */
 typedef struct pretok_kind {
-    const char *name;    /* "qwen2", "llama-bpe" */
-    const char *pattern; /* PCRE2, UTF + UCP */
-    bool ignore_merges;  /* a word that is a whole token becomes that token without BPE */
-    bool add_bos;        /* a prompt starts with BOS unless tokenizer.ggml.add_bos_token says */
-    bool nfc;            /* text is NFC-normalised before the split */
+    const char *name;            /* "qwen2", "llama-bpe", "gpt-2", ... */
+    const char *const *patterns; /* PCRE2 (UTF + UCP), applied in turn; NULL-terminated */
+    bool ignore_merges;          /* a word that is a whole token becomes that token without BPE */
+    bool add_bos;      /* a prompt starts with BOS unless tokenizer.ggml.add_bos_token says */
+    bool clean_spaces; /* decoding drops the space before ?!., and some contractions */
 } pretok_kind;
 
 /* The entry named name[0..len), or NULL. */
 const pretok_kind *pretok_find(const char *name, size_t len);
 
-/* Compiles kind's regex (JIT when available). Errors: SYN_ERR_INTERNAL. */
-syn_status pretok_compile(const pretok_kind *kind, pcre2_code **out);
+/* Compiles kind's expressions (JIT when available). Errors: SYN_ERR_INTERNAL, SYN_ERR_NO_MEMORY;
+ * *out is then empty. */
+syn_status pretok_compile(const pretok_kind *kind, pretok_codes *out);
+void pretok_free(pretok_codes *codes);
 
 /* Called for each pre-token ("word") in order; a non-OK status stops the split. */
 typedef syn_status (*pretok_word_fn)(void *user, const char *word, size_t len);
 
-/* Splits valid UTF-8 text[0..len) into words, covering every byte exactly once. md comes from
- * pcre2_match_data_create_from_pattern(code). Errors: those of fn, SYN_ERR_INTERNAL. */
-syn_status pretok_split(const pcre2_code *code, pcre2_match_data *md, const char *text, size_t len,
-                        pretok_word_fn fn, void *user);
+/* Splits valid UTF-8 text[0..len) into words, covering every byte exactly once. md holds at least
+ * one ovector pair. Errors: those of fn, SYN_ERR_INTERNAL. */
+syn_status pretok_split(const pretok_codes *codes, pcre2_match_data *md, const char *text,
+                        size_t len, pretok_word_fn fn, void *user);
 
 /* ---- spm.c ---- */
 

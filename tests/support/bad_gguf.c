@@ -822,7 +822,7 @@ CASE(tokenizer_model_bert) {
     return set_str(c, m, "tokenizer.ggml.model", "bert") || emit_plain(m, out);
 }
 CASE(tokenizer_pre_unknown) {
-    return set_str(c, m, "tokenizer.ggml.pre", "falcon") || emit_plain(m, out);
+    return set_str(c, m, "tokenizer.ggml.pre", "no-such-pre") || emit_plain(m, out);
 }
 CASE(tokens_missing) {
     UNUSED_CTX;
