@@ -7,32 +7,37 @@
  * request never pays for the model's full context.
  *
  * One block of any architecture of the table (src/model/arch.h), for a token at position pos (x
- * is the residual stream [n_embd]; a tensor the model lacks is skipped):
+ * is the residual stream [n_embd], the embedding row times embd_scale; a tensor the model lacks
+ * is skipped):
  *   h = rmsnorm(x) * attn_norm
  *   q = Wq h + bq [n_head][head_dim],  k = Wk h + bk,  v = Wv h + bv [n_head_kv][head_dim]
  *   q_i = rmsnorm(q_i) * q_norm, k_j = rmsnorm(k_j) * k_norm for each head (qwen3)
  *   q, k = rope(q, k, pos): NeoX pairs (i, i + head_dim/2) or adjacent pairs (2i, 2i + 1), pair i
- *          at angle pos * base^(-2i/head_dim) / rope_freqs[i];  cache k, v at pos
+ *          at angle pos * freq_scale * base^(-2i/head_dim) / rope_freqs[i];  cache k, v at pos
+ *          (a local layer: base rope_freq_base_swa, no scaling)
  *   for each query head i (kv head i / (n_head / n_head_kv)):
- *       a_i = softmax(q_i . k_t / sqrt(head_dim), t = 0..pos) . v_t
- *   x = x + Wo a
+ *       a_i = softmax(q_i . k_t * attn_scale, t = t0..pos) . v_t
+ *       (t0 = 0, or pos - swa_window + 1 in a local layer)
+ *   x = x + rmsnorm(Wo a) * post_attn_norm        (without post_attn_norm: x + Wo a)
  *   h = rmsnorm(x) * ffn_norm
- *   x = x + Wdown (silu(Wgate h) * (Wup h))
- * and at the end logits = Woutput (rmsnorm(x) * output_norm).
+ *   x = x + rmsnorm(Wdown (act(Wgate h) * (Wup h))) * post_ffn_norm   (act: silu, or gelu.h's)
+ * and at the end logits = Woutput (rmsnorm(x) * output_norm), soft-capped when the model says so.
+ * A local layer's cache is a ring of swa_window positions (position t in slot t % swa_window).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/gelu.h"
 #include "core/error.h"
 
 typedef struct ref_state {
     const struct syn_model *model;
     uint32_t n_ctx;  /* positions the context may hold */
     uint32_t kv_cap; /* positions allocated so far (grows up to n_ctx) */
-    float **k_cache; /* [n_layer] -> [kv_cap][n_head_kv * head_dim] */
-    float **v_cache; /* [n_layer] -> [kv_cap][n_head_kv * head_dim] */
+    float **k_cache; /* [n_layer] -> [kv_positions(layer)][n_head_kv * head_dim] */
+    float **v_cache; /* [n_layer] -> [kv_positions(layer)][n_head_kv * head_dim] */
     /* scratch, sized once */
     float *x;           /* [n_embd] residual stream */
     float *h;           /* [n_embd] normalised input of a sub-layer */
@@ -42,8 +47,23 @@ typedef struct ref_state {
     float *up;          /* [n_ff] */
     float *scores;      /* [n_ctx] attention scores of one head (grows with kv_cap) */
     float *row;         /* [max(n_embd, n_ff, q_dim)] one dequantized weight row */
-    float *rope_factor; /* [head_dim / 2] rope_freqs, or ones */
+    float *rope_factor; /* [head_dim / 2] rope_freqs (or ones) / rope_freq_scale */
+    float *rope_ones;   /* [head_dim / 2] ones: a local layer's factors */
 } ref_state;
+
+/* Positions layer l's cache holds: kv_cap, at most the window in a local layer. */
+static uint32_t kv_positions(const ref_state *s, int32_t l) {
+    const syn_hparams *hp = &s->model->hp;
+    if (syn_layer_is_local(hp, l) && (uint32_t)hp->swa_window < s->kv_cap)
+        return (uint32_t)hp->swa_window;
+    return s->kv_cap;
+}
+
+/* Layer l's cache slot of position pos. */
+static size_t kv_slot(const ref_state *s, int32_t l, uint32_t pos) {
+    const syn_hparams *hp = &s->model->hp;
+    return syn_layer_is_local(hp, l) ? pos % (uint32_t)hp->swa_window : pos;
+}
 
 static void ref_destroy(void *opaque) {
     ref_state *s = opaque;
@@ -65,6 +85,7 @@ static void ref_destroy(void *opaque) {
     free(s->scores);
     free(s->row);
     free(s->rope_factor);
+    free(s->rope_ones);
     free(s);
 }
 
@@ -90,8 +111,9 @@ static syn_status ref_create(const struct syn_model *model, const syn_backend_co
     s->up = malloc(sizeof(float) * (size_t)hp->n_ff);
     s->row = malloc(sizeof(float) * (size_t)widest);
     s->rope_factor = malloc(sizeof(float) * (size_t)(hp->head_dim / 2));
+    s->rope_ones = malloc(sizeof(float) * (size_t)(hp->head_dim / 2));
     if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q || !s->attn || !s->gate || !s->up ||
-        !s->row || !s->rope_factor) {
+        !s->row || !s->rope_factor || !s->rope_ones) {
         ref_destroy(s);
         return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
     }
@@ -100,6 +122,10 @@ static syn_status ref_create(const struct syn_model *model, const syn_backend_co
     else
         for (int32_t i = 0; i < hp->head_dim / 2; i++)
             s->rope_factor[i] = 1.0f;
+    for (int32_t i = 0; i < hp->head_dim / 2; i++) {
+        s->rope_factor[i] /= hp->rope_freq_scale; /* pos * scale / f = pos / (f / scale) */
+        s->rope_ones[i] = 1.0f;
+    }
     *out = s;
     return SYN_OK;
 }
@@ -112,19 +138,22 @@ static syn_status ensure_kv_capacity(ref_state *s, uint32_t n_positions) {
         cap = cap > s->n_ctx / 2 ? s->n_ctx : cap * 2;
     if (cap > s->n_ctx) cap = s->n_ctx;
     const syn_hparams *hp = &s->model->hp;
-    size_t bytes = sizeof(float) * (size_t)cap * (size_t)hp->kv_dim;
+    const uint32_t old_cap = s->kv_cap;
+    s->kv_cap = cap;
     for (int32_t l = 0; l < hp->n_layer; l++) {
+        const size_t bytes = sizeof(float) * (size_t)kv_positions(s, l) * (size_t)hp->kv_dim;
         float *k = realloc(s->k_cache[l], bytes);
         if (k) s->k_cache[l] = k;
         float *v = realloc(s->v_cache[l], bytes);
         if (v) s->v_cache[l] = v;
-        if (!k || !v)
+        if (!k || !v) {
+            s->kv_cap = old_cap; /* the layers already grown keep their larger buffers */
             return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: KV cache of %u positions", cap);
+        }
     }
     float *scores = realloc(s->scores, sizeof(float) * cap);
     if (!scores) return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
     s->scores = scores;
-    s->kv_cap = cap;
     return SYN_OK;
 }
 
@@ -189,34 +218,39 @@ static void head_norms(float *vec, int32_t n_heads, const syn_tensor *weight, fl
         rmsnorm(vec + h * hd, vec + h * hd, weight, eps, row);
 }
 
-/* Grouped-query attention of one token at position pos over cached positions 0..pos of layer l. */
+/* Grouped-query attention of one token at position pos over cached positions t0..pos of layer l
+ * (t0 = 0, or the window's first position in a local layer). */
 static void attention(ref_state *s, int32_t layer, uint32_t pos) {
     const syn_hparams *hp = &s->model->hp;
     int32_t hd = hp->head_dim, kvd = hp->kv_dim, group = hp->n_head / hp->n_head_kv;
     const float *k_cache = s->k_cache[layer], *v_cache = s->v_cache[layer];
-    double inv_sqrt_hd = 1.0 / sqrt((double)hd);
+    const double scale = hp->attn_scale;
+    const uint32_t t0 = syn_layer_is_local(hp, layer) && pos >= (uint32_t)hp->swa_window
+                            ? pos - (uint32_t)hp->swa_window + 1
+                            : 0;
     for (int32_t head = 0; head < hp->n_head; head++) {
         const float *q = s->q + (size_t)head * hd;
         int32_t kv_head = head / group;
         float max_score = -INFINITY;
-        for (uint32_t t = 0; t <= pos; t++) {
-            const float *k = k_cache + (size_t)t * kvd + (size_t)kv_head * hd;
+        for (uint32_t t = t0; t <= pos; t++) {
+            const float *k = k_cache + kv_slot(s, layer, t) * kvd + (size_t)kv_head * hd;
             double dot = 0.0;
             for (int32_t i = 0; i < hd; i++)
                 dot += (double)q[i] * k[i];
-            s->scores[t] = (float)(dot * inv_sqrt_hd);
+            s->scores[t] = (float)(dot * scale);
             if (s->scores[t] > max_score) max_score = s->scores[t];
         }
         double sum = 0.0;
-        for (uint32_t t = 0; t <= pos; t++) {
+        for (uint32_t t = t0; t <= pos; t++) {
             s->scores[t] = expf(s->scores[t] - max_score);
             sum += s->scores[t];
         }
         float *out = s->attn + (size_t)head * hd;
         for (int32_t i = 0; i < hd; i++) {
             double acc = 0.0;
-            for (uint32_t t = 0; t <= pos; t++)
-                acc += (double)s->scores[t] * v_cache[(size_t)t * kvd + (size_t)kv_head * hd + i];
+            for (uint32_t t = t0; t <= pos; t++)
+                acc += (double)s->scores[t] *
+                       v_cache[kv_slot(s, layer, t) * kvd + (size_t)kv_head * hd + i];
             out[i] = (float)(acc / sum);
         }
     }
@@ -231,10 +265,15 @@ static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logi
     int32_t kvd = hp->kv_dim;
 
     syn_tensor_row(&m->tok_embd, token, s->x);
+    for (int32_t i = 0; i < hp->n_embd; i++)
+        s->x[i] *= hp->embd_scale;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &m->layers[l];
-        float *k = s->k_cache[l] + (size_t)pos * kvd;
-        float *v = s->v_cache[l] + (size_t)pos * kvd;
+        float *k = s->k_cache[l] + kv_slot(s, l, pos) * kvd;
+        float *v = s->v_cache[l] + kv_slot(s, l, pos) * kvd;
+        const bool local = syn_layer_is_local(hp, l);
+        const float base = local ? hp->rope_freq_base_swa : hp->rope_freq_base;
+        const float *factor = local ? s->rope_ones : s->rope_factor;
 
         rmsnorm(s->h, s->x, &L->attn_norm, hp->rms_norm_eps, s->row);
         matvec(s->q, &L->wq, s->h, &L->bq, s->row);
@@ -242,27 +281,34 @@ static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logi
         matvec(v, &L->wv, s->h, &L->bv, s->row);
         head_norms(s->q, hp->n_head, &L->q_norm, hp->rms_norm_eps, s->row);
         head_norms(k, hp->n_head_kv, &L->k_norm, hp->rms_norm_eps, s->row);
-        rope(s->q, hp->n_head, hp->head_dim, pos, hp->rope_freq_base, s->rope_factor,
-             hp->rope_layout);
-        rope(k, hp->n_head_kv, hp->head_dim, pos, hp->rope_freq_base, s->rope_factor,
-             hp->rope_layout);
+        rope(s->q, hp->n_head, hp->head_dim, pos, base, factor, hp->rope_layout);
+        rope(k, hp->n_head_kv, hp->head_dim, pos, base, factor, hp->rope_layout);
         attention(s, l, pos);
         matvec(s->h, &L->wo, s->attn, NULL, s->row);
+        if (L->post_attn_norm.data)
+            rmsnorm(s->h, s->h, &L->post_attn_norm, hp->rms_norm_eps, s->row);
         for (int32_t i = 0; i < hp->n_embd; i++)
             s->x[i] += s->h[i];
 
         rmsnorm(s->h, s->x, &L->ffn_norm, hp->rms_norm_eps, s->row);
         matvec(s->gate, &L->w_gate, s->h, NULL, s->row);
         matvec(s->up, &L->w_up, s->h, NULL, s->row);
-        for (int32_t i = 0; i < hp->n_ff; i++)
-            s->gate[i] = silu(s->gate[i]) * s->up[i];
+        if (hp->ffn_act == SYN_FFN_GELU_TANH)
+            syn_geglu_fp16(s->gate, s->up, hp->n_ff);
+        else
+            for (int32_t i = 0; i < hp->n_ff; i++)
+                s->gate[i] = silu(s->gate[i]) * s->up[i];
         matvec(s->h, &L->w_down, s->gate, NULL, s->row);
+        if (L->post_ffn_norm.data) rmsnorm(s->h, s->h, &L->post_ffn_norm, hp->rms_norm_eps, s->row);
         for (int32_t i = 0; i < hp->n_embd; i++)
             s->x[i] += s->h[i];
     }
     if (!logits) return;
     rmsnorm(s->h, s->x, &m->output_norm, hp->rms_norm_eps, s->row);
     matvec(logits, &m->output, s->h, NULL, s->row);
+    if (hp->final_logit_softcap > 0.0f)
+        for (int32_t i = 0; i < hp->n_vocab; i++)
+            logits[i] = hp->final_logit_softcap * tanhf(logits[i] / hp->final_logit_softcap);
 }
 
 static syn_status ref_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,

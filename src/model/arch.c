@@ -1,4 +1,5 @@
-/* arch.c: the architecture table (arch.h): qwen2, qwen3 and llama as llama.cpp loads them. */
+/* arch.c: the architecture table (arch.h): qwen2, qwen3, llama and gemma3 as llama.cpp loads
+ * them. */
 #include "model/arch.h"
 
 #include <stddef.h>
@@ -56,12 +57,27 @@ static const syn_tensor_rule qwen3_layer_rules[] = {
 /* Llama: biases optional (absent in Llama 2 and 3 files). */
 static const syn_tensor_rule llama_layer_rules[] = {BLOCK_TENSORS, QKV_BIASES(true)};
 
+/* Gemma 3: Q/K head norms, and a norm after attention and after the FFN. Its norm weights are
+ * stored with Gemma's "+1" already added (llama.cpp's converter), so they are plain multipliers. */
+static const syn_tensor_rule gemma3_layer_rules[] = {
+    BLOCK_TENSORS,
+    {"attn_q_norm.weight", LAYER_SLOT(q_norm), SYN_DIM_HEAD, SYN_DIM_NONE, false},
+    {"attn_k_norm.weight", LAYER_SLOT(k_norm), SYN_DIM_HEAD, SYN_DIM_NONE, false},
+    {"post_attention_norm.weight", LAYER_SLOT(post_attn_norm), SYN_DIM_EMBD, SYN_DIM_NONE, false},
+    {"post_ffw_norm.weight", LAYER_SLOT(post_ffn_norm), SYN_DIM_EMBD, SYN_DIM_NONE, false},
+};
+
 #define RULES(a) a, sizeof a / sizeof a[0]
 
 static const syn_arch archs[] = {
-    {"qwen2", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(syn_layer_rules)},
-    {"qwen3", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(qwen3_layer_rules)},
-    {"llama", SYN_ROPE_ADJACENT, RULES(llama_model_rules), RULES(llama_layer_rules)},
+    {"qwen2", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(syn_layer_rules), SYN_FFN_SILU, false,
+     false},
+    {"qwen3", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(qwen3_layer_rules), SYN_FFN_SILU, false,
+     false},
+    {"llama", SYN_ROPE_ADJACENT, RULES(llama_model_rules), RULES(llama_layer_rules), SYN_FFN_SILU,
+     false, false},
+    {"gemma3", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(gemma3_layer_rules), SYN_FFN_GELU_TANH,
+     true, true},
 };
 
 const syn_arch *syn_arch_find(const char *name, size_t len) {
@@ -70,4 +86,4 @@ const syn_arch *syn_arch_find(const char *name, size_t len) {
     return NULL;
 }
 
-const char *syn_arch_names(void) { return "qwen2, qwen3, llama"; }
+const char *syn_arch_names(void) { return "qwen2, qwen3, llama, gemma3"; }

@@ -2,12 +2,13 @@
  * arch.h: the architecture table. One entry per model architecture Synapse runs: the metadata key
  * prefix (the general.architecture value), the RoPE layout, and every tensor with its shape rule
  * and whether it may be absent. Norms follow from the tensors: a layer with attn_q_norm /
- * attn_k_norm normalises each query and key head before RoPE (qwen3). Hyperparameters are read
- * the same way for every entry (model_load.c): the head size is ARCH.attention.key_length when
- * present, else n_embd / n_head. The pre-tokenizer and chat format are named by the tokenizer's
- * own metadata (tokenizer.ggml.pre, tokenizer.chat_template) and have their own tables
- * (tokenizer/pretokenize.c, tokenizer/chat.c). Adding an architecture: one entry in arch.c, plus
- * backend code only for a computation no entry has yet.
+ * attn_k_norm normalises each query and key head before RoPE (qwen3); one with post_attention_norm
+ * / post_ffw_norm RMS-norms the attention / FFN output before the residual add (gemma3).
+ * Hyperparameters are read the same way for every entry (model_load.c): the head size is
+ * ARCH.attention.key_length when present, else n_embd / n_head. The pre-tokenizer and chat format
+ * are named by the tokenizer's own metadata (tokenizer.ggml.pre, tokenizer.chat_template) and have
+ * their own tables (tokenizer/pretokenize.c, tokenizer/chat.c). Adding an architecture: one entry
+ * in arch.c, plus backend code only for a computation no entry has yet.
  */
 #ifndef SYN_MODEL_ARCH_H
 #define SYN_MODEL_ARCH_H
@@ -35,6 +36,12 @@ typedef enum syn_dim {
     SYN_DIM_VOCAB,      /* rows of token_embd.weight */
 } syn_dim;
 
+/* The activation of the gated FFN: act(gate) * up. */
+typedef enum syn_ffn_act {
+    SYN_FFN_SILU,      /* silu: qwen2, qwen3, llama */
+    SYN_FFN_GELU_TANH, /* gelu's tanh approximation, as ggml computes it (backend/gelu.h): gemma3 */
+} syn_ffn_act;
+
 typedef struct syn_tensor_rule {
     const char *name; /* the GGUF name; a layer tensor's follows "blk.N." */
     size_t slot;      /* offset of its syn_tensor in struct syn_model (or in syn_layer) */
@@ -49,6 +56,9 @@ typedef struct syn_arch {
     size_t n_model_tensors;
     const syn_tensor_rule *layer_tensors; /* in every block */
     size_t n_layer_tensors;
+    syn_ffn_act ffn_act;
+    bool embd_scale; /* the embedding row is scaled by sqrt(n_embd) (gemma) */
+    bool swa;        /* reads ARCH.attention.sliding_window and its keys (model.h: swa_window) */
 } syn_arch;
 
 /* The entry named name[0..len), or NULL. */

@@ -41,7 +41,25 @@ typedef struct syn_hparams {
     float rope_freq_base;
     float rms_norm_eps;
     syn_rope_layout rope_layout;
+    /* Linear RoPE scaling (rope.scaling.factor): angles times rope_freq_scale = 1 / factor, on the
+     * global layers only when the model has local ones; 1 without scaling. */
+    float rope_freq_scale;
+    float attn_scale;          /* query scale: 1 / sqrt(head_dim) (gemma3 27B: see model_load.c) */
+    float embd_scale;          /* the embedding row's factor: sqrt(n_embd) (gemma), else 1 */
+    float final_logit_softcap; /* logits = cap * tanh(logits / cap) when > 0 (Gemma 2's key) */
+    syn_ffn_act ffn_act;
+    /* Sliding-window attention (gemma3): layer il is local iff il % swa_pattern < swa_pattern - 1;
+     * a local layer's query at position p sees keys p - swa_window + 1 .. p, rotated with base
+     * rope_freq_base_swa and no scaling. swa_window 0: every layer is global. */
+    int32_t swa_window;
+    int32_t swa_pattern;
+    float rope_freq_base_swa;
 } syn_hparams;
+
+/* Whether layer il attends within the sliding window only. */
+static inline bool syn_layer_is_local(const syn_hparams *hp, int32_t il) {
+    return hp->swa_window > 0 && il % hp->swa_pattern < hp->swa_pattern - 1;
+}
 
 typedef struct syn_layer {
     syn_tensor attn_norm;      /* [n_embd] */
@@ -52,6 +70,8 @@ typedef struct syn_layer {
     syn_tensor ffn_norm;       /* [n_embd] */
     syn_tensor w_gate, w_up;   /* {n_embd, n_ff} */
     syn_tensor w_down;         /* {n_ff, n_embd} */
+    syn_tensor post_attn_norm; /* [n_embd] RMS norm of the attention output (gemma3) */
+    syn_tensor post_ffn_norm;  /* [n_embd] RMS norm of the FFN output (gemma3) */
 } syn_layer;
 
 struct syn_model {

@@ -72,17 +72,18 @@ static syn_status refuse_unsupported_features(const gguf_file *f, const syn_arch
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "model: %s is %" PRIu32 ": mixture-of-experts models are not supported",
                         key, experts);
-    if (gguf_find_kv(f, arch_key(key, sizeof key, arch, "attention.sliding_window")))
+    if (!arch->swa && gguf_find_kv(f, arch_key(key, sizeof key, arch, "attention.sliding_window")))
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "model: %s is set: sliding-window attention is not supported", key);
     gguf_str scaling = {0, NULL};
     if ((st = gguf_get_str_opt(f, arch_key(key, sizeof key, arch, "rope.scaling.type"),
                                &scaling)) != SYN_OK)
         return st;
-    if (scaling.data && !gguf_str_eq(scaling, "none")) {
+    if (scaling.data && !gguf_str_eq(scaling, "none") && !gguf_str_eq(scaling, "linear")) {
         int len = scaling.len > 64 ? 64 : (int)scaling.len;
-        return syn_fail(SYN_ERR_UNSUPPORTED, "model: %s '%.*s' is not supported (only 'none')", key,
-                        len, scaling.data);
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "model: %s '%.*s' is not supported (only 'none' and 'linear')", key, len,
+                        scaling.data);
     }
     return SYN_OK;
 }
@@ -123,6 +124,53 @@ static syn_status read_head_dim(const gguf_file *f, const syn_arch *arch, syn_hp
                         "model: %d heads of %d values exceed the supported width %d", hp->n_head,
                         hp->head_dim, INT32_MAX);
     hp->q_dim = (int32_t)q_dim;
+    return SYN_OK;
+}
+
+/* Linear RoPE scaling, the query scale, logit soft-capping, the embedding scale, and the sliding
+ * window of an entry that has one (arch.h: swa). */
+static syn_status read_variant_hparams(const gguf_file *f, const syn_arch *arch, syn_hparams *hp) {
+    char key[KEY_CAP];
+    syn_status st;
+    hp->ffn_act = arch->ffn_act;
+    hp->embd_scale = arch->embd_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    /* llama.cpp's query scale; Gemma 3 27B (62 blocks) has query_pre_attn_scalar n_embd / n_head
+     * (168) rather than its head size (128), and llama.cpp keys it on the block count. */
+    const bool gemma3_27b = arch->swa && arch->embd_scale && hp->n_layer == 62;
+    hp->attn_scale = 1.0f / sqrtf((float)(gemma3_27b ? hp->n_embd / hp->n_head : hp->head_dim));
+
+    /* llama.cpp applies rope.scaling.factor as linear scaling unless the type says otherwise. */
+    hp->rope_freq_scale = 1.0f;
+    gguf_str scaling = {0, NULL};
+    if ((st = gguf_get_str_opt(f, arch_key(key, sizeof key, arch, "rope.scaling.type"),
+                               &scaling)) != SYN_OK)
+        return st;
+    if (!scaling.data || gguf_str_eq(scaling, "linear")) {
+        float factor = 1.0f;
+        if ((st = read_positive_float(f, arch_key(key, sizeof key, arch, "rope.scaling.factor"),
+                                      true, 1.0f, &factor)) != SYN_OK)
+            return st;
+        hp->rope_freq_scale = 1.0f / factor;
+    }
+
+    hp->final_logit_softcap = 0.0f;
+    if (gguf_find_kv(f, arch_key(key, sizeof key, arch, "final_logit_softcapping")) &&
+        (st = read_positive_float(f, key, false, 0.0f, &hp->final_logit_softcap)) != SYN_OK)
+        return st;
+
+    hp->swa_window = 0;
+    hp->swa_pattern = 1;
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    if (!arch->swa) return SYN_OK;
+    /* Real Gemma 3 files omit the pattern; llama.cpp then takes 6 (five local layers, one
+     * global), and 10000 for the local layers' RoPE base. */
+    if ((st = read_count(f, arch_key(key, sizeof key, arch, "attention.sliding_window"), -1,
+                         &hp->swa_window)) != SYN_OK ||
+        (st = read_count(f, arch_key(key, sizeof key, arch, "attention.sliding_window_pattern"), 6,
+                         &hp->swa_pattern)) != SYN_OK ||
+        (st = read_positive_float(f, arch_key(key, sizeof key, arch, "rope.freq_base_swa"), true,
+                                  10000.0f, &hp->rope_freq_base_swa)) != SYN_OK)
+        return st;
     return SYN_OK;
 }
 
@@ -171,7 +219,8 @@ static syn_status read_hparams(const gguf_file *f, const syn_arch **arch_out, sy
                                   10000.0f, &hp->rope_freq_base)) != SYN_OK ||
         (st = read_positive_float(f,
                                   arch_key(k[1], KEY_CAP, arch, "attention.layer_norm_rms_epsilon"),
-                                  false, 0.0f, &hp->rms_norm_eps)) != SYN_OK)
+                                  false, 0.0f, &hp->rms_norm_eps)) != SYN_OK ||
+        (st = read_variant_hparams(f, arch, hp)) != SYN_OK)
         return st;
     /* Every block has the architecture's required tensors: this bounds the layer allocation by
      * the file size, while leaving a missing tensor to be reported by name. */
