@@ -13,14 +13,16 @@
  *          table, NeoX or adjacent pairs, frequency factors) and stores K/V into each token's own
  *          sequence blocks
  *   attn   one job over (token, kv head): the kv head's group of query heads over the token's
- *          sequence, positions 0..pos, quantized in place
- *   wo     row chunks of wo; x += for those rows
+ *          sequence, positions 0..pos (a local layer: the sliding window's), quantized in place
+ *   wo     row chunks of wo; x += for those rows (with a post-attention norm, gemma3: the rows
+ *          only, then one job over the tokens: x += rmsnorm(wo a) * post_attn_norm)
  *   norm   as above with ffn_norm
- *   ffn    row chunks covering the same rows of gate and up: silu(gate) * up, quantized in place
- *          (chunks of whole activation blocks: 32 rows, 256 for a k-quant w_down)
- *   down   row chunks of w_down; x += for those rows
- * then the final norm and output projection for the tokens that want logits only, as one matrix
- * pass: a decode step of k sequences reads every weight matrix once for all k tokens.
+ *   ffn    row chunks covering the same rows of gate and up: silu(gate) * up (or gelu.h's GELU),
+ *          quantized in place (chunks of whole activation blocks: 32 rows, 256 for a k-quant
+ * w_down) down   row chunks of w_down; x += for those rows (with post_ffn_norm: as wo) then the
+ * final norm and output projection for the tokens that want logits only, as one matrix pass: a
+ * decode step of k sequences reads every weight matrix once for all k tokens; soft-capped logits
+ * are capped by the output chunks.
  *
  * The syn_context path (forward) is a batch of one sequence whose blocks the state owns; the
  * engine (src/engine/) owns the blocks of its sequences and calls forward_batch.
@@ -45,6 +47,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/gelu.h"
 #include "core/block_arena.h"
 #include "core/error.h"
 #include "kernels/fp16.h"
@@ -80,10 +83,11 @@ enum {
 /* Norm weights and biases as float32: views of F32 tensors, copies of others; NULL when the model
  * lacks them. */
 typedef struct opt_layer_vecs {
-    const float *attn_norm, *ffn_norm; /* [n_embd] */
-    const float *bq;                   /* [q_dim] */
-    const float *bk, *bv;              /* [kv_dim] */
-    const float *q_norm, *k_norm;      /* [head_dim] per-head norms of Q and K (qwen3) */
+    const float *attn_norm, *ffn_norm;           /* [n_embd] */
+    const float *bq;                             /* [q_dim] */
+    const float *bk, *bv;                        /* [kv_dim] */
+    const float *q_norm, *k_norm;                /* [head_dim] per-head norms of Q and K (qwen3) */
+    const float *post_attn_norm, *post_ffn_norm; /* [n_embd] (gemma3) */
 } opt_layer_vecs;
 
 typedef struct opt_state {
@@ -104,6 +108,7 @@ typedef struct opt_state {
     opt_layer_vecs *vecs; /* [n_layer] */
     const float *output_norm;
     const float *rope_factor; /* [head_dim / 2] rope_freqs, NULL: all 1 */
+    float *rope_scaled;       /* [head_dim / 2] rope_factor / rope_freq_scale, when scaled */
     float *vec_copies;        /* backing store of the vectors that are not F32 views */
 
     /* KV block geometry (backend.h, kernels/floats.h): a block is [n_layer] of [n_head_kv] of
@@ -120,10 +125,12 @@ typedef struct opt_state {
     void *const **ctx_blocks;
     bool *ctx_want;
 
-    /* RoPE table for positions [0, rope_cap): angle pos * base^(-2i/head_dim) / rope_factor[i],
-     * i < head_dim/2. */
+    /* RoPE table for positions [0, rope_cap): angle pos * base^(-2i/head_dim) / (rope_factor[i] /
+     * rope_freq_scale), i < head_dim/2; and the local layers' (base rope_freq_base_swa, no factors,
+     * no scaling), NULL when the model has no local layer. */
     uint32_t rope_cap;
-    float *rope_cos, *rope_sin; /* [rope_cap][head_dim / 2] */
+    float *rope_cos, *rope_sin;         /* [rope_cap][head_dim / 2] */
+    float *rope_cos_swa, *rope_sin_swa; /* [rope_cap][head_dim / 2] */
 
     /* Slice scratch for batch_cap tokens. */
     size_t batch_cap;
@@ -194,8 +201,11 @@ static void opt_destroy(void *opaque) {
     free(s->attn_tmp);
     free(s->vecs);
     free(s->vec_copies);
+    free(s->rope_scaled);
     free(s->rope_cos);
     free(s->rope_sin);
+    free(s->rope_cos_swa);
+    free(s->rope_sin_swa);
     free(s->x);
     free(s->h);
     free(s->qkv);
@@ -236,9 +246,10 @@ static syn_status bind_vectors(opt_state *s) {
     if (m->rope_freqs.data && needs_copy(&m->rope_freqs)) copies += (size_t)m->rope_freqs.ne[0];
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &m->layers[l];
-        const syn_tensor *v[7] = {&L->attn_norm, &L->ffn_norm, &L->bq,    &L->bk,
-                                  &L->bv,        &L->q_norm,   &L->k_norm};
-        for (int i = 0; i < 7; i++)
+        const syn_tensor *v[9] = {&L->attn_norm,    &L->ffn_norm, &L->bq,     &L->bk,
+                                  &L->bv,           &L->q_norm,   &L->k_norm, &L->post_attn_norm,
+                                  &L->post_ffn_norm};
+        for (int i = 0; i < 9; i++)
             if (v[i]->data && needs_copy(v[i])) copies += (size_t)v[i]->ne[0];
     }
     s->vecs = calloc((size_t)(uint32_t)hp->n_layer, sizeof *s->vecs); /* n_layer >= 1 (loader) */
@@ -256,10 +267,20 @@ static syn_status bind_vectors(opt_state *s) {
             .bv = vec_view(&L->bv, &store),
             .q_norm = vec_view(&L->q_norm, &store),
             .k_norm = vec_view(&L->k_norm, &store),
+            .post_attn_norm = vec_view(&L->post_attn_norm, &store),
+            .post_ffn_norm = vec_view(&L->post_ffn_norm, &store),
         };
     }
     s->output_norm = vec_view(&m->output_norm, &store);
     s->rope_factor = vec_view(&m->rope_freqs, &store);
+    if (hp->rope_freq_scale != 1.0f) {
+        const int32_t half = hp->head_dim / 2;
+        s->rope_scaled = malloc(sizeof(float) * (size_t)half);
+        if (!s->rope_scaled)
+            return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory for RoPE factors");
+        for (int32_t i = 0; i < half; i++) /* pos * scale / f = pos / (f / scale), as reference.c */
+            s->rope_scaled[i] = (s->rope_factor ? s->rope_factor[i] : 1.0f) / hp->rope_freq_scale;
+    }
     return SYN_OK;
 }
 
@@ -407,6 +428,29 @@ static syn_status grow_own_blocks(opt_state *s, uint32_t n_positions) {
     return SYN_OK;
 }
 
+/* Grows one RoPE table (*c, *sn) from rope_cap to cap positions, with base and per-pair divisors
+ * factor (NULL: 1). False when out of memory. */
+static bool grow_rope_table(const opt_state *s, uint32_t cap, float base, const float *factor,
+                            float **c, float **sn) {
+    const syn_hparams *hp = &s->model->hp;
+    const size_t half = (size_t)hp->head_dim / 2;
+    float *nc = realloc(*c, sizeof(float) * half * cap);
+    if (nc) *c = nc;
+    float *ns = realloc(*sn, sizeof(float) * half * cap);
+    if (ns) *sn = ns;
+    if (!nc || !ns) return false;
+    /* The reference backend's formula, so both rotate by the same float32 values. */
+    for (uint32_t p = s->rope_cap; p < cap; p++) {
+        for (size_t i = 0; i < half; i++) {
+            double angle = (double)p * pow((double)base, -2.0 * (double)i / hp->head_dim);
+            if (factor) angle /= factor[i];
+            nc[(size_t)p * half + i] = (float)cos(angle);
+            ns[(size_t)p * half + i] = (float)sin(angle);
+        }
+    }
+    return true;
+}
+
 static syn_status grow_rope(opt_state *s, uint32_t n_positions) {
     if (n_positions <= s->rope_cap) return SYN_OK;
     const syn_hparams *hp = &s->model->hp;
@@ -414,23 +458,14 @@ static syn_status grow_rope(opt_state *s, uint32_t n_positions) {
     while (cap < n_positions)
         cap = cap > s->n_ctx / 2 ? s->n_ctx : cap * 2;
     if (cap < n_positions) cap = n_positions;
-    size_t half = (size_t)hp->head_dim / 2;
-    float *c = realloc(s->rope_cos, sizeof(float) * half * cap);
-    if (c) s->rope_cos = c;
-    float *sn = realloc(s->rope_sin, sizeof(float) * half * cap);
-    if (sn) s->rope_sin = sn;
-    if (!c || !sn)
+    bool ok = grow_rope_table(s, cap, hp->rope_freq_base,
+                              s->rope_scaled ? s->rope_scaled : s->rope_factor, &s->rope_cos,
+                              &s->rope_sin);
+    if (ok && hp->swa_window > 0)
+        ok = grow_rope_table(s, cap, hp->rope_freq_base_swa, NULL, &s->rope_cos_swa,
+                             &s->rope_sin_swa);
+    if (!ok)
         return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: RoPE table of %u positions", cap);
-    /* The reference backend's formula, so both rotate by the same float32 values. */
-    for (uint32_t p = s->rope_cap; p < cap; p++) {
-        for (size_t i = 0; i < half; i++) {
-            double angle =
-                (double)p * pow((double)hp->rope_freq_base, -2.0 * (double)i / hp->head_dim);
-            if (s->rope_factor) angle /= s->rope_factor[i];
-            c[(size_t)p * half + i] = (float)cos(angle);
-            sn[(size_t)p * half + i] = (float)sin(angle);
-        }
-    }
     s->rope_cap = cap;
     return SYN_OK;
 }
@@ -596,15 +631,16 @@ static int job_quantize(void *ctx, int64_t t, int thread) {
     return 0;
 }
 
-/* Rotates heads [h0, h1) of row (each [head_dim]) by position pos: pair i is (i, i + half) in
- * the NeoX layout, (2i, 2i + 1) in the adjacent one. */
-static void rope_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, uint32_t pos) {
+/* Rotates heads [h0, h1) of row (each [head_dim]) by position pos, with a local layer's table
+ * when local: pair i is (i, i + half) in the NeoX layout, (2i, 2i + 1) in the adjacent one. */
+static void rope_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, uint32_t pos,
+                       bool local) {
     const int32_t hd = s->model->hp.head_dim, half = hd / 2;
     const bool neox = s->model->hp.rope_layout == SYN_ROPE_NEOX;
     /* pair i: (step * i, step * i + other) */
     const int32_t step = neox ? 1 : 2, other = neox ? half : 1;
-    const float *c = s->rope_cos + (size_t)pos * (size_t)half;
-    const float *sn = s->rope_sin + (size_t)pos * (size_t)half;
+    const float *c = (local ? s->rope_cos_swa : s->rope_cos) + (size_t)pos * (size_t)half;
+    const float *sn = (local ? s->rope_sin_swa : s->rope_sin) + (size_t)pos * (size_t)half;
     for (int32_t h = h0; h < h1; h++) {
         float *p = row + (size_t)h * (size_t)hd;
         for (int32_t i = 0; i < half; i++) {
@@ -737,7 +773,7 @@ static int job_qkv(void *ctx, int64_t chunk, int thread) {
                 row[r] += bias[r];
         if (head_norm) norm_heads(s, row, h0, h1, head_norm);
         const uint32_t pos = j->sl.pos[t];
-        if (mat != 2) rope_heads(s, row, h0, h1, pos);
+        if (mat != 2) rope_heads(s, row, h0, h1, pos, syn_layer_is_local(hp, j->layer));
         if (mat != 0) store_kv(s, j->layer, mat == 1, row, h0, h1, pos, j->sl.blocks[t]);
     }
     return 0;
@@ -761,14 +797,17 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
     /* the group's first element of q */
     const size_t head0 = (size_t)kv_head * (size_t)s->group * (size_t)hp->head_dim;
     float *out = s->attn + t * (size_t)s->q_dim + head0;
+    const uint32_t pos = j->sl.pos[t], window = (uint32_t)hp->swa_window;
+    const bool windowed = syn_layer_is_local(hp, j->layer) && pos >= window;
     const syn_attn_args a = {
         .head_dim = hp->head_dim,
         .n_head_kv = hp->n_head_kv,
         .kv_head = kv_head,
         .group = s->group,
-        .n_keys = j->sl.pos[t] + 1,
+        .n_keys = pos + 1,
+        .first_key = windowed ? pos - window + 1 : 0,
         .f16 = s->kv_type == SYN_KV_F16,
-        .scale = 1.0f / sqrtf((float)hp->head_dim),
+        .scale = hp->attn_scale,
         .blocks = (const void *const *)j->sl.blocks[t],
         .layer_off = (size_t)j->layer * 2 * s->kv_k_bytes,
         .q = s->qkv + t * (size_t)s->qkv_dim + head0,
@@ -783,12 +822,13 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
 }
 
 /* Residual job (wo, w_down), one chunk per rows_per_chunk rows r of w: proj = those rows of
- * w . in, then x += proj for them. */
+ * w . in, then x += proj for them unless a post norm (post_norm_job) adds them. */
 typedef struct residual_job {
     const opt_state *s;
     const syn_tensor *w; /* [n_embd][n_in] */
     opt_acts in;         /* [n][n_in] */
     int64_t rows_per_chunk;
+    bool proj_only; /* leave x to post_norm_job */
 } residual_job;
 
 static int job_residual(void *ctx, int64_t chunk, int thread) {
@@ -798,9 +838,31 @@ static int job_residual(void *ctx, int64_t chunk, int thread) {
     int64_t r0, r1;
     syn_chunk_rows((int64_t)ne, j->rows_per_chunk, chunk, &r0, &r1);
     mat_rows(s, j->w, &j->in, r0, r1, s->proj, (int64_t)ne, thread);
+    if (j->proj_only) return 0;
     for (size_t t = 0; t < j->in.n; t++)
         for (int64_t r = r0; r < r1; r++)
             s->x[t * ne + (size_t)r] += s->proj[t * ne + (size_t)r];
+    return 0;
+}
+
+/* Post-norm job (gemma3), one chunk per token t: x[t] += rmsnorm(proj[t]) * w, in the norm
+ * step's order of operations. */
+typedef struct post_norm_job {
+    const opt_state *s;
+    const float *w; /* [n_embd] */
+} post_norm_job;
+
+static int job_post_norm(void *ctx, int64_t t, int thread) {
+    (void)thread;
+    const post_norm_job *j = ctx;
+    const opt_state *s = j->s;
+    const size_t ne = (size_t)s->model->hp.n_embd;
+    const float *p = s->proj + (size_t)t * ne;
+    float *x = s->x + (size_t)t * ne;
+    const float scale =
+        (float)(1.0 / sqrt(sum_squares(p, ne) / (double)ne + s->model->hp.rms_norm_eps));
+    for (size_t i = 0; i < ne; i++)
+        x[i] += p[i] * scale * j->w[i];
     return 0;
 }
 
@@ -841,7 +903,10 @@ static int job_ffn(void *ctx, int64_t chunk, int thread) {
     const unsigned fmt = fmt_of(&j->L->w_down);
     for (size_t t = 0; t < j->in.n; t++) {
         float *g = s->gate + t * nff + (size_t)r0;
-        s->k.swiglu(g, s->up + t * nff + (size_t)r0, r1 - r0);
+        if (s->model->hp.ffn_act == SYN_FFN_GELU_TANH)
+            syn_geglu_fp16(g, s->up + t * nff + (size_t)r0, r1 - r0);
+        else
+            s->k.swiglu(g, s->up + t * nff + (size_t)r0, r1 - r0);
         quantize_into(s, fmt, g, &s->hq_ff, t, (int64_t)nff, r0, r1 - r0);
     }
     return 0;
@@ -860,6 +925,13 @@ static int job_output(void *ctx, int64_t chunk, int thread) {
     int64_t r0, r1;
     syn_chunk_rows(w->ne[1], OPT_OUT_ROWS_PER_CHUNK, chunk, &r0, &r1);
     mat_rows(j->s, w, &j->in, r0, r1, j->logits, w->ne[1], thread);
+    const float cap = j->s->model->hp.final_logit_softcap;
+    if (cap > 0.0f)
+        for (size_t t = 0; t < j->in.n; t++)
+            for (int64_t r = r0; r < r1; r++) {
+                float *y = j->logits + (int64_t)t * w->ne[1] + r;
+                *y = cap * tanhf(*y / cap);
+            }
     return 0;
 }
 
@@ -911,13 +983,18 @@ static syn_status forward_layer(const opt_state *s, const opt_slice *sl, int32_t
         st = run(s, (int64_t)sl->n, job_quantize, &q, "quantize");
     }
     const int64_t res_rows = rows_per_chunk(s, sl->n, ne, OPT_TILE_ROWS); /* wo, w_down */
+    const opt_layer_vecs *V = &s->vecs[l];
     residual_job wo = {
         .s = s,
         .w = &L->wo,
         .in = {.n = sl->n, .f = s->attn, .q = &s->hq},
         .rows_per_chunk = res_rows,
+        .proj_only = V->post_attn_norm != NULL,
     };
     if (st == SYN_OK) st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &wo, "wo");
+    post_norm_job post_attn = {.s = s, .w = V->post_attn_norm};
+    if (st == SYN_OK && wo.proj_only)
+        st = run(s, (int64_t)sl->n, job_post_norm, &post_attn, "post-attention norm");
 
     const unsigned ffn_fmt = fmt_of(&L->w_gate) | fmt_of(&L->w_up);
     if (st == SYN_OK) st = norm_rows(s, s->vecs[l].ffn_norm, NULL, sl->n, ffn_fmt);
@@ -934,8 +1011,12 @@ static syn_status forward_layer(const opt_state *s, const opt_slice *sl, int32_t
         .w = &L->w_down,
         .in = {.n = sl->n, .f = s->gate, .q = &s->hq_ff},
         .rows_per_chunk = res_rows,
+        .proj_only = V->post_ffn_norm != NULL,
     };
     if (st == SYN_OK) st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &down, "down");
+    post_norm_job post_ffn = {.s = s, .w = V->post_ffn_norm};
+    if (st == SYN_OK && down.proj_only)
+        st = run(s, (int64_t)sl->n, job_post_norm, &post_ffn, "post-FFN norm");
     return st;
 }
 
@@ -946,8 +1027,12 @@ static syn_status forward_slice(const opt_state *s, const syn_batch *b, size_t s
     const struct syn_model *m = s->model;
     const size_t ne = (size_t)m->hp.n_embd;
     const opt_slice sl = {.n = n, .pos = b->pos + start, .blocks = b->blocks + start};
-    for (size_t t = 0; t < n; t++)
-        syn_tensor_row(&m->tok_embd, b->tokens[start + t], s->x + t * ne);
+    for (size_t t = 0; t < n; t++) {
+        float *x = s->x + t * ne;
+        syn_tensor_row(&m->tok_embd, b->tokens[start + t], x);
+        for (size_t i = 0; i < ne; i++)
+            x[i] *= m->hp.embd_scale;
+    }
     syn_status st = SYN_OK;
     for (int32_t l = 0; st == SYN_OK && l < m->hp.n_layer; l++)
         st = forward_layer(s, &sl, l);

@@ -38,7 +38,9 @@ typedef struct syn_attn_args {
     int32_t n_head_kv;
     int32_t kv_head;           /* the KV head attended */
     int32_t group;             /* query heads per KV head */
-    uint32_t n_keys;           /* attend to positions 0 .. n_keys - 1 (n_keys >= 1) */
+    uint32_t n_keys;           /* attend to positions first_key .. n_keys - 1 */
+    uint32_t first_key;        /* < n_keys: 0, or a sliding window's first position; the blocks
+                                * before first_key / SYN_ATTN_BLOCK are not read */
     bool f16;                  /* cache element type */
     float scale;               /* 1 / sqrt(head_dim) */
     const void *const *blocks; /* the sequence's blocks: position p in blocks[p / SYN_ATTN_BLOCK] */

@@ -334,7 +334,7 @@ static void attention(const syn_attn_args *a) {
         m[g] = -INFINITY;
     }
     const v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
-    for (size_t b = 0; b < n_blocks; b++) {
+    for (size_t b = a->first_key / KB; b < n_blocks; b++) {
         const char *pf =
             b + PF_AHEAD < n_blocks ? (const char *)a->blocks[b + PF_AHEAD] + head_off : NULL;
         const char *src = (const char *)a->blocks[b] + head_off;
@@ -345,7 +345,11 @@ static void attention(const syn_attn_args *a) {
                      s + (size_t)g * KB, g == 0 ? pf : NULL, head_bytes / (size_t)hd);
 
         bool rescale = false;
-        const v8i live0 = lane < (int32_t)nt, live1 = lane + SYN_ATTN_KEY_GROUP < (int32_t)nt;
+        /* lanes [lo, nt) of the block are keys of the window */
+        const int32_t lo = a->first_key > b * KB ? (int32_t)(a->first_key - b * KB) : 0;
+        const v8i live0 = (lane >= lo) & (lane < (int32_t)nt),
+                  live1 =
+                      (lane + SYN_ATTN_KEY_GROUP >= lo) & (lane + SYN_ATTN_KEY_GROUP < (int32_t)nt);
         const v8f ninf = v8_set1(-INFINITY), z = v8_set1(0.0f);
         for (int32_t g = 0; g < n_group;
              g++) { /* maxima first: the exponentials below are independent */

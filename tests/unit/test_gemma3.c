@@ -47,9 +47,35 @@ static void test_reference_vs_exact_oracle(void **state) {
     }
 }
 
+/* The optimized backend (activations quantized as ggml pairs them with each weight type, GELU
+ * through fp16) no farther from f32_ref than llama.cpp's default run: mean <= 1.15x llama.cpp's +
+ * 0.002, max <= 1.3x + 0.005, and f32_ref's argmax wherever its margin is at least 0.1 and
+ * llama.cpp has it too; with an fp16 KV cache too. */
+static void test_optimized_vs_exact_oracle(void **state) {
+    (void)state;
+    for (int kv = 0; kv < 2; kv++) {
+        syn_context_params p = syn_context_default_params();
+        p.backend = SYN_BACKEND_OPTIMIZED;
+        p.n_threads = 2;
+        p.kv_type = kv ? SYN_KV_F16 : SYN_KV_F32;
+        for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+            const llama_cpp_distance *d = &files[i];
+            agreement_stats s;
+            assert_true(agreement_run_arch(d->file, &p, AGAINST_F32_REF_AS_LLAMA_CPP, 0.1, &s));
+            printf("optimized, %s KV, ", kv ? "f16" : "f32");
+            agreement_print(d->file, &s);
+            assert_true(s.max_abs_diff <= 1.3 * d->max + 0.005);
+            assert_true(s.mean_abs_diff <= 1.15 * d->mean + 0.002);
+            assert_true(s.n_argmax_checked > 50);
+            assert_int_equal(s.n_argmax_mismatch, 0);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_vs_exact_oracle),
+        cmocka_unit_test(test_optimized_vs_exact_oracle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

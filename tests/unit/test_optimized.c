@@ -112,6 +112,11 @@ static int setup_qwen3_q8(void **state) { return setup_model(state, "arch/qwen3-
 /* llama: adjacent-pair RoPE with rope_freqs, no biases, untied output. */
 static int setup_llama_q8(void **state) { return setup_model(state, "arch/llama-s5-q8_0.gguf"); }
 
+/* gemma3: sliding window of 8 on layers 0 and 1, post norms, GELU, Q4_K / Q6_K weights. */
+static int setup_gemma3_q4_k_m(void **state) {
+    return setup_model(state, "arch2/gemma3-s5-q4_k_m.gguf");
+}
+
 static int teardown(void **state) {
     fixture *f = *state;
     syn_model_free(f->model);
@@ -362,5 +367,7 @@ int main(void) {
                                           setup_qwen3_q8, teardown);
     failed += cmocka_run_group_tests_name("determinism and tiers, llama q8_0", on_arch_model,
                                           setup_llama_q8, teardown);
+    failed += cmocka_run_group_tests_name("determinism and tiers, gemma3 q4_k_m", on_arch_model,
+                                          setup_gemma3_q4_k_m, teardown);
     return failed;
 }
