@@ -61,6 +61,14 @@ typedef struct syn_backend_ops {
     syn_status (*forward)(void *state, const int32_t *tokens, size_t n, uint32_t pos0,
                           float *logits, bool all_logits);
 
+    /* Whether forward may run next at pos <= the positions stored: false when a sliding-window
+     * layer's cache, which keeps only the last positions, no longer holds some position a token
+     * at pos attends to (syn_context_truncate then starts over). */
+    bool (*can_resume)(const void *state, uint32_t pos);
+
+    /* Bytes of forward's KV cache held now for layer (a local layer's stay near its window). */
+    size_t (*kv_layer_bytes)(const void *state, int32_t layer);
+
     /* Multi-sequence path (NULL when the backend has none): the bytes of one KV block, and one
      * forward pass over a batch whose KV blocks the caller owns. Each token's logits are
      * bitwise the same whatever else shares its batch. */

@@ -25,7 +25,10 @@
  * are capped by the output chunks.
  *
  * The syn_context path (forward) is a batch of one sequence whose blocks the state owns; the
- * engine (src/engine/) owns the blocks of its sequences and calls forward_batch.
+ * engine (src/engine/) owns the blocks of its sequences and calls forward_batch. The engine's
+ * blocks hold every layer. In the syn_context path, a model with sliding-window layers keeps those
+ * layers apart, in a ring of blocks covering the window plus one slice of tokens (ring_blocks), so
+ * their memory stays near the window however long the sequence.
  *
  * Weights are used where they are mapped. Quantized matrices go through the kernel tier's entry for
  * their type (kernels.h: syn_kernels.mat) with activations quantized as ggml pairs with that type
@@ -124,6 +127,20 @@ typedef struct opt_state {
     uint32_t *ctx_pos; /* [OPT_MAX_BATCH] batch arrays of that path */
     void *const **ctx_blocks;
     bool *ctx_want;
+    /* Its sliding-window layers (ring_blocks 0: the model has none, and own blocks hold every
+     * layer): ring_blocks blocks of ring_block_bytes, position p in ring block (p / SYN_KV_BLOCK)
+     * % ring_blocks, enough for the window and one slice of ring_slice tokens; the other layers in
+     * own blocks of own_block_bytes. layer_slot[l]: layer l's index among the layers of its kind,
+     * its place in those blocks. */
+    uint32_t ring_blocks, ring_slice;
+    size_t ring_block_bytes, own_block_bytes;
+    int32_t *layer_slot; /* [n_layer] */
+    syn_block_arena ring_arena;
+    void **ring_table;      /* [blocks of n_ctx]: the ring block of each block of positions */
+    void *const **ctx_ring; /* [OPT_MAX_BATCH] */
+    /* Positions [kv_lo, kv_hi) are held by every layer: forward can go on at pos only if it
+     * attends to none before kv_lo (the ring overwrites older positions). */
+    uint32_t kv_lo, kv_hi;
 
     /* RoPE table for positions [0, rope_cap): angle pos * base^(-2i/head_dim) / (rope_factor[i] /
      * rope_freq_scale), i < head_dim/2; and the local layers' (base rope_freq_base_swa, no factors,
@@ -189,7 +206,11 @@ static void opt_destroy(void *opaque) {
     if (!s) return;
     if (s->owns_pool) syn_threadpool_free(s->pool);
     syn_block_arena_release(&s->own_arena);
+    syn_block_arena_release(&s->ring_arena);
     free(s->own_blocks);
+    free(s->layer_slot);
+    free(s->ring_table);
+    free(s->ctx_ring);
     free(s->ctx_pos);
     free(s->ctx_blocks);
     free(s->ctx_want);
@@ -330,6 +351,27 @@ static syn_status check_model(const struct syn_model *m, const syn_kernels *k) {
     return st == SYN_OK ? check_matrix(&m->output, k) : st;
 }
 
+/* The syn_context path's split of the layers (ring_blocks above). A slice of S tokens stores its
+ * keys before attending, so the ring holds the window W and a slice: its first token attends W - 1
+ * positions back while its last writes S - 1 ahead, which spans at most (W + S - 2) / 16 + 2
+ * blocks. S is about W / 4 (16 to OPT_MAX_BATCH): the ring stays near the window while prefill
+ * slices stay long enough for the matrix kernels. */
+static void plan_ring(opt_state *s) {
+    const syn_hparams *hp = &s->model->hp;
+    int32_t n_local = 0, n_global = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        s->layer_slot[l] = syn_layer_is_local(hp, l) ? n_local++ : n_global++;
+    if (n_local == 0) return;
+    const uint32_t window = (uint32_t)hp->swa_window, quarter = (window / 4 + 15) / 16 * 16;
+    s->ring_slice = quarter < 16 ? 16 : quarter > OPT_MAX_BATCH ? OPT_MAX_BATCH : quarter;
+    const uint64_t span = ((uint64_t)window + s->ring_slice - 2) / SYN_KV_BLOCK + 2;
+    const uint64_t ctx_blocks = ((uint64_t)s->n_ctx + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK;
+    s->ring_blocks = (uint32_t)(span < ctx_blocks ? span : ctx_blocks);
+    s->ring_block_bytes = 2 * s->kv_k_bytes * (size_t)n_local;
+    /* a model of local layers only keeps one (unused) layer's room in its own blocks */
+    s->own_block_bytes = 2 * s->kv_k_bytes * (size_t)(n_global > 0 ? n_global : 1);
+}
+
 static syn_status opt_create(const struct syn_model *model, const syn_backend_config *cfg,
                              void **out) {
     syn_kernels kernels;
@@ -357,6 +399,7 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     const size_t elem = cfg->kv_type == SYN_KV_F16 ? sizeof(uint16_t) : sizeof(float);
     s->kv_k_bytes = elem * SYN_KV_BLOCK * (size_t)s->kv_dim;
     s->kv_block_bytes = 2 * s->kv_k_bytes * (size_t)hp->n_layer;
+    s->own_block_bytes = s->kv_block_bytes;
 
     int n_threads = cfg->shared_pool ? syn_threadpool_n_threads(cfg->shared_pool) : cfg->n_threads;
     if (n_threads == 0) {
@@ -382,10 +425,15 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
         s->ctx_pos = malloc(sizeof *s->ctx_pos * OPT_MAX_BATCH);
         s->ctx_blocks = malloc(sizeof *s->ctx_blocks * OPT_MAX_BATCH);
         s->ctx_want = malloc(sizeof *s->ctx_want * OPT_MAX_BATCH);
+        s->ctx_ring = malloc(sizeof *s->ctx_ring * OPT_MAX_BATCH);
+        s->layer_slot = malloc(sizeof *s->layer_slot * (size_t)hp->n_layer);
         s->row_tmp = calloc((size_t)n_threads, sizeof *s->row_tmp);
         s->attn_tmp = calloc((size_t)n_threads, sizeof *s->attn_tmp);
-        if (!s->ctx_pos || !s->ctx_blocks || !s->ctx_want || !s->row_tmp || !s->attn_tmp)
+        if (!s->ctx_pos || !s->ctx_blocks || !s->ctx_want || !s->ctx_ring || !s->layer_slot ||
+            !s->row_tmp || !s->attn_tmp)
             st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
+        else
+            plan_ring(s);
         size_t widest = max_sz(max_sz((size_t)hp->n_embd, (size_t)hp->n_ff), (size_t)hp->q_dim);
         const size_t attn_floats = syn_attn_scratch_floats(s->group);
         for (int i = 0; st == SYN_OK && i < n_threads; i++) {
@@ -407,6 +455,23 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
  * On-demand growth: KV cache, RoPE table, slice scratch
  * ------------------------------------------------------------------------------------------- */
 
+/* The ring of the syn_context path, whole at its first use, and the table mapping each block of
+ * positions of the context to its ring block. */
+static syn_status make_ring(opt_state *s) {
+    if (s->ring_blocks == 0 || s->ring_table) return SYN_OK;
+    static const char what[] = "optimized backend: sliding-window KV cache";
+    syn_status st = syn_block_arena_init(&s->ring_arena, s->ring_block_bytes, s->ring_blocks, what);
+    if (st == SYN_OK) st = syn_block_arena_grow(&s->ring_arena, s->ring_blocks, what);
+    if (st != SYN_OK) return st;
+    const uint32_t n = (s->n_ctx + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK;
+    s->ring_table = malloc(sizeof *s->ring_table * n);
+    if (!s->ring_table)
+        return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: ring table of %u blocks", n);
+    for (uint32_t b = 0; b < n; b++)
+        s->ring_table[b] = syn_block_arena_at(&s->ring_arena, b % s->ring_blocks);
+    return SYN_OK;
+}
+
 /* The syn_context path's blocks for positions [0, n_positions). New blocks are zeroed so that the
  * unused lanes of a partial key group hold finite numbers. */
 static syn_status grow_own_blocks(opt_state *s, uint32_t n_positions) {
@@ -415,7 +480,7 @@ static syn_status grow_own_blocks(opt_state *s, uint32_t n_positions) {
     static const char what[] = "optimized backend: KV cache";
     syn_status st = SYN_OK;
     if (!s->own_arena.base)
-        st = syn_block_arena_init(&s->own_arena, s->kv_block_bytes,
+        st = syn_block_arena_init(&s->own_arena, s->own_block_bytes,
                                   (s->n_ctx + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK, what);
     if (st == SYN_OK) st = syn_block_arena_grow(&s->own_arena, need, what);
     if (st != SYN_OK) return st;
@@ -529,7 +594,21 @@ typedef struct opt_slice {
     size_t n;                   /* tokens */
     const uint32_t *pos;        /* [n] their positions */
     void *const *const *blocks; /* [n] their sequences' block tables */
+    void *const *const *ring;   /* [n] their local layers' tables (the syn_context path's ring);
+                                 * NULL: blocks hold every layer */
 } opt_slice;
+
+/* The block table holding layer's K/V for token t of sl, and the layer's offset in those blocks. */
+static void *const *kv_table(const opt_state *s, const opt_slice *sl, size_t t, int32_t layer,
+                             size_t *layer_off) {
+    const size_t layer_bytes = 2 * s->kv_k_bytes;
+    if (!sl->ring) {
+        *layer_off = (size_t)layer * layer_bytes;
+        return sl->blocks[t];
+    }
+    *layer_off = (size_t)s->layer_slot[layer] * layer_bytes;
+    return syn_layer_is_local(&s->model->hp, layer) ? sl->ring[t] : sl->blocks[t];
+}
 
 /* The input of a matrix step: n tokens' rows of the matrices' n_in columns. */
 typedef struct opt_acts {
@@ -667,13 +746,13 @@ static void norm_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, c
     }
 }
 
-/* Stores heads [h0, h1) of k or v (row [kv_dim]) at position pos of layer's part of a
- * sequence's blocks (each head's K then V, kernels/floats.h). */
-static void store_kv(const opt_state *s, int32_t layer, bool is_k, const float *row, int32_t h0,
+/* Stores heads [h0, h1) of k or v (row [kv_dim]) at position pos of a layer's part (layer_off
+ * bytes into each block) of a sequence's blocks (each head's K then V, kernels/floats.h). */
+static void store_kv(const opt_state *s, size_t layer_off, bool is_k, const float *row, int32_t h0,
                      int32_t h1, uint32_t pos, void *const *blocks) {
     const size_t hd = (size_t)s->model->hp.head_dim, head_elems = 2 * (size_t)SYN_KV_BLOCK * hd;
     const size_t in_block = pos % SYN_KV_BLOCK;
-    char *base = (char *)blocks[pos / SYN_KV_BLOCK] + (size_t)layer * 2 * s->kv_k_bytes;
+    char *base = (char *)blocks[pos / SYN_KV_BLOCK] + layer_off;
     for (int32_t h = h0; h < h1; h++) {
         const float *src = row + (size_t)h * hd;
         for (size_t i = 0; i < hd; i++) {
@@ -774,7 +853,11 @@ static int job_qkv(void *ctx, int64_t chunk, int thread) {
         if (head_norm) norm_heads(s, row, h0, h1, head_norm);
         const uint32_t pos = j->sl.pos[t];
         if (mat != 2) rope_heads(s, row, h0, h1, pos, syn_layer_is_local(hp, j->layer));
-        if (mat != 0) store_kv(s, j->layer, mat == 1, row, h0, h1, pos, j->sl.blocks[t]);
+        if (mat != 0) {
+            size_t layer_off;
+            void *const *table = kv_table(s, &j->sl, t, j->layer, &layer_off);
+            store_kv(s, layer_off, mat == 1, row, h0, h1, pos, table);
+        }
     }
     return 0;
 }
@@ -799,6 +882,8 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
     float *out = s->attn + t * (size_t)s->q_dim + head0;
     const uint32_t pos = j->sl.pos[t], window = (uint32_t)hp->swa_window;
     const bool windowed = syn_layer_is_local(hp, j->layer) && pos >= window;
+    size_t layer_off;
+    void *const *table = kv_table(s, &j->sl, t, j->layer, &layer_off);
     const syn_attn_args a = {
         .head_dim = hp->head_dim,
         .n_head_kv = hp->n_head_kv,
@@ -808,8 +893,8 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
         .first_key = windowed ? pos - window + 1 : 0,
         .f16 = s->kv_type == SYN_KV_F16,
         .scale = hp->attn_scale,
-        .blocks = (const void *const *)j->sl.blocks[t],
-        .layer_off = (size_t)j->layer * 2 * s->kv_k_bytes,
+        .blocks = (const void *const *)table,
+        .layer_off = layer_off,
         .q = s->qkv + t * (size_t)s->qkv_dim + head0,
         .out = out,
         .scratch = s->attn_tmp[thread],
@@ -1020,13 +1105,19 @@ static syn_status forward_layer(const opt_state *s, const opt_slice *sl, int32_t
     return st;
 }
 
-/* Tokens [start, start + n) of batch b (n <= batch_cap); the logits of those that want them
- * go to logits ([count][n_vocab]). */
-static syn_status forward_slice(const opt_state *s, const syn_batch *b, size_t start, size_t n,
-                                float *logits) {
+/* Tokens [start, start + n) of batch b (n <= batch_cap), with their local layers' tables ring
+ * ([b->n], NULL: b's blocks hold every layer); the logits of those that want them go to logits
+ * ([count][n_vocab]). */
+static syn_status forward_slice(const opt_state *s, const syn_batch *b, void *const *const *ring,
+                                size_t start, size_t n, float *logits) {
     const struct syn_model *m = s->model;
     const size_t ne = (size_t)m->hp.n_embd;
-    const opt_slice sl = {.n = n, .pos = b->pos + start, .blocks = b->blocks + start};
+    const opt_slice sl = {
+        .n = n,
+        .pos = b->pos + start,
+        .blocks = b->blocks + start,
+        .ring = ring ? ring + start : NULL,
+    };
     for (size_t t = 0; t < n; t++) {
         float *x = s->x + t * ne;
         syn_tensor_row(&m->tok_embd, b->tokens[start + t], x);
@@ -1055,8 +1146,8 @@ static size_t opt_kv_block_bytes(const void *opaque) {
     return s->kv_block_bytes;
 }
 
-static syn_status opt_forward_batch(void *opaque, const syn_batch *b) {
-    opt_state *s = opaque;
+/* forward_batch, with ring as forward_slice's. */
+static syn_status forward_tokens(opt_state *s, const syn_batch *b, void *const *const *ring) {
     if (b->n == 0) return SYN_OK;
     uint32_t max_pos = 0;
     for (size_t i = 0; i < b->n; i++)
@@ -1071,25 +1162,54 @@ static syn_status opt_forward_batch(void *opaque, const syn_batch *b) {
     size_t n_out = 0; /* logits rows written by earlier slices */
     for (size_t start = 0; st == SYN_OK && start < b->n; start += OPT_MAX_BATCH) {
         const size_t len = b->n - start < OPT_MAX_BATCH ? b->n - start : OPT_MAX_BATCH;
-        st = forward_slice(s, b, start, len, b->logits + n_out * n_vocab);
+        st = forward_slice(s, b, ring, start, len, b->logits + n_out * n_vocab);
         for (size_t t = start; t < start + len; t++)
             n_out += b->want_logits[t];
     }
     return st;
 }
 
-/* The syn_context path: one sequence in the state's own blocks, in batches of OPT_MAX_BATCH. */
+static syn_status opt_forward_batch(void *opaque, const syn_batch *b) {
+    return forward_tokens(opaque, b, NULL);
+}
+
+/* Whether the syn_context path's cache holds every position a token at pos attends to. */
+static bool opt_can_resume(const void *opaque, uint32_t pos) {
+    const opt_state *s = opaque;
+    const uint32_t window = (uint32_t)s->model->hp.swa_window;
+    if (pos > s->kv_hi) return false;
+    return pos == 0 || s->kv_lo == 0 ||
+           (window > 0 && pos >= window && s->kv_lo <= pos - window + 1);
+}
+
+static size_t opt_kv_layer_bytes(const void *opaque, int32_t layer) {
+    const opt_state *s = opaque;
+    const bool in_ring = s->ring_blocks > 0 && syn_layer_is_local(&s->model->hp, layer);
+    const uint32_t blocks = in_ring ? (s->ring_table ? s->ring_blocks : 0) : s->n_own_blocks;
+    return 2 * s->kv_k_bytes * blocks;
+}
+
+/* The syn_context path: one sequence in the state's own blocks (and ring), in batches of
+ * OPT_MAX_BATCH tokens (ring_slice with a ring). */
 static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
                               float *logits, bool all_logits) {
     opt_state *s = opaque;
     if (n == 0) return SYN_OK;
+    if (!opt_can_resume(s, pos0))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "optimized backend: the sliding-window cache no longer holds the positions "
+                        "before %u",
+                        pos0);
     const size_t n_vocab = (size_t)s->model->hp.n_vocab;
+    const size_t slice = s->ring_blocks ? s->ring_slice : OPT_MAX_BATCH;
     syn_status st = grow_own_blocks(s, pos0 + (uint32_t)n);
-    for (size_t start = 0; st == SYN_OK && start < n; start += OPT_MAX_BATCH) {
-        const size_t len = n - start < OPT_MAX_BATCH ? n - start : OPT_MAX_BATCH;
+    if (st == SYN_OK) st = make_ring(s);
+    for (size_t start = 0; st == SYN_OK && start < n; start += slice) {
+        const size_t len = n - start < slice ? n - start : slice;
         for (size_t t = 0; t < len; t++) {
             s->ctx_pos[t] = pos0 + (uint32_t)(start + t);
             s->ctx_blocks[t] = s->own_blocks;
+            s->ctx_ring[t] = s->ring_table;
             s->ctx_want[t] = all_logits || start + t == n - 1;
         }
         const syn_batch b = {
@@ -1100,9 +1220,18 @@ static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uin
             .want_logits = s->ctx_want,
             .logits = all_logits ? logits + start * n_vocab : logits,
         };
-        st = opt_forward_batch(s, &b);
+        st = forward_tokens(s, &b, s->ring_blocks ? s->ctx_ring : NULL);
     }
-    return st;
+    if (st != SYN_OK) return st;
+    /* The ring keeps its last ring_blocks blocks of positions. */
+    if (pos0 == 0) s->kv_lo = 0; /* a new sequence */
+    s->kv_hi = pos0 + (uint32_t)n;
+    const uint32_t last = (s->kv_hi - 1) / SYN_KV_BLOCK;
+    if (s->ring_blocks && last >= s->ring_blocks) {
+        const uint32_t oldest = (last - s->ring_blocks + 1) * SYN_KV_BLOCK;
+        s->kv_lo = oldest > s->kv_lo ? oldest : s->kv_lo;
+    }
+    return SYN_OK;
 }
 
 const syn_backend_ops syn_optimized_backend = {
@@ -1110,6 +1239,8 @@ const syn_backend_ops syn_optimized_backend = {
     .create = opt_create,
     .destroy = opt_destroy,
     .forward = opt_forward,
+    .can_resume = opt_can_resume,
+    .kv_layer_bytes = opt_kv_layer_bytes,
     .kv_block_bytes = opt_kv_block_bytes,
     .forward_batch = opt_forward_batch,
 };

@@ -36,6 +36,10 @@ typedef struct ref_state {
     const struct syn_model *model;
     uint32_t n_ctx;  /* positions the context may hold */
     uint32_t kv_cap; /* positions allocated so far (grows up to n_ctx) */
+    /* Positions [kv_lo, kv_hi) are held by every layer (a local layer's ring overwrites the
+     * positions before the window): a sequence can go on at pos only if it attends to none
+     * before kv_lo. */
+    uint32_t kv_lo, kv_hi;
     float **k_cache; /* [n_layer] -> [kv_positions(layer)][n_head_kv * head_dim] */
     float **v_cache; /* [n_layer] -> [kv_positions(layer)][n_head_kv * head_dim] */
     /* scratch, sized once */
@@ -311,9 +315,28 @@ static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logi
             logits[i] = hp->final_logit_softcap * tanhf(logits[i] / hp->final_logit_softcap);
 }
 
+/* Whether the cache holds every position a token at pos attends to. */
+static bool ref_can_resume(const void *opaque, uint32_t pos) {
+    const ref_state *s = opaque;
+    const uint32_t window = (uint32_t)s->model->hp.swa_window;
+    if (pos > s->kv_hi) return false;
+    return pos == 0 || s->kv_lo == 0 ||
+           (window > 0 && pos >= window && s->kv_lo <= pos - window + 1);
+}
+
+static size_t ref_kv_layer_bytes(const void *opaque, int32_t layer) {
+    const ref_state *s = opaque;
+    return 2 * sizeof(float) * (size_t)kv_positions(s, layer) * (size_t)s->model->hp.kv_dim;
+}
+
 static syn_status ref_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
                               float *logits, bool all_logits) {
     ref_state *s = opaque;
+    if (!ref_can_resume(s, pos0))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "reference backend: the sliding-window cache no longer holds the positions "
+                        "before %u",
+                        pos0);
     syn_status st = ensure_kv_capacity(s, pos0 + (uint32_t)n);
     if (st != SYN_OK) return st;
     size_t n_vocab = (size_t)s->model->hp.n_vocab;
@@ -322,6 +345,11 @@ static syn_status ref_forward(void *opaque, const int32_t *tokens, size_t n, uin
         float *out = all_logits ? logits + i * n_vocab : (last ? logits : NULL);
         forward_token(s, tokens[i], pos0 + (uint32_t)i, out);
     }
+    const uint32_t window = (uint32_t)s->model->hp.swa_window;
+    if (pos0 == 0) s->kv_lo = 0; /* a new sequence */
+    s->kv_hi = pos0 + (uint32_t)n;
+    if (window > 0 && s->kv_hi > window && s->kv_hi - window > s->kv_lo)
+        s->kv_lo = s->kv_hi - window;
     return SYN_OK;
 }
 
@@ -330,4 +358,6 @@ const syn_backend_ops syn_reference_backend = {
     .create = ref_create,
     .destroy = ref_destroy,
     .forward = ref_forward,
+    .can_resume = ref_can_resume,
+    .kv_layer_bytes = ref_kv_layer_bytes,
 };

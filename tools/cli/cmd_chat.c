@@ -112,6 +112,7 @@ static int sync_cache(syn_context *ctx, token_vec *history, const int32_t *ids, 
             syn_context_n_ctx(ctx));
     if (common < syn_context_n_past(ctx) && syn_context_truncate(ctx, (uint32_t)common) != SYN_OK)
         return fail_lib("cannot truncate the cache to %zu tokens", common);
+    if (syn_context_n_past(ctx) < common) common = syn_context_n_past(ctx); /* a window lost */
     history->n = common;
     *reused = common;
     int rc = tokens_append(history, ids + common, n - common);
