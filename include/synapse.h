@@ -128,6 +128,13 @@ typedef struct syn_model_info {
     bool tied_output;      /* the output projection is the token embedding */
     uint64_t n_params;     /* number of weights */
     uint64_t weight_bytes; /* bytes of tensor data in the file */
+    /* Sliding-window attention (gemma3): layer il attends to the last swa_window positions only
+     * when il % swa_pattern < swa_pattern - 1, with RoPE base rope_freq_base_swa; swa_window 0:
+     * every layer attends to the whole context. */
+    int32_t swa_window;
+    int32_t swa_pattern;
+    float rope_freq_base_swa;
+    float rope_freq_scale; /* linear RoPE scaling of the (global) layers: 1 / rope.scaling.factor */
 } syn_model_info;
 
 /* Fills *info. The pointers inside live as long as the model. */

@@ -496,6 +496,10 @@ void syn_model_get_info(const syn_model *model, syn_model_info *info) {
         .tied_output = model->tied_output,
         .n_params = model->n_params,
         .weight_bytes = model->weight_bytes,
+        .swa_window = hp->swa_window,
+        .swa_pattern = hp->swa_pattern,
+        .rope_freq_base_swa = hp->rope_freq_base_swa,
+        .rope_freq_scale = hp->rope_freq_scale,
     };
 }
 

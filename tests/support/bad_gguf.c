@@ -179,7 +179,7 @@ static int emit(const gb_model *m, gb_bytes *out, gb_layout *lay) {
 
 /* The bases of the cases, each borrowing data from its valid source file: the reduced qwen2 tiny
  * model, and llama.cpp's qwen3 and llama files of tests/data/arch (already small). */
-enum { GB_QWEN2, GB_QWEN3, GB_LLAMA, GB_N_BASES };
+enum { GB_QWEN2, GB_QWEN3, GB_LLAMA, GB_GEMMA3, GB_N_BASES };
 
 typedef struct gb_ctx {
     gb_arena arena;
@@ -323,9 +323,11 @@ static char *arena_strn(gb_arena *a, const char *s, size_t n) {
 static int reduce_vocab(gb_ctx *c, const gguf_file *f, gb_model *m, int32_t **remap_out,
                         int32_t *n_kept_out) {
     gguf_array toks, types, merges;
+    /* SentencePiece vocabularies (gemma3's) have no merges */
+    const bool bpe = gguf_find_kv(f, "tokenizer.ggml.merges") != NULL;
     if (gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks) != SYN_OK ||
         gguf_get_array(f, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, &types) != SYN_OK ||
-        gguf_get_array(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges) != SYN_OK ||
+        (bpe && gguf_get_array(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges) != SYN_OK) ||
         types.count != toks.count)
         return -1;
     size_t n = (size_t)toks.count, n_kept = 0;
@@ -355,32 +357,34 @@ static int reduce_vocab(gb_ctx *c, const gguf_file *f, gb_model *m, int32_t **re
     if (set_kv(c, m, "tokenizer.ggml.token_type", GGUF_TYPE_ARRAY, tt, 12 + 4 * n_kept) != 0)
         return -1;
 
-    /* Merges whose two parts and result are all kept BPE tokens. */
-    /* Small vocabularies are kept whole. */
-    const size_t n_sorted = n < KEEP_TOKENS ? n : KEEP_TOKENS;
-    char **sorted = arena_alloc(&c->arena, n_sorted * sizeof *sorted);
-    char **kept_merges = arena_alloc(&c->arena, merges.count * sizeof *kept_merges);
-    if (!sorted || !kept_merges) return -1;
-    memcpy(sorted, kept, n_sorted * sizeof *sorted);
-    qsort(sorted, n_sorted, sizeof *sorted, cmp_str);
-    size_t n_merges = 0;
-    cur = merges.data;
-    for (uint64_t i = 0; i < merges.count; i++) {
-        gguf_str s = gguf_array_next_str(&cur);
-        char *text = arena_strn(&c->arena, s.data, (size_t)s.len);
-        char *joined = arena_alloc(&c->arena, (size_t)s.len + 1);
-        if (!text || !joined) return -1;
-        char *sp = strchr(text, ' ');
-        if (!sp) continue;
-        *sp = '\0';
-        bool keep = in_sorted(sorted, n_sorted, text) && in_sorted(sorted, n_sorted, sp + 1);
-        snprintf(joined, (size_t)s.len + 1, "%s%s", text, sp + 1);
-        *sp = ' ';
-        if (keep && in_sorted(sorted, n_sorted, joined)) kept_merges[n_merges++] = text;
+    if (bpe) {
+        /* Merges whose two parts and result are all kept BPE tokens. */
+        /* Small vocabularies are kept whole. */
+        const size_t n_sorted = n < KEEP_TOKENS ? n : KEEP_TOKENS;
+        char **sorted = arena_alloc(&c->arena, n_sorted * sizeof *sorted);
+        char **kept_merges = arena_alloc(&c->arena, merges.count * sizeof *kept_merges);
+        if (!sorted || !kept_merges) return -1;
+        memcpy(sorted, kept, n_sorted * sizeof *sorted);
+        qsort(sorted, n_sorted, sizeof *sorted, cmp_str);
+        size_t n_merges = 0;
+        cur = merges.data;
+        for (uint64_t i = 0; i < merges.count; i++) {
+            gguf_str s = gguf_array_next_str(&cur);
+            char *text = arena_strn(&c->arena, s.data, (size_t)s.len);
+            char *joined = arena_alloc(&c->arena, (size_t)s.len + 1);
+            if (!text || !joined) return -1;
+            char *sp = strchr(text, ' ');
+            if (!sp) continue;
+            *sp = '\0';
+            bool keep = in_sorted(sorted, n_sorted, text) && in_sorted(sorted, n_sorted, sp + 1);
+            snprintf(joined, (size_t)s.len + 1, "%s%s", text, sp + 1);
+            *sp = ' ';
+            if (keep && in_sorted(sorted, n_sorted, joined)) kept_merges[n_merges++] = text;
+        }
+        if (set_str_array(c, m, "tokenizer.ggml.merges", (const char *const *)kept_merges,
+                          n_merges) != 0)
+            return -1;
     }
-    if (set_str_array(c, m, "tokenizer.ggml.merges", (const char *const *)kept_merges, n_merges) !=
-        0)
-        return -1;
 
     const char *id_keys[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
                              "tokenizer.ggml.padding_token_id"};
@@ -860,6 +864,15 @@ CASE(token_type_short) {
     }                                                                                              \
     CASE(fn##_body)
 
+/* gemma3 (base from tests/data/arch2). */
+#define GEMMA3_CASE(fn)                                                                            \
+    CASE(fn##_body);                                                                               \
+    CASE(fn) {                                                                                     \
+        *m = c->base[GB_GEMMA3];                                                                   \
+        return fn##_body(c, m, out);                                                               \
+    }                                                                                              \
+    CASE(fn##_body)
+
 QWEN3_CASE(qwen3_q_norm_missing) {
     UNUSED_CTX;
     return del_tensor(m, "blk.1.attn_q_norm.weight") || emit_plain(m, out);
@@ -896,6 +909,38 @@ QWEN3_CASE(qwen3_sliding_window) {
 }
 QWEN3_CASE(arch_qwen3moe) {
     return set_str(c, m, "general.architecture", "qwen3moe") || emit_plain(m, out);
+}
+GEMMA3_CASE(gemma3_window_0) {
+    return set_u32(c, m, "gemma3.attention.sliding_window", 0) || emit_plain(m, out);
+}
+GEMMA3_CASE(gemma3_window_missing) {
+    UNUSED_CTX;
+    return del_kv(m, "gemma3.attention.sliding_window") || emit_plain(m, out);
+}
+GEMMA3_CASE(gemma3_window_too_big) {
+    return set_u32(c, m, "gemma3.attention.sliding_window", 0x80000000u) || emit_plain(m, out);
+}
+GEMMA3_CASE(gemma3_pattern_0) {
+    return set_u32(c, m, "gemma3.attention.sliding_window_pattern", 0) || emit_plain(m, out);
+}
+GEMMA3_CASE(gemma3_pattern_array) {
+    /* Some converters write one flag per layer; Synapse reads the period only. */
+    const char *const flags[] = {"1", "1", "0"};
+    return set_str_array(c, m, "gemma3.attention.sliding_window_pattern", flags, 3) ||
+           emit_plain(m, out);
+}
+GEMMA3_CASE(gemma3_rope_base_swa_negative) {
+    return set_f32(c, m, "gemma3.rope.freq_base_swa", -1.0f) || emit_plain(m, out);
+}
+GEMMA3_CASE(gemma3_rope_scaling_factor_0) {
+    return set_f32(c, m, "gemma3.rope.scaling.factor", 0.0f) || emit_plain(m, out);
+}
+GEMMA3_CASE(gemma3_softcap_nan) {
+    return set_f32(c, m, "gemma3.final_logit_softcapping", NAN) || emit_plain(m, out);
+}
+GEMMA3_CASE(gemma3_post_ffw_norm_missing) {
+    UNUSED_CTX;
+    return del_tensor(m, "blk.1.post_ffw_norm.weight") || emit_plain(m, out);
 }
 LLAMA_CASE(llama_rope_freqs_shape) {
     UNUSED_CTX;
@@ -1046,6 +1091,22 @@ static const gb_case cases[] = {
     {{"qwen3-experts.gguf", "qwen3.expert_count is 8: mixture-of-experts"}, qwen3_experts},
     {{"qwen3-sliding-window.gguf", "qwen3.attention.sliding_window is set"}, qwen3_sliding_window},
     {{"arch-qwen3moe.gguf", "unsupported architecture 'qwen3moe'"}, arch_qwen3moe},
+    {{"gemma3-window-0.gguf", "gemma3.attention.sliding_window is 0"}, gemma3_window_0},
+    {{"gemma3-window-missing.gguf", "missing key 'gemma3.attention.sliding_window'"},
+     gemma3_window_missing},
+    {{"gemma3-window-too-big.gguf",
+      "gemma3.attention.sliding_window is 2147483648, above the supported maximum"},
+     gemma3_window_too_big},
+    {{"gemma3-pattern-0.gguf", "gemma3.attention.sliding_window_pattern is 0"}, gemma3_pattern_0},
+    {{"gemma3-pattern-array.gguf", "gemma3.attention.sliding_window_pattern"},
+     gemma3_pattern_array},
+    {{"gemma3-rope-base-swa-negative.gguf", "gemma3.rope.freq_base_swa is -1"},
+     gemma3_rope_base_swa_negative},
+    {{"gemma3-rope-scaling-factor-0.gguf", "gemma3.rope.scaling.factor is 0"},
+     gemma3_rope_scaling_factor_0},
+    {{"gemma3-softcap-nan.gguf", "gemma3.final_logit_softcapping is nan"}, gemma3_softcap_nan},
+    {{"gemma3-post-ffw-norm-missing.gguf", "missing tensor 'blk.1.post_ffw_norm.weight'"},
+     gemma3_post_ffw_norm_missing},
     {{"llama-rope-freqs-shape.gguf",
       "tensor 'rope_freqs.weight' has shape [16] but the hyperparameters require [32]"},
      llama_rope_freqs_shape},
@@ -1088,15 +1149,18 @@ static int write_bytes(const char *dir, const char *name, const gb_bytes *b) {
 int bad_gguf_write_corpus(const char *valid_path, const char *out_dir) {
     gb_ctx *c = calloc(1, sizeof *c);
     if (!c) return -1;
-    /* The qwen3 and llama bases: llama.cpp's files in the arch folder beside valid_path. */
+    /* The qwen3, llama and gemma3 bases: llama.cpp's files in the arch and arch2 folders beside
+     * valid_path. */
     const char *slash = strrchr(valid_path, '/');
     const int dir_len = slash ? (int)(slash - valid_path + 1) : 0;
-    char qwen3_path[4096], llama_path[4096];
+    char qwen3_path[4096], llama_path[4096], gemma3_path[4096];
     snprintf(qwen3_path, sizeof qwen3_path, "%.*sarch/qwen3-s5-q8_0.gguf", dir_len, valid_path);
     snprintf(llama_path, sizeof llama_path, "%.*sarch/llama-s5-q4_k_m.gguf", dir_len, valid_path);
+    snprintf(gemma3_path, sizeof gemma3_path, "%.*sarch2/gemma3-s5-q8_0.gguf", dir_len, valid_path);
     int rc = build_base(c, GB_QWEN2, valid_path);
     if (rc == 0) rc = build_base(c, GB_QWEN3, qwen3_path);
     if (rc == 0) rc = build_base(c, GB_LLAMA, llama_path);
+    if (rc == 0) rc = build_base(c, GB_GEMMA3, gemma3_path);
     if (rc == 0) {
         gb_bytes b;
         rc = emit(&c->base[GB_QWEN2], &b, NULL);

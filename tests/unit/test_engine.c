@@ -93,10 +93,10 @@ static bool record_token(const syn_token_event *ev, void *user_data) {
     return t->stop_after == 0 || (int)t->n < t->stop_after;
 }
 
-static int setup(void **state) {
+static int setup_file(void **state, const char *file) {
     fixture *f = calloc(1, sizeof *f);
     if (!f) return -1;
-    f->model = test_load_model("qwen2-tiny-synth-q8_0.gguf");
+    f->model = test_load_model(file);
     if (!f->model) {
         free(f);
         return -1;
@@ -104,9 +104,18 @@ static int setup(void **state) {
     f->tok = syn_model_tokenizer(f->model);
     f->n_vocab = syn_tokenizer_n_vocab(f->tok);
     test_fill_tokens(f->tokens, sizeof f->tokens / sizeof f->tokens[0], 987654321u);
+    for (size_t i = 0; i < sizeof f->tokens / sizeof f->tokens[0]; i++)
+        f->tokens[i] %= f->n_vocab;
     *state = f;
     return 0;
 }
+
+static int setup(void **state) { return setup_file(state, "qwen2-tiny-synth-q8_0.gguf"); }
+
+/* gemma3 (a sliding window of 8 on two of its three layers): the engine's blocks keep every layer
+ * and its attention skips the keys outside the window, while the syn_context it is compared with
+ * keeps those layers in a ring of the window. */
+static int setup_gemma3(void **state) { return setup_file(state, "arch2/gemma3-s5-q8_0.gguf"); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -1491,5 +1500,13 @@ int main(void) {
         cmocka_unit_test(test_finished_requests_release_memory),
         cmocka_unit_test(test_huge_kv_budget_costs_nothing),
     };
-    return cmocka_run_group_tests_name("engine", tests, setup, teardown);
+    const struct CMUnitTest swa_tests[] = {
+        cmocka_unit_test(test_parity_batches),
+        cmocka_unit_test(test_parity_f16_kv),
+        cmocka_unit_test(test_prefix_reuse),
+        cmocka_unit_test(test_preemption_parity),
+    };
+    int failed = cmocka_run_group_tests_name("engine", tests, setup, teardown);
+    return failed +
+           cmocka_run_group_tests_name("engine, gemma3", swa_tests, setup_gemma3, teardown);
 }

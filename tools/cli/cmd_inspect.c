@@ -70,13 +70,21 @@ static json_t *kv_to_json(const gguf_kv *kv) {
 }
 
 static json_t *hparams_json(const syn_model_info *in) {
-    return json_pack("{s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:I, s:I}",
-                     "architecture", in->architecture, "name", json_text(in->name), "n_vocab",
-                     in->n_vocab, "n_ctx_train", in->n_ctx_train, "n_embd", in->n_embd, "n_layer",
-                     in->n_layer, "n_head", in->n_head, "n_head_kv", in->n_head_kv, "n_ff",
-                     in->n_ff, "rope_freq_base", (double)in->rope_freq_base, "rms_norm_eps",
-                     (double)in->rms_norm_eps, "tied_output", in->tied_output, "n_params",
-                     (json_int_t)in->n_params, "weight_bytes", (json_int_t)in->weight_bytes);
+    json_t *h = json_pack(
+        "{s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:I, s:I}", "architecture",
+        in->architecture, "name", json_text(in->name), "n_vocab", in->n_vocab, "n_ctx_train",
+        in->n_ctx_train, "n_embd", in->n_embd, "n_layer", in->n_layer, "n_head", in->n_head,
+        "n_head_kv", in->n_head_kv, "n_ff", in->n_ff, "rope_freq_base", (double)in->rope_freq_base,
+        "rms_norm_eps", (double)in->rms_norm_eps, "tied_output", in->tied_output, "n_params",
+        (json_int_t)in->n_params, "weight_bytes", (json_int_t)in->weight_bytes);
+    if (h && in->rope_freq_scale != 1.0f)
+        json_object_set_new(h, "rope_freq_scale", json_real((double)in->rope_freq_scale));
+    if (h && in->swa_window > 0) {
+        json_object_set_new(h, "sliding_window", json_integer(in->swa_window));
+        json_object_set_new(h, "sliding_window_pattern", json_integer(in->swa_pattern));
+        json_object_set_new(h, "rope_freq_base_swa", json_real((double)in->rope_freq_base_swa));
+    }
+    return h;
 }
 
 static json_t *tensor_json(const gguf_tensor *t) {
@@ -187,6 +195,15 @@ static int print_inspect_text(const char *path, const syn_model *model, const sy
         in->n_vocab, in->n_ctx_train, in->n_embd, in->n_layer, in->n_head, in->n_head_kv, in->n_ff);
     printf("  rope_freq_base %g, rms_norm_eps %g, tied_output %s\n", (double)in->rope_freq_base,
            (double)in->rms_norm_eps, in->tied_output ? "yes" : "no");
+    if (in->rope_freq_scale != 1.0f) printf("  rope_freq_scale %g\n", (double)in->rope_freq_scale);
+    if (in->swa_window > 0) {
+        int32_t n_local = 0; /* the rule of syn_model_info */
+        for (int32_t il = 0; il < in->n_layer; il++)
+            n_local += il % in->swa_pattern < in->swa_pattern - 1;
+        printf("  sliding window %d on %d of %d layers (pattern %d), rope_freq_base_swa %g\n",
+               in->swa_window, n_local, in->n_layer, in->swa_pattern,
+               (double)in->rope_freq_base_swa);
+    }
     printf("  %" PRIu64 " weights, %" PRIu64 " bytes of tensor data\n", in->n_params,
            in->weight_bytes);
     type_mix mix;
