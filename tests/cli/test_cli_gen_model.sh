@@ -129,7 +129,7 @@ check "run accepts the generated model" test "$rc" -eq 0 -a "$(jq '.generated_id
 
 # --- Other architectures and types -------------------------------------------------------------
 capture "$SYNAPSE" gen-model --help
-check "gen-model --help lists every preset and type" bash -c 'for w in qwen2.5-0.5b qwen3-0.6b llama3.2-1b tiny \
+check "gen-model --help lists every preset and type" bash -c 'for w in qwen2.5-0.5b qwen3-0.6b llama3.2-1b gemma3-1b tiny \
     test-qwen2 test-qwen3 test-llama q8_0 f32 q4_0 q4_k_m q5_k_m q6_k "[PAD"; do grep -qF -- "$w" "$1" || exit 1; done' _ "$tmp/out"
 
 # Per-tensor types: the test-* presets have the shape of tests/data/arch's files, which llama.cpp's
@@ -234,6 +234,22 @@ check "qwen3-0.6b: qwen3.attention.key_length and value_length are 128" \
     test "$(jq -c '.metadata | [.["qwen3.attention.key_length"], .["qwen3.attention.value_length"]]' "$tmp/ours.json")" = "[128,128]"
 capture "$SYNAPSE" run -m "$tmp/big.gguf" -p "Hello" -n 2 --temp 0 --json
 check "run accepts the qwen3-0.6b model" test "$rc" -eq 0 -a "$(jq '.generated_ids | length' "$tmp/out")" -eq 2
+
+# Gemma 3 1B (Google's config: 26 layers, width 1152, 4 heads of 256 over 1 KV head, FFN 6912,
+# vocab 262144, window 512 with 5 local layers per global one, RoPE bases 1e6 / 1e4, no scaling)
+# with tests/data/arch2's 574-token SentencePiece vocabulary, padded.
+check "gen-model gemma3-1b" gen_preset gemma3-1b 1 q8_0 tests/data/arch2/gemma3-s5-q8_0.gguf "$tmp/big.gguf"
+"$SYNAPSE" inspect -m "$tmp/big.gguf" --json >"$tmp/ours.json"
+want='{"architecture":"gemma3","n_vocab":262144,"n_embd":1152,"n_layer":26,"n_head":4,"n_head_kv":1,'
+want+='"n_ff":6912,"rope_freq_base":1000000,"sliding_window":512,"sliding_window_pattern":6,"rope_freq_base_swa":10000}'
+check "gemma3-1b: Gemma 3 1B's hyperparameters" \
+    test "$(jq -c '.hparams | {architecture, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, rope_freq_base,
+        sliding_window, sliding_window_pattern, rope_freq_base_swa}' "$tmp/ours.json")" = "$want"
+check "gemma3-1b: Q/K norms, post-attention and post-FFN norms, no output.weight" \
+    test "$(jq -c '[.tensors[] | select(.name | test("^blk\\.0\\..*norm|^output")) | .name]' "$tmp/ours.json")" \
+    = '["blk.0.attn_norm.weight","blk.0.attn_q_norm.weight","blk.0.attn_k_norm.weight","blk.0.post_attention_norm.weight","blk.0.ffn_norm.weight","blk.0.post_ffw_norm.weight","output_norm.weight"]'
+capture "$SYNAPSE" run -m "$tmp/big.gguf" -p "Hello" -n 2 --temp 0 --json
+check "run accepts the gemma3-1b model" test "$rc" -eq 0 -a "$(jq '.generated_ids | length' "$tmp/out")" -eq 2
 
 # Llama 3.2 1B with tests/data/arch's 432-token llama-bpe vocabulary, padded to 128256.
 check "gen-model llama3.2-1b" gen_preset llama3.2-1b 1 q8_0 tests/data/arch/llama-s5-q8_0.gguf "$tmp/big.gguf"

@@ -1,7 +1,7 @@
 /*
- * cmd_gen_model.c: `synapse gen-model`: writes a random-weight Qwen2, Qwen3 or Llama GGUF with the
- * tensor names, shapes, types (llama-quantize's per-tensor choices for the mix asked for), tensor
- * order and metadata layout of a real file, and the tokenizer and chat template copied from
+ * cmd_gen_model.c: `synapse gen-model`: writes a random-weight Qwen2, Qwen3, Llama or Gemma 3 GGUF
+ * with the tensor names, shapes, types (llama-quantize's per-tensor choices for the mix asked for),
+ * tensor order and metadata layout of a real file, and the tokenizer and chat template copied from
  * another GGUF. The weights come from a seeded generator and are streamed tensor by tensor
  * through the GGUF writer, so the model never sits in memory at once.
  */
@@ -33,6 +33,8 @@ const char usage_gen_model[] =
     "    llama3.2-1b   llama: 16 blocks, width 2048, 32 heads, 8 KV heads, FFN 8192, vocab "
     "128256,\n"
     "                  Llama 3 RoPE frequency factors, context 131072, pre-tokenizer llama-bpe\n"
+    "    gemma3-1b     gemma3: 26 blocks, width 1152, 4 heads of 256, 1 KV head, FFN 6912, vocab\n"
+    "                  262144, sliding window 512 on 5 layers of 6, context 32768\n"
     "    tiny          qwen2: 2 blocks, width 64, 4 heads, 2 KV heads, FFN 128, vocab 151936\n"
     "    test-qwen2, test-qwen3, test-llama: the shape of tests/data/arch's llama.cpp files\n"
     "                  (3 blocks, width 256, FFN 768, context 4096, head size 64; test-llama's\n"
@@ -50,9 +52,13 @@ const char usage_gen_model[] =
     "  OUT that exists as anything but a regular file (a symbolic link, FIFO, device or\n"
     "  directory) is refused (exit 1) and left as it is.\n";
 
-typedef enum gen_arch { ARCH_QWEN2, ARCH_QWEN3, ARCH_LLAMA } gen_arch;
+typedef enum gen_arch { ARCH_QWEN2, ARCH_QWEN3, ARCH_LLAMA, ARCH_GEMMA3 } gen_arch;
 
-static const char *const arch_names[] = {"qwen2", "qwen3", "llama"};
+static const char *const arch_names[] = {"qwen2", "qwen3", "llama", "gemma3"};
+
+/* Gemma 3 1B's attention.sliding_window (the larger Gemma 3 have 1024); its files have no
+ * sliding_window_pattern key (the loader's default, 6, is theirs) and no RoPE scaling. */
+enum { GEMMA3_1B_WINDOW = 512 };
 
 typedef struct preset {
     const char *name;
@@ -74,6 +80,8 @@ static const preset presets[] = {
      151936, 40960, 1e6f, 1e-6f, true, false, NULL},
     {"llama3.2-1b", "Llama 3.2 1B Instruct shape synthetic random", ARCH_LLAMA, 16, 2048, 32, 8, 64,
      8192, 128256, 131072, 500000.0f, 1e-5f, true, true, "llama-bpe"},
+    {"gemma3-1b", "Gemma 3 1B shape synthetic random", ARCH_GEMMA3, 26, 1152, 4, 1, 256, 6912,
+     262144, 32768, 1e6f, 1e-6f, true, false, NULL},
     {"tiny", "Qwen2.5 0.5B Instruct shape synthetic random (tiny)", ARCH_QWEN2, 2, 64, 4, 2, 16,
      128, 151936, 32768, 1e6f, 1e-6f, true, false, NULL},
     /* The llama.cpp-quantized files of tests/data/arch (see its README), type for type. */
@@ -85,7 +93,7 @@ static const preset presets[] = {
      500000.0f, 1e-6f, false, true, "llama-bpe"},
 };
 #define PRESET_NAMES                                                                               \
-    "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, tiny, test-qwen2, test-qwen3 or test-llama"
+    "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, gemma3-1b, tiny, test-qwen2, test-qwen3 or test-llama"
 
 /* A --type: the matrices' type and general.file_type (llama.cpp's llama_ftype); more_bits: the _M
  * mixes' Q6_K for some attn_v and ffn_down. */
@@ -264,7 +272,7 @@ static void add_spec(tensor_spec *specs, size_t *n, const char *name, uint32_t t
     t->init = init;
 }
 
-enum { MAX_TENSORS_OUTSIDE_BLOCKS = 4, MAX_TENSORS_PER_BLOCK = 12 };
+enum { MAX_TENSORS_OUTSIDE_BLOCKS = 4, MAX_TENSORS_PER_BLOCK = 13 };
 
 /* Fills specs (room for MAX_TENSORS_OUTSIDE_BLOCKS + MAX_TENSORS_PER_BLOCK * n_layer) and returns
  * the count. */
@@ -286,7 +294,9 @@ static size_t build_specs(const preset *p, const type_mix *mix, uint64_t n_vocab
     for (uint32_t l = 0; l < L; l++) {
 #define BLK(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
 #define MAT(role, ne0) matrix_type(mix, role, l, L, ne0)
-        const bool biases = p->arch == ARCH_QWEN2, qk_norms = p->arch == ARCH_QWEN3;
+        const bool biases = p->arch == ARCH_QWEN2,
+                   qk_norms = p->arch == ARCH_QWEN3 || p->arch == ARCH_GEMMA3,
+                   post_norms = p->arch == ARCH_GEMMA3;
         add_spec(specs, &n, BLK("attn_norm.weight"), GGML_TYPE_F32, p->n_embd, 1, INIT_NORM);
         add_spec(specs, &n, BLK("attn_q.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, q_dim,
                  INIT_MATRIX);
@@ -305,6 +315,9 @@ static size_t build_specs(const preset *p, const type_mix *mix, uint64_t n_vocab
         if (biases) add_spec(specs, &n, BLK("attn_v.bias"), GGML_TYPE_F32, kv_dim, 1, INIT_BIAS);
         add_spec(specs, &n, BLK("attn_output.weight"), MAT(ROLE_PLAIN, q_dim), q_dim, p->n_embd,
                  INIT_MATRIX);
+        if (post_norms)
+            add_spec(specs, &n, BLK("post_attention_norm.weight"), GGML_TYPE_F32, p->n_embd, 1,
+                     INIT_NORM);
         add_spec(specs, &n, BLK("ffn_norm.weight"), GGML_TYPE_F32, p->n_embd, 1, INIT_NORM);
         add_spec(specs, &n, BLK("ffn_gate.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, p->n_ff,
                  INIT_MATRIX);
@@ -312,6 +325,9 @@ static size_t build_specs(const preset *p, const type_mix *mix, uint64_t n_vocab
                  INIT_MATRIX);
         add_spec(specs, &n, BLK("ffn_down.weight"), MAT(ROLE_FFN_DOWN, p->n_ff), p->n_ff, p->n_embd,
                  INIT_MATRIX);
+        if (post_norms)
+            add_spec(specs, &n, BLK("post_ffw_norm.weight"), GGML_TYPE_F32, p->n_embd, 1,
+                     INIT_NORM);
 #undef MAT
 #undef BLK
     }
@@ -474,11 +490,13 @@ static syn_status write_metadata(gguf_writer *w, const gen_model_opts *o, const 
     SET(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->rms_norm_eps));
     if (p->arch != ARCH_QWEN2)
         SET(gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freq_base));
-    if (p->arch == ARCH_QWEN3) {
-        /* The head size is not width / heads in Qwen3: the loader reads it here. */
+    if (p->arch == ARCH_QWEN3 || p->arch == ARCH_GEMMA3) {
+        /* The head size is not width / heads in Qwen3 and Gemma 3: the loader reads it here. */
         SET(gguf_writer_set_u32(w, KEY("attention.key_length"), p->head_dim));
         SET(gguf_writer_set_u32(w, KEY("attention.value_length"), p->head_dim));
     }
+    if (p->arch == ARCH_GEMMA3)
+        SET(gguf_writer_set_u32(w, KEY("attention.sliding_window"), GEMMA3_1B_WINDOW));
     if (p->arch == ARCH_LLAMA) {
         SET(gguf_writer_set_u32(w, KEY("rope.dimension_count"), p->head_dim));
         SET(gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab));
