@@ -362,6 +362,11 @@ static int time_test(syn_context *ctx, const int32_t *ids, int32_t reps, bench_r
     for (int32_t rep = -1; rep < reps; rep++) {
         if (syn_context_truncate(ctx, (uint32_t)r->depth) != SYN_OK)
             return fail_lib("%s: cannot rewind the cache", name);
+        /* A sliding-window cache (gemma3) that lost the window below the depth starts over: the
+         * depth is filled again, untimed, with the tokens that filled it. */
+        if (syn_context_n_past(ctx) < (uint32_t)r->depth &&
+            syn_context_decode(ctx, ids, (size_t)r->depth, NULL) != SYN_OK)
+            return fail_lib("%s: cannot fill the cache to depth %d again", name, (int)r->depth);
         syn_status st = SYN_OK;
         double t0 = 0, t1 = 0;
         if (!r->tg) {
