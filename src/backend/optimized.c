@@ -1222,16 +1222,16 @@ static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uin
         };
         st = forward_tokens(s, &b, s->ring_blocks ? s->ctx_ring : NULL);
     }
-    if (st != SYN_OK) return st;
-    /* The ring keeps its last ring_blocks blocks of positions. */
+    /* The ring keeps its last ring_blocks blocks of positions, of all this call may have written
+     * even when it failed part way; positions from pos0 on are held only after a success. */
     if (pos0 == 0) s->kv_lo = 0; /* a new sequence */
-    s->kv_hi = pos0 + (uint32_t)n;
-    const uint32_t last = (s->kv_hi - 1) / SYN_KV_BLOCK;
+    const uint32_t end = pos0 + (uint32_t)n, last = (end - 1) / SYN_KV_BLOCK;
     if (s->ring_blocks && last >= s->ring_blocks) {
         const uint32_t oldest = (last - s->ring_blocks + 1) * SYN_KV_BLOCK;
         s->kv_lo = oldest > s->kv_lo ? oldest : s->kv_lo;
     }
-    return SYN_OK;
+    s->kv_hi = st == SYN_OK ? end : pos0;
+    return st;
 }
 
 const syn_backend_ops syn_optimized_backend = {
