@@ -17,12 +17,13 @@
  *   wo     row chunks of wo; x += for those rows (with a post-attention norm, gemma3: the rows
  *          only, then one job over the tokens: x += rmsnorm(wo a) * post_attn_norm)
  *   norm   as above with ffn_norm
- *   ffn    row chunks covering the same rows of gate and up: silu(gate) * up (or gelu.h's GELU),
- *          quantized in place (chunks of whole activation blocks: 32 rows, 256 for a k-quant
- * w_down) down   row chunks of w_down; x += for those rows (with post_ffn_norm: as wo) then the
- * final norm and output projection for the tokens that want logits only, as one matrix pass: a
- * decode step of k sequences reads every weight matrix once for all k tokens; soft-capped logits
- * are capped by the output chunks.
+ *   ffn    row chunks covering the same rows of gate and up: silu(gate) * up (gemma3: gelu.h's
+ *          GELU), quantized in place (chunks of whole activation blocks: 32 rows, 256 for a
+ *          k-quant w_down)
+ *   down   row chunks of w_down; x += for those rows (with post_ffn_norm: as wo)
+ * then the final norm and output projection for the tokens that want logits only, as one matrix
+ * pass: a decode step of k sequences reads every weight matrix once for all k tokens; the output
+ * chunks soft-cap their logits when the model says so.
  *
  * The syn_context path (forward) is a batch of one sequence whose blocks the state owns; the
  * engine (src/engine/) owns the blocks of its sequences and calls forward_batch. The engine's
