@@ -37,6 +37,8 @@ const gguf_file *syn_model_gguf(const syn_model *model);
 typedef struct syn_model_work {
     uint64_t token_embd_bytes;       /* the token embedding matrix */
     uint64_t kv_values_per_position; /* K and V values of one position, all layers */
+    uint64_t kv_values_local;        /* of those, the sliding-window layers' (they attend to */
+    uint32_t swa_window;             /* the last swa_window positions only; 0: none) */
     uint64_t macs_per_token;         /* multiply-adds of the block matrices */
     uint32_t block_matrix_type;      /* ggml type of the first block's query matrix */
 } syn_model_work;

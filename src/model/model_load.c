@@ -582,9 +582,12 @@ void syn_model_get_work(const syn_model *model, syn_model_work *out) {
         .kv_values_per_position =
             2ull * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim,
         .block_matrix_type = hp->n_layer > 0 ? model->layers[0].wq.type : GGML_TYPE_COUNT,
+        .swa_window = (uint32_t)hp->swa_window,
     };
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &model->layers[l];
+        if (syn_layer_is_local(hp, l))
+            out->kv_values_local += 2ull * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
         const syn_tensor *mats[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
                                     &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)

@@ -90,6 +90,8 @@ void bench_describe_model(const syn_model *model, const char *path, bench_model 
     if (!m->info.tied_output && work.token_embd_bytes <= m->bytes_per_token)
         m->bytes_per_token -= work.token_embd_bytes;
     m->kv_values_per_position = work.kv_values_per_position;
+    m->kv_values_local = work.kv_values_local;
+    m->swa_window = work.swa_window;
     m->macs_per_token = work.macs_per_token;
 }
 

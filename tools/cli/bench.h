@@ -52,6 +52,8 @@ typedef struct bench_model {
     char type[64];                   /* "qwen2 494M q8_0" */
     uint64_t bytes_per_token;        /* weight bytes one decode step reads */
     uint64_t kv_values_per_position; /* keys + values one cached position holds, all layers */
+    uint64_t kv_values_local;        /* of those, the sliding-window layers' */
+    uint32_t swa_window;             /* positions a sliding-window layer reads (0: none) */
     uint64_t macs_per_token;         /* multiply-adds of the block matrices for one token */
 } bench_model;
 

@@ -254,10 +254,16 @@ typedef struct bench_result {
     bench_stats st;
 } bench_result;
 
-/* KV bytes one step of r (a tg test) reads: its mean depth's positions of every layer. */
+/* KV bytes one step of r (a tg test) reads: its mean depth's positions of every layer, at most
+ * the window's of a sliding-window layer. */
 static double kv_bytes_per_token(const bench_model *m, const bench_result *r) {
     const double mean_positions = r->depth + 2 + (r->n_tokens - 1) / 2.0;
-    return mean_positions * (double)m->kv_values_per_position * (r->kv_type == SYN_KV_F16 ? 2 : 4);
+    const double local_positions =
+        m->swa_window && m->swa_window < mean_positions ? m->swa_window : mean_positions;
+    const double values =
+        mean_positions * (double)(m->kv_values_per_position - m->kv_values_local) +
+        local_positions * (double)m->kv_values_local;
+    return values * (r->kv_type == SYN_KV_F16 ? 2 : 4);
 }
 
 static void test_name(const bench_result *r, char *buf, size_t cap) {
