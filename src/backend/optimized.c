@@ -9,9 +9,10 @@
  *   norm   h = rmsnorm(x) * attn_norm, quantized into the activation formats its consumers take
  *          (Q8_0, Q8_1, Q8_K: kernels.h)                                         (job: tokens)
  *   qkv    one job over the heads of wq, wk and wv together: a chunk computes its heads' rows for
- *          every token, adds the bias (if any), RMS-norms each Q/K head (qwen3), rotates Q/K (RoPE
- *          table, NeoX or adjacent pairs, frequency factors) and stores K/V into each token's own
- *          sequence blocks
+ *          every token, adds the bias (if any), RMS-norms each Q/K head (qwen3), rotates the first
+ *          n_rot dims of Q/K (RoPE table, NeoX or adjacent pairs, frequency factors, phi3's
+ *          attn_factor) and stores K/V into each token's own sequence blocks (phi3's fused
+ *          matrices arrive as the separate views, model.h)
  *   attn   one job over (token, kv head): the kv head's group of query heads over the token's
  *          sequence, positions 0..pos (a local layer: the sliding window's), quantized in place
  *   wo     row chunks of wo; x += for those rows (with a post-attention norm, gemma3: the rows
@@ -111,8 +112,8 @@ typedef struct opt_state {
 
     opt_layer_vecs *vecs; /* [n_layer] */
     const float *output_norm;
-    const float *rope_factor; /* [head_dim / 2] rope_freqs, NULL: all 1 */
-    float *rope_scaled;       /* [head_dim / 2] rope_factor / rope_freq_scale, when scaled */
+    const float *rope_factor; /* [n_rot / 2] syn_model_rope_factors for n_ctx, NULL: all 1 */
+    float *rope_scaled;       /* [n_rot / 2] rope_factor / rope_freq_scale, when scaled */
     float *vec_copies;        /* backing store of the vectors that are not F32 views */
 
     /* KV block geometry (backend.h, kernels/floats.h): a block is [n_layer] of [n_head_kv] of
@@ -143,12 +144,13 @@ typedef struct opt_state {
      * attends to none before kv_lo (the ring overwrites older positions). */
     uint32_t kv_lo, kv_hi;
 
-    /* RoPE table for positions [0, rope_cap): angle pos * base^(-2i/head_dim) / (rope_factor[i] /
-     * rope_freq_scale), i < head_dim/2; and the local layers' (base rope_freq_base_swa, no factors,
-     * no scaling), NULL when the model has no local layer. */
+    /* RoPE table for positions [0, rope_cap): cos and sin of angle
+     * pos * base^(-2i/n_rot) / (rope_factor[i] / rope_freq_scale), i < n_rot/2, times
+     * rope_attn_factor; and the local layers' (base rope_freq_base_swa, no factors, no scaling,
+     * times rope_attn_factor too), NULL when the model has no local layer. */
     uint32_t rope_cap;
-    float *rope_cos, *rope_sin;         /* [rope_cap][head_dim / 2] */
-    float *rope_cos_swa, *rope_sin_swa; /* [rope_cap][head_dim / 2] */
+    float *rope_cos, *rope_sin;         /* [rope_cap][n_rot / 2] */
+    float *rope_cos_swa, *rope_sin_swa; /* [rope_cap][n_rot / 2] */
 
     /* Slice scratch for batch_cap tokens. */
     size_t batch_cap;
@@ -264,8 +266,9 @@ static const float *vec_view(const syn_tensor *t, float **store) {
 static syn_status bind_vectors(opt_state *s) {
     const struct syn_model *m = s->model;
     const syn_hparams *hp = &m->hp;
+    const syn_tensor *factors = syn_model_rope_factors(m, s->n_ctx);
     size_t copies = needs_copy(&m->output_norm) ? (size_t)hp->n_embd : 0;
-    if (m->rope_freqs.data && needs_copy(&m->rope_freqs)) copies += (size_t)m->rope_freqs.ne[0];
+    if (factors->data && needs_copy(factors)) copies += (size_t)factors->ne[0];
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &m->layers[l];
         const syn_tensor *v[9] = {&L->attn_norm,    &L->ffn_norm, &L->bq,     &L->bk,
@@ -294,9 +297,9 @@ static syn_status bind_vectors(opt_state *s) {
         };
     }
     s->output_norm = vec_view(&m->output_norm, &store);
-    s->rope_factor = vec_view(&m->rope_freqs, &store);
+    s->rope_factor = vec_view(factors, &store);
     if (hp->rope_freq_scale != 1.0f) {
-        const int32_t half = hp->head_dim / 2;
+        const int32_t half = hp->n_rot / 2;
         s->rope_scaled = malloc(sizeof(float) * (size_t)half);
         if (!s->rope_scaled)
             return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory for RoPE factors");
@@ -495,11 +498,11 @@ static syn_status grow_own_blocks(opt_state *s, uint32_t n_positions) {
 }
 
 /* Grows one RoPE table (*c, *sn) from rope_cap to cap positions, with base and per-pair divisors
- * factor (NULL: 1). False when out of memory. */
+ * factor (NULL: 1), cos and sin times rope_attn_factor. False when out of memory. */
 static bool grow_rope_table(const opt_state *s, uint32_t cap, float base, const float *factor,
                             float **c, float **sn) {
     const syn_hparams *hp = &s->model->hp;
-    const size_t half = (size_t)hp->head_dim / 2;
+    const size_t half = (size_t)hp->n_rot / 2;
     float *nc = realloc(*c, sizeof(float) * half * cap);
     if (nc) *c = nc;
     float *ns = realloc(*sn, sizeof(float) * half * cap);
@@ -508,10 +511,10 @@ static bool grow_rope_table(const opt_state *s, uint32_t cap, float base, const 
     /* The reference backend's formula, so both rotate by the same float32 values. */
     for (uint32_t p = s->rope_cap; p < cap; p++) {
         for (size_t i = 0; i < half; i++) {
-            double angle = (double)p * pow((double)base, -2.0 * (double)i / hp->head_dim);
+            double angle = (double)p * pow((double)base, -2.0 * (double)i / hp->n_rot);
             if (factor) angle /= factor[i];
-            nc[(size_t)p * half + i] = (float)cos(angle);
-            ns[(size_t)p * half + i] = (float)sin(angle);
+            nc[(size_t)p * half + i] = (float)(cos(angle) * (double)hp->rope_attn_factor);
+            ns[(size_t)p * half + i] = (float)(sin(angle) * (double)hp->rope_attn_factor);
         }
     }
     return true;
@@ -711,11 +714,12 @@ static int job_quantize(void *ctx, int64_t t, int thread) {
     return 0;
 }
 
-/* Rotates heads [h0, h1) of row (each [head_dim]) by position pos, with a local layer's table
- * when local: pair i is (i, i + half) in the NeoX layout, (2i, 2i + 1) in the adjacent one. */
+/* Rotates the first n_rot dims of heads [h0, h1) of row (each [head_dim]) by position pos, with a
+ * local layer's table when local: pair i (of half = n_rot/2) is (i, i + half) in the NeoX layout,
+ * (2i, 2i + 1) in the adjacent one. */
 static void rope_heads(const opt_state *s, float *row, int32_t h0, int32_t h1, uint32_t pos,
                        bool local) {
-    const int32_t hd = s->model->hp.head_dim, half = hd / 2;
+    const int32_t hd = s->model->hp.head_dim, half = s->model->hp.n_rot / 2;
     const bool neox = s->model->hp.rope_layout == SYN_ROPE_NEOX;
     /* pair i: (step * i, step * i + other) */
     const int32_t step = neox ? 1 : 2, other = neox ? half : 1;

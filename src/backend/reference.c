@@ -12,9 +12,11 @@
  *   h = rmsnorm(x) * attn_norm
  *   q = Wq h + bq [n_head][head_dim],  k = Wk h + bk,  v = Wv h + bv [n_head_kv][head_dim]
  *   q_i = rmsnorm(q_i) * q_norm, k_j = rmsnorm(k_j) * k_norm for each head (qwen3)
- *   q, k = rope(q, k, pos): NeoX pairs (i, i + head_dim/2) or adjacent pairs (2i, 2i + 1), pair i
- *          at angle pos * freq_scale * base^(-2i/head_dim) / rope_freqs[i];  cache k, v at pos
- *          (a local layer: base rope_freq_base_swa, no scaling)
+ *   q, k = rope(q, k, pos) on the first n_rot dims of each head (the rest pass unchanged): NeoX
+ *          pairs (i, i + n_rot/2) or adjacent pairs (2i, 2i + 1), pair i at angle
+ *          pos * freq_scale * base^(-2i/n_rot) / factor[i] (rope_freqs, or phi3's LongRoPE short
+ *          or long factors by n_ctx), cos and sin times rope_attn_factor;  cache k, v at pos
+ *          (a local layer: base rope_freq_base_swa, no factors, no scaling)
  *   for each query head i (kv head i / (n_head / n_head_kv)):
  *       a_i = softmax(q_i . k_t * attn_scale, t = t0..pos) . v_t
  *       (t0 = 0, or pos - swa_window + 1 in a local layer)
@@ -23,6 +25,8 @@
  *   x = x + rmsnorm(Wdown (act(Wgate h) * (Wup h))) * post_ffn_norm   (act: silu, or gelu.h's)
  * and at the end logits = Woutput (rmsnorm(x) * output_norm), soft-capped when the model says so.
  * A local layer's cache is a ring of swa_window positions (position t in slot t % swa_window).
+ * phi3's fused q | k | v and gate | up matrices arrive as the separate views (model.h), so its
+ * block is this one.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -51,8 +55,8 @@ typedef struct ref_state {
     float *up;          /* [n_ff] */
     float *scores;      /* [n_ctx] attention scores of one head (grows with kv_cap) */
     float *row;         /* [max(n_embd, n_ff, q_dim)] one dequantized weight row */
-    float *rope_factor; /* [head_dim / 2] rope_freqs (or ones) / rope_freq_scale */
-    float *rope_ones;   /* [head_dim / 2] ones: a local layer's factors */
+    float *rope_factor; /* [n_rot / 2] syn_model_rope_factors (or ones) / rope_freq_scale */
+    float *rope_ones;   /* [n_rot / 2] ones: a local layer's factors */
 } ref_state;
 
 /* Positions layer l's cache holds: kv_cap, at most the window in a local layer. */
@@ -114,19 +118,20 @@ static syn_status ref_create(const struct syn_model *model, const syn_backend_co
     s->gate = malloc(sizeof(float) * (size_t)hp->n_ff);
     s->up = malloc(sizeof(float) * (size_t)hp->n_ff);
     s->row = malloc(sizeof(float) * (size_t)widest);
-    s->rope_factor = malloc(sizeof(float) * (size_t)(hp->head_dim / 2));
-    s->rope_ones = malloc(sizeof(float) * (size_t)(hp->head_dim / 2));
+    s->rope_factor = malloc(sizeof(float) * (size_t)(hp->n_rot / 2));
+    s->rope_ones = malloc(sizeof(float) * (size_t)(hp->n_rot / 2));
     if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q || !s->attn || !s->gate || !s->up ||
         !s->row || !s->rope_factor || !s->rope_ones) {
         ref_destroy(s);
         return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
     }
-    if (model->rope_freqs.data)
-        syn_tensor_row(&model->rope_freqs, 0, s->rope_factor);
+    const syn_tensor *factors = syn_model_rope_factors(model, cfg->n_ctx);
+    if (factors->data)
+        syn_tensor_row(factors, 0, s->rope_factor);
     else
-        for (int32_t i = 0; i < hp->head_dim / 2; i++)
+        for (int32_t i = 0; i < hp->n_rot / 2; i++)
             s->rope_factor[i] = 1.0f;
-    for (int32_t i = 0; i < hp->head_dim / 2; i++) {
+    for (int32_t i = 0; i < hp->n_rot / 2; i++) {
         s->rope_factor[i] /= hp->rope_freq_scale; /* pos * scale / f = pos / (f / scale) */
         s->rope_ones[i] = 1.0f;
     }
@@ -192,15 +197,18 @@ static void matvec(float *y, const syn_tensor *w, const float *x, const syn_tens
     }
 }
 
-/* Rotates each head of vec [n_heads][head_dim] by position pos: pair i (of head_dim/2) is
- * (i, i + head_dim/2) in the NeoX layout, (2i, 2i + 1) in the adjacent one, at angle
- * pos * base^(-2i/head_dim) / factor[i]. */
-static void rope(float *vec, int32_t n_heads, int32_t head_dim, uint32_t pos, float base,
-                 const float *factor, syn_rope_layout layout) {
-    int32_t half = head_dim / 2;
+/* Rotates the first hp->n_rot dims of each head of vec [n_heads][head_dim] by position pos: pair
+ * i (of n_rot/2) is (i, i + n_rot/2) in the NeoX layout, (2i, 2i + 1) in the adjacent one, at
+ * angle pos * base^(-2i/n_rot) / factor[i] (factor: rope_factor, which holds the frequency scale,
+ * or a local layer's ones), with cos and sin scaled by rope_attn_factor. */
+static void rope(float *vec, int32_t n_heads, const syn_hparams *hp, uint32_t pos, float base,
+                 const float *factor) {
+    const int32_t head_dim = hp->head_dim, n_rot = hp->n_rot, half = n_rot / 2;
+    const syn_rope_layout layout = hp->rope_layout;
+    const double mscale = hp->rope_attn_factor;
     for (int32_t i = 0; i < half; i++) {
-        double angle = (double)pos * pow((double)base, -2.0 * i / head_dim) / factor[i];
-        float c = (float)cos(angle), sn = (float)sin(angle);
+        double angle = (double)pos * pow((double)base, -2.0 * i / n_rot) / factor[i];
+        float c = (float)(cos(angle) * mscale), sn = (float)(sin(angle) * mscale);
         int32_t a = layout == SYN_ROPE_NEOX ? i : 2 * i,
                 b = layout == SYN_ROPE_NEOX ? i + half : 2 * i + 1;
         for (int32_t h = 0; h < n_heads; h++) {
@@ -285,8 +293,8 @@ static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logi
         matvec(v, &L->wv, s->h, &L->bv, s->row);
         head_norms(s->q, hp->n_head, &L->q_norm, hp->rms_norm_eps, s->row);
         head_norms(k, hp->n_head_kv, &L->k_norm, hp->rms_norm_eps, s->row);
-        rope(s->q, hp->n_head, hp->head_dim, pos, base, factor, hp->rope_layout);
-        rope(k, hp->n_head_kv, hp->head_dim, pos, base, factor, hp->rope_layout);
+        rope(s->q, hp->n_head, hp, pos, base, factor);
+        rope(k, hp->n_head_kv, hp, pos, base, factor);
         attention(s, l, pos);
         matvec(s->h, &L->wo, s->attn, NULL, s->row);
         if (L->post_attn_norm.data)

@@ -1,5 +1,5 @@
-/* arch.c: the architecture table (arch.h): qwen2, qwen3, llama and gemma3 as llama.cpp loads
- * them. */
+/* arch.c: the architecture table (arch.h): qwen2, qwen3, llama, gemma3 and phi3 as llama.cpp
+ * loads them. */
 #include "model/arch.h"
 
 #include <stddef.h>
@@ -67,17 +67,40 @@ static const syn_tensor_rule gemma3_layer_rules[] = {
     {"post_ffw_norm.weight", LAYER_SLOT(post_ffn_norm), SYN_DIM_EMBD, SYN_DIM_NONE, false},
 };
 
+/* Phi-3 / Phi-3.5 / Phi-4-mini: the output may be tied (Phi-4-mini); one set of LongRoPE factors
+ * for all blocks, both present or both absent (Phi-3-mini-4k has none). */
+static const syn_tensor_rule phi3_model_rules[] = {
+    MODEL_TENSORS,
+    {"rope_factors_short.weight", MODEL_SLOT(rope_factors_short), SYN_DIM_ROPE_PAIRS, SYN_DIM_NONE,
+     true},
+    {"rope_factors_long.weight", MODEL_SLOT(rope_factors_long), SYN_DIM_ROPE_PAIRS, SYN_DIM_NONE,
+     true},
+};
+
+/* Phi-3: q | k | v fused in one matrix and gate | up in another; the loader splits both into the
+ * wq, wk, wv, w_gate, w_up views of their rows (model_phi3.c). No biases. */
+static const syn_tensor_rule phi3_layer_rules[] = {
+    {"attn_norm.weight", LAYER_SLOT(attn_norm), SYN_DIM_EMBD, SYN_DIM_NONE, false},
+    {"attn_qkv.weight", LAYER_SLOT(wqkv), SYN_DIM_EMBD, SYN_DIM_QKV, false},
+    {"attn_output.weight", LAYER_SLOT(wo), SYN_DIM_Q, SYN_DIM_EMBD, false},
+    {"ffn_norm.weight", LAYER_SLOT(ffn_norm), SYN_DIM_EMBD, SYN_DIM_NONE, false},
+    {"ffn_up.weight", LAYER_SLOT(w_gate_up), SYN_DIM_EMBD, SYN_DIM_FF2, false},
+    {"ffn_down.weight", LAYER_SLOT(w_down), SYN_DIM_FF, SYN_DIM_EMBD, false},
+};
+
 #define RULES(a) a, sizeof a / sizeof a[0]
 
 static const syn_arch archs[] = {
     {"qwen2", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(syn_layer_rules), SYN_FFN_SILU, false,
-     false},
+     false, false, false},
     {"qwen3", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(qwen3_layer_rules), SYN_FFN_SILU, false,
-     false},
+     false, false, false},
     {"llama", SYN_ROPE_ADJACENT, RULES(llama_model_rules), RULES(llama_layer_rules), SYN_FFN_SILU,
-     false, false},
+     false, false, false, false},
     {"gemma3", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(gemma3_layer_rules), SYN_FFN_GELU_TANH,
-     true, true},
+     true, true, false, false},
+    {"phi3", SYN_ROPE_NEOX, RULES(phi3_model_rules), RULES(phi3_layer_rules), SYN_FFN_SILU, false,
+     false, true, true},
 };
 
 const syn_arch *syn_arch_find(const char *name, size_t len) {
@@ -86,4 +109,4 @@ const syn_arch *syn_arch_find(const char *name, size_t len) {
     return NULL;
 }
 
-const char *syn_arch_names(void) { return "qwen2, qwen3, llama, gemma3"; }
+const char *syn_arch_names(void) { return "qwen2, qwen3, llama, gemma3, phi3"; }

@@ -3,7 +3,8 @@
  * prefix (the general.architecture value), the RoPE layout, and every tensor with its shape rule
  * and whether it may be absent. Norms follow from the tensors: a layer with attn_q_norm /
  * attn_k_norm normalises each query and key head before RoPE (qwen3); one with post_attention_norm
- * / post_ffw_norm RMS-norms the attention / FFN output before the residual add (gemma3).
+ * / post_ffw_norm RMS-norms the attention / FFN output before the residual add (gemma3); a fused
+ * matrix (phi3's attn_qkv, ffn_up) is split into views of the separate ones at load.
  * Hyperparameters are read the same way for every entry (model_load.c): the head size is
  * ARCH.attention.key_length when present, else n_embd / n_head. The pre-tokenizer and chat format
  * are named by the tokenizer's own metadata (tokenizer.ggml.pre, tokenizer.chat_template) and have
@@ -17,10 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Which elements of a head RoPE rotates together, at angle pos * base^(-2i/head_dim) / factor[i]
- * for pair i < head_dim / 2. */
+/* Which elements of a head RoPE rotates together, at angle pos * base^(-2i/n_rot) / factor[i]
+ * for pair i < n_rot / 2 (n_rot: the rotated dims, head_dim unless ARCH.rope.dimension_count
+ * says fewer; the dims from n_rot on pass unchanged). */
 typedef enum syn_rope_layout {
-    SYN_ROPE_NEOX,     /* (i, i + head_dim/2): qwen2, qwen3 (ggml's NEOX mode) */
+    SYN_ROPE_NEOX,     /* (i, i + n_rot/2): qwen2, qwen3, phi3 (ggml's NEOX mode) */
     SYN_ROPE_ADJACENT, /* (2i, 2i + 1): llama (ggml's normal mode) */
 } syn_rope_layout;
 
@@ -32,8 +34,10 @@ typedef enum syn_dim {
     SYN_DIM_KV,         /* n_head_kv * head_dim */
     SYN_DIM_FF,         /* n_ff */
     SYN_DIM_HEAD,       /* head_dim */
-    SYN_DIM_ROPE_PAIRS, /* head_dim / 2 */
+    SYN_DIM_ROPE_PAIRS, /* n_rot / 2 */
     SYN_DIM_VOCAB,      /* rows of token_embd.weight */
+    SYN_DIM_QKV,        /* q_dim + 2 * kv_dim: a fused q | k | v matrix (phi3) */
+    SYN_DIM_FF2,        /* 2 * n_ff: a fused gate | up matrix (phi3) */
 } syn_dim;
 
 /* The activation of the gated FFN: act(gate) * up. */
@@ -59,12 +63,18 @@ typedef struct syn_arch {
     syn_ffn_act ffn_act;
     bool embd_scale; /* the embedding row is scaled by sqrt(n_embd) (gemma) */
     bool swa;        /* reads ARCH.attention.sliding_window and its keys (model.h: swa_window) */
+    /* phi3: rope.scaling.original_context_length and rope.scaling.attn_factor are read, and
+     * rope_factors_short / rope_factors_long divide the pair frequencies (LongRoPE). */
+    bool longrope;
+    /* phi3: ARCH.attention.sliding_window is ignored, as llama.cpp does for Phi-3 (it warns and
+     * disables it); elsewhere the key is refused. */
+    bool ignores_sliding_window;
 } syn_arch;
 
 /* The entry named name[0..len), or NULL. */
 const syn_arch *syn_arch_find(const char *name, size_t len);
 
-/* "qwen2, qwen3, llama": the supported names, for messages. */
+/* "qwen2, qwen3, llama, gemma3, phi3": the supported names, for messages. */
 const char *syn_arch_names(void);
 
 #endif

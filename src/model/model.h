@@ -54,6 +54,12 @@ typedef struct syn_hparams {
     int32_t swa_window;
     int32_t swa_pattern;
     float rope_freq_base_swa;
+    int32_t n_rot;          /* dims RoPE rotates per head: ARCH.rope.dimension_count, even, at
+                             * most head_dim (phi3: partial rotary); the rest pass unchanged */
+    float rope_attn_factor; /* multiplies RoPE's cos and sin: phi3's rope.scaling.attn_factor;
+                             * 1 elsewhere */
+    int32_t n_ctx_orig;     /* rope.scaling.original_context_length (phi3; else n_ctx_train): a
+                             * context longer than this takes rope_factors_long */
 } syn_hparams;
 
 /* Whether layer il attends within the sliding window only. */
@@ -72,6 +78,10 @@ typedef struct syn_layer {
     syn_tensor w_down;         /* {n_ff, n_embd} */
     syn_tensor post_attn_norm; /* [n_embd] RMS norm of the attention output (gemma3) */
     syn_tensor post_ffn_norm;  /* [n_embd] RMS norm of the FFN output (gemma3) */
+    /* Fused matrices as the file holds them (phi3); wq, wk, wv and w_gate, w_up are views of
+     * their rows (whole rows, so any weight type splits), and the backends read only the views. */
+    syn_tensor wqkv;      /* {n_embd, q_dim + 2 * kv_dim}: q rows, then k, then v */
+    syn_tensor w_gate_up; /* {n_embd, 2 * n_ff}: gate rows, then up */
 } syn_layer;
 
 struct syn_model {
@@ -82,8 +92,11 @@ struct syn_model {
     syn_tensor output_norm; /* [n_embd] */
     syn_tensor output;      /* {n_embd, n_vocab}; the same view as tok_embd when tied */
     bool tied_output;
-    syn_tensor rope_freqs; /* [head_dim / 2] divisors of the RoPE pair frequencies (llama 3.1+) */
-    syn_layer *layers;     /* [n_layer] */
+    syn_tensor rope_freqs; /* [n_rot / 2] divisors of the RoPE pair frequencies (llama 3.1+) */
+    /* [n_rot / 2] LongRoPE divisors (phi3), both or neither: short for a context of at most
+     * n_ctx_orig positions, long beyond (syn_model_rope_factors). */
+    syn_tensor rope_factors_short, rope_factors_long;
+    syn_layer *layers; /* [n_layer] */
     struct syn_tokenizer *tokenizer;
     char *name;            /* general.name, "" when absent */
     uint64_t n_params;     /* elements of the bound tensors (tied output counted once) */
@@ -99,6 +112,11 @@ struct syn_model {
  * and the fuzzer call it on files built in memory). Takes ownership of f: on error it is closed, on
  * success the model closes it. */
 syn_status syn_model_load_gguf(gguf_file *f, const syn_model_params *params, syn_model **out);
+
+/* The divisors of the RoPE pair frequencies [n_rot / 2] a context of n_ctx positions uses:
+ * rope_freqs, or for LongRoPE the short or the long factors (long when n_ctx > n_ctx_orig, the
+ * choice llama.cpp makes by the context's per-sequence size). Never NULL; data NULL: none. */
+const syn_tensor *syn_model_rope_factors(const syn_model *m, uint32_t n_ctx);
 
 /* One row of a tensor, dequantized into dst[ne[0]] by its type's entry in the weight-type table
  * (wtype.h). */

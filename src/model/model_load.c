@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/file_map.h"
 #include "model/model.h"
+#include "model/model_phi3.h"
 #include "model/wtype.h"
 #include "synapse_internal.h"
 #include "tokenizer/tokenizer.h"
@@ -72,7 +73,11 @@ static syn_status refuse_unsupported_features(const gguf_file *f, const syn_arch
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "model: %s is %" PRIu32 ": mixture-of-experts models are not supported",
                         key, experts);
-    if (!arch->swa && gguf_find_kv(f, arch_key(key, sizeof key, arch, "attention.sliding_window")))
+    const bool swa_key =
+        !arch->swa && gguf_find_kv(f, arch_key(key, sizeof key, arch, "attention.sliding_window"));
+    if (swa_key && arch->ignores_sliding_window)
+        syn_log(SYN_LOG_WARN, "model: ignoring %s, as llama.cpp does for %s", key, arch->name);
+    else if (swa_key)
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "model: %s is set: sliding-window attention is not supported", key);
     gguf_str scaling = {0, NULL};
@@ -89,7 +94,8 @@ static syn_status refuse_unsupported_features(const gguf_file *f, const syn_arch
 }
 
 /* The head size: ARCH.attention.key_length when present (it may make n_head * head_dim differ
- * from n_embd), else n_embd / n_head. Values must match keys; RoPE must cover the whole head. */
+ * from n_embd), else n_embd / n_head. Values must match keys; RoPE covers an even number of the
+ * head's dims (n_rot), all of them unless ARCH.rope.dimension_count says fewer. */
 static syn_status read_head_dim(const gguf_file *f, const syn_arch *arch, syn_hparams *hp) {
     char key[KEY_CAP], vkey[KEY_CAP], rkey[KEY_CAP];
     syn_status st;
@@ -112,12 +118,12 @@ static syn_status read_head_dim(const gguf_file *f, const syn_arch *arch, syn_hp
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "model: %s %d differs from the key head size %d: not supported", vkey,
                         value_dim, hp->head_dim);
-    if (rope_dim != hp->head_dim)
-        return syn_fail(SYN_ERR_UNSUPPORTED,
-                        "model: %s %d differs from the head size %d: partial RoPE is not supported",
-                        rkey, rope_dim, hp->head_dim);
     if (hp->head_dim % 2 != 0)
         return syn_fail(SYN_ERR_FORMAT, "model: head size %d must be even for RoPE", hp->head_dim);
+    if (rope_dim > hp->head_dim || rope_dim % 2 != 0)
+        return syn_fail(SYN_ERR_FORMAT, "model: %s %d must be even and at most the head size %d",
+                        rkey, rope_dim, hp->head_dim);
+    hp->n_rot = rope_dim;
     const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
     if (q_dim > INT32_MAX)
         return syn_fail(SYN_ERR_FORMAT,
@@ -222,6 +228,9 @@ static syn_status read_hparams(const gguf_file *f, const syn_arch **arch_out, sy
                                   false, 0.0f, &hp->rms_norm_eps)) != SYN_OK ||
         (st = read_variant_hparams(f, arch, hp)) != SYN_OK)
         return st;
+    hp->rope_attn_factor = 1.0f;
+    hp->n_ctx_orig = hp->n_ctx_train;
+    if (arch->longrope && (st = syn_phi3_read_longrope(f, arch, hp)) != SYN_OK) return st;
     /* Every block has the architecture's required tensors: this bounds the layer allocation by
      * the file size, while leaving a missing tensor to be reported by name. */
     const size_t per_layer = required_layer_tensors(arch);
@@ -244,8 +253,10 @@ static int64_t dim_value(const syn_hparams *hp, syn_dim d) {
     case SYN_DIM_KV: return hp->kv_dim;
     case SYN_DIM_FF: return hp->n_ff;
     case SYN_DIM_HEAD: return hp->head_dim;
-    case SYN_DIM_ROPE_PAIRS: return hp->head_dim / 2;
+    case SYN_DIM_ROPE_PAIRS: return hp->n_rot / 2;
     case SYN_DIM_VOCAB: return hp->n_vocab;
+    case SYN_DIM_QKV: return (int64_t)hp->q_dim + 2 * (int64_t)hp->kv_dim;
+    case SYN_DIM_FF2: return 2 * (int64_t)hp->n_ff;
     case SYN_DIM_NONE: break;
     }
     return 0;
@@ -343,6 +354,8 @@ static syn_status bind_tensors(syn_model *m) {
     if (m->tied_output) m->output = m->tok_embd;
     for (int32_t il = 0; il < hp->n_layer; il++)
         if ((st = bind_layer(m, il, &m->layers[il], &slot)) != SYN_OK) return st;
+    syn_phi3_split_fused(m);
+    if ((st = syn_phi3_check_rope_factors(m)) != SYN_OK) return st;
 
     uint64_t unused = m->gguf->n_tensors - slot;
     if (unused > 0)

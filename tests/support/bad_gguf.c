@@ -947,8 +947,8 @@ LLAMA_CASE(llama_rope_freqs_shape) {
     tensor(m, "rope_freqs.weight")->ne[0] = 16;
     return emit_plain(m, out);
 }
-LLAMA_CASE(llama_partial_rope) {
-    return set_u32(c, m, "llama.rope.dimension_count", 32) || emit_plain(m, out);
+LLAMA_CASE(llama_rope_above_head) {
+    return set_u32(c, m, "llama.rope.dimension_count", 96) || emit_plain(m, out);
 }
 LLAMA_CASE(llama_rope_scaling_yarn) {
     return set_str(c, m, "llama.rope.scaling.type", "yarn") || emit_plain(m, out);
@@ -1110,8 +1110,9 @@ static const gb_case cases[] = {
     {{"llama-rope-freqs-shape.gguf",
       "tensor 'rope_freqs.weight' has shape [16] but the hyperparameters require [32]"},
      llama_rope_freqs_shape},
-    {{"llama-partial-rope.gguf", "llama.rope.dimension_count 32 differs from the head size 64"},
-     llama_partial_rope},
+    {{"llama-rope-above-head.gguf",
+      "llama.rope.dimension_count 96 must be even and at most the head size 64"},
+     llama_rope_above_head},
     {{"llama-rope-scaling-yarn.gguf", "llama.rope.scaling.type 'yarn' is not supported"},
      llama_rope_scaling_yarn},
     {{"llama-q4_k-row-not-blocks.gguf",

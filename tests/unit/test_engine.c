@@ -117,6 +117,10 @@ static int setup(void **state) { return setup_file(state, "qwen2-tiny-synth-q8_0
  * keeps those layers in a ring of the window. */
 static int setup_gemma3(void **state) { return setup_file(state, "arch2/gemma3-s5-q8_0.gguf"); }
 
+/* phi3 (arch2/phi3-s5-q4_k_m.gguf): the fused-matrix views, partial rotary and LongRoPE through
+ * the engine's forward_batch; the token stream folded into its 576-token vocabulary. */
+static int setup_phi3(void **state) { return setup_file(state, "arch2/phi3-s5-q4_k_m.gguf"); }
+
 static int teardown(void **state) {
     fixture *f = *state;
     syn_model_free(f->model);
@@ -1506,7 +1510,12 @@ int main(void) {
         cmocka_unit_test(test_prefix_reuse),
         cmocka_unit_test(test_preemption_parity),
     };
+    const struct CMUnitTest phi3_tests[] = {
+        cmocka_unit_test(test_parity_batches),
+        cmocka_unit_test(test_parity_f16_kv),
+    };
     int failed = cmocka_run_group_tests_name("engine", tests, setup, teardown);
-    return failed +
-           cmocka_run_group_tests_name("engine, gemma3", swa_tests, setup_gemma3, teardown);
+    failed += cmocka_run_group_tests_name("engine, gemma3", swa_tests, setup_gemma3, teardown);
+    failed += cmocka_run_group_tests_name("engine, phi3", phi3_tests, setup_phi3, teardown);
+    return failed;
 }

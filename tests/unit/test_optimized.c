@@ -117,6 +117,12 @@ static int setup_gemma3_q4_k_m(void **state) {
     return setup_model(state, "arch2/gemma3-s5-q4_k_m.gguf");
 }
 
+/* phi3: views of fused q | k | v and gate | up in Q4_K and Q6_K, partial rotary, LongRoPE
+ * factors and attn_factor, GQA 2. */
+static int setup_phi3_q4_k_m(void **state) {
+    return setup_model(state, "arch2/phi3-s5-q4_k_m.gguf");
+}
+
 static int teardown(void **state) {
     fixture *f = *state;
     syn_model_free(f->model);
@@ -367,6 +373,8 @@ int main(void) {
                                           setup_qwen3_q8, teardown);
     failed += cmocka_run_group_tests_name("determinism and tiers, llama q8_0", on_arch_model,
                                           setup_llama_q8, teardown);
+    failed += cmocka_run_group_tests_name("determinism and tiers, phi3 q4_k_m", on_arch_model,
+                                          setup_phi3_q4_k_m, teardown);
     /* gemma3's truncation starts over when the sliding window is lost: test_gemma3.c */
     const struct CMUnitTest on_swa_model[] = {
         cmocka_unit_test(test_chunking_and_threads_bitwise),
