@@ -1,9 +1,9 @@
 /*
- * cmd_gen_model.c: `synapse gen-model`: writes a random-weight Qwen2, Qwen3, Llama or Gemma 3 GGUF
- * with the tensor names, shapes, types (llama-quantize's per-tensor choices for the mix asked for),
- * tensor order and metadata layout of a real file, and the tokenizer and chat template copied from
- * another GGUF. The weights come from a seeded generator and are streamed tensor by tensor
- * through the GGUF writer, so the model never sits in memory at once.
+ * cmd_gen_model.c: `synapse gen-model`: writes a random-weight Qwen2, Qwen3, Llama, Gemma 3 or
+ * Phi-3 GGUF with the tensor names, shapes, types (llama-quantize's per-tensor choices for the mix
+ * asked for), tensor order and metadata layout of a real file, and the tokenizer and chat template
+ * copied from another GGUF. The weights come from a seeded generator and are streamed tensor by
+ * tensor through the GGUF writer, so the model never sits in memory at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,9 +36,15 @@ const char usage_gen_model[] =
     "    gemma3-1b     gemma3: 26 blocks, width 1152, 4 heads of 256, 1 KV head, FFN 6912, vocab\n"
     "                  262144, sliding window 512 on 5 layers of 6, context 32768\n"
     "    tiny          qwen2: 2 blocks, width 64, 4 heads, 2 KV heads, FFN 128, vocab 151936\n"
+    "    phi4-mini     phi3: 32 blocks, width 3072, 24 heads of 128, 8 KV heads, FFN 8192, vocab\n"
+    "                  200064, rotary on 96 of 128 dims, LongRoPE factors (original context\n"
+    "                  4096), context 131072 (Phi-4-mini-instruct's tensors; its own tokenizer is\n"
+    "                  gpt2 with pre-tokenizer gpt-4o)\n"
     "    test-qwen2, test-qwen3, test-llama: the shape of tests/data/arch's llama.cpp files\n"
     "                  (3 blocks, width 256, FFN 768, context 4096, head size 64; test-llama's\n"
     "                  output.weight untied), with the tokenizer's vocabulary size\n"
+    "    test-phi3     the shape of tests/data/arch2's phi3 files (3 blocks, width 256, 4 heads,\n"
+    "                  2 KV heads, FFN 768, rotary on 48 of 64 dims, untied output)\n"
     "  Types: q8_0 (default), q4_0, q4_k_m, q5_k_m, q6_k: each matrix gets the type llama.cpp's\n"
     "  llama-quantize picks for it in that mix (Q6_K output, more bits for some attn_v and\n"
     "  ffn_down in the _m mixes, Q5_0 / Q5_1 / Q8_0 for rows not a multiple of 256), norms and\n"
@@ -52,9 +58,9 @@ const char usage_gen_model[] =
     "  OUT that exists as anything but a regular file (a symbolic link, FIFO, device or\n"
     "  directory) is refused (exit 1) and left as it is.\n";
 
-typedef enum gen_arch { ARCH_QWEN2, ARCH_QWEN3, ARCH_LLAMA, ARCH_GEMMA3 } gen_arch;
+typedef enum gen_arch { ARCH_QWEN2, ARCH_QWEN3, ARCH_LLAMA, ARCH_GEMMA3, ARCH_PHI3 } gen_arch;
 
-static const char *const arch_names[] = {"qwen2", "qwen3", "llama", "gemma3"};
+static const char *const arch_names[] = {"qwen2", "qwen3", "llama", "gemma3", "phi3"};
 
 /* Gemma 3 1B's attention.sliding_window (the larger Gemma 3 have 1024); its files have no
  * sliding_window_pattern key (the loader's default, 6, is theirs) and no RoPE scaling. */
@@ -91,9 +97,38 @@ static const preset presets[] = {
      1e6f, 1e-6f, true, false, NULL},
     {"test-llama", "llama test shape synthetic random", ARCH_LLAMA, 3, 256, 4, 2, 64, 768, 0, 4096,
      500000.0f, 1e-6f, false, true, "llama-bpe"},
+    /* Phi-4-mini-instruct ties its embeddings. Its tokenizer is gpt2 with pre-tokenizer gpt-4o;
+     * the copied tokenizer's pre is kept, as this build has no gpt-4o pre-tokenizer yet. */
+    {"phi4-mini", "Phi 4 mini instruct shape synthetic random", ARCH_PHI3, 32, 3072, 24, 8, 128,
+     8192, 200064, 131072, 10000.0f, 1e-5f, true, false, NULL},
+    {"test-phi3", "phi3 test shape synthetic random", ARCH_PHI3, 3, 256, 4, 2, 64, 768, 0, 4096,
+     10000.0f, 1e-5f, false, false, NULL},
 };
+
+/* What a phi3 preset adds to its presets[] entry. */
+typedef struct phi3_preset {
+    const char *name;        /* of the presets[] entry */
+    uint32_t n_rot;          /* rope.dimension_count: partial rotary (Phi-4-mini: 0.75 of a head) */
+    uint32_t n_ctx_orig;     /* rope.scaling.original_context_length */
+    float attn_factor;       /* rope.scaling.attn_factor */
+    uint32_t sliding_window; /* attention.sliding_window, which llama.cpp ignores for phi3 */
+} phi3_preset;
+
+/* attn_factor: the converter's sqrt(1 + ln(131072 / 4096) / ln 4096) = sqrt(17 / 12) for
+ * Phi-4-mini; the test files write Phi-3.5's same value although their context is 4096. */
+static const phi3_preset phi3_presets[] = {
+    {"phi4-mini", 96, 4096, 1.19023807f, 262144},
+    {"test-phi3", 48, 4096, 1.19023807f, 262144},
+};
+
+static const phi3_preset *phi3_of(const preset *p) {
+    for (size_t i = 0; i < sizeof phi3_presets / sizeof phi3_presets[0]; i++)
+        if (strcmp(phi3_presets[i].name, p->name) == 0) return &phi3_presets[i];
+    return NULL;
+}
 #define PRESET_NAMES                                                                               \
-    "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, gemma3-1b, tiny, test-qwen2, test-qwen3 or test-llama"
+    "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, gemma3-1b, phi4-mini, tiny, test-qwen2, test-qwen3, "  \
+    "test-llama or test-phi3"
 
 /* A --type: the matrices' type and general.file_type (llama.cpp's llama_ftype); more_bits: the _M
  * mixes' Q6_K for some attn_v and ffn_down. */
@@ -123,10 +158,12 @@ typedef struct gen_model_opts {
 
 /* How a tensor's values are drawn. */
 typedef enum init_kind {
-    INIT_MATRIX,    /* normal, std 1/sqrt(fan_in): keeps activations of order 1 */
-    INIT_NORM,      /* 1 + normal * 0.1: RMS-norm gains near 1 */
-    INIT_BIAS,      /* normal * 0.02 */
-    INIT_ROPE_FREQS /* not random: Llama 3.2's frequency factors */
+    INIT_MATRIX,         /* normal, std 1/sqrt(fan_in): keeps activations of order 1 */
+    INIT_NORM,           /* 1 + normal * 0.1: RMS-norm gains near 1 */
+    INIT_BIAS,           /* normal * 0.02 */
+    INIT_ROPE_FREQS,     /* not random: Llama 3.2's frequency factors */
+    INIT_LONGROPE_SHORT, /* not random: LongRoPE divisors rising from 1 to 2.5 (phi3) */
+    INIT_LONGROPE_LONG,  /* not random: LongRoPE divisors rising from 1 to 40 (phi3) */
 } init_kind;
 
 typedef struct tensor_spec {
@@ -191,6 +228,14 @@ static void llama3_rope_factors(float base, uint64_t n_pairs, float *dst) {
     }
 }
 
+/* Synthetic LongRoPE divisors of the real files' shape and range (the arch2 test files': short
+ * ones from 1 to about 2.5, long ones from 1 to about 40): geometric from 1 to top over the pairs,
+ * the high-frequency pairs least divided as in Phi-3.5's and Phi-4-mini's factors. */
+static void longrope_factors(double top, uint64_t n_pairs, float *dst) {
+    for (uint64_t i = 0; i < n_pairs; i++)
+        dst[i] = (float)pow(top, n_pairs > 1 ? (double)i / (double)(n_pairs - 1) : 0.0);
+}
+
 /* The writer's fill callback: draws the tensor row by row into dst. */
 static syn_status fill_tensor(void *user, const char *name, void *dst, uint64_t nbytes) {
     const tensor_spec *t = user;
@@ -208,6 +253,8 @@ static syn_status fill_tensor(void *user, const char *name, void *dst, uint64_t 
     for (uint64_t r = 0; r < t->ne[1]; r++, out += row_bytes) {
         if (t->init == INIT_ROPE_FREQS) {
             llama3_rope_factors(t->rope_freq_base, t->ne[0], t->row);
+        } else if (t->init == INIT_LONGROPE_SHORT || t->init == INIT_LONGROPE_LONG) {
+            longrope_factors(t->init == INIT_LONGROPE_LONG ? 40.0 : 2.5, t->ne[0], t->row);
         } else {
             for (uint64_t j = 0; j < t->ne[0]; j++)
                 t->row[j] = mean + scale * normal01(&state);
@@ -272,7 +319,31 @@ static void add_spec(tensor_spec *specs, size_t *n, const char *name, uint32_t t
     t->init = init;
 }
 
-enum { MAX_TENSORS_OUTSIDE_BLOCKS = 4, MAX_TENSORS_PER_BLOCK = 13 };
+enum { MAX_TENSORS_OUTSIDE_BLOCKS = 5, MAX_TENSORS_PER_BLOCK = 13 };
+
+/* Block l of a phi3 preset: q | k | v and gate | up fused. llama-quantize gives attn_qkv the
+ * attn_v rule (Q6_K in the layers use_more_bits picks, in the _M mixes), as its phi3 test files
+ * show. */
+static size_t add_phi3_block(tensor_spec *specs, size_t n, const preset *p, const type_mix *mix,
+                             uint32_t l) {
+    const uint64_t q_dim = (uint64_t)p->n_head * p->head_dim,
+                   qkv_rows = q_dim + 2 * (uint64_t)p->n_head_kv * p->head_dim;
+    const uint32_t L = p->n_layer;
+    char name[48];
+#define BLK(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
+    add_spec(specs, &n, BLK("attn_norm.weight"), GGML_TYPE_F32, p->n_embd, 1, INIT_NORM);
+    add_spec(specs, &n, BLK("attn_qkv.weight"), matrix_type(mix, ROLE_ATTN_V, l, L, p->n_embd),
+             p->n_embd, qkv_rows, INIT_MATRIX);
+    add_spec(specs, &n, BLK("attn_output.weight"), matrix_type(mix, ROLE_PLAIN, l, L, q_dim), q_dim,
+             p->n_embd, INIT_MATRIX);
+    add_spec(specs, &n, BLK("ffn_norm.weight"), GGML_TYPE_F32, p->n_embd, 1, INIT_NORM);
+    add_spec(specs, &n, BLK("ffn_up.weight"), matrix_type(mix, ROLE_PLAIN, l, L, p->n_embd),
+             p->n_embd, 2 * (uint64_t)p->n_ff, INIT_MATRIX);
+    add_spec(specs, &n, BLK("ffn_down.weight"), matrix_type(mix, ROLE_FFN_DOWN, l, L, p->n_ff),
+             p->n_ff, p->n_embd, INIT_MATRIX);
+#undef BLK
+    return n;
+}
 
 /* Fills specs (room for MAX_TENSORS_OUTSIDE_BLOCKS + MAX_TENSORS_PER_BLOCK * n_layer) and returns
  * the count. */
@@ -288,10 +359,19 @@ static size_t build_specs(const preset *p, const type_mix *mix, uint64_t n_vocab
                  INIT_ROPE_FREQS);
         specs[n - 1].rope_freq_base = p->rope_freq_base;
     }
+    const phi3_preset *phi3 = phi3_of(p);
+    if (phi3) {
+        add_spec(specs, &n, "rope_factors_long.weight", GGML_TYPE_F32, phi3->n_rot / 2, 1,
+                 INIT_LONGROPE_LONG);
+        add_spec(specs, &n, "rope_factors_short.weight", GGML_TYPE_F32, phi3->n_rot / 2, 1,
+                 INIT_LONGROPE_SHORT);
+    }
     add_spec(specs, &n, "token_embd.weight",
              matrix_type(mix, p->tied ? ROLE_OUTPUT : ROLE_PLAIN, 0, L, p->n_embd), p->n_embd,
              n_vocab, INIT_MATRIX);
-    for (uint32_t l = 0; l < L; l++) {
+    for (uint32_t l = 0; phi3 && l < L; l++)
+        n = add_phi3_block(specs, n, p, mix, l);
+    for (uint32_t l = 0; !phi3 && l < L; l++) {
 #define BLK(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
 #define MAT(role, ne0) matrix_type(mix, role, l, L, ne0)
         const bool biases = p->arch == ARCH_QWEN2,
@@ -500,6 +580,13 @@ static syn_status write_metadata(gguf_writer *w, const gen_model_opts *o, const 
     if (p->arch == ARCH_LLAMA) {
         SET(gguf_writer_set_u32(w, KEY("rope.dimension_count"), p->head_dim));
         SET(gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab));
+    }
+    const phi3_preset *phi3 = phi3_of(p);
+    if (phi3) { /* the same keys as llama.cpp's converter writes, in another order */
+        SET(gguf_writer_set_u32(w, KEY("rope.dimension_count"), phi3->n_rot));
+        SET(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), phi3->n_ctx_orig));
+        SET(gguf_writer_set_u32(w, KEY("attention.sliding_window"), phi3->sliding_window));
+        SET(gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), phi3->attn_factor));
     }
     /* general.file_type where llama.cpp's converter (F32) and quantizer (the rest) put it. */
     if (o->mix->type == GGML_TYPE_F32)
