@@ -282,6 +282,69 @@ static void test_longrope_long_factors_beyond_original_context(void **state) {
     free(dir);
 }
 
+/* The first generated token's logits, captured from the engine's token event. */
+static bool keep_first_logits(const syn_token_event *ev, void *user_data) {
+    float *dst = user_data;
+    if (ev->token >= 0 && ev->index == 0)
+        memcpy(dst, ev->logits, sizeof(float) * (size_t)ev->n_vocab);
+    return true;
+}
+
+/* The engine (the server's path) chooses the factors by its own n_ctx as a context does: its
+ * first token's logits for a prompt are bitwise a 4096- or 4097-position context's last logits,
+ * and the two differ. */
+static void test_longrope_through_the_engine(void **state) {
+    (void)state;
+    char *dir = test_make_temp_dir();
+    assert_non_null(dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/long-context.gguf", dir);
+    const variant v = {.u32_key = "phi3.context_length", .u32_value = 131072};
+    write_variant("arch2/phi3-s5-q4_k_m.gguf", &v, path);
+    syn_model *m = load_path(path);
+    syn_model_info info;
+    syn_model_get_info(m, &info);
+    const size_t nv = (size_t)info.n_vocab;
+    int32_t tokens[64];
+    const size_t n = oracle_tokens("arch2/phi3-s5-q4_k_m.gguf", tokens, 64);
+    float *engine_logits[2];
+    for (int k = 0; k < 2; k++) {
+        const uint32_t n_ctx = ORIG_CTX + (uint32_t)k;
+        float *ctx_logits = run_ctx(m, SYN_BACKEND_OPTIMIZED, n_ctx, tokens, n);
+        engine_logits[k] = calloc(nv, sizeof(float));
+        assert_non_null(engine_logits[k]);
+        syn_engine_params ep = syn_engine_default_params();
+        ep.n_threads = 2;
+        ep.n_ctx = n_ctx;
+        syn_engine *e = NULL;
+        assert_int_equal(syn_engine_new(m, &ep, &e), SYN_OK);
+        syn_request_params rp = syn_request_default_params();
+        rp.prompt_tokens = tokens;
+        rp.n_prompt_tokens = n;
+        rp.max_tokens = 1;
+        rp.sampling.temperature = 0.0f;
+        rp.on_token = keep_first_logits;
+        rp.user_data = engine_logits[k];
+        syn_request *req = NULL;
+        assert_int_equal(syn_engine_submit(e, &rp, &req), SYN_OK);
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(req, &res), SYN_OK);
+        assert_int_equal(res.status, SYN_OK);
+        syn_request_free(req);
+        syn_engine_free(e);
+        assert_memory_equal(engine_logits[k], ctx_logits + (n - 1) * nv, sizeof(float) * nv);
+        free(ctx_logits);
+    }
+    const double d = max_abs_diff(engine_logits[0], engine_logits[1], nv);
+    printf("engine: long vs short factors, max |logit diff| %.4f\n", d);
+    assert_true(d > 0.1);
+    free(engine_logits[0]);
+    free(engine_logits[1]);
+    syn_model_free(m);
+    test_remove_dir(dir);
+    free(dir);
+}
+
 /* ---- broken phi3 files ------------------------------------------------------------------------
  */
 
@@ -386,6 +449,7 @@ int main(void) {
         cmocka_unit_test(test_reference_vs_exact_oracle),
         cmocka_unit_test(test_optimized_vs_exact_oracle),
         cmocka_unit_test(test_longrope_long_factors_beyond_original_context),
+        cmocka_unit_test(test_longrope_through_the_engine),
         cmocka_unit_test(test_broken_files_refused),
         cmocka_unit_test(test_model_info),
     };
