@@ -61,7 +61,8 @@ for t in q8_0 q4_k_m f32; do
 done
 
 # phi4-mini in Q4_K_M (2.49 GB, as the published Phi-4-mini-instruct-Q4_K_M.gguf), with
-# tests/data/arch's 432-token gpt2 vocabulary padded to 200064.
+# tests/data/arch's 432-token gpt2 vocabulary padded to 200064 and Phi-4-mini's gpt-4o
+# pre-tokenizer.
 check "gen-model phi4-mini q4_k_m" "$SYNAPSE" gen-model --preset phi4-mini --seed 1 --type q4_k_m \
     --tokenizer-from tests/data/arch/llama-s5-q8_0.gguf -o "$tmp/phi4.gguf"
 "$SYNAPSE" inspect -m "$tmp/phi4.gguf" --json >"$tmp/ours.json"
@@ -70,9 +71,9 @@ hp+='"n_head_kv":8,"n_ff":8192,"rope_freq_base":10000,"rms_norm_eps":9.99999975e
 hp+='"n_params":3836021856}'
 check "phi4-mini: Phi-4-mini-instruct's hyperparameters" \
     test "$(jq -c '.hparams | del(.name, .weight_bytes)' "$tmp/ours.json")" = "$hp"
-check "phi4-mini: rotary 96 of 128, LongRoPE factors [48], original context 4096, sliding window" \
-    test "$(jq -c '[.metadata["phi3.rope.dimension_count"], .metadata["phi3.rope.scaling.original_context_length"], .metadata["phi3.attention.sliding_window"], ([.tensors[] | select(.name | startswith("rope_factors")) | .shape])]' "$tmp/ours.json")" \
-    = '[96,4096,262144,[[48],[48]]]'
+check "phi4-mini: rotary 96 of 128, LongRoPE factors [48], original context 4096, sliding window, gpt-4o" \
+    test "$(jq -c '[.metadata["phi3.rope.dimension_count"], .metadata["phi3.rope.scaling.original_context_length"], .metadata["phi3.attention.sliding_window"], ([.tensors[] | select(.name | startswith("rope_factors")) | .shape]), .metadata["tokenizer.ggml.pre"]]' "$tmp/ours.json")" \
+    = '[96,4096,262144,[[48],[48]],"gpt-4o"]'
 check "phi4-mini: fused attn_qkv {3072, 5120}, ffn_up {3072, 16384}, no output.weight" \
     test "$(jq -c '[.tensors[] | select(.name | test("^blk\\.0\\.(attn_qkv|ffn_up)|^output\\.")) | [.name, .shape]]' "$tmp/ours.json")" \
     = '[["blk.0.attn_qkv.weight",[3072,5120]],["blk.0.ffn_up.weight",[3072,16384]]]'

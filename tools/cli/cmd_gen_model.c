@@ -38,8 +38,8 @@ const char usage_gen_model[] =
     "    tiny          qwen2: 2 blocks, width 64, 4 heads, 2 KV heads, FFN 128, vocab 151936\n"
     "    phi4-mini     phi3: 32 blocks, width 3072, 24 heads of 128, 8 KV heads, FFN 8192, vocab\n"
     "                  200064, rotary on 96 of 128 dims, LongRoPE factors (original context\n"
-    "                  4096), context 131072 (Phi-4-mini-instruct's tensors; its own tokenizer is\n"
-    "                  gpt2 with pre-tokenizer gpt-4o)\n"
+    "                  4096), context 131072 (Phi-4-mini-instruct's tensors), pre-tokenizer "
+    "gpt-4o\n"
     "    test-qwen2, test-qwen3, test-llama: the shape of tests/data/arch's llama.cpp files\n"
     "                  (3 blocks, width 256, FFN 768, context 4096, head size 64; test-llama's\n"
     "                  output.weight untied), with the tokenizer's vocabulary size\n"
@@ -97,10 +97,9 @@ static const preset presets[] = {
      1e6f, 1e-6f, true, false, NULL},
     {"test-llama", "llama test shape synthetic random", ARCH_LLAMA, 3, 256, 4, 2, 64, 768, 0, 4096,
      500000.0f, 1e-6f, false, true, "llama-bpe"},
-    /* Phi-4-mini-instruct ties its embeddings. Its tokenizer is gpt2 with pre-tokenizer gpt-4o;
-     * the copied tokenizer's pre is kept, as this build has no gpt-4o pre-tokenizer yet. */
+    /* Phi-4-mini-instruct ties its embeddings; its tokenizer is gpt2 with pre-tokenizer gpt-4o. */
     {"phi4-mini", "Phi 4 mini instruct shape synthetic random", ARCH_PHI3, 32, 3072, 24, 8, 128,
-     8192, 200064, 131072, 10000.0f, 1e-5f, true, false, NULL},
+     8192, 200064, 131072, 10000.0f, 1e-5f, true, false, "gpt-4o"},
     {"test-phi3", "phi3 test shape synthetic random", ARCH_PHI3, 3, 256, 4, 2, 64, 768, 0, 4096,
      10000.0f, 1e-5f, false, false, NULL},
 };
