@@ -36,6 +36,7 @@ static const char *const eog_token_texts[] = {
     "<eos>",
     "<turn|>",
     "<|tool_response>",
+    NULL,
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -250,40 +251,6 @@ static bool name_contains(gguf_str name, const char *needle) {
     return false;
 }
 
-/* llama.cpp's rules from token texts and the model's name: the end-of-generation texts are
- * control tokens (but Gemma 4's </s> is text where <|tool_response> ends a turn), and a model
- * named Phi-3 drops whitespace after its special tokens but <unk>, <s> and <|endoftext|>
- * (Hugging Face's rstrip on those added tokens). */
-static syn_status apply_token_rules(syn_tokenizer *tok, const gguf_file *f) {
-    int32_t closing_s = -1;
-    bool tool_response = false;
-    for (int32_t i = 0; i < tok->n_tokens; i++) {
-        tok_entry *t = &tok->tokens[i];
-        for (size_t k = 0; k < sizeof eog_token_texts / sizeof eog_token_texts[0] && !t->eog; k++)
-            t->eog = token_is(t, eog_token_texts[k]);
-        if (!t->eog) continue;
-        t->attr |= TOK_ATTR_CONTROL;
-        if (token_is(t, "</s>")) closing_s = i;
-        tool_response = tool_response || token_is(t, "<|tool_response>");
-    }
-    if (tool_response && closing_s >= 0) {
-        tok->tokens[closing_s].eog = false;
-        tok->tokens[closing_s].attr = TOK_ATTR_NORMAL;
-    }
-    if (tok->eos >= 0) tok->tokens[tok->eos].eog = true;
-
-    gguf_str name = {0, ""};
-    syn_status st = gguf_get_str_opt(f, "general.name", &name);
-    if (st != SYN_OK || !(name_contains(name, "phi3") || name_contains(name, "phi-3"))) return st;
-    for (int32_t i = 0; i < tok->n_tokens; i++) {
-        tok_entry *t = &tok->tokens[i];
-        if ((t->attr & TOK_ATTR_VERBATIM) || token_is(t, "</s>")) t->attr |= TOK_ATTR_RSTRIP;
-        if (token_is(t, "<unk>") || token_is(t, "<s>") || token_is(t, "<|endoftext|>"))
-            t->attr &= (uint8_t)~TOK_ATTR_RSTRIP;
-    }
-    return SYN_OK;
-}
-
 /* Tokens decoded through the byte-level alphabet must consist of its characters only, so that
  * decoding never meets a character it cannot map back to a byte. */
 static syn_status check_byte_level_text(const syn_tokenizer *tok) {
@@ -470,6 +437,151 @@ static syn_status load_prompt_keys(syn_tokenizer *tok, const gguf_file *f) {
     return SYN_OK;
 }
 
+/* Token texts llama.cpp takes for a role when the file names no id for it (the key): they
+ * become control tokens whatever their type in the file; the end-of-turn, end-of-message and
+ * fill-in-the-middle pad, repository and file-separator tokens also end generation. */
+static const char *const eot_texts[] = {"<|eot_id|>",
+                                        "<|im_end|>",
+                                        "<|end|>",
+                                        "<end_of_turn>",
+                                        "<|endoftext|>",
+                                        "<|end_of_text|>",
+                                        "<EOT>",
+                                        "_<EOT>",
+                                        "[EOT]",
+                                        "<\xEF\xBD\x9C"
+                                        "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                                        "<end_of_utterance>",
+                                        NULL};
+static const char *const eom_texts[] = {"<|eom_id|>", NULL};
+static const char *const fim_pre_texts[] = {"<|fim_prefix|>",
+                                            "<fim-prefix>",
+                                            "<fim_prefix>",
+                                            "<\xEF\xBD\x9C"
+                                            "fim\xE2\x96\x81"
+                                            "begin\xEF\xBD\x9C>",
+                                            "<PRE>",
+                                            "\xE2\x96\x81<PRE>",
+                                            "<|code_prefix|>",
+                                            "<|prefix|>",
+                                            NULL};
+static const char *const fim_suf_texts[] = {"<|fim_suffix|>",
+                                            "<fim-suffix>",
+                                            "<fim_suffix>",
+                                            "<\xEF\xBD\x9C"
+                                            "fim\xE2\x96\x81hole\xEF\xBD\x9C>",
+                                            "<SUF>",
+                                            "\xE2\x96\x81<SUF>",
+                                            "<|code_suffix|>",
+                                            "<|suffix|>",
+                                            NULL};
+static const char *const fim_mid_texts[] = {"<|fim_middle|>",
+                                            "<fim-middle>",
+                                            "<fim_middle>",
+                                            "<\xEF\xBD\x9C"
+                                            "fim\xE2\x96\x81"
+                                            "end\xEF\xBD\x9C>",
+                                            "<MID>",
+                                            "\xE2\x96\x81<MID>",
+                                            "<|code_middle|>",
+                                            "<|middle|>",
+                                            NULL};
+static const char *const fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>",
+                                            "<PAD>",       "[PAD]",     NULL};
+static const char *const fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                            "<REPO>",       "<reponame>",    NULL};
+static const char *const fim_sep_texts[] = {"<|file_sep|>", NULL};
+
+static const struct token_role {
+    const char *key;
+    const char *const *texts;
+    bool eog;
+} token_roles[] = {
+    {"tokenizer.ggml.eot_token_id", eot_texts, true},
+    {"tokenizer.ggml.eom_token_id", eom_texts, true},
+    {"tokenizer.ggml.fim_pre_token_id", fim_pre_texts, false},
+    {"tokenizer.ggml.fim_suf_token_id", fim_suf_texts, false},
+    {"tokenizer.ggml.fim_mid_token_id", fim_mid_texts, false},
+    {"tokenizer.ggml.fim_pad_token_id", fim_pad_texts, true},
+    {"tokenizer.ggml.fim_rep_token_id", fim_rep_texts, true},
+    {"tokenizer.ggml.fim_sep_token_id", fim_sep_texts, true},
+};
+
+static bool token_is_one_of(const tok_entry *t, const char *const *texts) {
+    for (; *texts; texts++)
+        if (token_is(t, *texts)) return true;
+    return false;
+}
+
+/* The token whose text is text, or NULL. */
+static tok_entry *token_named(syn_tokenizer *tok, const char *text) {
+    int32_t id = tok_find_text(tok, text, strlen(text));
+    return id >= 0 ? &tok->tokens[id] : NULL;
+}
+
+/* llama.cpp's rules from token texts and the model's name, in its order: the roles above; the
+ * end-of-generation texts, made control tokens too; gpt-oss's channel markup, always rendered
+ * (user-defined); where <|return|> and <|call|> (or <|calls|> and <|flush|>) end a turn, <|end|>
+ * does not (o200k_harmony, solar-open); where <|tool_response> does, </s> is text (Gemma 4); and
+ * a model named Phi-3 drops whitespace after its special tokens but <unk>, <s> and
+ * <|endoftext|> (Hugging Face's rstrip on those added tokens). */
+static syn_status apply_token_rules(syn_tokenizer *tok, const gguf_file *f) {
+    for (size_t r = 0; r < sizeof token_roles / sizeof token_roles[0]; r++) {
+        const struct token_role *role = &token_roles[r];
+        if (gguf_find_kv(f, role->key)) {
+            int32_t id;
+            syn_status st = load_optional_id(tok, f, role->key, &id);
+            if (st != SYN_OK) return st;
+            tok->tokens[id].eog |= role->eog;
+            continue;
+        }
+        for (int32_t i = 0; i < tok->n_tokens; i++) {
+            tok_entry *t = &tok->tokens[i];
+            if (!token_is_one_of(t, role->texts)) continue;
+            t->attr |= TOK_ATTR_CONTROL;
+            t->eog |= role->eog;
+        }
+    }
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        tok_entry *t = &tok->tokens[i];
+        if (!token_is_one_of(t, eog_token_texts)) continue;
+        t->attr |= TOK_ATTR_CONTROL;
+        t->eog = true;
+    }
+    static const char *const channel_texts[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                                "<|constrain|>", NULL};
+    for (int32_t i = 0; i < tok->n_tokens; i++)
+        if (token_is_one_of(&tok->tokens[i], channel_texts))
+            tok->tokens[i].attr = TOK_ATTR_USER_DEFINED;
+    if (tok->eos >= 0) tok->tokens[tok->eos].eog = true;
+
+    tok_entry *end = token_named(tok, "<|end|>"), *ret = token_named(tok, "<|return|>");
+    tok_entry *call = token_named(tok, "<|call|>"), *calls = token_named(tok, "<|calls|>");
+    tok_entry *flush = token_named(tok, "<|flush|>");
+    bool ends_call = (call && call->eog) || (calls && calls->eog);
+    if (end && end->eog && ends_call && ((ret && ret->eog) || (flush && flush->eog))) {
+        end->eog = false;
+        end->attr = TOK_ATTR_USER_DEFINED;
+    }
+    tok_entry *tool_response = token_named(tok, "<|tool_response>");
+    tok_entry *closing_s = token_named(tok, "</s>");
+    if (tool_response && tool_response->eog && closing_s && closing_s->eog) {
+        closing_s->eog = false;
+        closing_s->attr = TOK_ATTR_NORMAL;
+    }
+
+    gguf_str name = {0, ""};
+    syn_status st = gguf_get_str_opt(f, "general.name", &name);
+    if (st != SYN_OK || !(name_contains(name, "phi3") || name_contains(name, "phi-3"))) return st;
+    for (int32_t i = 0; i < tok->n_tokens; i++) {
+        tok_entry *t = &tok->tokens[i];
+        if ((t->attr & TOK_ATTR_VERBATIM) || token_is(t, "</s>")) t->attr |= TOK_ATTR_RSTRIP;
+        if (token_is(t, "<unk>") || token_is(t, "<s>") || token_is(t, "<|endoftext|>"))
+            t->attr &= (uint8_t)~TOK_ATTR_RSTRIP;
+    }
+    return SYN_OK;
+}
+
 /* Collects the tokens matched as units and the end-of-generation ones. */
 static syn_status index_specials(syn_tokenizer *tok) {
     int32_t n = 0;
@@ -524,9 +636,9 @@ syn_status tokenizer_load(const gguf_file *f, int32_t n_vocab_model, syn_tokeniz
     if (st == SYN_OK && !bpe) st = load_scores(tok, f);
     if (st == SYN_OK) st = load_special_ids(tok, f);
     if (st == SYN_OK) st = load_prompt_keys(tok, f);
+    if (st == SYN_OK) st = build_text_index(tok);
     if (st == SYN_OK) st = apply_token_rules(tok, f);
     if (st == SYN_OK && bpe) st = check_byte_level_text(tok);
-    if (st == SYN_OK) st = build_text_index(tok);
     if (st == SYN_OK && bpe) st = load_merges(tok, f);
     if (st == SYN_OK) st = index_specials(tok);
     if (st == SYN_OK && bpe) st = pretok_compile(pre, &tok->pretok);

@@ -19,6 +19,7 @@
 #include "synapse.h"
 #include "synapse_internal.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_internal.h" /* pretok_* */
 
 enum {
     QWEN_N_VOCAB = 151936,
@@ -643,6 +644,74 @@ static void test_tiny_bpe(void **state) {
     gguf_close(f);
 }
 
+/* ---- pre-tokenizers without a suite: splits worked out by hand from llama.cpp's expressions ----
+ */
+
+typedef struct words {
+    char text[256]; /* the words joined by '|' */
+    size_t len;
+} words;
+
+static syn_status collect_word(void *user, const char *word, size_t len) {
+    words *w = user;
+    assert_true(w->len + len + 2 < sizeof w->text);
+    if (w->len) w->text[w->len++] = '|';
+    memcpy(w->text + w->len, word, len);
+    w->len += len;
+    w->text[w->len] = '\0';
+    return SYN_OK;
+}
+
+static void expect_split(const char *pre, const char *text, const char *want) {
+    const pretok_kind *kind = pretok_find(pre, strlen(pre));
+    if (!kind) fail_msg("pre-tokenizer %s is not in the table", pre);
+    pretok_codes codes;
+    assert_int_equal(pretok_compile(kind, &codes), SYN_OK);
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    assert_non_null(md);
+    words w = {.len = 0};
+    assert_int_equal(pretok_split(&codes, md, text, strlen(text), collect_word, &w), SYN_OK);
+    if (strcmp(w.text, want) != 0)
+        fail_msg("%s: '%s' split as '%s', want '%s'", pre, text, w.text, want);
+    pcre2_match_data_free(md);
+    pretok_free(&codes);
+}
+
+/* Each expression splits the pieces the one before left (matches and the gaps between them). */
+static void test_pretokenizers(void **state) {
+    (void)state;
+    /* starcoder, refact, smollm: digits alone first, then GPT-2's words */
+    expect_split("starcoder", "abc123 def", "abc|1|2|3| def");
+    expect_split("refact", "x 42", "x| |4|2");
+    expect_split("smollm", "I'm 7", "I|'m| |7");
+    /* GPT-2's contractions are lower-case only; Llama 3's take both cases, as pairs: U+017F is
+     * no s, so 'ſa is one word */
+    expect_split("gpt-2", "I'M", "I|'|M");
+    expect_split("llama-bpe",
+                 "I'M x'\xC5\xBF"
+                 "a",
+                 "I|'M| x|'\xC5\xBF"
+                 "a");
+    /* deepseek-coder: line breaks, then letters with one space, punctuation, CJK, digits */
+    expect_split("deepseek-coder", "def f(x):\n  return 12", "def| f|(|x|):|\n| | return| |1|2");
+    /* deepseek-v3: up to three digits, kana and kanji runs, then words; ~ is no symbol in
+     * llama.cpp's table, so it starts a word of non-ASCII letters */
+    expect_split("deepseek-v3",
+                 "abc12345\xE6\x97\xA5\xE6\x9C\xAC"
+                 "Hello, world!",
+                 "abc|123|45|\xE6\x97\xA5\xE6\x9C\xAC|Hello|,| world|!");
+    expect_split("deepseek-v3", "~\xC3\xA9", "~\xC3\xA9");
+    /* gpt-4o: a word is upper-case letters then lower-case ones (or the reverse), with its
+     * contraction; digits in threes */
+    expect_split("gpt-4o", "HelloWorld DON'T 12345", "Hello|World| DON'T| |123|45");
+    /* tekken: the same letters, single digits, no contractions */
+    expect_split("tekken", "Hello 42", "Hello| |4|2");
+    /* falcon: punctuation and symbols first, then GPT-2's words, then digits in threes */
+    expect_split("falcon", "a+b=1234", "a|+|b|=|123|4");
+    /* bloom: runs of anything but whitespace and .,!? (with an optional space first) */
+    expect_split("bloom", "Hi, there.", "Hi|,| there|.");
+}
+
 /* syn_tokenize with add_special (ids malloc'd, *n their count). */
 static int32_t *prompt_ids(const syn_tokenizer *tok, const char *text, bool parse_special,
                            size_t *n) {
@@ -757,13 +826,28 @@ enum {
     SPM_COUNT
 };
 
-/* add_space_prefix: < 0 omitted, else the bool; name: general.name or NULL. */
-static syn_status load_tiny_spm(int add_space_prefix, const char *name, bool short_scores,
-                                gguf_file **f, syn_tokenizer **tok) {
+/* Tokens after the tiny SentencePiece vocabulary's, ids SPM_COUNT on. */
+typedef struct extra_tokens {
+    const char *text[4];
+    int32_t type[4];
+    size_t n;
+} extra_tokens;
+
+/* add_space_prefix: < 0 omitted, else the bool; name: general.name or NULL; extra: NULL or more
+ * tokens. */
+static syn_status load_tiny_spm_with(int add_space_prefix, const char *name, bool short_scores,
+                                     const extra_tokens *extra, gguf_file **f,
+                                     syn_tokenizer **tok) {
+    enum { MAX = SPM_COUNT + 4 };
     char bytes[256][7];
-    const char *tokens[SPM_COUNT] = {"<unk>", "<s>", "</s>"};
-    int32_t types[SPM_COUNT] = {2, 3, 3};
-    float scores[SPM_COUNT] = {0};
+    const char *tokens[MAX] = {"<unk>", "<s>", "</s>"};
+    int32_t types[MAX] = {2, 3, 3};
+    float scores[MAX] = {0};
+    size_t count = SPM_COUNT;
+    for (size_t i = 0; extra && i < extra->n; i++, count++) {
+        tokens[count] = extra->text[i];
+        types[count] = extra->type[i];
+    }
     for (unsigned b = 0; b < 256; b++) {
         snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
         tokens[SPM_BYTE0 + b] = bytes[b];
@@ -779,13 +863,12 @@ static syn_status load_tiny_spm(int add_space_prefix, const char *name, bool sho
     assert_int_equal(gguf_writer_set_str(w, "general.architecture", "none"), SYN_OK);
     if (name) assert_int_equal(gguf_writer_set_str(w, "general.name", name), SYN_OK);
     assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"), SYN_OK);
-    assert_int_equal(gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", tokens, SPM_COUNT),
-                     SYN_OK);
+    assert_int_equal(gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", tokens, count), SYN_OK);
     assert_int_equal(
-        gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, SPM_COUNT),
+        gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, count),
         SYN_OK);
     assert_int_equal(gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores,
-                                           short_scores ? SPM_COUNT - 1 : SPM_COUNT),
+                                           short_scores ? count - 1 : count),
                      SYN_OK);
     if (add_space_prefix >= 0)
         assert_int_equal(
@@ -799,7 +882,12 @@ static syn_status load_tiny_spm(int add_space_prefix, const char *name, bool sho
     assert_int_equal(gguf_open(path, f), SYN_OK);
     test_remove_dir(dir);
     free(dir);
-    return tokenizer_load(*f, SPM_COUNT, tok);
+    return tokenizer_load(*f, (int32_t)count, tok);
+}
+
+static syn_status load_tiny_spm(int add_space_prefix, const char *name, bool short_scores,
+                                gguf_file **f, syn_tokenizer **tok) {
+    return load_tiny_spm_with(add_space_prefix, name, short_scores, NULL, f, tok);
 }
 
 static void expect_text(const syn_tokenizer *tok, const int32_t *ids, size_t n, const char *want) {
@@ -869,6 +957,39 @@ static void test_tiny_spm(void **state) {
     assert_int_equal(load_tiny_spm(-1, NULL, true, &f, &none), SYN_ERR_FORMAT);
     assert_null(none);
     assert_non_null(strstr(syn_last_error(), "tokenizer.ggml.scores has 267 entries"));
+    gguf_close(f);
+}
+
+/* llama.cpp's rules by token text: an end-of-turn text is a control token whatever the file
+ * says (so </s> as user-defined is read as text without parse_special), gpt-oss's channel markup
+ * is user-defined (matched always), and with <|return|> and <|call|> ending turns <|end|> does
+ * not (o200k_harmony). */
+static void test_special_token_rules(void **state) {
+    (void)state;
+    enum { CHANNEL = SPM_COUNT, RETURN, CALL, END_OF_TURN = SPM_COUNT };
+    gguf_file *f;
+    syn_tokenizer *tok;
+    static const char turn_end[] = "<end_of_turn>";
+    extra_tokens user_defined = {{turn_end}, {4}, 1};
+    assert_int_equal(load_tiny_spm_with(0, NULL, false, &user_defined, &f, &tok), SYN_OK);
+    expect_ids(tok, turn_end, true, (const int32_t[]){END_OF_TURN}, 1);
+    int32_t as_bytes[sizeof turn_end - 1]; /* no piece holds these characters */
+    for (size_t i = 0; i < sizeof turn_end - 1; i++)
+        as_bytes[i] = SPM_BYTE0 + (uint8_t)turn_end[i];
+    expect_ids(tok, turn_end, false, as_bytes, sizeof turn_end - 1);
+    assert_true(syn_tokenizer_is_eog(tok, END_OF_TURN));
+    tokenizer_free(tok);
+    gguf_close(f);
+
+    extra_tokens extra = {{"<|channel|>", "<|return|>", "<|call|>"}, {3, 3, 3}, 3};
+    assert_int_equal(load_tiny_spm_with(0, NULL, false, &extra, &f, &tok), SYN_OK);
+    expect_ids(tok, "a<|channel|>a", false, (const int32_t[]){SPM_A, CHANNEL, SPM_A}, 3);
+    /* <|end|> is user-defined now: a unit even without parse_special */
+    expect_ids(tok, "<|end|>", false, (const int32_t[]){SPM_END}, 1);
+    assert_false(syn_tokenizer_is_eog(tok, SPM_END));
+    assert_true(syn_tokenizer_is_eog(tok, RETURN));
+    assert_true(syn_tokenizer_is_eog(tok, CALL));
+    tokenizer_free(tok);
     gguf_close(f);
 }
 
@@ -977,6 +1098,8 @@ int main(void) {
         cmocka_unit_test(test_long_runs),
         cmocka_unit_test(test_tiny_bpe),
         cmocka_unit_test(test_tiny_spm),
+        cmocka_unit_test(test_pretokenizers),
+        cmocka_unit_test(test_special_token_rules),
         cmocka_unit_test(test_prompt_policy),
         cmocka_unit_test(test_load_refusals),
         cmocka_unit_test(test_load_time),
