@@ -958,6 +958,13 @@ static void test_tiny_spm(void **state) {
     assert_null(none);
     assert_non_null(strstr(syn_last_error(), "tokenizer.ggml.scores has 267 entries"));
     gguf_close(f);
+    /* a byte token must be <0xXX>: decoding reads its two hex digits */
+    extra_tokens bad_byte = {{"<0xZZ>"}, {6}, 1};
+    none = (syn_tokenizer *)1;
+    assert_int_equal(load_tiny_spm_with(-1, NULL, false, &bad_byte, &f, &none), SYN_ERR_FORMAT);
+    assert_null(none);
+    assert_non_null(strstr(syn_last_error(), "'<0xZZ>' is a byte token but not <0xXX>"));
+    gguf_close(f);
 }
 
 /* llama.cpp's rules by token text: an end-of-turn text is a control token whatever the file
