@@ -184,7 +184,7 @@ static size_t decode_ids(const syn_tokenizer *tok, const int32_t *ids, size_t n,
             piece++;
             k--;
         }
-        if (total + k <= cap) memcpy(out + total, piece, k);
+        if (k > 0 && total + k <= cap) memcpy(out + total, piece, k);
         total += k;
     }
     return total;
@@ -248,7 +248,7 @@ syn_status syn_detokenize(const syn_tokenizer *tok, const int32_t *ids, size_t n
         }
         decode_ids(tok, ids, n, full, total, tmp);
         total = clean_spaces(full, total);
-        memcpy(buf, full, total <= cap ? total : cap);
+        if (cap > 0) memcpy(buf, full, total <= cap ? total : cap);
         free(full);
     }
     free(tmp);

@@ -104,10 +104,11 @@ static void queue_bigram(const syn_tokenizer *tok, spm_work *w, int32_t left, in
 
 syn_status spm_encode(const syn_tokenizer *tok, spm_work **work, const char *text, size_t len,
                       bool space_prefix, tok_emit_fn emit, void *user) {
-    size_t n_spaces = space_prefix;
+    size_t n_spaces = 0;
     for (size_t i = 0; i < len; i++)
         n_spaces += text[i] == ' ';
-    size_t escaped_len = len + 2 * n_spaces; /* a 1-byte space becomes 3 bytes */
+    /* a 1-byte space becomes 3 bytes, and the prefix adds 3 */
+    size_t escaped_len = len + 2 * n_spaces + (space_prefix ? 3 : 0);
     if (!*work && !(*work = calloc(1, sizeof **work)))
         return syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
     spm_work *w = *work;

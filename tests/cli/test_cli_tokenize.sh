@@ -86,4 +86,29 @@ for arch in gemma3 phi3 qwen35; do
     check "$arch: detokenize gives the text back" cmp -s "$tmp/out" "$tmp/text"
 done
 
+# Vocabulary-only files (no tensors) through the command line: the first 12 cases of a
+# SentencePiece and a GPT-2 suite, read as text (llama-tokenize --no-parse-special), and
+# llama_detokenize's text back (test_tokenizer_suites checks every case of all eight).
+for name in ggml-vocab-llama-spm ggml-vocab-gpt-2; do
+    cases=tests/data/vocab/$name.tokenize.json
+    n=12
+    matched=0
+    decoded=0
+    for ((i = 0; i < n; i++)); do
+        jq -j ".cases[$i].text" "$cases" >"$tmp/text"
+        capture "$SYNAPSE" tokenize -m "tests/data/vocab/$name.gguf" -f "$tmp/text" --no-parse-special --json
+        want=$(jq -c ".cases[$i].ids" "$cases")
+        [ "$rc" -eq 0 ] && [ "$(jq -c .ids "$tmp/out")" = "$want" ] && matched=$((matched + 1))
+        jq -j ".cases[$i].detok" "$cases" >"$tmp/want"
+        if [ "$want" = "[]" ]; then
+            [ -s "$tmp/want" ] || decoded=$((decoded + 1)) # detokenize needs ids; none decode to ""
+            continue
+        fi
+        capture "$SYNAPSE" detokenize -m "tests/data/vocab/$name.gguf" --tokens "$(echo "$want" | jq -r 'map(tostring) | join(",")')"
+        cmp -s "$tmp/out" "$tmp/want" && decoded=$((decoded + 1))
+    done
+    check "$name (vocabulary only): llama.cpp's ids for all $n cases" test "$matched" -eq "$n"
+    check "$name (vocabulary only): llama.cpp's decoding for all $n cases" test "$decoded" -eq "$n"
+done
+
 finish
