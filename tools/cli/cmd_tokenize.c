@@ -15,11 +15,14 @@ const char usage_tokenize[] =
     "  Prints the token ids of the text itself: comma-separated on one line, or\n"
     "  {\"ids\": [...]} with --json. -f reads the file's exact bytes. Special-token text such as\n"
     "  <|im_start|> becomes its id unless --no-parse-special. --add-special applies the model's\n"
-    "  prompt policy (a BOS when tokenizer.ggml.add_bos_token asks, as run and serve do).\n";
+    "  prompt policy (a BOS when tokenizer.ggml.add_bos_token asks, as run and serve do).\n"
+    "  MODEL may be any GGUF with tokenizer.* keys: a vocabulary-only file, any architecture.\n";
 
 const char usage_detokenize[] =
     "synapse detokenize -m MODEL --tokens 1,2,3\n"
-    "  Writes the exact bytes the token ids decode to on stdout (no newline added).\n"
+    "  Writes the exact bytes the token ids decode to on stdout (no newline added), as\n"
+    "  llama.cpp's llama_detokenize: without a SentencePiece space prefix, and with its clean-up\n"
+    "  of spaces where the pre-tokenizer has one (gpt-2, llama-bpe, ...).\n"
     "  Ids outside the model's vocabulary are a runtime error (exit 1).\n";
 
 typedef struct tokenize_opts {
