@@ -78,7 +78,8 @@ int32_t tok_find_text(const syn_tokenizer *tok, const char *s, size_t len) {
     }
 }
 
-/* Adds token id under its text unless an earlier token has the same text. */
+/* Adds token id under its text; a later token with the same text takes it over, as in
+ * llama.cpp's text -> id map (filled in id order). */
 static void insert_text(syn_tokenizer *tok, int32_t id) {
     const tok_entry *t = &tok->tokens[id];
     uint32_t h = hash_text(t->text, t->len);
@@ -90,7 +91,10 @@ static void insert_text(syn_tokenizer *tok, int32_t id) {
             return;
         }
         const tok_entry *o = &tok->tokens[s->id];
-        if (s->hash == h && o->len == t->len && memcmp(o->text, t->text, t->len) == 0) return;
+        if (s->hash == h && o->len == t->len && memcmp(o->text, t->text, t->len) == 0) {
+            s->id = id;
+            return;
+        }
     }
 }
 

@@ -89,7 +89,7 @@ struct syn_tokenizer {
     int32_t n_vocab;   /* the model's vocabulary (embedding rows), >= n_tokens */
     tok_entry *tokens; /* [n_tokens] */
 
-    tok_text_slot *text_slots; /* [text_mask + 1]: token text -> id (first id of a duplicate) */
+    tok_text_slot *text_slots; /* [text_mask + 1]: token text -> id (last id of a duplicate) */
     uint32_t text_mask;
     tok_merge_slot *merge_slots; /* [merge_mask + 1] */
     uint32_t merge_mask;

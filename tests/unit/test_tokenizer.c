@@ -958,6 +958,12 @@ static void test_tiny_spm(void **state) {
     assert_null(none);
     assert_non_null(strstr(syn_last_error(), "tokenizer.ggml.scores has 267 entries"));
     gguf_close(f);
+    /* a text two tokens share is the later one's, as in llama.cpp's text -> id map */
+    extra_tokens duplicate = {{"ab"}, {1}, 1};
+    assert_int_equal(load_tiny_spm_with(0, NULL, false, &duplicate, &f, &tok), SYN_OK);
+    expect_ids(tok, "ab", false, (const int32_t[]){SPM_COUNT}, 1);
+    tokenizer_free(tok);
+    gguf_close(f);
     /* a byte token must be <0xXX>: decoding reads its two hex digits */
     extra_tokens bad_byte = {{"<0xZZ>"}, {6}, 1};
     none = (syn_tokenizer *)1;
