@@ -180,41 +180,102 @@ static syn_status encode_plain(encoder *e, const char *text, size_t len) {
     return pretok_split(&e->tok->pretok, e->md, text, len, bpe_word, e);
 }
 
-/* The longest special token at s[0..n) that this call matches, or -1. */
-static int32_t match_special(const syn_tokenizer *tok, const char *s, size_t n,
-                             bool parse_special) {
-    for (int32_t k = 0; k < tok->n_specials; k++) { /* longest first */
-        const tok_entry *t = &tok->tokens[tok->specials[k]];
-        if ((t->attr & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN)) && !parse_special) continue;
-        if (t->len <= n && memcmp(s, t->text, t->len) == 0) return tok->specials[k];
+/* A piece of the text between special tokens (id -1), or a special token. */
+typedef struct fragment {
+    size_t off, len; /* bytes of the text */
+    int32_t id;
+} fragment;
+
+typedef struct fragments {
+    fragment *items;
+    size_t n, cap;
+} fragments;
+
+static syn_status push_fragment(fragments *f, size_t off, size_t len, int32_t id) {
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 16;
+        fragment *items = realloc(f->items, cap * sizeof *items);
+        if (!items) return syn_fail(SYN_ERR_NO_MEMORY, "syn_tokenize: out of memory");
+        f->items = items;
+        f->cap = cap;
     }
-    return -1;
+    f->items[f->n++] = (fragment){off, len, id};
+    return SYN_OK;
+}
+
+static bool char_start(const char *text, size_t len, size_t pos) {
+    return pos == len || ((uint8_t)text[pos] & 0xC0) != 0x80;
+}
+
+/* Splits the text piece at[0] of f into special token k's occurrences and the text around them,
+ * appended to out. An occurrence counts only where it starts and ends between characters, so
+ * every text piece stays valid UTF-8 whatever bytes a token's text holds. */
+static syn_status split_piece(const syn_tokenizer *tok, int32_t k, const char *text, size_t len,
+                              const fragment *at, fragments *out) {
+    const tok_entry *t = &tok->tokens[k];
+    size_t off = at->off, end = at->off + at->len;
+    for (size_t from = off; from < end;) {
+        const char *hit = memmem(text + from, end - from, t->text, t->len);
+        if (!hit) break;
+        size_t match = (size_t)(hit - text);
+        if (!char_start(text, len, match) || !char_start(text, len, match + t->len)) {
+            from = match + 1;
+            continue;
+        }
+        syn_status st = match > off ? push_fragment(out, off, match - off, -1) : SYN_OK;
+        if (st == SYN_OK) st = push_fragment(out, match, t->len, k);
+        if (st != SYN_OK) return st;
+        off = match + t->len;
+        if (t->attr & TOK_ATTR_RSTRIP) /* C isspace, as llama.cpp */
+            while (off < end && (text[off] == ' ' || (text[off] >= '\t' && text[off] <= '\r')))
+                off++;
+        from = off;
+    }
+    return off < end ? push_fragment(out, off, end - off, -1) : SYN_OK;
+}
+
+/* llama.cpp's tokenizer_st_partition: each special token in turn, longest first, is cut out of
+ * every text piece left so far, left to right, so a longer token wins over a shorter one it
+ * overlaps wherever they stand. Control and unknown tokens only with parse_special; whitespace
+ * after an RSTRIP token goes. Tokens whose first byte the text lacks are skipped unread. */
+static syn_status partition(const syn_tokenizer *tok, const char *text, size_t len,
+                            bool parse_special, fragments *f) {
+    bool present[256] = {false};
+    for (size_t i = 0; i < len; i++)
+        present[(uint8_t)text[i]] = true;
+    fragments next = {0};
+    syn_status st = len > 0 ? push_fragment(f, 0, len, -1) : SYN_OK;
+    for (int32_t s = 0; s < tok->n_specials && st == SYN_OK; s++) {
+        int32_t k = tok->specials[s];
+        const tok_entry *t = &tok->tokens[k];
+        if ((t->attr & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN)) && !parse_special) continue;
+        if (!present[(uint8_t)t->text[0]]) continue;
+        next.n = 0;
+        for (size_t i = 0; i < f->n && st == SYN_OK; i++)
+            st = f->items[i].id >= 0 || f->items[i].len < t->len
+                     ? push_fragment(&next, f->items[i].off, f->items[i].len, f->items[i].id)
+                     : split_piece(tok, k, text, len, &f->items[i], &next);
+        fragments swap = *f;
+        *f = next;
+        next = swap;
+    }
+    free(next.items);
+    return st;
 }
 
 static syn_status encode(encoder *e, const char *text, size_t len, bool parse_special) {
-    const syn_tokenizer *tok = e->tok;
-    size_t plain_start = 0;
-    for (size_t pos = 0; pos < len;) {
-        uint8_t b = (uint8_t)text[pos];
-        /* Specials are matched at character starts only. */
-        int32_t id = tok->special_first_byte[b] && (b & 0xC0) != 0x80
-                         ? match_special(tok, text + pos, len - pos, parse_special)
-                         : -1;
-        if (id < 0) {
-            pos++;
+    fragments f = {0};
+    syn_status st = partition(e->tok, text, len, parse_special, &f);
+    for (size_t i = 0; i < f.n && st == SYN_OK; i++) {
+        if (f.items[i].id < 0) {
+            st = encode_plain(e, text + f.items[i].off, f.items[i].len);
             continue;
         }
-        syn_status st = encode_plain(e, text + plain_start, pos - plain_start);
-        if (st != SYN_OK) return st;
-        emit(e, id);
+        emit(e, f.items[i].id);
         e->after_special = true;
-        pos += tok->tokens[id].len;
-        if (tok->tokens[id].attr & TOK_ATTR_RSTRIP) /* C isspace, as llama.cpp */
-            while (pos < len && (text[pos] == ' ' || (text[pos] >= '\t' && text[pos] <= '\r')))
-                pos++;
-        plain_start = pos;
     }
-    return encode_plain(e, text + plain_start, len - plain_start);
+    free(f.items);
+    return st;
 }
 
 syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len, bool add_special,

@@ -586,6 +586,17 @@ static syn_status apply_token_rules(syn_tokenizer *tok, const gguf_file *f) {
     return SYN_OK;
 }
 
+typedef struct special_order {
+    uint32_t len;
+    int32_t id;
+} special_order;
+
+static int special_before(const void *pa, const void *pb) {
+    const special_order *a = pa, *b = pb;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
 /* Collects the tokens matched as units and the end-of-generation ones. */
 static syn_status index_specials(syn_tokenizer *tok) {
     int32_t n = 0;
@@ -599,15 +610,17 @@ static syn_status index_specials(syn_tokenizer *tok) {
         const tok_entry *t = &tok->tokens[i];
         if (!(t->attr & TOK_ATTR_VERBATIM) || t->len == 0) continue;
         tok->specials[tok->n_specials++] = i;
-        tok->special_first_byte[(uint8_t)t->text[0]] = true;
     }
-    /* Longest first, so that the first match is the longest (Qwen vocabularies have 22). */
-    for (int32_t i = 1; i < n; i++) {
-        int32_t id = tok->specials[i], j = i;
-        for (; j > 0 && tok->tokens[tok->specials[j - 1]].len < tok->tokens[id].len; j--)
-            tok->specials[j] = tok->specials[j - 1];
-        tok->specials[j] = id;
-    }
+    /* Longest first, as llama.cpp cuts them out of the text (equal lengths by id); Gemma 3 has
+     * over 6,000, so a sort rather than insertion. */
+    special_order *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    if (!order) return syn_fail(SYN_ERR_NO_MEMORY, "tokenizer: out of memory");
+    for (int32_t i = 0; i < n; i++)
+        order[i] = (special_order){tok->tokens[tok->specials[i]].len, tok->specials[i]};
+    qsort(order, (size_t)n, sizeof *order, special_before);
+    for (int32_t i = 0; i < n; i++)
+        tok->specials[i] = order[i].id;
+    free(order);
     for (int32_t i = 0; i < tok->n_tokens; i++)
         tok->n_eog += tok->tokens[i].eog;
     tok->eog = malloc((size_t)(tok->n_eog ? tok->n_eog : 1) * sizeof *tok->eog);

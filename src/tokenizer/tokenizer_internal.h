@@ -104,7 +104,6 @@ struct syn_tokenizer {
      * Longest text first. */
     int32_t *specials; /* [n_specials] ids */
     int32_t n_specials;
-    bool special_first_byte[256]; /* some special token starts with this byte */
 
     int32_t *eog; /* [n_eog] the end-of-generation ids, ascending */
     int32_t n_eog;

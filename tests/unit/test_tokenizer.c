@@ -994,6 +994,18 @@ static void test_special_token_rules(void **state) {
     tokenizer_free(tok);
     gguf_close(f);
 
+    /* the longer of two overlapping special tokens wins wherever it stands (llama.cpp cuts the
+     * longest out first): "xyzw" is x, then yzw, though xy starts earlier; and a token whose
+     * text is a lone continuation byte never cuts a character apart */
+    enum { XY = SPM_COUNT, YZW };
+    extra_tokens overlapping = {{"xy", "yzw", "\xA9"}, {4, 4, 4}, 3};
+    assert_int_equal(load_tiny_spm_with(0, NULL, false, &overlapping, &f, &tok), SYN_OK);
+    expect_ids(tok, "xyzw", false, (const int32_t[]){SPM_BYTE0 + 'x', YZW}, 2);
+    expect_ids(tok, "xyxy", false, (const int32_t[]){XY, XY}, 2);
+    expect_ids(tok, "\xC3\xA9", false, (const int32_t[]){SPM_BYTE0 + 0xC3, SPM_BYTE0 + 0xA9}, 2);
+    tokenizer_free(tok);
+    gguf_close(f);
+
     extra_tokens extra = {{"<|channel|>", "<|return|>", "<|call|>"}, {3, 3, 3}, 3};
     assert_int_equal(load_tiny_spm_with(0, NULL, false, &extra, &f, &tok), SYN_OK);
     expect_ids(tok, "a<|channel|>a", false, (const int32_t[]){SPM_A, CHANNEL, SPM_A}, 3);
