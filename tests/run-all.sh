@@ -96,6 +96,9 @@ if command -v clang >/dev/null; then
         # The tokenizer (text -> ids -> text, checked against utf8proc), seeded with the texts of
         # tests/data/qwen2-tokenizer-cases.json.
         run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-15}" 4096
+        # The same texts through Gemma 3's SentencePiece vocabulary (a vocabulary-only file).
+        SYNAPSE_FUZZ_MODEL=tests/data/vocab/npm-gemma3-spm.vocab.gguf \
+            run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-10}" 4096
         run_fuzzer fuzz_chat_output tests/fuzz/chat-output-seeds "${SYNAPSE_FUZZ_SECONDS:-10}" 4096
         run_fuzzer fuzz_template tests/data/templates "${SYNAPSE_FUZZ_SECONDS:-20}" 65536
     else
