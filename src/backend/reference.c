@@ -27,12 +27,16 @@
  * A local layer's cache is a ring of swa_window positions (position t in slot t % swa_window).
  * phi3's fused q | k | v and gate | up matrices arrive as the separate views (model.h), so its
  * block is this one.
+ * qwen35: RoPE covers the first n_rot of each head; Wq also yields a gate per head, the attention
+ * output a_i *= sigmoid(gate_i); the recurrent layers' mixer is a gated delta net
+ * (reference_delta_net.c), whose state this backend's one sequence keeps beside the KV cache.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/delta_net.h"
 #include "backend/gelu.h"
 #include "core/error.h"
 
@@ -46,10 +50,13 @@ typedef struct ref_state {
     uint32_t kv_lo, kv_hi;
     float **k_cache; /* [n_layer] -> [kv_positions(layer)][n_head_kv * head_dim] */
     float **v_cache; /* [n_layer] -> [kv_positions(layer)][n_head_kv * head_dim] */
+    syn_ref_dn *dn;  /* the recurrent layers' scratch and state (qwen35), else NULL */
+    uint32_t dn_pos; /* the position dn's state stands at: a forward must start there or at 0 */
     /* scratch, sized once */
     float *x;           /* [n_embd] residual stream */
     float *h;           /* [n_embd] normalised input of a sub-layer */
     float *q;           /* [q_dim] */
+    float *qg;          /* [2 * q_dim] q_gate's query and gate rows, else NULL */
     float *attn;        /* [q_dim] attention output, all heads */
     float *gate;        /* [n_ff] */
     float *up;          /* [n_ff] */
@@ -59,9 +66,11 @@ typedef struct ref_state {
     float *rope_ones;   /* [n_rot / 2] ones: a local layer's factors */
 } ref_state;
 
-/* Positions layer l's cache holds: kv_cap, at most the window in a local layer. */
+/* Positions layer l's cache holds: kv_cap, at most the window in a local layer, none in a
+ * recurrent one. */
 static uint32_t kv_positions(const ref_state *s, int32_t l) {
     const syn_hparams *hp = &s->model->hp;
+    if (syn_layer_recurrent(hp, l)) return 0;
     if (syn_layer_is_local(hp, l) && (uint32_t)hp->swa_window < s->kv_cap)
         return (uint32_t)hp->swa_window;
     return s->kv_cap;
@@ -87,6 +96,8 @@ static void ref_destroy(void *opaque) {
     free(s->x);
     free(s->h);
     free(s->q);
+    free(s->qg);
+    syn_ref_dn_free(s->dn);
     free(s->attn);
     free(s->gate);
     free(s->up);
@@ -120,8 +131,14 @@ static syn_status ref_create(const struct syn_model *model, const syn_backend_co
     s->row = malloc(sizeof(float) * (size_t)widest);
     s->rope_factor = malloc(sizeof(float) * (size_t)(hp->n_rot / 2));
     s->rope_ones = malloc(sizeof(float) * (size_t)(hp->n_rot / 2));
+    if (hp->q_gate) s->qg = malloc(sizeof(float) * 2 * (size_t)hp->q_dim);
+    syn_status st = hp->full_attn_interval ? syn_ref_dn_new(model, &s->dn) : SYN_OK;
+    if (st != SYN_OK) {
+        ref_destroy(s);
+        return st;
+    }
     if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q || !s->attn || !s->gate || !s->up ||
-        !s->row || !s->rope_factor || !s->rope_ones) {
+        !s->row || !s->rope_factor || !s->rope_ones || (hp->q_gate && !s->qg)) {
         ref_destroy(s);
         return syn_fail(SYN_ERR_NO_MEMORY, "reference backend: out of memory");
     }
@@ -150,6 +167,7 @@ static syn_status ensure_kv_capacity(ref_state *s, uint32_t n_positions) {
     const uint32_t old_cap = s->kv_cap;
     s->kv_cap = cap;
     for (int32_t l = 0; l < hp->n_layer; l++) {
+        if (syn_layer_recurrent(hp, l)) continue;
         const size_t bytes = sizeof(float) * (size_t)kv_positions(s, l) * (size_t)hp->kv_dim;
         float *k = realloc(s->k_cache[l], bytes);
         if (k) s->k_cache[l] = k;
@@ -270,33 +288,55 @@ static void attention(ref_state *s, int32_t layer, uint32_t pos) {
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* h = the attention mixer of layer l for the normed input s->h of a token at position pos (before
+ * any post-attention norm). */
+static void attention_mixer(ref_state *s, int32_t l, uint32_t pos) {
+    const syn_hparams *hp = &s->model->hp;
+    const syn_layer *L = &s->model->layers[l];
+    const int32_t kvd = hp->kv_dim, hd = hp->head_dim;
+    float *k = s->k_cache[l] + kv_slot(s, l, pos) * kvd;
+    float *v = s->v_cache[l] + kv_slot(s, l, pos) * kvd;
+    const bool local = syn_layer_is_local(hp, l);
+    const float base = local ? hp->rope_freq_base_swa : hp->rope_freq_base;
+    const float *factor = local ? s->rope_ones : s->rope_factor;
+    if (hp->q_gate) { /* per head: hd query rows, then hd gate rows */
+        matvec(s->qg, &L->wq, s->h, NULL, s->row);
+        for (int32_t head = 0; head < hp->n_head; head++)
+            memcpy(s->q + (size_t)head * hd, s->qg + 2 * (size_t)head * hd, sizeof(float) * hd);
+    } else {
+        matvec(s->q, &L->wq, s->h, &L->bq, s->row);
+    }
+    matvec(k, &L->wk, s->h, &L->bk, s->row);
+    matvec(v, &L->wv, s->h, &L->bv, s->row);
+    head_norms(s->q, hp->n_head, &L->q_norm, hp->rms_norm_eps, s->row);
+    head_norms(k, hp->n_head_kv, &L->k_norm, hp->rms_norm_eps, s->row);
+    rope(s->q, hp->n_head, hp, pos, base, factor);
+    rope(k, hp->n_head_kv, hp, pos, base, factor);
+    attention(s, l, pos);
+    if (hp->q_gate)
+        for (int32_t head = 0; head < hp->n_head; head++)
+            for (int32_t i = 0; i < hd; i++) {
+                const float g = s->qg[2 * (size_t)head * hd + (size_t)hd + (size_t)i];
+                s->attn[(size_t)head * hd + (size_t)i] *= 1.0f / (1.0f + expf(-g));
+            }
+    matvec(s->h, &L->wo, s->attn, NULL, s->row);
+}
+
 /* One token through the whole model; logits [n_vocab] when not NULL. */
 static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logits) {
     const struct syn_model *m = s->model;
     const syn_hparams *hp = &m->hp;
-    int32_t kvd = hp->kv_dim;
 
     syn_tensor_row(&m->tok_embd, token, s->x);
     for (int32_t i = 0; i < hp->n_embd; i++)
         s->x[i] *= hp->embd_scale;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &m->layers[l];
-        float *k = s->k_cache[l] + kv_slot(s, l, pos) * kvd;
-        float *v = s->v_cache[l] + kv_slot(s, l, pos) * kvd;
-        const bool local = syn_layer_is_local(hp, l);
-        const float base = local ? hp->rope_freq_base_swa : hp->rope_freq_base;
-        const float *factor = local ? s->rope_ones : s->rope_factor;
-
         rmsnorm(s->h, s->x, &L->attn_norm, hp->rms_norm_eps, s->row);
-        matvec(s->q, &L->wq, s->h, &L->bq, s->row);
-        matvec(k, &L->wk, s->h, &L->bk, s->row);
-        matvec(v, &L->wv, s->h, &L->bv, s->row);
-        head_norms(s->q, hp->n_head, &L->q_norm, hp->rms_norm_eps, s->row);
-        head_norms(k, hp->n_head_kv, &L->k_norm, hp->rms_norm_eps, s->row);
-        rope(s->q, hp->n_head, hp, pos, base, factor);
-        rope(k, hp->n_head_kv, hp, pos, base, factor);
-        attention(s, l, pos);
-        matvec(s->h, &L->wo, s->attn, NULL, s->row);
+        if (syn_layer_recurrent(hp, l))
+            syn_ref_dn_mixer(s->dn, l, s->h, s->h);
+        else
+            attention_mixer(s, l, pos);
         if (L->post_attn_norm.data)
             rmsnorm(s->h, s->h, &L->post_attn_norm, hp->rms_norm_eps, s->row);
         for (int32_t i = 0; i < hp->n_embd; i++)
@@ -323,11 +363,13 @@ static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logi
             logits[i] = hp->final_logit_softcap * tanhf(logits[i] / hp->final_logit_softcap);
 }
 
-/* Whether the cache holds every position a token at pos attends to. */
+/* Whether the cache holds every position a token at pos attends to (and a recurrent state, which
+ * only moves forward, stands at pos or restarts there at 0). */
 static bool ref_can_resume(const void *opaque, uint32_t pos) {
     const ref_state *s = opaque;
     const uint32_t window = (uint32_t)s->model->hp.swa_window;
     if (pos > s->kv_hi) return false;
+    if (s->dn && pos != 0 && pos != s->dn_pos) return false;
     return pos == 0 || s->kv_lo == 0 ||
            (window > 0 && pos >= window && s->kv_lo <= pos - window + 1);
 }
@@ -340,6 +382,11 @@ static size_t ref_kv_layer_bytes(const void *opaque, int32_t layer) {
 static syn_status ref_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
                               float *logits, bool all_logits) {
     ref_state *s = opaque;
+    if (s->dn && pos0 != 0 && pos0 != s->dn_pos)
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "reference backend: %s's recurrent state stands at position %u and cannot "
+                        "be rewound to %u (only restarted from 0)",
+                        s->model->arch->name, s->dn_pos, pos0);
     if (!ref_can_resume(s, pos0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                         "reference backend: the sliding-window cache no longer holds the positions "
@@ -347,6 +394,10 @@ static syn_status ref_forward(void *opaque, const int32_t *tokens, size_t n, uin
                         pos0);
     syn_status st = ensure_kv_capacity(s, pos0 + (uint32_t)n);
     if (st != SYN_OK) return st;
+    if (s->dn) {
+        if (pos0 == 0) syn_ref_dn_reset(s->dn);
+        s->dn_pos = pos0 + (uint32_t)n;
+    }
     size_t n_vocab = (size_t)s->model->hp.n_vocab;
     for (size_t i = 0; i < n; i++) {
         bool last = i + 1 == n;

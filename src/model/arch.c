@@ -1,5 +1,5 @@
-/* arch.c: the architecture table (arch.h): qwen2, qwen3, llama, gemma3 and phi3 as llama.cpp
- * loads them. */
+/* arch.c: the architecture table (arch.h): qwen2, qwen3, llama, gemma3, phi3 and qwen35 as
+ * llama.cpp loads them. */
 #include "model/arch.h"
 
 #include <stddef.h>
@@ -88,19 +88,61 @@ static const syn_tensor_rule phi3_layer_rules[] = {
     {"ffn_down.weight", LAYER_SLOT(w_down), SYN_DIM_FF, SYN_DIM_EMBD, false},
 };
 
+/* Qwen3.5: both kinds of block norm their input with attn_norm and the FFN's with
+ * post_attention_norm, which is what other entries call ffn_norm. */
+#define QWEN35_NORMS_AND_FFN                                                                       \
+    {"attn_norm.weight", LAYER_SLOT(attn_norm), SYN_DIM_EMBD, SYN_DIM_NONE, false},                \
+        {"post_attention_norm.weight", LAYER_SLOT(ffn_norm), SYN_DIM_EMBD, SYN_DIM_NONE, false},   \
+        {"ffn_gate.weight", LAYER_SLOT(w_gate), SYN_DIM_EMBD, SYN_DIM_FF, false},                  \
+        {"ffn_up.weight", LAYER_SLOT(w_up), SYN_DIM_EMBD, SYN_DIM_FF, false}, {                    \
+        "ffn_down.weight", LAYER_SLOT(w_down), SYN_DIM_FF, SYN_DIM_EMBD, false                     \
+    }
+
+/* Qwen3.5's full-attention blocks: Q/K head norms, and attn_q also yields a sigmoid gate per
+ * head on the attention output. */
+static const syn_tensor_rule qwen35_layer_rules[] = {
+    QWEN35_NORMS_AND_FFN,
+    {"attn_q.weight", LAYER_SLOT(wq), SYN_DIM_EMBD, SYN_DIM_Q_GATED, false},
+    {"attn_k.weight", LAYER_SLOT(wk), SYN_DIM_EMBD, SYN_DIM_KV, false},
+    {"attn_v.weight", LAYER_SLOT(wv), SYN_DIM_EMBD, SYN_DIM_KV, false},
+    {"attn_output.weight", LAYER_SLOT(wo), SYN_DIM_Q, SYN_DIM_EMBD, false},
+    {"attn_q_norm.weight", LAYER_SLOT(q_norm), SYN_DIM_HEAD, SYN_DIM_NONE, false},
+    {"attn_k_norm.weight", LAYER_SLOT(k_norm), SYN_DIM_HEAD, SYN_DIM_NONE, false},
+};
+
+/* Qwen3.5's gated delta net blocks. ssm_a has no ".weight" suffix in llama.cpp's files. The MTP
+ * blocks real files append (qwen35.nextn_predict_layers, beyond block_count) are not run and their
+ * tensors are left unbound. */
+static const syn_tensor_rule qwen35_recurrent_rules[] = {
+    QWEN35_NORMS_AND_FFN,
+    {"attn_qkv.weight", LAYER_SLOT(ssm_qkv), SYN_DIM_EMBD, SYN_DIM_SSM_CONV, false},
+    {"attn_gate.weight", LAYER_SLOT(ssm_z), SYN_DIM_EMBD, SYN_DIM_SSM_INNER, false},
+    {"ssm_conv1d.weight", LAYER_SLOT(ssm_conv), SYN_DIM_SSM_KERNEL, SYN_DIM_SSM_CONV, false},
+    {"ssm_dt.bias", LAYER_SLOT(ssm_dt_bias), SYN_DIM_SSM_HEADS, SYN_DIM_NONE, false},
+    {"ssm_a", LAYER_SLOT(ssm_a), SYN_DIM_SSM_HEADS, SYN_DIM_NONE, false},
+    {"ssm_beta.weight", LAYER_SLOT(ssm_beta), SYN_DIM_EMBD, SYN_DIM_SSM_HEADS, false},
+    {"ssm_alpha.weight", LAYER_SLOT(ssm_alpha), SYN_DIM_EMBD, SYN_DIM_SSM_HEADS, false},
+    {"ssm_norm.weight", LAYER_SLOT(ssm_norm), SYN_DIM_SSM_HEAD_V, SYN_DIM_NONE, false},
+    {"ssm_out.weight", LAYER_SLOT(ssm_out), SYN_DIM_SSM_INNER, SYN_DIM_EMBD, false},
+};
+
 #define RULES(a) a, sizeof a / sizeof a[0]
 
 static const syn_arch archs[] = {
-    {"qwen2", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(syn_layer_rules), SYN_FFN_SILU, false,
-     false, false, false},
-    {"qwen3", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(qwen3_layer_rules), SYN_FFN_SILU, false,
-     false, false, false},
-    {"llama", SYN_ROPE_ADJACENT, RULES(llama_model_rules), RULES(llama_layer_rules), SYN_FFN_SILU,
-     false, false, false, false},
-    {"gemma3", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(gemma3_layer_rules), SYN_FFN_GELU_TANH,
-     true, true, false, false},
-    {"phi3", SYN_ROPE_NEOX, RULES(phi3_model_rules), RULES(phi3_layer_rules), SYN_FFN_SILU, false,
-     false, true, true},
+    {"qwen2", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(syn_layer_rules),
+     .ffn_act = SYN_FFN_SILU},
+    {"qwen3", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(qwen3_layer_rules),
+     .ffn_act = SYN_FFN_SILU},
+    {"llama", SYN_ROPE_ADJACENT, RULES(llama_model_rules), RULES(llama_layer_rules),
+     .ffn_act = SYN_FFN_SILU},
+    {"gemma3", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(gemma3_layer_rules),
+     .ffn_act = SYN_FFN_GELU_TANH, .embd_scale = true, .swa = true},
+    {"phi3", SYN_ROPE_NEOX, RULES(phi3_model_rules), RULES(phi3_layer_rules),
+     .ffn_act = SYN_FFN_SILU, .longrope = true, .ignores_sliding_window = true},
+    {"qwen35", SYN_ROPE_NEOX, RULES(qwen_model_rules), RULES(qwen35_layer_rules),
+     .ffn_act = SYN_FFN_SILU, .recurrent_tensors = qwen35_recurrent_rules,
+     .n_recurrent_tensors = sizeof qwen35_recurrent_rules / sizeof qwen35_recurrent_rules[0],
+     .q_gate = true},
 };
 
 const syn_arch *syn_arch_find(const char *name, size_t len) {
@@ -109,4 +151,4 @@ const syn_arch *syn_arch_find(const char *name, size_t len) {
     return NULL;
 }
 
-const char *syn_arch_names(void) { return "qwen2, qwen3, llama, gemma3, phi3"; }
+const char *syn_arch_names(void) { return "qwen2, qwen3, llama, gemma3, phi3, qwen35"; }

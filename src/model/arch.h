@@ -38,6 +38,12 @@ typedef enum syn_dim {
     SYN_DIM_VOCAB,      /* rows of token_embd.weight */
     SYN_DIM_QKV,        /* q_dim + 2 * kv_dim: a fused q | k | v matrix (phi3) */
     SYN_DIM_FF2,        /* 2 * n_ff: a fused gate | up matrix (phi3) */
+    SYN_DIM_Q_GATED,    /* 2 * q_dim: per head, head_dim query rows then head_dim gate rows */
+    SYN_DIM_SSM_KERNEL, /* ssm_conv_kernel: taps of the delta net's causal convolution */
+    SYN_DIM_SSM_CONV,   /* ssm_conv_dim: channels of the convolution (q | k | v) */
+    SYN_DIM_SSM_INNER,  /* ssm_inner: the delta net's value width, all V heads */
+    SYN_DIM_SSM_HEADS,  /* ssm_n_v_heads */
+    SYN_DIM_SSM_HEAD_V, /* ssm_head_v: one V head's width */
 } syn_dim;
 
 /* The activation of the gated FFN: act(gate) * up. */
@@ -58,7 +64,7 @@ typedef struct syn_arch {
     syn_rope_layout rope;
     const syn_tensor_rule *model_tensors; /* outside the blocks; token_embd first */
     size_t n_model_tensors;
-    const syn_tensor_rule *layer_tensors; /* in every block */
+    const syn_tensor_rule *layer_tensors; /* in every block (every attention block of a hybrid) */
     size_t n_layer_tensors;
     syn_ffn_act ffn_act;
     bool embd_scale; /* the embedding row is scaled by sqrt(n_embd) (gemma) */
@@ -69,6 +75,11 @@ typedef struct syn_arch {
     /* phi3: ARCH.attention.sliding_window is ignored, as llama.cpp does for Phi-3 (it warns and
      * disables it); elsewhere the key is refused. */
     bool ignores_sliding_window;
+    /* Hybrids (qwen35): the tensors of the recurrent (gated delta net) blocks, those il with
+     * (il + 1) % ARCH.full_attention_interval != 0; NULL, 0 for the others. */
+    const syn_tensor_rule *recurrent_tensors;
+    size_t n_recurrent_tensors;
+    bool q_gate; /* attn_q also yields a sigmoid gate on each head's attention output (qwen35) */
 } syn_arch;
 
 /* The entry named name[0..len), or NULL. */

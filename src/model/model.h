@@ -60,6 +60,18 @@ typedef struct syn_hparams {
                              * 1 elsewhere */
     int32_t n_ctx_orig;     /* rope.scaling.original_context_length (phi3; else n_ctx_train): a
                              * context longer than this takes rope_factors_long */
+    bool q_gate;            /* the arch entry's q_gate */
+    /* Hybrids (qwen35): layer il is a gated delta net iff syn_layer_recurrent; 0: none is. */
+    int32_t full_attn_interval;
+    int32_t n_attn_layers;   /* layers with attention (and a KV cache) */
+    int32_t ssm_conv_kernel; /* ARCH.ssm.conv_kernel: taps; the state keeps the last kernel - 1 */
+    int32_t ssm_head_k;      /* ARCH.ssm.state_size: one Q/K head's width */
+    int32_t ssm_n_k_heads;   /* ARCH.ssm.group_count: Q/K heads */
+    int32_t ssm_n_v_heads;   /* ARCH.ssm.time_step_rank: V heads; V head h reads Q/K head
+                              * h % ssm_n_k_heads (llama.cpp's converter tiles them) */
+    int32_t ssm_inner;       /* ARCH.ssm.inner_size: ssm_n_v_heads * ssm_head_v */
+    int32_t ssm_head_v;      /* one V head's width */
+    int32_t ssm_conv_dim;    /* 2 * ssm_n_k_heads * ssm_head_k + ssm_inner: q | k | v channels */
 } syn_hparams;
 
 /* Whether layer il attends within the sliding window only. */
@@ -67,13 +79,20 @@ static inline bool syn_layer_is_local(const syn_hparams *hp, int32_t il) {
     return hp->swa_window > 0 && il % hp->swa_pattern < hp->swa_pattern - 1;
 }
 
+/* Whether layer il is a recurrent (gated delta net) layer rather than an attention layer. */
+static inline bool syn_layer_recurrent(const syn_hparams *hp, int32_t il) {
+    return hp->full_attn_interval > 0 && (il + 1) % hp->full_attn_interval != 0;
+}
+
 typedef struct syn_layer {
     syn_tensor attn_norm;      /* [n_embd] */
-    syn_tensor wq, wk, wv;     /* {n_embd, q_dim}, {n_embd, kv_dim}, {n_embd, kv_dim} */
+    syn_tensor wq, wk, wv;     /* {n_embd, q_dim}, {n_embd, kv_dim}, {n_embd, kv_dim}; wq is
+                                * {n_embd, 2 * q_dim} with q_gate: per head, the query rows then
+                                * the gate rows */
     syn_tensor bq, bk, bv;     /* [q_dim], [kv_dim], [kv_dim]; absent in qwen3 and llama */
     syn_tensor q_norm, k_norm; /* [head_dim] per-head RMS norm of Q and K before RoPE (qwen3) */
     syn_tensor wo;             /* {q_dim, n_embd} */
-    syn_tensor ffn_norm;       /* [n_embd] */
+    syn_tensor ffn_norm;       /* [n_embd] (qwen35's post_attention_norm) */
     syn_tensor w_gate, w_up;   /* {n_embd, n_ff} */
     syn_tensor w_down;         /* {n_ff, n_embd} */
     syn_tensor post_attn_norm; /* [n_embd] RMS norm of the attention output (gemma3) */
@@ -82,6 +101,18 @@ typedef struct syn_layer {
      * their rows (whole rows, so any weight type splits), and the backends read only the views. */
     syn_tensor wqkv;      /* {n_embd, q_dim + 2 * kv_dim}: q rows, then k, then v */
     syn_tensor w_gate_up; /* {n_embd, 2 * n_ff}: gate rows, then up */
+    /* A recurrent (gated delta net) layer's mixer, in place of wq .. wo (qwen35). */
+    syn_tensor ssm_qkv;     /* attn_qkv {n_embd, ssm_conv_dim}: q [n_k_heads][head_k] |
+                             * k [n_k_heads][head_k] | v [n_v_heads][head_v] */
+    syn_tensor ssm_z;       /* attn_gate {n_embd, ssm_inner}: the output gate z */
+    syn_tensor ssm_conv;    /* ssm_conv1d {conv_kernel, ssm_conv_dim}: per channel, the tap of
+                             * the oldest token first, the current token's last */
+    syn_tensor ssm_dt_bias; /* [n_v_heads] */
+    syn_tensor ssm_a;       /* [n_v_heads] -exp(A_log): the decay rate, negative */
+    syn_tensor ssm_beta;    /* {n_embd, n_v_heads} */
+    syn_tensor ssm_alpha;   /* {n_embd, n_v_heads} */
+    syn_tensor ssm_norm;    /* [head_v] */
+    syn_tensor ssm_out;     /* {ssm_inner, n_embd} */
 } syn_layer;
 
 struct syn_model {

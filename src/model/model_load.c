@@ -180,11 +180,68 @@ static syn_status read_variant_hparams(const gguf_file *f, const syn_arch *arch,
     return SYN_OK;
 }
 
-static size_t required_layer_tensors(const syn_arch *arch) {
+static size_t required_tensors(const syn_tensor_rule *rules, size_t n_rules) {
     size_t n = 0;
-    for (size_t i = 0; i < arch->n_layer_tensors; i++)
-        n += !arch->layer_tensors[i].optional;
+    for (size_t i = 0; i < n_rules; i++)
+        n += !rules[i].optional;
     return n;
+}
+
+/* The fewest tensors any block of arch must have. */
+static size_t required_layer_tensors(const syn_arch *arch) {
+    size_t n = required_tensors(arch->layer_tensors, arch->n_layer_tensors);
+    if (arch->n_recurrent_tensors) {
+        size_t r = required_tensors(arch->recurrent_tensors, arch->n_recurrent_tensors);
+        n = r < n ? r : n;
+    }
+    return n;
+}
+
+/* The rules of block il: its kind's list (arch.h). */
+static const syn_tensor_rule *layer_rules(const syn_model *m, int32_t il, size_t *n) {
+    if (syn_layer_recurrent(&m->hp, il)) {
+        *n = m->arch->n_recurrent_tensors;
+        return m->arch->recurrent_tensors;
+    }
+    *n = m->arch->n_layer_tensors;
+    return m->arch->layer_tensors;
+}
+
+/* A hybrid's layer pattern and delta-net shape (qwen35): ARCH.full_attention_interval and the
+ * ARCH.ssm.* keys, checked to describe whole heads. */
+static syn_status read_recurrent_hparams(const gguf_file *f, const syn_arch *arch,
+                                         syn_hparams *hp) {
+    hp->n_attn_layers = hp->n_layer;
+    if (!arch->n_recurrent_tensors) return SYN_OK;
+    char k[6][KEY_CAP];
+    syn_status st;
+    if ((st = read_count(f, arch_key(k[0], KEY_CAP, arch, "full_attention_interval"), -1,
+                         &hp->full_attn_interval)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[1], KEY_CAP, arch, "ssm.conv_kernel"), -1,
+                         &hp->ssm_conv_kernel)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[2], KEY_CAP, arch, "ssm.state_size"), -1,
+                         &hp->ssm_head_k)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[3], KEY_CAP, arch, "ssm.group_count"), -1,
+                         &hp->ssm_n_k_heads)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[4], KEY_CAP, arch, "ssm.time_step_rank"), -1,
+                         &hp->ssm_n_v_heads)) != SYN_OK ||
+        (st = read_count(f, arch_key(k[5], KEY_CAP, arch, "ssm.inner_size"), -1, &hp->ssm_inner)) !=
+            SYN_OK)
+        return st;
+    if (hp->ssm_inner % hp->ssm_n_v_heads != 0)
+        return syn_fail(SYN_ERR_FORMAT, "model: %s %d does not divide %s %d", k[4],
+                        hp->ssm_n_v_heads, k[5], hp->ssm_inner);
+    if (hp->ssm_n_v_heads % hp->ssm_n_k_heads != 0)
+        return syn_fail(SYN_ERR_FORMAT, "model: %s %d does not divide %s %d", k[3],
+                        hp->ssm_n_k_heads, k[4], hp->ssm_n_v_heads);
+    const int64_t conv_dim = 2 * (int64_t)hp->ssm_n_k_heads * hp->ssm_head_k + hp->ssm_inner;
+    if (conv_dim > INT32_MAX)
+        return syn_fail(SYN_ERR_FORMAT, "model: %s and %s give a width above %d", k[2], k[3],
+                        INT32_MAX);
+    hp->ssm_conv_dim = (int32_t)conv_dim;
+    hp->ssm_head_v = hp->ssm_inner / hp->ssm_n_v_heads;
+    hp->n_attn_layers = hp->n_layer / hp->full_attn_interval;
+    return SYN_OK;
 }
 
 static syn_status read_hparams(const gguf_file *f, const syn_arch **arch_out, syn_hparams *hp) {
@@ -215,8 +272,10 @@ static syn_status read_hparams(const gguf_file *f, const syn_arch **arch_out, sy
         (st = read_count(f, arch_key(k[5], KEY_CAP, arch, "attention.head_count_kv"), hp->n_head,
                          &hp->n_head_kv)) != SYN_OK ||
         (st = refuse_unsupported_features(f, arch)) != SYN_OK ||
-        (st = read_head_dim(f, arch, hp)) != SYN_OK)
+        (st = read_head_dim(f, arch, hp)) != SYN_OK ||
+        (st = read_recurrent_hparams(f, arch, hp)) != SYN_OK)
         return st;
+    hp->q_gate = arch->q_gate;
     if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)
         return syn_fail(SYN_ERR_FORMAT, "model: %s %d must divide %s %d", k[5], hp->n_head_kv, k[4],
                         hp->n_head);
@@ -257,6 +316,12 @@ static int64_t dim_value(const syn_hparams *hp, syn_dim d) {
     case SYN_DIM_VOCAB: return hp->n_vocab;
     case SYN_DIM_QKV: return (int64_t)hp->q_dim + 2 * (int64_t)hp->kv_dim;
     case SYN_DIM_FF2: return 2 * (int64_t)hp->n_ff;
+    case SYN_DIM_Q_GATED: return 2 * (int64_t)hp->q_dim;
+    case SYN_DIM_SSM_KERNEL: return hp->ssm_conv_kernel;
+    case SYN_DIM_SSM_CONV: return hp->ssm_conv_dim;
+    case SYN_DIM_SSM_INNER: return hp->ssm_inner;
+    case SYN_DIM_SSM_HEADS: return hp->ssm_n_v_heads;
+    case SYN_DIM_SSM_HEAD_V: return hp->ssm_head_v;
     case SYN_DIM_NONE: break;
     }
     return 0;
@@ -313,9 +378,10 @@ static syn_status bind_tensor(syn_model *m, const char *name, const syn_tensor_r
 }
 
 static syn_status bind_layer(syn_model *m, int32_t il, syn_layer *L, size_t *slot) {
-    const syn_arch *arch = m->arch;
-    for (size_t i = 0; i < arch->n_layer_tensors; i++) {
-        const syn_tensor_rule *rule = &arch->layer_tensors[i];
+    size_t n_rules;
+    const syn_tensor_rule *rules = layer_rules(m, il, &n_rules);
+    for (size_t i = 0; i < n_rules; i++) {
+        const syn_tensor_rule *rule = &rules[i];
         char name[TENSOR_NAME_CAP];
         snprintf(name, sizeof name, "blk.%d.%s", il, rule->name);
         syn_status st = bind_tensor(m, name, rule, (syn_tensor *)((char *)L + rule->slot), slot);
@@ -337,7 +403,10 @@ static syn_status bind_tensors(syn_model *m) {
                         te->ne[1], INT32_MAX);
     hp->n_vocab = (int32_t)te->ne[1];
 
-    size_t n_names = (size_t)hp->n_layer * arch->n_layer_tensors + arch->n_model_tensors, slot = 0;
+    const size_t per_layer = arch->n_recurrent_tensors > arch->n_layer_tensors
+                                 ? arch->n_recurrent_tensors
+                                 : arch->n_layer_tensors;
+    size_t n_names = (size_t)hp->n_layer * per_layer + arch->n_model_tensors, slot = 0;
     m->tensor_names = calloc(n_names, TENSOR_NAME_CAP);
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->tensor_names || !m->layers)
@@ -399,9 +468,10 @@ static void *prefetch_main(void *arg) {
     if (page <= 0) page = 4096;
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const syn_layer *L = &m->layers[il];
-        for (size_t i = 0; i < m->arch->n_layer_tensors; i++)
-            prefetch_range(
-                m, (const syn_tensor *)((const char *)L + m->arch->layer_tensors[i].slot), page);
+        size_t n_rules;
+        const syn_tensor_rule *rules = layer_rules(m, il, &n_rules);
+        for (size_t i = 0; i < n_rules; i++)
+            prefetch_range(m, (const syn_tensor *)((const char *)L + rules[i].slot), page);
     }
     prefetch_range(m, &m->output_norm, page);
     prefetch_range(m, m->tied_output ? &m->tok_embd : &m->output, page);
@@ -593,17 +663,22 @@ void syn_model_get_work(const syn_model *model, syn_model_work *out) {
     *out = (syn_model_work){
         .token_embd_bytes = model->tok_embd.row_bytes * (uint64_t)model->tok_embd.ne[1],
         .kv_values_per_position =
-            2ull * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim,
+            2ull * (uint64_t)hp->n_attn_layers * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim,
         .block_matrix_type = hp->n_layer > 0 ? model->layers[0].wq.type : GGML_TYPE_COUNT,
         .swa_window = (uint32_t)hp->swa_window,
     };
+    /* a hybrid's first block may be recurrent: its input projection stands for the query's */
+    if (hp->n_layer > 0 && !model->layers[0].wq.data)
+        out->block_matrix_type = model->layers[0].ssm_qkv.type;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &model->layers[l];
         if (syn_layer_is_local(hp, l))
             out->kv_values_local += 2ull * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
-        const syn_tensor *mats[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
-                                    &L->w_gate, &L->w_up, &L->w_down};
+        const syn_tensor *mats[] = {&L->wq,     &L->wk,       &L->wv,        &L->wo,
+                                    &L->w_gate, &L->w_up,     &L->w_down,    &L->ssm_qkv,
+                                    &L->ssm_z,  &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            out->macs_per_token += (uint64_t)mats[i]->ne[0] * (uint64_t)mats[i]->ne[1];
+            if (mats[i]->data)
+                out->macs_per_token += (uint64_t)mats[i]->ne[0] * (uint64_t)mats[i]->ne[1];
     }
 }
