@@ -364,7 +364,8 @@ SYN_API uint32_t syn_context_n_ctx(const syn_context *ctx);
 /* Forgets cached tokens from position n_keep on (0: clear). n_keep must be <= n_past. A model
  * with sliding-window layers (gemma3) keeps only the window's last positions in those layers: when
  * they no longer hold what position n_keep attends to, every token is forgotten (n_past becomes 0;
- * callers resuming at n_keep read syn_context_n_past first). */
+ * callers resuming at n_keep read syn_context_n_past first). A model with recurrent layers
+ * (qwen35) keeps no earlier state at all: any n_keep below n_past forgets every token. */
 SYN_API syn_status syn_context_truncate(syn_context *ctx, uint32_t n_keep);
 
 /* ---------------------------------------------------------------------------------------------

@@ -136,7 +136,8 @@ syn_status syn_context_truncate(syn_context *ctx, uint32_t n_keep) {
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "cannot keep %u tokens: only %u are cached",
                         n_keep, ctx->n_past);
     if (n_keep < ctx->n_past) ctx->has_logits = false; /* they belonged to a dropped token */
-    /* A sliding-window cache that no longer holds what position n_keep attends to starts over. */
+    /* A cache that no longer holds what position n_keep attends to (a sliding window's) or a
+     * recurrent state past it starts over. */
     if (n_keep < ctx->n_past && !ctx->backend->can_resume(ctx->backend_state, n_keep)) n_keep = 0;
     ctx->n_past = n_keep;
     return SYN_OK;

@@ -43,6 +43,10 @@ typedef struct syn_batch {
                                  * in blocks[i][p / SYN_KV_BLOCK] */
     const bool *want_logits;    /* [n] tokens whose logits are computed */
     float *logits;              /* [number of want_logits][n_vocab], in token order */
+    /* [n] each token's sequence recurrent state (recurrent_state_bytes, float-aligned): models
+     * with recurrent layers (qwen35) only, else NULL. A token at position 0 starts it afresh;
+     * otherwise it must hold the state after the sequence's previous position. */
+    float *const *rstates;
 } syn_batch;
 
 typedef struct syn_backend_ops {
@@ -73,6 +77,8 @@ typedef struct syn_backend_ops {
      * forward pass over a batch whose KV blocks the caller owns. Each token's logits are
      * bitwise the same whatever else shares its batch. */
     size_t (*kv_block_bytes)(const void *state);
+    /* The bytes of one sequence's recurrent state (syn_batch.rstates); 0: the model has none. */
+    size_t (*recurrent_state_bytes)(const void *state);
     syn_status (*forward_batch)(void *state, const syn_batch *batch);
 } syn_backend_ops;
 

@@ -26,6 +26,13 @@
  * pass: a decode step of k sequences reads every weight matrix once for all k tokens; the output
  * chunks soft-cap their logits when the model says so.
  *
+ * qwen35's recurrent layers replace norm .. wo by a gated delta net (forward_recurrent): one job
+ * over the rows of its four input projections, then its float32 steps (optimized_delta_net.c:
+ * the convolution over channel ranges, the recurrence per V head, each running the slice's tokens
+ * in order against each token's own sequence state, syn_batch.rstates), then ssm_out as wo. Its
+ * attention layers take a per-head sigmoid gate from wq (q_gate) and rotate only the first n_rot
+ * of each head; only attention layers have a part in the KV blocks.
+ *
  * The syn_context path (forward) is a batch of one sequence whose blocks the state owns; the
  * engine (src/engine/) owns the blocks of its sequences and calls forward_batch. The engine's
  * blocks hold every layer. In the syn_context path, a model with sliding-window layers keeps those
@@ -52,6 +59,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/delta_net.h"
 #include "backend/gelu.h"
 #include "core/block_arena.h"
 #include "core/error.h"
@@ -111,6 +119,10 @@ typedef struct opt_state {
     unsigned fmt_all; /* the activation formats (OPT_FMT_* bits) of every matrix of the model */
 
     opt_layer_vecs *vecs; /* [n_layer] */
+    syn_dn_layer *dn;     /* [n_layer] a recurrent layer's float32 parameters (qwen35), else NULL */
+    float *dn_copies;     /* their backing store */
+    int32_t *kv_layer;    /* [n_layer] an attention layer's index among those with KV, else -1 */
+    size_t dn_floats;     /* syn_dn_state_floats: one sequence's recurrent state, 0: none */
     const float *output_norm;
     const float *rope_factor; /* [n_rot / 2] syn_model_rope_factors for n_ctx, NULL: all 1 */
     float *rope_scaled;       /* [n_rot / 2] rope_factor / rope_freq_scale, when scaled */
@@ -119,7 +131,7 @@ typedef struct opt_state {
     /* KV block geometry (backend.h, kernels/floats.h): a block is [n_layer] of [n_head_kv] of
      * K [head_dim][SYN_KV_BLOCK] followed by V [head_dim / 16][SYN_KV_BLOCK][16]. */
     size_t kv_k_bytes;     /* one layer's K (or V) in a block, all heads */
-    size_t kv_block_bytes; /* n_layer * 2 * kv_k_bytes */
+    size_t kv_block_bytes; /* n_attn_layers * 2 * kv_k_bytes */
 
     /* The syn_context path's one sequence: blocks made usable on demand, zeroed, back to back
      * in one arena (core/block_arena.h). */
@@ -129,6 +141,9 @@ typedef struct opt_state {
     uint32_t *ctx_pos; /* [OPT_MAX_BATCH] batch arrays of that path */
     void *const **ctx_blocks;
     bool *ctx_want;
+    float *own_rstate;   /* [dn_floats] its recurrent state, NULL without recurrent layers */
+    float **ctx_rstates; /* [OPT_MAX_BATCH] all own_rstate */
+    uint32_t own_rpos;   /* the position own_rstate stands at */
     /* Its sliding-window layers (ring_blocks 0: the model has none, and own blocks hold every
      * layer): ring_blocks blocks of ring_block_bytes, position p in ring block (p / SYN_KV_BLOCK)
      * % ring_blocks, enough for the window and one slice of ring_slice tokens; the other layers in
@@ -154,14 +169,22 @@ typedef struct opt_state {
 
     /* Slice scratch for batch_cap tokens. */
     size_t batch_cap;
-    float *x;    /* [batch][n_embd] residual stream */
-    float *h;    /* [batch][n_embd] normalised input of a sub-layer */
-    float *qkv;  /* [batch][qkv_dim] q | k | v after bias, head norms and RoPE */
-    float *attn; /* [batch][q_dim] attention output, all heads */
-    float *proj; /* [batch][n_embd] wo / w_down output before the residual add */
-    float *gate; /* [batch][n_ff] gate, then silu(gate) * up */
-    float *up;   /* [batch][n_ff] */
-    /* [batch][max(n_embd, q_dim) / block] quantized normed input or attention output */
+    float *x;         /* [batch][n_embd] residual stream */
+    float *h;         /* [batch][n_embd] normalised input of a sub-layer */
+    float *qkv;       /* [batch][qkv_dim] q | k | v after bias, head norms and RoPE */
+    float *attn;      /* [batch][q_dim] attention output, all heads */
+    float *proj;      /* [batch][n_embd] wo / w_down output before the residual add */
+    float *gate;      /* [batch][n_ff] gate, then silu(gate) * up */
+    float *up;        /* [batch][n_ff] */
+    float *qg;        /* [batch][2 * q_dim] q_gate's wq rows (per head: query, gate), else NULL */
+    float *attn_gate; /* [batch][q_dim] the heads' gates, else NULL */
+    /* qwen35's recurrent layers, else NULL */
+    float *dn_m;     /* [batch][ssm_conv_dim] the q | k | v projection, then convolved */
+    float *dn_z;     /* [batch][ssm_inner] */
+    float *dn_beta;  /* [batch][ssm_n_v_heads] */
+    float *dn_alpha; /* [batch][ssm_n_v_heads] */
+    float *dn_out;   /* [batch][ssm_inner] the heads' gated outputs */
+    /* [batch][max(n_embd, q_dim, ssm_inner) / block] quantized normed input or mixer output */
     opt_act_bufs hq;
     opt_act_bufs hq_ff; /* [batch][n_ff / block] quantized silu(gate) * up (written while the ffn
                          * job still reads hq, hence its own buffers) */
@@ -170,6 +193,7 @@ typedef struct opt_state {
     /* Per-thread scratch. */
     float **row_tmp;  /* [n_threads] -> [max(n_embd, n_ff, q_dim)] one float weight row */
     float **attn_tmp; /* [n_threads] -> [syn_attn_scratch_floats(group)] */
+    float **dn_tmp;   /* [n_threads] -> [2 * ssm_head_k + 2 * ssm_head_v], qwen35 only */
 } opt_state;
 
 /* The activation format of matrix t as a bit (0: the float path). */
@@ -217,6 +241,17 @@ static void opt_destroy(void *opaque) {
     free(s->ctx_pos);
     free(s->ctx_blocks);
     free(s->ctx_want);
+    free(s->own_rstate);
+    free(s->ctx_rstates);
+    for (int i = 0; s->dn_tmp && i < s->n_threads; i++)
+        free(s->dn_tmp[i]);
+    free(s->dn_tmp);
+    free(s->dn);
+    free(s->dn_copies);
+    free(s->kv_layer);
+    float *dn_bufs[] = {s->qg, s->attn_gate, s->dn_m, s->dn_z, s->dn_beta, s->dn_alpha, s->dn_out};
+    for (size_t i = 0; i < sizeof dn_bufs / sizeof dn_bufs[0]; i++)
+        free(dn_bufs[i]);
     for (int i = 0; s->row_tmp && i < s->n_threads; i++)
         free(s->row_tmp[i]);
     for (int i = 0; s->attn_tmp && i < s->n_threads; i++)
@@ -309,6 +344,46 @@ static syn_status bind_vectors(opt_state *s) {
     return SYN_OK;
 }
 
+/* The recurrent layers' float32 parameters (copies: ssm_conv1d is tiny and may be F16) and every
+ * layer's index among those with a KV part. */
+static syn_status bind_recurrent(opt_state *s) {
+    const syn_hparams *hp = &s->model->hp;
+    s->kv_layer = malloc(sizeof *s->kv_layer * (size_t)(uint32_t)hp->n_layer);
+    if (!s->kv_layer) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
+    int32_t n_kv = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        s->kv_layer[l] = syn_layer_recurrent(hp, l) ? -1 : n_kv++;
+    if (!hp->full_attn_interval) return SYN_OK;
+    const size_t per_layer = (size_t)hp->ssm_conv_dim * (size_t)hp->ssm_conv_kernel +
+                             2 * (size_t)hp->ssm_n_v_heads + (size_t)hp->ssm_head_v;
+    const size_t n_rec = (size_t)(hp->n_layer - hp->n_attn_layers);
+    s->dn = calloc((size_t)(uint32_t)hp->n_layer, sizeof *s->dn);
+    s->dn_copies = malloc(sizeof(float) * per_layer * n_rec);
+    if (!s->dn || !s->dn_copies)
+        return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory for the delta net");
+    float *store = s->dn_copies;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        if (!syn_layer_recurrent(hp, l)) continue;
+        const syn_layer *L = &s->model->layers[l];
+        syn_dn_layer *P = &s->dn[l];
+        P->conv = store;
+        for (int32_t ch = 0; ch < hp->ssm_conv_dim; ch++)
+            syn_tensor_row(&L->ssm_conv, ch, P->conv + (size_t)ch * (size_t)hp->ssm_conv_kernel);
+        store += (size_t)hp->ssm_conv_dim * (size_t)hp->ssm_conv_kernel;
+        P->dt_bias = store;
+        syn_tensor_row(&L->ssm_dt_bias, 0, store);
+        store += hp->ssm_n_v_heads;
+        P->a = store;
+        syn_tensor_row(&L->ssm_a, 0, store);
+        store += hp->ssm_n_v_heads;
+        P->norm = store;
+        syn_tensor_row(&L->ssm_norm, 0, store);
+        store += hp->ssm_head_v;
+    }
+    s->dn_floats = syn_dn_state_floats(hp);
+    return SYN_OK;
+}
+
 /* A quantized matrix needs this tier's kernels for its type (every tier has them for every type of
  * the weight-type table; the check keeps a gap in a table from becoming a crash) and must meet
  * their layout contract (kernels.h); float matrices take the float path. */
@@ -348,8 +423,10 @@ static syn_status check_model(const struct syn_model *m, const syn_kernels *k) {
     syn_status st = SYN_OK;
     for (int32_t l = 0; st == SYN_OK && l < hp->n_layer; l++) {
         const syn_layer *L = &m->layers[l];
-        const syn_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; st == SYN_OK && i < 7; i++)
+        const syn_tensor *w[] = {&L->wq,      &L->wk,     &L->wv,       &L->wo,
+                                 &L->ssm_qkv, &L->ssm_z,  &L->ssm_beta, &L->ssm_alpha,
+                                 &L->ssm_out, &L->w_gate, &L->w_up,     &L->w_down};
+        for (size_t i = 0; st == SYN_OK && i < sizeof w / sizeof w[0]; i++)
             st = check_matrix(w[i], k);
     }
     return st == SYN_OK ? check_matrix(&m->output, k) : st;
@@ -396,13 +473,15 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     s->fmt_all = fmt_of(&model->output);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &model->layers[l];
-        const syn_tensor *w[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++)
+        const syn_tensor *w[] = {&L->wq,      &L->wk,     &L->wv,       &L->wo,
+                                 &L->ssm_qkv, &L->ssm_z,  &L->ssm_beta, &L->ssm_alpha,
+                                 &L->ssm_out, &L->w_gate, &L->w_up,     &L->w_down};
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
             s->fmt_all |= fmt_of(w[i]);
     }
     const size_t elem = cfg->kv_type == SYN_KV_F16 ? sizeof(uint16_t) : sizeof(float);
     s->kv_k_bytes = elem * SYN_KV_BLOCK * (size_t)s->kv_dim;
-    s->kv_block_bytes = 2 * s->kv_k_bytes * (size_t)hp->n_layer;
+    s->kv_block_bytes = 2 * s->kv_k_bytes * (size_t)hp->n_attn_layers;
     s->own_block_bytes = s->kv_block_bytes;
 
     int n_threads = cfg->shared_pool ? syn_threadpool_n_threads(cfg->shared_pool) : cfg->n_threads;
@@ -418,6 +497,7 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     }
 
     st = bind_vectors(s);
+    if (st == SYN_OK) st = bind_recurrent(s);
     if (st == SYN_OK && cfg->shared_pool) {
         s->pool = cfg->shared_pool;
     } else if (st == SYN_OK) {
@@ -433,11 +513,21 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
         s->layer_slot = malloc(sizeof *s->layer_slot * (size_t)hp->n_layer);
         s->row_tmp = calloc((size_t)n_threads, sizeof *s->row_tmp);
         s->attn_tmp = calloc((size_t)n_threads, sizeof *s->attn_tmp);
+        if (s->dn_floats) {
+            s->own_rstate = malloc(sizeof(float) * s->dn_floats);
+            s->ctx_rstates = malloc(sizeof *s->ctx_rstates * OPT_MAX_BATCH);
+            s->dn_tmp = calloc((size_t)n_threads, sizeof *s->dn_tmp);
+        }
         if (!s->ctx_pos || !s->ctx_blocks || !s->ctx_want || !s->ctx_ring || !s->layer_slot ||
-            !s->row_tmp || !s->attn_tmp)
+            !s->row_tmp || !s->attn_tmp ||
+            (s->dn_floats && (!s->own_rstate || !s->ctx_rstates || !s->dn_tmp)))
             st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
         else
             plan_ring(s);
+        const size_t dn_tmp_floats = 2 * (size_t)hp->ssm_head_k + 2 * (size_t)hp->ssm_head_v;
+        for (int i = 0; st == SYN_OK && s->dn_tmp && i < n_threads; i++)
+            if (!(s->dn_tmp[i] = malloc(sizeof(float) * dn_tmp_floats)))
+                st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
         size_t widest = max_sz(max_sz((size_t)hp->n_embd, (size_t)hp->n_ff), (size_t)hp->q_dim);
         const size_t attn_floats = syn_attn_scratch_floats(s->group);
         for (int i = 0; st == SYN_OK && i < n_threads; i++) {
@@ -578,8 +668,27 @@ static syn_status grow_batch(opt_state *s, size_t n) {
     if (gate) s->gate = gate;
     float *up = realloc(s->up, sizeof(float) * n * nff);
     if (up) s->up = up;
-    bool act_ok =
-        grow_act(&s->hq, s->fmt_all, n, max_sz(ne, nq)) && grow_act(&s->hq_ff, s->fmt_all, n, nff);
+    const size_t inner = (size_t)hp->ssm_inner, nv = (size_t)hp->ssm_n_v_heads;
+    struct {
+        float **p;
+        size_t per_token; /* 0: the model has no use for it */
+    } extra[] = {
+        {&s->qg, hp->q_gate ? 2 * nq : 0},
+        {&s->attn_gate, hp->q_gate ? nq : 0},
+        {&s->dn_m, (size_t)hp->ssm_conv_dim},
+        {&s->dn_z, inner},
+        {&s->dn_beta, nv},
+        {&s->dn_alpha, nv},
+        {&s->dn_out, inner},
+    };
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+        if (!extra[i].per_token) continue;
+        float *p = realloc(*extra[i].p, sizeof(float) * n * extra[i].per_token);
+        if (!p) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: scratch for %zu tokens", n);
+        *extra[i].p = p;
+    }
+    bool act_ok = grow_act(&s->hq, s->fmt_all, n, max_sz(max_sz(ne, nq), inner)) &&
+                  grow_act(&s->hq_ff, s->fmt_all, n, nff);
     size_t *out_rows = realloc(s->out_rows, sizeof(size_t) * n);
     if (out_rows) s->out_rows = out_rows;
     if (!attn || !qkv || !gate || !up || !act_ok || !out_rows)
@@ -600,14 +709,15 @@ typedef struct opt_slice {
     void *const *const *blocks; /* [n] their sequences' block tables */
     void *const *const *ring;   /* [n] their local layers' tables (the syn_context path's ring);
                                  * NULL: blocks hold every layer */
+    float *const *rstates;      /* [n] their sequences' recurrent states (qwen35), else NULL */
 } opt_slice;
 
 /* The block table holding layer's K/V for token t of sl, and the layer's offset in those blocks. */
 static void *const *kv_table(const opt_state *s, const opt_slice *sl, size_t t, int32_t layer,
                              size_t *layer_off) {
     const size_t layer_bytes = 2 * s->kv_k_bytes;
-    if (!sl->ring) {
-        *layer_off = (size_t)layer * layer_bytes;
+    if (!sl->ring) { /* every attention layer, in order (recurrent layers have no part) */
+        *layer_off = (size_t)s->kv_layer[layer] * layer_bytes;
         return sl->blocks[t];
     }
     *layer_off = (size_t)s->layer_slot[layer] * layer_bytes;
@@ -849,9 +959,20 @@ static int job_qkv(void *ctx, int64_t chunk, int thread) {
                        : mat == 1 ? (size_t)s->q_dim
                                   : (size_t)s->q_dim + (size_t)s->kv_dim;
     const int64_t r0 = (int64_t)h0 * hp->head_dim, r1 = (int64_t)h1 * hp->head_dim;
-    mat_rows(s, w, &j->in, r0, r1, s->qkv + off, s->qkv_dim, thread);
+    const bool gated = mat == 0 && hp->q_gate;
+    if (gated) /* per head: the query rows, then the gate rows, split into qkv and attn_gate */
+        mat_rows(s, w, &j->in, 2 * r0, 2 * r1, s->qg, 2 * (int64_t)s->q_dim, thread);
+    else
+        mat_rows(s, w, &j->in, r0, r1, s->qkv + off, s->qkv_dim, thread);
     for (size_t t = 0; t < j->sl.n; t++) {
         float *row = s->qkv + t * (size_t)s->qkv_dim + off;
+        const size_t hd = (size_t)hp->head_dim;
+        for (int32_t h = h0; gated && h < h1; h++) {
+            const float *qg = s->qg + (t * (size_t)s->q_dim + (size_t)h * hd) * 2;
+            memcpy(row + (size_t)h * hd, qg, sizeof(float) * hd);
+            memcpy(s->attn_gate + t * (size_t)s->q_dim + (size_t)h * hd, qg + hd,
+                   sizeof(float) * hd);
+        }
         if (bias)
             for (int64_t r = r0; r < r1; r++)
                 row[r] += bias[r];
@@ -905,6 +1026,11 @@ static int job_attention(void *ctx, int64_t chunk, int thread) {
         .scratch = s->attn_tmp[thread],
     };
     s->k.attention(&a);
+    if (hp->q_gate) {
+        const float *g = s->attn_gate + t * (size_t)s->q_dim + head0;
+        for (int64_t i = 0; i < (int64_t)s->group * hp->head_dim; i++)
+            out[i] *= 1.0f / (1.0f + expf(-g[i]));
+    }
     if (j->quant_fmt)
         quantize_into(s, j->quant_fmt, out, &s->hq, t, s->q_dim, (int64_t)head0,
                       (int64_t)s->group * hp->head_dim);
@@ -1044,10 +1170,103 @@ static syn_status norm_rows(const opt_state *s, const float *w, const size_t *ro
     return run(s, (int64_t)n_tok, job_norm, &j, "norm");
 }
 
-static syn_status forward_layer(const opt_state *s, const opt_slice *sl, int32_t l) {
+/* Projection job of a recurrent layer: one chunk per rows_per_chunk rows of one of its input
+ * matrices (ssm_qkv, ssm_z, ssm_beta, ssm_alpha), chunks of matrix i from first[i]. */
+typedef struct proj_job {
+    const opt_state *s;
+    opt_acts in; /* [n][n_embd] the normed input */
+    const syn_tensor *w[4];
+    float *y[4]; /* [n][rows of w[i]] */
+    int64_t rows_per_chunk[4];
+    int64_t first[5];
+} proj_job;
+
+static int job_proj(void *ctx, int64_t chunk, int thread) {
+    const proj_job *j = ctx;
+    int i = 0;
+    while (chunk >= j->first[i + 1])
+        i++;
+    int64_t r0, r1;
+    syn_chunk_rows(j->w[i]->ne[1], j->rows_per_chunk[i], chunk - j->first[i], &r0, &r1);
+    mat_rows(j->s, j->w[i], &j->in, r0, r1, j->y[i], j->w[i]->ne[1], thread);
+    return 0;
+}
+
+enum { OPT_DN_CONV_CHANNELS = 128 }; /* channels per convolution chunk */
+
+/* Delta-net step jobs (optimized_delta_net.c): convolution chunks over channel ranges, recurrence
+ * chunks one per V head. */
+typedef struct dn_job {
+    const opt_state *s;
+    int32_t layer;
+    syn_dn_seqs seqs;
+} dn_job;
+
+static int job_dn_conv(void *ctx, int64_t chunk, int thread) {
+    (void)thread;
+    const dn_job *j = ctx;
+    const syn_hparams *hp = &j->s->model->hp;
+    int64_t c0, c1;
+    syn_chunk_rows(hp->ssm_conv_dim, OPT_DN_CONV_CHANNELS, chunk, &c0, &c1);
+    syn_dn_conv(hp, j->layer, &j->s->dn[j->layer], &j->seqs, j->s->dn_m, (int32_t)c0, (int32_t)c1);
+    return 0;
+}
+
+static int job_dn_head(void *ctx, int64_t chunk, int thread) {
+    const dn_job *j = ctx;
+    const opt_state *s = j->s;
+    syn_dn_head(&s->model->hp, j->layer, &s->dn[j->layer], &j->seqs, (int32_t)chunk, s->dn_m,
+                s->dn_z, s->dn_beta, s->dn_alpha, s->dn_out, s->dn_tmp[thread]);
+    return 0;
+}
+
+/* x += the gated delta net mixer of recurrent layer l (qwen35). */
+static syn_status forward_recurrent(const opt_state *s, const opt_slice *sl, int32_t l) {
     const syn_hparams *hp = &s->model->hp;
     const syn_layer *L = &s->model->layers[l];
-    const int64_t ne = hp->n_embd, nff = hp->n_ff;
+    const int64_t ne = hp->n_embd;
+    proj_job proj = {
+        .s = s,
+        .in = {.n = sl->n, .f = s->h, .q = &s->hq},
+        .w = {&L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha},
+        .y = {s->dn_m, s->dn_z, s->dn_beta, s->dn_alpha},
+    };
+    unsigned in_fmt = 0;
+    for (int i = 0; i < 4; i++) {
+        in_fmt |= fmt_of(proj.w[i]);
+        proj.rows_per_chunk[i] = rows_per_chunk(s, sl->n, proj.w[i]->ne[1], OPT_TILE_ROWS);
+        proj.first[i + 1] = proj.first[i] + (proj.w[i]->ne[1] + proj.rows_per_chunk[i] - 1) /
+                                                proj.rows_per_chunk[i];
+    }
+    syn_status st = norm_rows(s, s->vecs[l].attn_norm, NULL, sl->n, in_fmt);
+    if (st == SYN_OK) st = run(s, proj.first[4], job_proj, &proj, "delta-net projections");
+    dn_job dn = {.s = s, .layer = l, .seqs = {.n = sl->n, .pos = sl->pos, .states = sl->rstates}};
+    const int64_t conv_chunks =
+        (hp->ssm_conv_dim + OPT_DN_CONV_CHANNELS - 1) / OPT_DN_CONV_CHANNELS;
+    if (st == SYN_OK) st = run(s, conv_chunks, job_dn_conv, &dn, "delta-net convolution");
+    if (st == SYN_OK) st = run(s, hp->ssm_n_v_heads, job_dn_head, &dn, "delta-net recurrence");
+    const unsigned out_fmt = fmt_of(&L->ssm_out);
+    if (st == SYN_OK && out_fmt) {
+        quant_job q = {
+            .s = s, .src = s->dn_out, .dst = &s->hq, .fmt = out_fmt, .dim = hp->ssm_inner};
+        st = run(s, (int64_t)sl->n, job_quantize, &q, "quantize");
+    }
+    const int64_t res_rows = rows_per_chunk(s, sl->n, ne, OPT_TILE_ROWS);
+    residual_job out = {
+        .s = s,
+        .w = &L->ssm_out,
+        .in = {.n = sl->n, .f = s->dn_out, .q = &s->hq},
+        .rows_per_chunk = res_rows,
+    };
+    if (st == SYN_OK) st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &out, "ssm_out");
+    return st;
+}
+
+/* x += the attention mixer of attention layer l. */
+static syn_status forward_attention(const opt_state *s, const opt_slice *sl, int32_t l) {
+    const syn_hparams *hp = &s->model->hp;
+    const syn_layer *L = &s->model->layers[l];
+    const int64_t ne = hp->n_embd;
     const opt_acts normed = {.n = sl->n, .f = s->h, .q = &s->hq};
 
     const unsigned qkv_fmt = fmt_of(&L->wq) | fmt_of(&L->wk) | fmt_of(&L->wv);
@@ -1085,6 +1304,18 @@ static syn_status forward_layer(const opt_state *s, const opt_slice *sl, int32_t
     post_norm_job post_attn = {.s = s, .w = V->post_attn_norm};
     if (st == SYN_OK && wo.proj_only)
         st = run(s, (int64_t)sl->n, job_post_norm, &post_attn, "post-attention norm");
+    return st;
+}
+
+static syn_status forward_layer(const opt_state *s, const opt_slice *sl, int32_t l) {
+    const syn_hparams *hp = &s->model->hp;
+    const syn_layer *L = &s->model->layers[l];
+    const int64_t ne = hp->n_embd, nff = hp->n_ff;
+    const opt_acts normed = {.n = sl->n, .f = s->h, .q = &s->hq};
+    const opt_layer_vecs *V = &s->vecs[l];
+    syn_status st =
+        syn_layer_recurrent(hp, l) ? forward_recurrent(s, sl, l) : forward_attention(s, sl, l);
+    const int64_t res_rows = rows_per_chunk(s, sl->n, ne, OPT_TILE_ROWS); /* w_down */
 
     const unsigned ffn_fmt = fmt_of(&L->w_gate) | fmt_of(&L->w_up);
     if (st == SYN_OK) st = norm_rows(s, s->vecs[l].ffn_norm, NULL, sl->n, ffn_fmt);
@@ -1122,6 +1353,7 @@ static syn_status forward_slice(const opt_state *s, const syn_batch *b, void *co
         .pos = b->pos + start,
         .blocks = b->blocks + start,
         .ring = ring ? ring + start : NULL,
+        .rstates = b->rstates ? b->rstates + start : NULL,
     };
     for (size_t t = 0; t < n; t++) {
         float *x = s->x + t * ne;
@@ -1161,6 +1393,10 @@ static syn_status forward_tokens(opt_state *s, const syn_batch *b, void *const *
         return syn_fail(SYN_ERR_CONTEXT_FULL,
                         "optimized backend: position %u is beyond the context of %u", max_pos,
                         s->n_ctx);
+    if (s->dn_floats && !b->rstates)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "optimized backend: %s has recurrent layers and the batch no states",
+                        s->model->arch->name);
     syn_status st = grow_rope(s, max_pos + 1);
     if (st == SYN_OK) st = grow_batch(s, b->n < OPT_MAX_BATCH ? b->n : OPT_MAX_BATCH);
     const size_t n_vocab = (size_t)s->model->hp.n_vocab;
@@ -1174,21 +1410,29 @@ static syn_status forward_tokens(opt_state *s, const syn_batch *b, void *const *
     return st;
 }
 
+static size_t opt_recurrent_state_bytes(const void *opaque) {
+    const opt_state *s = opaque;
+    return sizeof(float) * s->dn_floats;
+}
+
 static syn_status opt_forward_batch(void *opaque, const syn_batch *b) {
     return forward_tokens(opaque, b, NULL);
 }
 
-/* Whether the syn_context path's cache holds every position a token at pos attends to. */
+/* Whether the syn_context path's cache holds every position a token at pos attends to (and its
+ * recurrent state, which only moves forward, stands at pos or restarts there at 0). */
 static bool opt_can_resume(const void *opaque, uint32_t pos) {
     const opt_state *s = opaque;
     const uint32_t window = (uint32_t)s->model->hp.swa_window;
     if (pos > s->kv_hi) return false;
+    if (s->dn_floats && pos != 0 && pos != s->own_rpos) return false;
     return pos == 0 || s->kv_lo == 0 ||
            (window > 0 && pos >= window && s->kv_lo <= pos - window + 1);
 }
 
 static size_t opt_kv_layer_bytes(const void *opaque, int32_t layer) {
     const opt_state *s = opaque;
+    if (syn_layer_recurrent(&s->model->hp, layer)) return 0; /* no part in the blocks */
     const bool in_ring = s->ring_blocks > 0 && syn_layer_is_local(&s->model->hp, layer);
     const uint32_t blocks = in_ring ? (s->ring_table ? s->ring_blocks : 0) : s->n_own_blocks;
     return 2 * s->kv_k_bytes * blocks;
@@ -1200,6 +1444,11 @@ static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uin
                               float *logits, bool all_logits) {
     opt_state *s = opaque;
     if (n == 0) return SYN_OK;
+    if (s->dn_floats && pos0 != 0 && pos0 != s->own_rpos)
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "optimized backend: %s's recurrent state stands at position %u and cannot "
+                        "be rewound to %u (only restarted from 0)",
+                        s->model->arch->name, s->own_rpos, pos0);
     if (!opt_can_resume(s, pos0))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                         "optimized backend: the sliding-window cache no longer holds the positions "
@@ -1216,6 +1465,7 @@ static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uin
             s->ctx_blocks[t] = s->own_blocks;
             s->ctx_ring[t] = s->ring_table;
             s->ctx_want[t] = all_logits || start + t == n - 1;
+            if (s->ctx_rstates) s->ctx_rstates[t] = s->own_rstate;
         }
         const syn_batch b = {
             .n = len,
@@ -1224,9 +1474,12 @@ static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uin
             .blocks = s->ctx_blocks,
             .want_logits = s->ctx_want,
             .logits = all_logits ? logits + start * n_vocab : logits,
+            .rstates = s->ctx_rstates,
         };
         st = forward_tokens(s, &b, s->ring_blocks ? s->ctx_ring : NULL);
     }
+    /* after a failure the state is partly advanced: only a restart is sound */
+    s->own_rpos = st == SYN_OK ? pos0 + (uint32_t)n : UINT32_MAX;
     /* The ring keeps its last ring_blocks blocks of positions, of all this call may have written
      * even when it failed part way; positions from pos0 on are held only after a success. */
     if (pos0 == 0) s->kv_lo = 0; /* a new sequence */
@@ -1247,5 +1500,6 @@ const syn_backend_ops syn_optimized_backend = {
     .can_resume = opt_can_resume,
     .kv_layer_bytes = opt_kv_layer_bytes,
     .kv_block_bytes = opt_kv_block_bytes,
+    .recurrent_state_bytes = opt_recurrent_state_bytes,
     .forward_batch = opt_forward_batch,
 };

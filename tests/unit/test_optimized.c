@@ -123,6 +123,10 @@ static int setup_phi3_q4_k_m(void **state) {
     return setup_model(state, "arch2/phi3-s5-q4_k_m.gguf");
 }
 
+/* qwen35: gated delta net layers (their state carried token by token) and a gated attention layer
+ * with partial RoPE, in Q4_K / Q6_K. */
+static int setup_qwen35(void **state) { return setup_model(state, "arch2/qwen35-s5-q4_k_m.gguf"); }
+
 static int teardown(void **state) {
     fixture *f = *state;
     syn_model_free(f->model);
@@ -383,5 +387,14 @@ int main(void) {
     };
     failed += cmocka_run_group_tests_name("determinism and tiers, gemma3 q4_k_m", on_swa_model,
                                           setup_gemma3_q4_k_m, teardown);
+    /* qwen35's truncation starts over too (its recurrent state only moves forward): there the
+     * same three, and test_arch_qwen35.c */
+    const struct CMUnitTest on_recurrent_model[] = {
+        cmocka_unit_test(test_chunking_and_threads_bitwise),
+        cmocka_unit_test(test_decode_equals_prefill),
+        cmocka_unit_test(test_tiers_agree),
+    };
+    failed += cmocka_run_group_tests_name("determinism and tiers, qwen35 q4_k_m",
+                                          on_recurrent_model, setup_qwen35, teardown);
     return failed;
 }
