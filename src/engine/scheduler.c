@@ -146,6 +146,11 @@ static void free_scheduler_state(syn_engine *e) {
     free(e->b_pos);
     free(e->b_blocks);
     free(e->b_want);
+    free(e->b_rstates);
+    for (int32_t i = 0; e->rstates && i < e->params.n_parallel; i++)
+        free(e->rstates[i]);
+    free(e->rstates);
+    free(e->rstate_used);
     free(e->logits);
     e->backend = NULL;
     e->pool = NULL;
@@ -175,6 +180,16 @@ syn_status scheduler_start(syn_engine *e, const syn_backend_config *cfg) {
         if (!e->active || !e->b_tokens || !e->b_pos || !e->b_blocks || !e->b_want)
             st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_new: out of memory for %d-token steps",
                           e->params.max_step_tokens);
+    }
+    if (st == SYN_OK && e->ops->recurrent_state_bytes)
+        e->rstate_bytes = e->ops->recurrent_state_bytes(e->backend);
+    if (st == SYN_OK && e->rstate_bytes) {
+        e->params.prefix_cache = false; /* no recurrent state is kept with cached blocks */
+        e->b_rstates = malloc(sizeof *e->b_rstates * (size_t)e->params.max_step_tokens);
+        e->rstates = calloc((size_t)e->params.n_parallel, sizeof *e->rstates);
+        e->rstate_used = calloc((size_t)e->params.n_parallel, sizeof *e->rstate_used);
+        if (!e->b_rstates || !e->rstates || !e->rstate_used)
+            st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_new: out of memory for recurrent states");
     }
     if (st == SYN_OK)
         e->n_eog = (size_t)syn_tokenizer_eog_ids(syn_model_tokenizer(e->model), &e->eog_ids);
@@ -211,13 +226,31 @@ static void mark_finished(syn_request *r, syn_finish_reason why, syn_status st, 
     snprintf(r->finish_msg, sizeof r->finish_msg, "%s", msg ? msg : "");
 }
 
-/* Returns r's blocks and unused reservation to the pool. */
+/* Returns r's blocks and unused reservation to the pool, and its recurrent-state slot. */
 static void release_blocks(syn_engine *e, syn_request *r) {
     for (uint32_t b = 0; b < r->n_blocks; b++)
         kv_pool_unref(e->pool, r->block_ids[b]);
     r->n_blocks = 0;
     kv_pool_unreserve(e->pool, r->reserved);
     r->reserved = 0;
+    for (int32_t i = 0; r->rstate && i < e->params.n_parallel; i++)
+        if (e->rstates[i] == r->rstate) e->rstate_used[i] = false;
+    r->rstate = NULL;
+}
+
+/* Gives r a free recurrent-state slot (one exists: active requests are at most n_parallel); its
+ * first position zeroes the state. Errors: SYN_ERR_NO_MEMORY. */
+static syn_status take_rstate(syn_engine *e, syn_request *r) {
+    int32_t i = 0;
+    while (e->rstate_used[i])
+        i++;
+    if (!e->rstates[i] && !(e->rstates[i] = malloc(e->rstate_bytes)))
+        return syn_fail(SYN_ERR_NO_MEMORY,
+                        "engine: out of memory for a recurrent state of %zu bytes",
+                        e->rstate_bytes);
+    e->rstate_used[i] = true;
+    r->rstate = e->rstates[i];
+    return SYN_OK;
 }
 
 /* Puts r into the active list, which is kept in submission order (mutex held). */
@@ -264,6 +297,8 @@ static void admit_locked(syn_engine *e) {
             e->stats.n_cached_tokens += r->n_cached;
         }
         activate(e, r);
+        if (e->rstate_bytes && take_rstate(e, r) != SYN_OK)
+            mark_finished(r, SYN_FINISH_ERROR, SYN_ERR_NO_MEMORY, syn_last_error());
     }
     /* With no request active every block is free or evictable, and submission checked that each
      * request fits the budget, so the head can always start; anything else is a bug, failed
@@ -552,6 +587,7 @@ static bool add_tokens(syn_engine *e, syn_request *r, size_t *n, uint32_t *n_row
         e->b_pos[t] = r->n_past + i;
         e->b_blocks[t] = r->block_data;
         e->b_want[t] = logits_at_end && i + 1 == k;
+        if (e->b_rstates) e->b_rstates[t] = r->rstate;
     }
     r->step_tokens = k;
     r->step_logits = logits_at_end;
@@ -610,7 +646,8 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
                              .pos = e->b_pos,
                              .blocks = (void *const *const *)e->b_blocks,
                              .want_logits = e->b_want,
-                             .logits = e->logits};
+                             .logits = e->logits,
+                             .rstates = e->b_rstates};
         st = e->ops->forward_batch(e->backend, &b);
     }
     if (st != SYN_OK) {

@@ -63,6 +63,7 @@ struct syn_request {
     size_t n_bias;
     float *biased;      /* [n_vocab] the logits with the biases added, when n_bias */
     text_stream text;   /* the streamed text: detokenizer, stop strings, held-back text */
+    float *rstate;      /* its recurrent-state slot while active (qwen35), else NULL */
     int32_t *block_ids; /* [max_blocks] pool ids of the sequence's blocks */
     void **block_data;  /* [max_blocks] their memory: the table the backend reads */
     uint32_t n_blocks;
@@ -111,7 +112,14 @@ struct syn_engine {
     uint32_t *b_pos;
     void *const **b_blocks;
     bool *b_want;
-    float *logits; /* [logits_rows][n_vocab] */
+    float **b_rstates; /* [max_step_tokens] the step's recurrent states, NULL: the model has none */
+    /* Models with recurrent layers (qwen35): one state per slot, allocated on first use; a request
+     * holds one while active. Preemption recomputes from position 0, which restarts the state; the
+     * prefix cache is off, since a cached prefix's KV blocks carry no recurrent state. */
+    size_t rstate_bytes; /* 0: the model has no recurrent layer */
+    float **rstates;     /* [n_parallel] */
+    bool *rstate_used;   /* [n_parallel] */
+    float *logits;       /* [logits_rows][n_vocab] */
     uint32_t logits_rows;
     /* [n_eog] the vocabulary's end-of-generation tokens (the tokenizer's) */
     const int32_t *eog_ids;

@@ -121,6 +121,9 @@ static int setup_gemma3(void **state) { return setup_file(state, "arch2/gemma3-s
  * the engine's forward_batch; the token stream folded into its 576-token vocabulary. */
 static int setup_phi3(void **state) { return setup_file(state, "arch2/phi3-s5-q4_k_m.gguf"); }
 
+/* qwen35: recurrent (gated delta net) layers, whose state lives in the engine's slots. */
+static int setup_qwen35(void **state) { return setup_file(state, "arch2/qwen35-s5-q8_0.gguf"); }
+
 static int teardown(void **state) {
     fixture *f = *state;
     syn_model_free(f->model);
@@ -1514,8 +1517,16 @@ int main(void) {
         cmocka_unit_test(test_parity_batches),
         cmocka_unit_test(test_parity_f16_kv),
     };
+    /* Alone-vs-batched and preemption parity with per-sequence recurrent state (the prefix cache
+     * is off for such models, so the prefix tests do not apply). */
+    const struct CMUnitTest recurrent[] = {
+        cmocka_unit_test(test_parity_batches),
+        cmocka_unit_test(test_parity_f16_kv),
+        cmocka_unit_test(test_preemption_parity),
+    };
     int failed = cmocka_run_group_tests_name("engine", tests, setup, teardown);
     failed += cmocka_run_group_tests_name("engine, gemma3", swa_tests, setup_gemma3, teardown);
     failed += cmocka_run_group_tests_name("engine, phi3", phi3_tests, setup_phi3, teardown);
+    failed += cmocka_run_group_tests_name("engine, qwen35 q8_0", recurrent, setup_qwen35, teardown);
     return failed;
 }
