@@ -240,6 +240,19 @@ static syn_status read_recurrent_hparams(const gguf_file *f, const syn_arch *arc
                         INT32_MAX);
     hp->ssm_conv_dim = (int32_t)conv_dim;
     hp->ssm_head_v = hp->ssm_inner / hp->ssm_n_v_heads;
+    /* A sequence's state (per layer: the kernel - 1 last inputs, nv matrices of dk x dv) must be
+     * countable in floats: the backends size it. */
+    uint64_t mats, conv, per_layer, total;
+    if (__builtin_mul_overflow((uint64_t)hp->ssm_n_v_heads * (uint64_t)hp->ssm_head_k,
+                               (uint64_t)hp->ssm_head_v, &mats) ||
+        __builtin_mul_overflow((uint64_t)(hp->ssm_conv_kernel - 1), (uint64_t)conv_dim, &conv) ||
+        __builtin_add_overflow(mats, conv, &per_layer) ||
+        __builtin_mul_overflow(per_layer, (uint64_t)hp->n_layer, &total) ||
+        total > SIZE_MAX / sizeof(float))
+        return syn_fail(SYN_ERR_FORMAT,
+                        "model: a delta-net state of %d x %d x %d values per layer is beyond any "
+                        "memory",
+                        hp->ssm_n_v_heads, hp->ssm_head_k, hp->ssm_head_v);
     hp->n_attn_layers = hp->n_layer / hp->full_attn_interval;
     return SYN_OK;
 }

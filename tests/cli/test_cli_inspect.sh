@@ -69,4 +69,19 @@ check "... it shows as \\x1b[31m on the model: line and in the metadata" \
 capture "$SYNAPSE" inspect -m "$tmp/escape.gguf" --json
 check "... and as the JSON escape \\u001b" test "$(jq -r '.hparams.name[0:5]' "$tmp/out" 2>/dev/null)" = $'\x1b[31m'
 
+# qwen35 (tests/data/arch2/README.md): the hybrid's keys and its delta-net tensors, ssm_a without
+# a .weight suffix, the F32 convolution.
+q35=tests/data/arch2/qwen35-s5-q4_k_m.gguf
+capture "$SYNAPSE" inspect -m "$q35" --json
+check "qwen35: inspect --json exits 0" test "$rc" -eq 0
+check "qwen35: 4 blocks, 2 heads, 1 KV head, width 256, tied" \
+    test "$(jq -c '.hparams | [.architecture, .n_layer, .n_head, .n_head_kv, .n_embd, .tied_output]' "$tmp/out")" \
+    = '["qwen35",4,2,1,256,true]'
+check "qwen35: the ssm and layer-pattern keys (conv 4, state 128, 2 groups, 4 V heads, inner 512, interval 4)" \
+    test "$(jq -c '.metadata | [."qwen35.ssm.conv_kernel", ."qwen35.ssm.state_size", ."qwen35.ssm.group_count", ."qwen35.ssm.time_step_rank", ."qwen35.ssm.inner_size", ."qwen35.full_attention_interval"]' "$tmp/out")" \
+    = '[4,128,2,4,512,4]'
+check "qwen35: blk.0.ssm_a is [4] and blk.0.ssm_conv1d.weight a F32 [4, 1024]" \
+    test "$(jq -c '[.tensors[] | select(.name == "blk.0.ssm_a" or .name == "blk.0.ssm_conv1d.weight") | [.name, .shape, .type]]' "$tmp/out")" \
+    = '[["blk.0.ssm_a",[4],"f32"],["blk.0.ssm_conv1d.weight",[4,1024],"f32"]]'
+
 finish

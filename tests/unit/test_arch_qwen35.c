@@ -5,6 +5,7 @@
  * from that oracle; the recurrent state across decode calls. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -124,11 +125,95 @@ static void test_state_across_calls_and_restart(void **state) {
     syn_model_free(m);
 }
 
+/* ---- corrupt files: the qwen35 Q4_K_M file with one key or tensor name patched in place ---- */
+
+/* The offset just past the GGUF string str (its uint64 length, then its bytes) in buf. */
+static size_t find_gguf_string(const uint8_t *buf, size_t size, const char *str) {
+    const uint64_t len = strlen(str);
+    for (size_t i = 0; i + 8 + len <= size; i++)
+        if (memcmp(buf + i, &len, 8) == 0 && memcmp(buf + i + 8, str, len) == 0) return i + 8 + len;
+    fail_msg("'%s' is not in the file", str);
+    return 0;
+}
+
+typedef struct bad_qwen35 {
+    const char *what;
+    const char *name; /* a uint32 key whose value becomes value, or (rename) a tensor or key name
+                       * whose last character becomes 'X' */
+    bool rename;
+    uint32_t value;
+    syn_status status; /* what syn_model_load returns */
+    const char *error; /* a part of its message */
+} bad_qwen35;
+
+static const bad_qwen35 bad_cases[] = {
+    {"missing ssm_a", "blk.1.ssm_a", true, 0, SYN_ERR_FORMAT, "missing tensor 'blk.1.ssm_a'"},
+    {"conv kernel 3 for 4-tap convolution weights", "qwen35.ssm.conv_kernel", false, 3,
+     SYN_ERR_FORMAT,
+     "tensor 'blk.0.ssm_conv1d.weight' has shape [4, 1024] but the hyperparameters require "
+     "[3, 1024]"},
+    {"conv kernel 0", "qwen35.ssm.conv_kernel", false, 0, SYN_ERR_FORMAT,
+     "qwen35.ssm.conv_kernel is 0, expected a positive count"},
+    {"conv kernel 2^31", "qwen35.ssm.conv_kernel", false, 0x80000000u, SYN_ERR_FORMAT,
+     "qwen35.ssm.conv_kernel is 2147483648, above the supported maximum"},
+    {"no layer pattern", "qwen35.full_attention_interval", true, 0, SYN_ERR_FORMAT,
+     "missing key 'qwen35.full_attention_interval'"},
+    {"layer pattern 2: block 1 would be attention", "qwen35.full_attention_interval", false, 2,
+     SYN_ERR_FORMAT, "missing tensor 'blk.1.attn_q.weight'"},
+    {"3 Q/K heads for 4 V heads", "qwen35.ssm.group_count", false, 3, SYN_ERR_FORMAT,
+     "qwen35.ssm.group_count 3 does not divide qwen35.ssm.time_step_rank 4"},
+    {"3 V heads for an inner size of 512", "qwen35.ssm.time_step_rank", false, 3, SYN_ERR_FORMAT,
+     "qwen35.ssm.time_step_rank 3 does not divide qwen35.ssm.inner_size 512"},
+    {"state size 64 for heads of 128", "qwen35.ssm.state_size", false, 64, SYN_ERR_FORMAT,
+     "tensor 'blk.0.attn_qkv.weight' has shape [256, 1024] but the hyperparameters require "
+     "[256, 768]"},
+};
+
+/* Each corrupt variant is refused with the status and a message naming the key or tensor. */
+static void test_bad_files(void **state) {
+    (void)state;
+    size_t size = 0;
+    uint8_t *orig = test_read_file(test_data_path("arch2/qwen35-s5-q4_k_m.gguf"), &size);
+    assert_non_null(orig);
+    uint8_t *buf = malloc(size);
+    assert_non_null(buf);
+    char *dir = test_make_temp_dir();
+    assert_non_null(dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/bad.gguf", dir);
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+        const bad_qwen35 *c = &bad_cases[i];
+        memcpy(buf, orig, size);
+        const size_t end = find_gguf_string(buf, size, c->name);
+        if (c->rename) {
+            buf[end - 1] = 'X';
+        } else { /* the key's type (GGUF_TYPE_UINT32, 4), then its value */
+            const uint32_t type = 4;
+            assert_memory_equal(buf + end, &type, 4);
+            memcpy(buf + end + 4, &c->value, 4);
+        }
+        assert_int_equal(test_write_file(path, buf, size), 0);
+        syn_model_params mp = syn_model_default_params();
+        mp.prefetch = false;
+        syn_model *m = NULL;
+        const syn_status st = syn_model_load(path, &mp, &m);
+        if (st != c->status || !strstr(syn_last_error(), c->error))
+            fail_msg("%s: status %d, error \"%s\", want %d and \"%s\"", c->what, st,
+                     syn_last_error(), c->status, c->error);
+        assert_null(m);
+    }
+    test_remove_dir(dir);
+    free(dir);
+    free(buf);
+    free(orig);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_vs_exact_oracle),
         cmocka_unit_test(test_optimized_vs_exact_oracle),
         cmocka_unit_test(test_state_across_calls_and_restart),
+        cmocka_unit_test(test_bad_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
