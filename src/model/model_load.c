@@ -214,7 +214,17 @@ static syn_status read_recurrent_hparams(const gguf_file *f, const syn_arch *arc
     hp->n_attn_layers = hp->n_layer;
     if (!arch->n_recurrent_tensors) return SYN_OK;
     char k[6][KEY_CAP];
-    syn_status st;
+    /* Real files end with multi-token-prediction blocks (qwen35.nextn_predict_layers), which
+     * llama.cpp counts in block_count and does not run for plain decoding: neither do we, and
+     * their tensors stay unbound. */
+    uint32_t nextn = 0;
+    syn_status st =
+        gguf_get_u32_opt(f, arch_key(k[0], KEY_CAP, arch, "nextn_predict_layers"), &nextn);
+    if (st != SYN_OK) return st;
+    if (nextn >= (uint32_t)hp->n_layer)
+        return syn_fail(SYN_ERR_FORMAT, "model: %s %" PRIu32 " leaves none of %s.block_count %d",
+                        k[0], nextn, arch->name, hp->n_layer);
+    hp->n_layer -= (int32_t)nextn;
     if ((st = read_count(f, arch_key(k[0], KEY_CAP, arch, "full_attention_interval"), -1,
                          &hp->full_attn_interval)) != SYN_OK ||
         (st = read_count(f, arch_key(k[1], KEY_CAP, arch, "ssm.conv_kernel"), -1,

@@ -129,7 +129,7 @@ check "run accepts the generated model" test "$rc" -eq 0 -a "$(jq '.generated_id
 
 # --- Other architectures and types -------------------------------------------------------------
 capture "$SYNAPSE" gen-model --help
-check "gen-model --help lists every preset and type" bash -c 'for w in qwen2.5-0.5b qwen3-0.6b llama3.2-1b gemma3-1b tiny \
+check "gen-model --help lists every preset and type" bash -c 'for w in qwen2.5-0.5b qwen3-0.6b llama3.2-1b gemma3-1b qwen3.5-0.8b tiny \
     test-qwen2 test-qwen3 test-llama q8_0 f32 q4_0 q4_k_m q5_k_m q6_k "[PAD"; do grep -qF -- "$w" "$1" || exit 1; done' _ "$tmp/out"
 
 # Per-tensor types: the test-* presets have the shape of tests/data/arch's files, which llama.cpp's
@@ -250,6 +250,26 @@ check "gemma3-1b: Q/K norms, post-attention and post-FFN norms, no output.weight
     = '["blk.0.attn_norm.weight","blk.0.attn_q_norm.weight","blk.0.attn_k_norm.weight","blk.0.post_attention_norm.weight","blk.0.ffn_norm.weight","blk.0.post_ffw_norm.weight","output_norm.weight"]'
 capture "$SYNAPSE" run -m "$tmp/big.gguf" -p "Hello" -n 2 --temp 0 --json
 check "run accepts the gemma3-1b model" test "$rc" -eq 0 -a "$(jq '.generated_ids | length' "$tmp/out")" -eq 2
+
+# Qwen3.5 0.8B with tests/data/arch2's 523-token qwen35 vocabulary, padded to 248320, in Q4_K_M:
+# Qwen3.5-0.8B's published shape (24 blocks, every 4th full attention, width 1024, 8 heads of 256
+# over 2 KV heads, FFN 3584, RoPE base 1e7 on 64 dims) and the tensors of both kinds of block.
+check "gen-model qwen3.5-0.8b q4_k_m" gen_preset qwen3.5-0.8b 1 q4_k_m tests/data/arch2/qwen35-s5-q8_0.gguf "$tmp/big.gguf"
+"$SYNAPSE" inspect -m "$tmp/big.gguf" --json >"$tmp/ours.json"
+check "qwen3.5-0.8b: Qwen3.5-0.8B's hyperparameters" \
+    test "$(jq -c '.hparams | [.architecture, .n_vocab, .n_ctx_train, .n_embd, .n_layer, .n_head, .n_head_kv, .n_ff, .rope_freq_base, .tied_output]' "$tmp/ours.json")" \
+    = '["qwen35",248320,262144,1024,24,8,2,3584,10000000,true]'
+check "qwen3.5-0.8b: the hybrid's keys (interval 4, conv 4, 16 x 128 Q/K and V heads, RoPE on 64 of 256)" \
+    test "$(jq -c '.metadata | [.["qwen35.full_attention_interval"], .["qwen35.ssm.conv_kernel"], .["qwen35.ssm.state_size"], .["qwen35.ssm.group_count"], .["qwen35.ssm.time_step_rank"], .["qwen35.ssm.inner_size"], .["qwen35.rope.dimension_count"], .["qwen35.attention.key_length"], .["tokenizer.ggml.pre"]]' "$tmp/ours.json")" \
+    = '[4,4,128,16,16,2048,64,256,"qwen35"]'
+check "qwen3.5-0.8b: 18 delta-net blocks of 14 tensors, 6 attention blocks of 11, no output.weight" \
+    test "$(jq -c '[([.tensors[] | select(.name | test("\\.ssm_a$"))] | length), ([.tensors[] | select(.name | test("\\.attn_q\\.weight$"))] | length), (.tensors | length), ([.tensors[] | select(.name == "output.weight")] | length)]' "$tmp/ours.json")" \
+    = '[18,6,320,0]'
+check "qwen3.5-0.8b q4_k_m: token_embd Q6_K, the convolution and 1-D tensors F32, attn_q gated {1024, 4096}" \
+    test "$(jq -c '[.tensors[] | select(.name == "token_embd.weight" or .name == "blk.0.ssm_conv1d.weight" or .name == "blk.0.ssm_a" or .name == "blk.3.attn_q.weight") | [.name, .type, .shape]]' "$tmp/ours.json")" \
+    = '[["token_embd.weight","q6_k",[1024,248320]],["blk.0.ssm_a","f32",[16]],["blk.0.ssm_conv1d.weight","f32",[4,6144]],["blk.3.attn_q.weight","q4_k",[1024,4096]]]'
+capture "$SYNAPSE" run -m "$tmp/big.gguf" -p "Hello" -n 2 --temp 0 --json
+check "run accepts the qwen3.5-0.8b model" test "$rc" -eq 0 -a "$(jq '.generated_ids | length' "$tmp/out")" -eq 2
 
 # Llama 3.2 1B with tests/data/arch's 432-token llama-bpe vocabulary, padded to 128256.
 check "gen-model llama3.2-1b" gen_preset llama3.2-1b 1 q8_0 tests/data/arch/llama-s5-q8_0.gguf "$tmp/big.gguf"

@@ -1,9 +1,9 @@
 /*
  * cmd_gen_model.c: `synapse gen-model`: writes a random-weight Qwen2, Qwen3, Llama, Gemma 3 or
- * Phi-3 GGUF with the tensor names, shapes, types (llama-quantize's per-tensor choices for the mix
- * asked for), tensor order and metadata layout of a real file, and the tokenizer and chat template
- * copied from another GGUF. The weights come from a seeded generator and are streamed tensor by
- * tensor through the GGUF writer, so the model never sits in memory at once.
+ * Phi-3 or Qwen3.5 GGUF with the tensor names, shapes, types (llama-quantize's per-tensor choices
+ * for the mix asked for), tensor order and metadata layout of a real file, and the tokenizer and
+ * chat template copied from another GGUF. The weights come from a seeded generator and are
+ * streamed tensor by tensor through the GGUF writer, so the model never sits in memory at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +35,10 @@ const char usage_gen_model[] =
     "                  Llama 3 RoPE frequency factors, context 131072, pre-tokenizer llama-bpe\n"
     "    gemma3-1b     gemma3: 26 blocks, width 1152, 4 heads of 256, 1 KV head, FFN 6912, vocab\n"
     "                  262144, sliding window 512 on 5 layers of 6, context 32768\n"
+    "    qwen3.5-0.8b  qwen35: 24 blocks (every 4th full attention, the rest gated delta nets),\n"
+    "                  width 1024, 8 heads of 256 (RoPE on 64), 2 KV heads, FFN 3584, delta net\n"
+    "                  16 Q/K and 16 V heads of 128, conv 4, vocab 248320, context 262144 (no\n"
+    "                  MTP block), pre-tokenizer qwen35\n"
     "    tiny          qwen2: 2 blocks, width 64, 4 heads, 2 KV heads, FFN 128, vocab 151936\n"
     "    phi4-mini     phi3: 32 blocks, width 3072, 24 heads of 128, 8 KV heads, FFN 8192, vocab\n"
     "                  200064, rotary on 96 of 128 dims, LongRoPE factors (original context\n"
@@ -58,9 +62,16 @@ const char usage_gen_model[] =
     "  OUT that exists as anything but a regular file (a symbolic link, FIFO, device or\n"
     "  directory) is refused (exit 1) and left as it is.\n";
 
-typedef enum gen_arch { ARCH_QWEN2, ARCH_QWEN3, ARCH_LLAMA, ARCH_GEMMA3, ARCH_PHI3 } gen_arch;
+typedef enum gen_arch {
+    ARCH_QWEN2,
+    ARCH_QWEN3,
+    ARCH_LLAMA,
+    ARCH_GEMMA3,
+    ARCH_PHI3,
+    ARCH_QWEN35
+} gen_arch;
 
-static const char *const arch_names[] = {"qwen2", "qwen3", "llama", "gemma3", "phi3"};
+static const char *const arch_names[] = {"qwen2", "qwen3", "llama", "gemma3", "phi3", "qwen35"};
 
 /* Gemma 3 1B's attention.sliding_window (the larger Gemma 3 have 1024); its files have no
  * sliding_window_pattern key (the loader's default, 6, is theirs) and no RoPE scaling. */
@@ -88,6 +99,8 @@ static const preset presets[] = {
      8192, 128256, 131072, 500000.0f, 1e-5f, true, true, "llama-bpe"},
     {"gemma3-1b", "Gemma 3 1B shape synthetic random", ARCH_GEMMA3, 26, 1152, 4, 1, 256, 6912,
      262144, 32768, 1e6f, 1e-6f, true, false, NULL},
+    {"qwen3.5-0.8b", "Qwen3.5 0.8B shape synthetic random", ARCH_QWEN35, 24, 1024, 8, 2, 256, 3584,
+     248320, 262144, 1e7f, 1e-6f, true, false, "qwen35"},
     {"tiny", "Qwen2.5 0.5B Instruct shape synthetic random (tiny)", ARCH_QWEN2, 2, 64, 4, 2, 16,
      128, 151936, 32768, 1e6f, 1e-6f, true, false, NULL},
     /* The llama.cpp-quantized files of tests/data/arch (see its README), type for type. */
@@ -126,8 +139,29 @@ static const phi3_preset *phi3_of(const preset *p) {
     return NULL;
 }
 #define PRESET_NAMES                                                                               \
-    "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, gemma3-1b, phi4-mini, tiny, test-qwen2, test-qwen3, "  \
-    "test-llama or test-phi3"
+    "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, gemma3-1b, phi4-mini, qwen3.5-0.8b, tiny, "            \
+    "test-qwen2, "                                                                                 \
+    "test-qwen3, test-llama or test-phi3"
+
+/* A qwen35 preset's hybrid shape (the ARCH.ssm.* keys, the layer pattern, partial RoPE). */
+typedef struct hybrid_shape {
+    const char *preset;
+    uint32_t full_attn_interval; /* block il is full attention iff (il + 1) % interval == 0 */
+    uint32_t conv_kernel, head_k, n_k_heads, n_v_heads, head_v;
+    uint32_t n_rot;      /* rope.dimension_count */
+    int32_t sections[4]; /* rope.dimension_sections (M-RoPE; one position for text) */
+} hybrid_shape;
+
+static const hybrid_shape hybrids[] = {
+    {"qwen3.5-0.8b", 4, 4, 128, 16, 16, 128, 64, {11, 11, 10, 0}},
+};
+
+/* The hybrid shape of preset p; NULL for the other architectures. */
+static const hybrid_shape *hybrid_of(const preset *p) {
+    for (size_t i = 0; i < sizeof hybrids / sizeof hybrids[0]; i++)
+        if (strcmp(hybrids[i].preset, p->name) == 0) return &hybrids[i];
+    return NULL;
+}
 
 /* A --type: the matrices' type and general.file_type (llama.cpp's llama_ftype); more_bits: the _M
  * mixes' Q6_K for some attn_v and ffn_down. */
@@ -163,6 +197,8 @@ typedef enum init_kind {
     INIT_ROPE_FREQS,     /* not random: Llama 3.2's frequency factors */
     INIT_LONGROPE_SHORT, /* not random: LongRoPE divisors rising from 1 to 2.5 (phi3) */
     INIT_LONGROPE_LONG,  /* not random: LongRoPE divisors rising from 1 to 40 (phi3) */
+    INIT_SSM_A,          /* -exp(A_log) in [-16, -1]: the delta net's decay rates */
+    INIT_DT_BIAS,        /* the inverse softplus of dt ~ logU(1e-3, 1e-1), as Hugging Face's init */
 } init_kind;
 
 typedef struct tensor_spec {
@@ -254,6 +290,13 @@ static syn_status fill_tensor(void *user, const char *name, void *dst, uint64_t 
             llama3_rope_factors(t->rope_freq_base, t->ne[0], t->row);
         } else if (t->init == INIT_LONGROPE_SHORT || t->init == INIT_LONGROPE_LONG) {
             longrope_factors(t->init == INIT_LONGROPE_LONG ? 40.0 : 2.5, t->ne[0], t->row);
+        } else if (t->init == INIT_SSM_A || t->init == INIT_DT_BIAS) {
+            for (uint64_t j = 0; j < t->ne[0]; j++) {
+                const double u = (double)(splitmix64(&state) >> 11) * 0x1.0p-53;
+                const double dt = exp(log(1e-3) + u * (log(1e-1) - log(1e-3)));
+                t->row[j] =
+                    t->init == INIT_SSM_A ? (float)(-1.0 - 15.0 * u) : (float)log(expm1(dt));
+            }
         } else {
             for (uint64_t j = 0; j < t->ne[0]; j++)
                 t->row[j] = mean + scale * normal01(&state);
@@ -318,7 +361,7 @@ static void add_spec(tensor_spec *specs, size_t *n, const char *name, uint32_t t
     t->init = init;
 }
 
-enum { MAX_TENSORS_OUTSIDE_BLOCKS = 5, MAX_TENSORS_PER_BLOCK = 13 };
+enum { MAX_TENSORS_OUTSIDE_BLOCKS = 5, MAX_TENSORS_PER_BLOCK = 14 };
 
 /* Block l of a phi3 preset: q | k | v and gate | up fused. llama-quantize gives attn_qkv the
  * attn_v rule (Q6_K in the layers use_more_bits picks, in the _M mixes), as its phi3 test files
@@ -342,6 +385,65 @@ static size_t add_phi3_block(tensor_spec *specs, size_t n, const preset *p, cons
              p->n_ff, p->n_embd, INIT_MATRIX);
 #undef BLK
     return n;
+}
+
+/* Block l of a qwen35 preset, its tensors in name order: a gated delta net (attn_qkv | z, the
+ * F32 convolution, the decay and gate projections), or every interval-th a full-attention block
+ * whose attn_q also yields a gate per head. llama-quantize gives attn_qkv attn_v's extra bits. */
+static void add_qwen35_block(const preset *p, const hybrid_shape *hy, const type_mix *mix,
+                             uint32_t l, tensor_spec *specs, size_t *n) {
+    const uint32_t L = p->n_layer;
+    const uint64_t q_dim = (uint64_t)p->n_head * p->head_dim,
+                   kv_dim = (uint64_t)p->n_head_kv * p->head_dim,
+                   inner = (uint64_t)hy->n_v_heads * hy->head_v,
+                   conv_dim = 2 * (uint64_t)hy->n_k_heads * hy->head_k + inner;
+    char name[48];
+#define BLK(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
+#define MAT(role, ne0) matrix_type(mix, role, l, L, ne0)
+    const bool attention = (l + 1) % hy->full_attn_interval == 0;
+    if (!attention) {
+        add_spec(specs, n, BLK("attn_gate.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, inner,
+                 INIT_MATRIX);
+    } else {
+        add_spec(specs, n, BLK("attn_k.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, kv_dim,
+                 INIT_MATRIX);
+        add_spec(specs, n, BLK("attn_k_norm.weight"), GGML_TYPE_F32, p->head_dim, 1, INIT_NORM);
+    }
+    add_spec(specs, n, BLK("attn_norm.weight"), GGML_TYPE_F32, p->n_embd, 1, INIT_NORM);
+    if (attention) {
+        add_spec(specs, n, BLK("attn_output.weight"), MAT(ROLE_PLAIN, q_dim), q_dim, p->n_embd,
+                 INIT_MATRIX);
+        add_spec(specs, n, BLK("attn_q.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, 2 * q_dim,
+                 INIT_MATRIX);
+        add_spec(specs, n, BLK("attn_q_norm.weight"), GGML_TYPE_F32, p->head_dim, 1, INIT_NORM);
+        add_spec(specs, n, BLK("attn_v.weight"), MAT(ROLE_ATTN_V, p->n_embd), p->n_embd, kv_dim,
+                 INIT_MATRIX);
+    } else {
+        add_spec(specs, n, BLK("attn_qkv.weight"), MAT(ROLE_ATTN_V, p->n_embd), p->n_embd, conv_dim,
+                 INIT_MATRIX);
+    }
+    add_spec(specs, n, BLK("ffn_down.weight"), MAT(ROLE_FFN_DOWN, p->n_ff), p->n_ff, p->n_embd,
+             INIT_MATRIX);
+    add_spec(specs, n, BLK("ffn_gate.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, p->n_ff,
+             INIT_MATRIX);
+    add_spec(specs, n, BLK("ffn_up.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd, p->n_ff,
+             INIT_MATRIX);
+    add_spec(specs, n, BLK("post_attention_norm.weight"), GGML_TYPE_F32, p->n_embd, 1, INIT_NORM);
+    if (!attention) {
+        add_spec(specs, n, BLK("ssm_a"), GGML_TYPE_F32, hy->n_v_heads, 1, INIT_SSM_A);
+        add_spec(specs, n, BLK("ssm_alpha.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd,
+                 hy->n_v_heads, INIT_MATRIX);
+        add_spec(specs, n, BLK("ssm_beta.weight"), MAT(ROLE_PLAIN, p->n_embd), p->n_embd,
+                 hy->n_v_heads, INIT_MATRIX);
+        add_spec(specs, n, BLK("ssm_conv1d.weight"), GGML_TYPE_F32, hy->conv_kernel, conv_dim,
+                 INIT_MATRIX);
+        add_spec(specs, n, BLK("ssm_dt.bias"), GGML_TYPE_F32, hy->n_v_heads, 1, INIT_DT_BIAS);
+        add_spec(specs, n, BLK("ssm_norm.weight"), GGML_TYPE_F32, hy->head_v, 1, INIT_NORM);
+        add_spec(specs, n, BLK("ssm_out.weight"), MAT(ROLE_PLAIN, inner), inner, p->n_embd,
+                 INIT_MATRIX);
+    }
+#undef MAT
+#undef BLK
 }
 
 /* Fills specs (room for MAX_TENSORS_OUTSIDE_BLOCKS + MAX_TENSORS_PER_BLOCK * n_layer) and returns
@@ -370,7 +472,10 @@ static size_t build_specs(const preset *p, const type_mix *mix, uint64_t n_vocab
              n_vocab, INIT_MATRIX);
     for (uint32_t l = 0; phi3 && l < L; l++)
         n = add_phi3_block(specs, n, p, mix, l);
-    for (uint32_t l = 0; !phi3 && l < L; l++) {
+    const hybrid_shape *hy = hybrid_of(p);
+    for (uint32_t l = 0; hy && l < L; l++)
+        add_qwen35_block(p, hy, mix, l, specs, &n);
+    for (uint32_t l = 0; !phi3 && !hy && l < L; l++) {
 #define BLK(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
 #define MAT(role, ne0) matrix_type(mix, role, l, L, ne0)
         const bool biases = p->arch == ARCH_QWEN2,
@@ -576,6 +681,20 @@ static syn_status write_metadata(gguf_writer *w, const gen_model_opts *o, const 
     }
     if (p->arch == ARCH_GEMMA3)
         SET(gguf_writer_set_u32(w, KEY("attention.sliding_window"), GEMMA3_1B_WINDOW));
+    const hybrid_shape *hy = hybrid_of(p);
+    if (hy) { /* in the order of tests/data/arch2's qwen35 files */
+        SET(gguf_writer_set_u32(w, KEY("attention.key_length"), p->head_dim));
+        SET(gguf_writer_set_u32(w, KEY("attention.value_length"), p->head_dim));
+        SET(gguf_writer_set_u32(w, KEY("rope.dimension_count"), hy->n_rot));
+        SET(gguf_writer_set_array(w, KEY("rope.dimension_sections"), GGUF_TYPE_INT32, hy->sections,
+                                  4));
+        SET(gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), hy->conv_kernel));
+        SET(gguf_writer_set_u32(w, KEY("ssm.state_size"), hy->head_k));
+        SET(gguf_writer_set_u32(w, KEY("ssm.group_count"), hy->n_k_heads));
+        SET(gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), hy->n_v_heads));
+        SET(gguf_writer_set_u32(w, KEY("ssm.inner_size"), hy->n_v_heads * hy->head_v));
+        SET(gguf_writer_set_u32(w, KEY("full_attention_interval"), hy->full_attn_interval));
+    }
     if (p->arch == ARCH_LLAMA) {
         SET(gguf_writer_set_u32(w, KEY("rope.dimension_count"), p->head_dim));
         SET(gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab));
@@ -687,6 +806,9 @@ static int gen_model(const gen_model_opts *o) {
     uint64_t max_row = p->n_embd;
     if (p->n_ff > max_row) max_row = p->n_ff;
     if ((uint64_t)p->n_head * p->head_dim > max_row) max_row = (uint64_t)p->n_head * p->head_dim;
+    const hybrid_shape *hy = hybrid_of(p); /* ssm_out's rows */
+    if (hy && (uint64_t)hy->n_v_heads * hy->head_v > max_row)
+        max_row = (uint64_t)hy->n_v_heads * hy->head_v;
     float *row = malloc(max_row * sizeof *row);
     gguf_writer *w = gguf_writer_new();
     if (rc == EXIT_OK && (!specs || !row || !w)) rc = fail_runtime("out of memory");
