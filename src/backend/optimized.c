@@ -353,7 +353,7 @@ static syn_status bind_recurrent(opt_state *s) {
     int32_t n_kv = 0;
     for (int32_t l = 0; l < hp->n_layer; l++)
         s->kv_layer[l] = syn_layer_recurrent(hp, l) ? -1 : n_kv++;
-    if (!hp->full_attn_interval) return SYN_OK;
+    if (!syn_recurrent_layers(hp)) return SYN_OK;
     const size_t per_layer = (size_t)hp->ssm_conv_dim * (size_t)hp->ssm_conv_kernel +
                              2 * (size_t)hp->ssm_n_v_heads + (size_t)hp->ssm_head_v;
     const size_t n_rec = (size_t)(hp->n_layer - hp->n_attn_layers);

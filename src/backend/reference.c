@@ -132,7 +132,7 @@ static syn_status ref_create(const struct syn_model *model, const syn_backend_co
     s->rope_factor = malloc(sizeof(float) * (size_t)(hp->n_rot / 2));
     s->rope_ones = malloc(sizeof(float) * (size_t)(hp->n_rot / 2));
     if (hp->q_gate) s->qg = malloc(sizeof(float) * 2 * (size_t)hp->q_dim);
-    syn_status st = hp->full_attn_interval ? syn_ref_dn_new(model, &s->dn) : SYN_OK;
+    syn_status st = syn_recurrent_layers(hp) ? syn_ref_dn_new(model, &s->dn) : SYN_OK;
     if (st != SYN_OK) {
         ref_destroy(s);
         return st;

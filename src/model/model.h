@@ -79,6 +79,11 @@ static inline bool syn_layer_is_local(const syn_hparams *hp, int32_t il) {
     return hp->swa_window > 0 && il % hp->swa_pattern < hp->swa_pattern - 1;
 }
 
+/* Layers that are recurrent (gated delta net) rather than attention layers. */
+static inline int32_t syn_recurrent_layers(const syn_hparams *hp) {
+    return hp->n_layer - hp->n_attn_layers;
+}
+
 /* Whether layer il is a recurrent (gated delta net) layer rather than an attention layer. */
 static inline bool syn_layer_recurrent(const syn_hparams *hp, int32_t il) {
     return hp->full_attn_interval > 0 && (il + 1) % hp->full_attn_interval != 0;

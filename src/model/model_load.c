@@ -264,6 +264,10 @@ static syn_status read_recurrent_hparams(const gguf_file *f, const syn_arch *arc
                         "memory",
                         hp->ssm_n_v_heads, hp->ssm_head_k, hp->ssm_head_v);
     hp->n_attn_layers = hp->n_layer / hp->full_attn_interval;
+    if (hp->n_attn_layers == 0) /* every real hybrid has some; the KV blocks assume it */
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "model: %s %d above %s.block_count %d leaves no attention layer", k[0],
+                        hp->full_attn_interval, arch->name, hp->n_layer);
     return SYN_OK;
 }
 
