@@ -111,8 +111,8 @@ static const syn_tensor_rule qwen35_layer_rules[] = {
 };
 
 /* Qwen3.5's gated delta net blocks. ssm_a has no ".weight" suffix in llama.cpp's files. The MTP
- * blocks real files append (qwen35.nextn_predict_layers, beyond block_count) are not run and their
- * tensors are left unbound. */
+ * blocks real files end with (the last qwen35.nextn_predict_layers of block_count) are not run and
+ * their tensors are left unbound (model_load.c). */
 static const syn_tensor_rule qwen35_recurrent_rules[] = {
     QWEN35_NORMS_AND_FFN,
     {"attn_qkv.weight", LAYER_SLOT(ssm_qkv), SYN_DIM_EMBD, SYN_DIM_SSM_CONV, false},
