@@ -1,4 +1,11 @@
 /* agreement.c: see agreement.h. Reads the JSON fixture with jansson. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
 #include "agreement.h"
 
 #include <jansson.h>
@@ -162,4 +169,31 @@ void agreement_print(const char *what, const agreement_stats *s) {
            "(llama.cpp's differs) %d\n",
            what, s->n_steps, s->max_abs_diff, s->mean_abs_diff, s->n_argmax_checked,
            s->n_argmax_mismatch, s->n_argmax_excused);
+}
+
+void agreement_assert_reference(const char *file, double max_diff) {
+    syn_context_params p = syn_context_default_params();
+    p.backend = SYN_BACKEND_REFERENCE;
+    agreement_stats s;
+    assert_true(agreement_run_arch(file, &p, AGAINST_F32_REF, 0.01, &s));
+    agreement_print(file, &s);
+    assert_int_equal(s.n_steps, 3 * 32);
+    assert_true(s.max_abs_diff < max_diff);
+    assert_true(s.n_argmax_checked > 50);
+    assert_int_equal(s.n_argmax_mismatch, 0);
+}
+
+agreement_stats agreement_assert_near_llama_cpp(const char *file, const syn_context_params *params,
+                                                agreement_against against, double llama_max,
+                                                double llama_mean, double max_factor) {
+    agreement_stats s;
+    assert_true(agreement_run_arch(file, params, against, 0.1, &s));
+    printf("%s, %s KV, ", params->backend == SYN_BACKEND_REFERENCE ? "reference" : "optimized",
+           params->kv_type == SYN_KV_F16 ? "f16" : "f32");
+    agreement_print(file, &s);
+    assert_int_equal(s.n_steps, 3 * 32);
+    assert_true(s.max_abs_diff <= max_factor * llama_max + 0.005);
+    assert_true(s.mean_abs_diff <= 1.15 * llama_mean + 0.002);
+    assert_true(s.n_argmax_checked > 50);
+    return s;
 }

@@ -39,6 +39,20 @@ bool agreement_run(const char *model_key, const syn_context_params *params,
 bool agreement_run_arch(const char *file, const syn_context_params *params,
                         agreement_against against, double min_margin, agreement_stats *stats);
 
+/* The reference backend on an arch file (agreement_run_arch against its f32_ref, margins >= 0.01),
+ * asserted with cmocka: all 3 x 32 steps within max_diff of the oracle's top-5 logits and the
+ * oracle's argmax at every clear step (more than 50 of them). */
+void agreement_assert_reference(const char *file, double max_diff);
+
+/* The optimized backend (params) on an arch file, against (margins >= 0.1), asserted with cmocka
+ * to lie no farther from the oracle than llama.cpp's default run (llama_max, llama_mean: the
+ * file's README table): mean <= 1.15x llama.cpp's + 0.002, max <= max_factor x llama.cpp's +
+ * 0.005 (the issues' bound is max_factor 1.3), all 3 x 32 steps, more than 50 clear ones. The
+ * stats are returned for the caller's argmax rule. */
+agreement_stats agreement_assert_near_llama_cpp(const char *file, const syn_context_params *params,
+                                                agreement_against against, double llama_max,
+                                                double llama_mean, double max_factor);
+
 /* Prints one line of stats, labelled what, for the test log. */
 void agreement_print(const char *what, const agreement_stats *stats);
 

@@ -32,17 +32,8 @@ static const char *const files[] = {
  * oracle's margin is at least 0.01. */
 static void test_reference_vs_exact_oracle(void **state) {
     (void)state;
-    syn_context_params p = syn_context_default_params();
-    p.backend = SYN_BACKEND_REFERENCE;
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        agreement_stats s;
-        assert_true(agreement_run_arch(files[i], &p, AGAINST_F32_REF, 0.01, &s));
-        agreement_print(files[i], &s);
-        assert_int_equal(s.n_steps, 3 * 32);
-        assert_true(s.max_abs_diff < 5e-3);
-        assert_true(s.n_argmax_checked > 50);
-        assert_int_equal(s.n_argmax_mismatch, 0);
-    }
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        agreement_assert_reference(files[i], 5e-3);
 }
 
 /* llama.cpp's default run's distance from the exact oracle (the README's table): max and mean
@@ -80,14 +71,8 @@ static void test_optimized_vs_exact_oracle(void **state) {
         p.kv_type = kv ? SYN_KV_F16 : SYN_KV_F32;
         for (size_t i = 0; i < sizeof distances / sizeof distances[0]; i++) {
             const llama_cpp_distance *d = &distances[i];
-            agreement_stats s;
-            assert_true(agreement_run_arch(d->file, &p, AGAINST_F32_REF, 0.1, &s));
-            printf("optimized, %s KV, ", kv ? "f16" : "f32");
-            agreement_print(d->file, &s);
-            assert_int_equal(s.n_steps, 3 * 32);
-            assert_true(s.max_abs_diff <= d->max_factor * d->max + 0.005);
-            assert_true(s.mean_abs_diff <= 1.15 * d->mean + 0.002);
-            assert_true(s.n_argmax_checked > 50);
+            const agreement_stats s = agreement_assert_near_llama_cpp(
+                d->file, &p, AGAINST_F32_REF, d->max, d->mean, d->max_factor);
             assert_true(s.n_argmax_mismatch <= d->clear_misses + d->extra_misses);
         }
     }
