@@ -28,8 +28,9 @@ run_cmocka() { # binary label
     "$bin" >"$log" 2>&1
     local rc=$?
     local p f
-    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
-    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n1)
+    # a binary may run several groups, each ending with its own summary lines
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{n += $1} END {print n + 0}')
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{n += $1} END {print n + 0}')
     p=${p:-0}; f=${f:-0}
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # crashed before cmocka's summary
     passed=$((passed + p)); failed=$((failed + f))
