@@ -661,6 +661,10 @@ typedef struct syn_engine_stats {
     uint32_t n_active;    /* requests in slots */
     uint32_t n_queued;    /* requests waiting for a slot */
     uint64_t n_preempted; /* times a request gave up its KV blocks to let older ones grow */
+    /* A model with sliding-window layers (gemma3) keeps them out of the blocks, in a ring of
+     * kv_ring_bytes per slot (outside kv_budget_mib) however long the sequence; 0: none. */
+    size_t kv_ring_bytes;
+    uint32_t kv_rings; /* rings allocated (at most n_parallel: one per slot, on first use) */
 } syn_engine_stats;
 
 /* Fills *out with the engine's counters (all zero for a NULL engine); a NULL out is a no-op. */

@@ -15,8 +15,9 @@
 #include "synapse.h"
 
 /* Positions per KV-cache block of the multi-sequence path: a block holds the keys and values of
- * SYN_KV_BLOCK consecutive positions of one sequence for every layer, in one allocation of
- * kv_block_bytes(state) bytes (a multiple of 8 positions: the attention reads keys 8 at a time). */
+ * SYN_KV_BLOCK consecutive positions of one sequence for every layer but the sliding-window ones
+ * (those are in the sequence's ring, syn_batch.rings), in one allocation of kv_block_bytes(state)
+ * bytes (a multiple of 8 positions: the attention reads keys 8 at a time). */
 enum { SYN_KV_BLOCK = 16 };
 
 /* What a backend state is created for, validated by syn_context_new / syn_engine_new. */
@@ -47,6 +48,11 @@ typedef struct syn_batch {
      * with recurrent layers (qwen35) only, else NULL. A token at position 0 starts it afresh;
      * otherwise it must hold the state after the sequence's previous position. */
     float *const *rstates;
+    /* [n] each token's sequence ring table for the sliding-window layers (models with such layers
+     * only, else NULL): position p of those layers is stored in rings[i][p / SYN_KV_BLOCK], a
+     * table of the n_ctx positions' blocks whose entry b points to ring block b % ring_blocks
+     * (ring_blocks(state, k), k >= the tokens the batch carries of that sequence). */
+    void *const *const *rings;
 } syn_batch;
 
 typedef struct syn_backend_ops {
@@ -79,6 +85,10 @@ typedef struct syn_backend_ops {
     size_t (*kv_block_bytes)(const void *state);
     /* The bytes of one sequence's recurrent state (syn_batch.rstates); 0: the model has none. */
     size_t (*recurrent_state_bytes)(const void *state);
+    /* The blocks of one sequence's ring for the sliding-window layers (syn_batch.rings) when a
+     * batch carries at most seq_tokens of its tokens, each of *block_bytes; 0: the model has no
+     * such layer. */
+    uint32_t (*ring_blocks)(const void *state, uint32_t seq_tokens, size_t *block_bytes);
     syn_status (*forward_batch)(void *state, const syn_batch *batch);
 } syn_backend_ops;
 

@@ -34,10 +34,11 @@
  * of each head; only attention layers have a part in the KV blocks.
  *
  * The syn_context path (forward) is a batch of one sequence whose blocks the state owns; the
- * engine (src/engine/) owns the blocks of its sequences and calls forward_batch. The engine's
- * blocks hold every layer. In the syn_context path, a model with sliding-window layers keeps those
- * layers apart, in a ring of blocks covering the window plus one slice of tokens (ring_blocks), so
- * their memory stays near the window however long the sequence.
+ * engine (src/engine/) owns the blocks of its sequences and calls forward_batch. A model with
+ * sliding-window layers keeps those layers apart, in a ring of blocks per sequence covering the
+ * window plus the tokens of one slice (the syn_context path's ring_blocks; the engine's slots,
+ * syn_batch.rings), so their memory stays near the window however long the sequence; the blocks
+ * hold the other layers only.
  *
  * Weights are used where they are mapped. Quantized matrices go through the kernel tier's entry for
  * their type (kernels.h: syn_kernels.mat) with activations quantized as ggml pairs with that type
@@ -130,8 +131,7 @@ typedef struct opt_state {
 
     /* KV block geometry (backend.h, kernels/floats.h): a block is [n_layer] of [n_head_kv] of
      * K [head_dim][SYN_KV_BLOCK] followed by V [head_dim / 16][SYN_KV_BLOCK][16]. */
-    size_t kv_k_bytes;     /* one layer's K (or V) in a block, all heads */
-    size_t kv_block_bytes; /* n_attn_layers * 2 * kv_k_bytes */
+    size_t kv_k_bytes; /* one layer's K (or V) in a block, all heads */
 
     /* The syn_context path's one sequence: blocks made usable on demand, zeroed, back to back
      * in one arena (core/block_arena.h). */
@@ -432,11 +432,19 @@ static syn_status check_model(const struct syn_model *m, const syn_kernels *k) {
     return st == SYN_OK ? check_matrix(&m->output, k) : st;
 }
 
-/* The syn_context path's split of the layers (ring_blocks above). A slice of S tokens stores its
- * keys before attending, so the ring holds the window W and a slice: its first token attends W - 1
- * positions back while its last writes S - 1 ahead, which spans at most (W + S - 2) / 16 + 2
- * blocks. S is about W / 4 (16 to OPT_MAX_BATCH): the ring stays near the window while prefill
- * slices stay long enough for the matrix kernels. */
+/* The blocks of a sequence's ring (ring_blocks above) for slices of up to `slice` (>= 1) of its
+ * tokens. A slice of S tokens stores its keys before attending, so the ring holds the window W and
+ * a slice: its first token attends W - 1 positions back while its last writes S - 1 ahead, which
+ * spans at most (W + S - 2) / 16 + 2 blocks. */
+static uint32_t ring_span(const opt_state *s, uint32_t slice) {
+    const uint64_t span = ((uint64_t)s->model->hp.swa_window + slice - 2) / SYN_KV_BLOCK + 2;
+    const uint64_t ctx_blocks = ((uint64_t)s->n_ctx + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK;
+    return (uint32_t)(span < ctx_blocks ? span : ctx_blocks);
+}
+
+/* The split of the layers, and the syn_context path's ring: S is about W / 4 (16 to
+ * OPT_MAX_BATCH), so the ring stays near the window while prefill slices stay long enough for the
+ * matrix kernels. */
 static void plan_ring(opt_state *s) {
     const syn_hparams *hp = &s->model->hp;
     int32_t n_local = 0, n_global = 0;
@@ -445,9 +453,7 @@ static void plan_ring(opt_state *s) {
     if (n_local == 0) return;
     const uint32_t window = (uint32_t)hp->swa_window, quarter = (window / 4 + 15) / 16 * 16;
     s->ring_slice = quarter < 16 ? 16 : quarter > OPT_MAX_BATCH ? OPT_MAX_BATCH : quarter;
-    const uint64_t span = ((uint64_t)window + s->ring_slice - 2) / SYN_KV_BLOCK + 2;
-    const uint64_t ctx_blocks = ((uint64_t)s->n_ctx + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK;
-    s->ring_blocks = (uint32_t)(span < ctx_blocks ? span : ctx_blocks);
+    s->ring_blocks = ring_span(s, s->ring_slice);
     s->ring_block_bytes = 2 * s->kv_k_bytes * (size_t)n_local;
     /* a model of local layers only keeps one (unused) layer's room in its own blocks */
     s->own_block_bytes = 2 * s->kv_k_bytes * (size_t)(n_global > 0 ? n_global : 1);
@@ -481,8 +487,7 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     }
     const size_t elem = cfg->kv_type == SYN_KV_F16 ? sizeof(uint16_t) : sizeof(float);
     s->kv_k_bytes = elem * SYN_KV_BLOCK * (size_t)s->kv_dim;
-    s->kv_block_bytes = 2 * s->kv_k_bytes * (size_t)hp->n_attn_layers;
-    s->own_block_bytes = s->kv_block_bytes;
+    s->own_block_bytes = 2 * s->kv_k_bytes * (size_t)hp->n_attn_layers;
 
     int n_threads = cfg->shared_pool ? syn_threadpool_n_threads(cfg->shared_pool) : cfg->n_threads;
     if (n_threads == 0) {
@@ -1380,12 +1385,27 @@ static syn_status forward_slice(const opt_state *s, const syn_batch *b, void *co
 
 static size_t opt_kv_block_bytes(const void *opaque) {
     const opt_state *s = opaque;
-    return s->kv_block_bytes;
+    return s->own_block_bytes;
+}
+
+/* ring_span for slices of up to seq_tokens of one sequence (a slice has at most OPT_MAX_BATCH). */
+static uint32_t opt_ring_blocks(const void *opaque, uint32_t seq_tokens, size_t *block_bytes) {
+    const opt_state *s = opaque;
+    *block_bytes = s->ring_block_bytes;
+    if (s->ring_blocks == 0) return 0;
+    const uint32_t slice = seq_tokens < 1               ? 1
+                           : seq_tokens > OPT_MAX_BATCH ? OPT_MAX_BATCH
+                                                        : seq_tokens;
+    return ring_span(s, slice);
 }
 
 /* forward_batch, with ring as forward_slice's. */
 static syn_status forward_tokens(opt_state *s, const syn_batch *b, void *const *const *ring) {
     if (b->n == 0) return SYN_OK;
+    if (s->ring_blocks && !ring)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "optimized backend: %s has sliding-window layers and the batch no rings",
+                        s->model->arch->name);
     uint32_t max_pos = 0;
     for (size_t i = 0; i < b->n; i++)
         max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
@@ -1416,7 +1436,7 @@ static size_t opt_recurrent_state_bytes(const void *opaque) {
 }
 
 static syn_status opt_forward_batch(void *opaque, const syn_batch *b) {
-    return forward_tokens(opaque, b, NULL);
+    return forward_tokens(opaque, b, b->rings);
 }
 
 /* Whether the syn_context path's cache holds every position a token at pos attends to (and its
@@ -1501,5 +1521,6 @@ const syn_backend_ops syn_optimized_backend = {
     .kv_layer_bytes = opt_kv_layer_bytes,
     .kv_block_bytes = opt_kv_block_bytes,
     .recurrent_state_bytes = opt_recurrent_state_bytes,
+    .ring_blocks = opt_ring_blocks,
     .forward_batch = opt_forward_batch,
 };

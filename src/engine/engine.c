@@ -349,6 +349,7 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
         return st;
     }
     r->engine = e;
+    r->slot = -1;
     r->n_prompt = n;
     r->n_fill = (uint32_t)n;
     r->max_tokens = p->max_tokens ? p->max_tokens : (int32_t)(e->n_ctx - n);

@@ -147,10 +147,16 @@ static void free_scheduler_state(syn_engine *e) {
     free(e->b_blocks);
     free(e->b_want);
     free(e->b_rstates);
-    for (int32_t i = 0; e->rstates && i < e->params.n_parallel; i++)
-        free(e->rstates[i]);
+    free(e->b_rings);
+    for (int32_t i = 0; i < e->params.n_parallel; i++) {
+        if (e->rstates) free(e->rstates[i]);
+        if (e->ring_mem) free(e->ring_mem[i]);
+        if (e->ring_tables) free(e->ring_tables[i]);
+    }
     free(e->rstates);
-    free(e->rstate_used);
+    free(e->ring_mem);
+    free(e->ring_tables);
+    free(e->slot_used);
     free(e->logits);
     e->backend = NULL;
     e->pool = NULL;
@@ -183,19 +189,35 @@ syn_status scheduler_start(syn_engine *e, const syn_backend_config *cfg) {
     }
     if (st == SYN_OK && e->ops->recurrent_state_bytes)
         e->rstate_bytes = e->ops->recurrent_state_bytes(e->backend);
-    if (st == SYN_OK && e->rstate_bytes) {
-        e->params.prefix_cache = false; /* no recurrent state is kept with cached blocks */
-        e->b_rstates = malloc(sizeof *e->b_rstates * (size_t)e->params.max_step_tokens);
-        e->rstates = calloc((size_t)e->params.n_parallel, sizeof *e->rstates);
-        e->rstate_used = calloc((size_t)e->params.n_parallel, sizeof *e->rstate_used);
-        if (!e->b_rstates || !e->rstates || !e->rstate_used)
-            st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_new: out of memory for recurrent states");
+    if (st == SYN_OK && e->ops->ring_blocks) /* a step carries at most max_step_tokens of one */
+        e->ring_blocks = e->ops->ring_blocks(e->backend, (uint32_t)e->params.max_step_tokens,
+                                             &e->ring_block_bytes);
+    if (st == SYN_OK && (e->rstate_bytes || e->ring_blocks)) {
+        /* cached blocks keep neither a recurrent state nor the sliding-window layers */
+        e->params.prefix_cache = false;
+        const size_t n_par = (size_t)e->params.n_parallel,
+                     n_step = (size_t)e->params.max_step_tokens;
+        e->slot_used = calloc(n_par, sizeof *e->slot_used);
+        bool ok = e->slot_used != NULL;
+        if (e->rstate_bytes) {
+            e->b_rstates = malloc(sizeof *e->b_rstates * n_step);
+            e->rstates = calloc(n_par, sizeof *e->rstates);
+            ok = ok && e->b_rstates && e->rstates;
+        }
+        if (e->ring_blocks) {
+            e->b_rings = malloc(sizeof *e->b_rings * n_step);
+            e->ring_mem = calloc(n_par, sizeof *e->ring_mem);
+            e->ring_tables = calloc(n_par, sizeof *e->ring_tables);
+            ok = ok && e->b_rings && e->ring_mem && e->ring_tables;
+        }
+        if (!ok) st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_new: out of memory for slots");
     }
     if (st == SYN_OK)
         e->n_eog = (size_t)syn_tokenizer_eog_ids(syn_model_tokenizer(e->model), &e->eog_ids);
     if (st == SYN_OK) {
         e->stats.kv_blocks_total = kv_pool_capacity(e->pool);
         e->stats.kv_block_bytes = e->ops->kv_block_bytes(e->backend);
+        e->stats.kv_ring_bytes = (size_t)e->ring_blocks * e->ring_block_bytes;
         if (pthread_create(&e->thread, NULL, scheduler_main, e) != 0)
             st = syn_fail(SYN_ERR_INTERNAL, "syn_engine_new: cannot start the scheduler thread");
         else
@@ -226,30 +248,56 @@ static void mark_finished(syn_request *r, syn_finish_reason why, syn_status st, 
     snprintf(r->finish_msg, sizeof r->finish_msg, "%s", msg ? msg : "");
 }
 
-/* Returns r's blocks and unused reservation to the pool, and its recurrent-state slot. */
+/* Returns r's blocks and unused reservation to the pool, and its slot. */
 static void release_blocks(syn_engine *e, syn_request *r) {
     for (uint32_t b = 0; b < r->n_blocks; b++)
         kv_pool_unref(e->pool, r->block_ids[b]);
     r->n_blocks = 0;
     kv_pool_unreserve(e->pool, r->reserved);
     r->reserved = 0;
-    for (int32_t i = 0; r->rstate && i < e->params.n_parallel; i++)
-        if (e->rstates[i] == r->rstate) e->rstate_used[i] = false;
+    if (r->slot >= 0) e->slot_used[r->slot] = false;
+    r->slot = -1;
     r->rstate = NULL;
+    r->ring = NULL;
 }
 
-/* Gives r a free recurrent-state slot (one exists: active requests are at most n_parallel); its
- * first position zeroes the state. Errors: SYN_ERR_NO_MEMORY. */
-static syn_status take_rstate(syn_engine *e, syn_request *r) {
+/* Slot i's ring: its blocks, and the table of the n_ctx positions' blocks over them. */
+static syn_status make_ring(syn_engine *e, int32_t i) {
+    const uint32_t n = (e->n_ctx + SYN_KV_BLOCK - 1) / SYN_KV_BLOCK;
+    e->ring_mem[i] = calloc(e->ring_blocks, e->ring_block_bytes);
+    e->ring_tables[i] = malloc(sizeof *e->ring_tables[i] * n);
+    if (!e->ring_mem[i] || !e->ring_tables[i]) {
+        free(e->ring_mem[i]);
+        free(e->ring_tables[i]);
+        e->ring_mem[i] = NULL;
+        e->ring_tables[i] = NULL;
+        return syn_fail(SYN_ERR_NO_MEMORY, "engine: out of memory for a ring of %u KV blocks",
+                        e->ring_blocks);
+    }
+    e->stats.kv_rings++;
+    for (uint32_t b = 0; b < n; b++)
+        e->ring_tables[i][b] = e->ring_mem[i] + (size_t)(b % e->ring_blocks) * e->ring_block_bytes;
+    return SYN_OK;
+}
+
+/* Gives r a free slot (one exists: active requests are at most n_parallel); its first position
+ * restarts the state and the ring. Errors: SYN_ERR_NO_MEMORY. */
+static syn_status take_slot(syn_engine *e, syn_request *r) {
     int32_t i = 0;
-    while (e->rstate_used[i])
+    while (e->slot_used[i])
         i++;
-    if (!e->rstates[i] && !(e->rstates[i] = malloc(e->rstate_bytes)))
+    if (e->rstate_bytes && !e->rstates[i] && !(e->rstates[i] = malloc(e->rstate_bytes)))
         return syn_fail(SYN_ERR_NO_MEMORY,
                         "engine: out of memory for a recurrent state of %zu bytes",
                         e->rstate_bytes);
-    e->rstate_used[i] = true;
-    r->rstate = e->rstates[i];
+    if (e->ring_blocks && !e->ring_tables[i]) {
+        syn_status st = make_ring(e, i);
+        if (st != SYN_OK) return st;
+    }
+    e->slot_used[i] = true;
+    r->slot = i;
+    r->rstate = e->rstate_bytes ? e->rstates[i] : NULL;
+    r->ring = e->ring_blocks ? e->ring_tables[i] : NULL;
     return SYN_OK;
 }
 
@@ -297,7 +345,7 @@ static void admit_locked(syn_engine *e) {
             e->stats.n_cached_tokens += r->n_cached;
         }
         activate(e, r);
-        if (e->rstate_bytes && take_rstate(e, r) != SYN_OK)
+        if (e->slot_used && take_slot(e, r) != SYN_OK)
             mark_finished(r, SYN_FINISH_ERROR, SYN_ERR_NO_MEMORY, syn_last_error());
     }
     /* With no request active every block is free or evictable, and submission checked that each
@@ -588,6 +636,7 @@ static bool add_tokens(syn_engine *e, syn_request *r, size_t *n, uint32_t *n_row
         e->b_blocks[t] = r->block_data;
         e->b_want[t] = logits_at_end && i + 1 == k;
         if (e->b_rstates) e->b_rstates[t] = r->rstate;
+        if (e->b_rings) e->b_rings[t] = r->ring;
     }
     r->step_tokens = k;
     r->step_logits = logits_at_end;
@@ -647,7 +696,8 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
                              .blocks = (void *const *const *)e->b_blocks,
                              .want_logits = e->b_want,
                              .logits = e->logits,
-                             .rstates = e->b_rstates};
+                             .rstates = e->b_rstates,
+                             .rings = (void *const *const *)e->b_rings};
         st = e->ops->forward_batch(e->backend, &b);
     }
     if (st != SYN_OK) {

@@ -63,7 +63,9 @@ struct syn_request {
     size_t n_bias;
     float *biased;      /* [n_vocab] the logits with the biases added, when n_bias */
     text_stream text;   /* the streamed text: detokenizer, stop strings, held-back text */
-    float *rstate;      /* its recurrent-state slot while active (qwen35), else NULL */
+    int32_t slot;       /* its slot while active (models with per-sequence memory), else -1 */
+    float *rstate;      /* its slot's recurrent state while active (qwen35), else NULL */
+    void *const *ring;  /* its slot's ring table while active (gemma3), else NULL */
     int32_t *block_ids; /* [max_blocks] pool ids of the sequence's blocks */
     void **block_data;  /* [max_blocks] their memory: the table the backend reads */
     uint32_t n_blocks;
@@ -113,12 +115,19 @@ struct syn_engine {
     void *const **b_blocks;
     bool *b_want;
     float **b_rstates; /* [max_step_tokens] the step's recurrent states, NULL: the model has none */
-    /* Models with recurrent layers (qwen35): one state per slot, allocated on first use; a request
-     * holds one while active. Preemption recomputes from position 0, which restarts the state; the
-     * prefix cache is off, since a cached prefix's KV blocks carry no recurrent state. */
-    size_t rstate_bytes; /* 0: the model has no recurrent layer */
-    float **rstates;     /* [n_parallel] */
-    bool *rstate_used;   /* [n_parallel] */
+    void *const **b_rings; /* [max_step_tokens] the step's ring tables, NULL: no sliding window */
+    /* Per-sequence memory in n_parallel slots, allocated on first use, held by a request while
+     * active: the recurrent layers' state (qwen35) and the sliding-window layers' ring (gemma3:
+     * those layers are not in the pool's blocks). Preemption recomputes from position 0, which
+     * restarts both; the prefix cache is off for such models, since a cached prefix's KV blocks
+     * carry neither. */
+    size_t rstate_bytes;     /* 0: the model has no recurrent layer */
+    float **rstates;         /* [n_parallel] */
+    uint32_t ring_blocks;    /* blocks of a ring (ops->ring_blocks), 0: no sliding-window layer */
+    size_t ring_block_bytes; /* bytes of one */
+    char **ring_mem;         /* [n_parallel] -> [ring_blocks][ring_block_bytes] */
+    void ***ring_tables; /* [n_parallel] -> [blocks of n_ctx] block b: ring block b % ring_blocks */
+    bool *slot_used;     /* [n_parallel] */
     float *logits;       /* [logits_rows][n_vocab] */
     uint32_t logits_rows;
     /* [n_eog] the vocabulary's end-of-generation tokens (the tokenizer's) */

@@ -16,8 +16,10 @@
 #include <cmocka.h>
 
 #include "../support/test_util.h"
+#include "backend/backend.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
+#include "model/model.h"
 
 enum { MAX_GEN = 64, MAX_JOBS = 16 };
 
@@ -112,9 +114,9 @@ static int setup_file(void **state, const char *file) {
 
 static int setup(void **state) { return setup_file(state, "qwen2-tiny-synth-q8_0.gguf"); }
 
-/* gemma3 (a sliding window of 8 on two of its three layers): the engine's blocks keep every layer
- * and its attention skips the keys outside the window, while the syn_context it is compared with
- * keeps those layers in a ring of the window. */
+/* gemma3 (a sliding window of 8 on two of its three layers): the engine's blocks keep the global
+ * layer and each slot a ring of the window and a step for the local ones, as the syn_context it is
+ * compared with keeps them in a ring of the window and a slice. */
 static int setup_gemma3(void **state) { return setup_file(state, "arch2/gemma3-s5-q8_0.gguf"); }
 
 /* phi3 (arch2/phi3-s5-q4_k_m.gguf): the fused-matrix views, partial rotary and LongRoPE through
@@ -452,9 +454,12 @@ static void test_prefix_reuse(void **state) {
             p = request_of(&jobs[k], &got[k]);
             assert_int_equal(syn_engine_submit(e, &p, &rs[k]), SYN_OK);
         }
+        /* gemma3: the blocks lack the sliding-window layers, so the engine turns the cache off
+         * and recomputes every prompt, with the same results */
+        const bool reuse = cache && f->model->hp.swa_window == 0;
         for (size_t k = 1; k <= N; k++) {
             assert_int_equal(syn_request_wait(rs[k], &res), SYN_OK);
-            if (!cache)
+            if (!reuse)
                 assert_int_equal(res.n_cached_tokens, 0);
             else if (k < N)
                 assert_int_equal(res.n_cached_tokens, 48);
@@ -466,7 +471,8 @@ static void test_prefix_reuse(void **state) {
             assert_same_run(&want[k], &got[k], cache ? "prefix cache" : "no cache", k);
         syn_engine_stats st;
         syn_engine_get_stats(e, &st);
-        if (cache) assert_true(st.n_cached_tokens >= 48 * N);
+        if (reuse) assert_true(st.n_cached_tokens >= 48 * N);
+        if (cache && !reuse) assert_int_equal(st.n_cached_tokens + st.kv_blocks_cached, 0);
         syn_engine_free(e);
     }
 }
@@ -671,6 +677,57 @@ static void test_preemption_parity(void **state) {
     syn_engine_get_stats(e, &st);
     if (st.n_preempted == 0)
         fail_msg("the pool never ran dry: the test does not exercise preemption");
+    syn_engine_free(e);
+}
+
+/* gemma3's local layers live in one ring per slot, not in the pool's blocks: a block holds the
+ * global layers' K and V only, and two sequences far longer than the ring (the window of 8 and a
+ * 16-token step: (8 + 14) / 16 + 2 = 3 blocks) keep it at that size, with the tokens and logits of
+ * syn_context. */
+static void test_swa_ring_memory(void **state) {
+    const fixture *f = *state;
+    const syn_hparams *hp = &f->model->hp;
+    enum { N = 2, STEP = 16 };
+    int32_t n_local = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        n_local += syn_layer_is_local(hp, l);
+    assert_true(n_local > 0 && n_local < hp->n_attn_layers);
+    const size_t layer_bytes = 2 * SYN_KV_BLOCK * (size_t)hp->kv_dim * sizeof(float);
+    const size_t ring_blocks = ((size_t)hp->swa_window + STEP - 2) / SYN_KV_BLOCK + 2;
+    syn_engine *e = NULL;
+    syn_engine_params ep = engine_params(N, 2, STEP);
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_engine_stats st;
+    syn_engine_get_stats(e, &st);
+    assert_int_equal(st.kv_block_bytes, layer_bytes * (size_t)(hp->n_attn_layers - n_local));
+    assert_int_equal(st.kv_ring_bytes, ring_blocks * layer_bytes * (size_t)n_local);
+    assert_int_equal(st.kv_rings, 0);
+
+    job jobs[N];
+    trace want[N], got[N];
+    syn_request *reqs[N];
+    memset(got, 0, sizeof got);
+    for (size_t k = 0; k < N; k++) {
+        jobs[k] = (job){.prompt = f->tokens + 500 * k,
+                        .n_prompt = 200 + 100 * k,
+                        .max_tokens = 24,
+                        .sampling = syn_sampler_default_params(),
+                        .ignore_eos = true};
+        jobs[k].sampling.seed = 5 + k;
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    }
+    for (size_t k = 0; k < N; k++) { /* together, so that each takes a slot */
+        syn_request_params p = request_of(&jobs[k], &got[k]);
+        assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
+    }
+    for (size_t k = 0; k < N; k++) {
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+        assert_same_run(&want[k], &got[k], "ring", k);
+        syn_request_free(reqs[k]);
+    }
+    syn_engine_get_stats(e, &st);
+    assert_int_equal(st.kv_rings, N); /* one per slot, whatever the sequences' length */
     syn_engine_free(e);
 }
 
@@ -1508,10 +1565,9 @@ int main(void) {
         cmocka_unit_test(test_huge_kv_budget_costs_nothing),
     };
     const struct CMUnitTest swa_tests[] = {
-        cmocka_unit_test(test_parity_batches),
-        cmocka_unit_test(test_parity_f16_kv),
-        cmocka_unit_test(test_prefix_reuse),
-        cmocka_unit_test(test_preemption_parity),
+        cmocka_unit_test(test_parity_batches),  cmocka_unit_test(test_parity_f16_kv),
+        cmocka_unit_test(test_prefix_reuse),    cmocka_unit_test(test_preemption_parity),
+        cmocka_unit_test(test_swa_ring_memory),
     };
     const struct CMUnitTest phi3_tests[] = {
         cmocka_unit_test(test_parity_batches),
