@@ -125,13 +125,20 @@ static void test_hermes(void **state) {
     expect_output("Just text.", SYN_TOOLS_HERMES, false, NULL, "Just text.", NULL, 0, NULL, NULL);
 }
 
-static void test_qwen3_coder(void **state) {
-    (void)state;
+/* One tool, search(q: string, n: integer): the parameter types Qwen3-Coder's values are read with.
+ */
+static json_t *search_tool(void) {
     json_t *tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"search\", "
                                "\"parameters\": {\"type\": \"object\", \"properties\": {\"q\": "
                                "{\"type\": \"string\"}, \"n\": {\"type\": \"integer\"}}}}}]",
                                0, NULL);
     assert_non_null(tools);
+    return tools;
+}
+
+static void test_qwen3_coder(void **state) {
+    (void)state;
+    json_t *tools = search_tool();
     const char *names[] = {"search"};
     const char *typed[] = {"{\"q\": \"42\", \"n\": 3}"};
     const char *text = "I will search.\n<tool_call>\n<function=search>\n<parameter=q>\n42\n"
@@ -634,11 +641,7 @@ static void test_stream_arguments_json_forms(void **state) {
  * value once closed; cut inside, the call ends with what was written. */
 static void test_stream_arguments_xml(void **state) {
     (void)state;
-    json_t *tools = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"search\", "
-                               "\"parameters\": {\"type\": \"object\", \"properties\": {\"q\": "
-                               "{\"type\": \"string\"}, \"n\": {\"type\": \"integer\"}}}}}]",
-                               0, NULL);
-    assert_non_null(tools);
+    json_t *tools = search_tool();
     static const struct {
         const char *text, *arguments, *content;
         bool cut;
