@@ -522,6 +522,20 @@ static const int32_t tiny_extra_type[] = {1, 1, 1, 3, 4, 1};
 enum { TINY_AB = 256, TINY_BC, TINY_ABC, TINY_IM_END, TINY_TOOL, TINY_SPACE_AB, TINY_COUNT };
 static const char *const tiny_merges[] = {"b c", "a b", "ab c", "Ġ ab"};
 
+/* Writes w to a file of a fresh temporary folder (freeing w), opens it into *f and removes the
+ * folder (the open file stays readable). */
+static void write_and_open(gguf_writer *w, gguf_file **f) {
+    char *dir = test_make_temp_dir();
+    assert_non_null(dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/vocab.gguf", dir);
+    assert_int_equal(gguf_writer_write(w, path), SYN_OK);
+    gguf_writer_free(w);
+    assert_int_equal(gguf_open(path, f), SYN_OK);
+    test_remove_dir(dir);
+    free(dir);
+}
+
 static syn_status load_tiny(const tiny_spec *spec, int32_t n_vocab_model, gguf_file **f,
                             syn_tokenizer **tok) {
     char chars[256][3];
@@ -566,15 +580,7 @@ static syn_status load_tiny(const tiny_spec *spec, int32_t n_vocab_model, gguf_f
     if (spec->add_eos >= 0)
         assert_int_equal(gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", spec->add_eos),
                          SYN_OK);
-    char *dir = test_make_temp_dir();
-    assert_non_null(dir);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/tiny.gguf", dir);
-    assert_int_equal(gguf_writer_write(w, path), SYN_OK);
-    gguf_writer_free(w);
-    assert_int_equal(gguf_open(path, f), SYN_OK);
-    test_remove_dir(dir);
-    free(dir);
+    write_and_open(w, f);
     return tokenizer_load(*f, n_vocab_model, tok);
 }
 
@@ -873,15 +879,7 @@ static syn_status load_tiny_spm_with(int add_space_prefix, const char *name, boo
     if (add_space_prefix >= 0)
         assert_int_equal(
             gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", add_space_prefix), SYN_OK);
-    char *dir = test_make_temp_dir();
-    assert_non_null(dir);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/spm.gguf", dir);
-    assert_int_equal(gguf_writer_write(w, path), SYN_OK);
-    gguf_writer_free(w);
-    assert_int_equal(gguf_open(path, f), SYN_OK);
-    test_remove_dir(dir);
-    free(dir);
+    write_and_open(w, f);
     return tokenizer_load(*f, (int32_t)count, tok);
 }
 
