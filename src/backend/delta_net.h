@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/floats.h"
 #include "model/model.h"
 #include "synapse.h"
 
@@ -67,12 +68,21 @@ typedef struct syn_dn_seqs {
 void syn_dn_conv(const syn_hparams *hp, int32_t layer, const syn_dn_layer *P, const syn_dn_seqs *q,
                  float *m, int32_t c0, int32_t c1);
 
+/* Tokens of one sequence the recurrence runs through its state at a time. */
+enum { SYN_DN_TILE = 32 };
+
+/* Floats of scratch syn_dn_head needs. */
+static inline size_t syn_dn_head_scratch_floats(const syn_hparams *hp) {
+    return SYN_DN_TILE * (2 * (size_t)hp->ssm_head_k + 2);
+}
+
 /* The recurrence of V head h of recurrent layer `layer`: reads c [n][conv_dim] (after
  * syn_dn_conv), z [n][inner], beta and alpha [n][nv] (the raw projections), advances each token's
- * sequence state and writes head h of out [n][inner]. scratch: [2 * dk + 2 * dv] floats. */
+ * sequence state through the tier's delta_rule kernel and writes head h of out [n][inner].
+ * scratch: [syn_dn_head_scratch_floats(hp)]. */
 void syn_dn_head(const syn_hparams *hp, int32_t layer, const syn_dn_layer *P, const syn_dn_seqs *q,
                  int32_t h, const float *c, const float *z, const float *beta, const float *alpha,
-                 float *out, float *scratch);
+                 syn_delta_rule_fn delta_rule, float *out, float *scratch);
 
 /* Offsets (in floats) of recurrent layer `layer`'s conv state and matrices in a sequence's
  * state; the order follows the layers. */

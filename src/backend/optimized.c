@@ -193,7 +193,7 @@ typedef struct opt_state {
     /* Per-thread scratch. */
     float **row_tmp;  /* [n_threads] -> [max(n_embd, n_ff, q_dim)] one float weight row */
     float **attn_tmp; /* [n_threads] -> [syn_attn_scratch_floats(group)] */
-    float **dn_tmp;   /* [n_threads] -> [2 * ssm_head_k + 2 * ssm_head_v], qwen35 only */
+    float **dn_tmp;   /* [n_threads] -> [syn_dn_head_scratch_floats], qwen35 only */
 } opt_state;
 
 /* The activation format of matrix t as a bit (0: the float path). */
@@ -419,6 +419,10 @@ static syn_status check_model(const struct syn_model *m, const syn_kernels *k) {
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "optimized backend: %d query heads do not group over %d kv heads",
                         hp->n_head, hp->n_head_kv);
+    if (hp->ssm_inner > 0 && hp->ssm_head_v % 8 != 0) /* the delta_rule kernel's lanes */
+        return syn_fail(SYN_ERR_UNSUPPORTED,
+                        "optimized backend: delta-net value head size %d is not a multiple of 8",
+                        hp->ssm_head_v);
     /* In the order the forward pass reads them, so the tensor named is the first it cannot run. */
     syn_status st = SYN_OK;
     for (int32_t l = 0; st == SYN_OK && l < hp->n_layer; l++) {
@@ -529,7 +533,7 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
             st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
         else
             plan_ring(s);
-        const size_t dn_tmp_floats = 2 * (size_t)hp->ssm_head_k + 2 * (size_t)hp->ssm_head_v;
+        const size_t dn_tmp_floats = syn_dn_head_scratch_floats(hp);
         for (int i = 0; st == SYN_OK && s->dn_tmp && i < n_threads; i++)
             if (!(s->dn_tmp[i] = malloc(sizeof(float) * dn_tmp_floats)))
                 st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
@@ -1221,7 +1225,8 @@ static int job_dn_head(void *ctx, int64_t chunk, int thread) {
     const dn_job *j = ctx;
     const opt_state *s = j->s;
     syn_dn_head(&s->model->hp, j->layer, &s->dn[j->layer], &j->seqs, (int32_t)chunk, s->dn_m,
-                s->dn_z, s->dn_beta, s->dn_alpha, s->dn_out, s->dn_tmp[thread]);
+                s->dn_z, s->dn_beta, s->dn_alpha, s->k.delta_rule, s->dn_out,
+                s->dn_tmp[thread]);
     return 0;
 }
 

@@ -4,11 +4,10 @@
  * ranges, and the recurrence per V head.
  *
  * Determinism: each step runs the tokens of a slice in order, token by token, with fixed-order
- * loops (compiled once, without ISA flags, so every tier runs the same code). A token's values
+ * loops (compiled once, without ISA flags, so every tier runs the same code; the recurrence's
+ * inner loops are the tier's delta_rule kernel, floats.h, bitwise the same on every tier). A token's values
  * depend only on its sequence's state and its own inputs, so batched prefill is bitwise equal to
  * decoding one token at a time, whatever else shares the batch and however chunks fall on threads.
- * The state matrix S_h [dk][dv] is walked row by row (key i), the value index innermost, so the
- * loops run over contiguous memory.
  */
 #include <math.h>
 #include <string.h>
@@ -54,57 +53,53 @@ static void l2_norm_scaled(float *dst, const float *src, int32_t n, float eps, f
 
 void syn_dn_head(const syn_hparams *hp, int32_t layer, const syn_dn_layer *P, const syn_dn_seqs *q,
                  int32_t h, const float *c, const float *z, const float *beta, const float *alpha,
-                 float *out, float *scratch) {
+                 syn_delta_rule_fn delta_rule, float *out, float *scratch) {
     const int32_t C = hp->ssm_conv_dim, nk = hp->ssm_n_k_heads, nv = hp->ssm_n_v_heads,
                   dk = hp->ssm_head_k, dv = hp->ssm_head_v, kh = h % nk;
     const size_t inner = (size_t)hp->ssm_inner, S_elems = (size_t)dk * dv;
     const size_t off = syn_dn_matrix_offset(hp, layer) + (size_t)h * S_elems;
     const float eps = hp->rms_norm_eps, q_scale = 1.0f / sqrtf((float)dk);
-    float *qv = scratch, *kv = scratch + dk, *sk = scratch + 2 * dk, *o = sk + dv;
-    for (size_t t = 0; t < q->n; t++) {
+    float *qk = scratch, *gates = scratch + SYN_DN_TILE * 2 * (size_t)dk;
+    for (size_t t = 0; t < q->n;) {
+        /* a run of one sequence's tokens: the rule walks its state once per run */
         float *S = q->states[t] + off;
         if (q->pos[t] == 0) memset(S, 0, sizeof(float) * S_elems);
-        const float *row = c + t * (size_t)C;
-        l2_norm_scaled(qv, row + (size_t)kh * dk, dk, eps, q_scale);
-        l2_norm_scaled(kv, row + (size_t)(nk + kh) * dk, dk, eps, 1.0f);
-        const float *v = row + 2 * (size_t)nk * dk + (size_t)h * dv;
-        const float x = alpha[t * (size_t)nv + (size_t)h] + P->dt_bias[h];
-        const float softplus = x > 20.0f ? x : log1pf(expf(x));
-        const float decay = expf(softplus * P->a[h]);
-        const float b = 1.0f / (1.0f + expf(-beta[t * (size_t)nv + (size_t)h]));
-
-        /* S *= decay; sk = S^T k */
-        for (int32_t j = 0; j < dv; j++)
-            sk[j] = 0.0f;
-        for (int32_t i = 0; i < dk; i++) {
-            float *Si = S + (size_t)i * dv;
-            const float ki = kv[i];
-            for (int32_t j = 0; j < dv; j++) {
-                Si[j] *= decay;
-                sk[j] += Si[j] * ki;
-            }
+        size_t e = t + 1;
+        while (e < q->n && e - t < SYN_DN_TILE && q->states[e] == q->states[t] && q->pos[e] != 0)
+            e++;
+        for (size_t u = t; u < e; u++) {
+            const float *row = c + u * (size_t)C;
+            float *qu = qk + (u - t) * 2 * (size_t)dk;
+            l2_norm_scaled(qu, row + (size_t)kh * dk, dk, eps, q_scale);
+            l2_norm_scaled(qu + dk, row + (size_t)(nk + kh) * dk, dk, eps, 1.0f);
+            const float x = alpha[u * (size_t)nv + (size_t)h] + P->dt_bias[h];
+            const float softplus = x > 20.0f ? x : log1pf(expf(x));
+            gates[2 * (u - t)] = expf(softplus * P->a[h]);
+            gates[2 * (u - t) + 1] = 1.0f / (1.0f + expf(-beta[u * (size_t)nv + (size_t)h]));
         }
-        /* d = b (v - sk), kept in sk; S += k d^T; o = S^T q */
-        for (int32_t j = 0; j < dv; j++) {
-            sk[j] = b * (v[j] - sk[j]);
-            o[j] = 0.0f;
+        const syn_delta_rule_args args = {
+            .dk = dk,
+            .dv = dv,
+            .n = e - t,
+            .S = S,
+            .qk = qk,
+            .gates = gates,
+            .v = c + t * (size_t)C + 2 * (size_t)nk * dk + (size_t)h * dv,
+            .v_stride = (size_t)C,
+            .o = out + t * inner + (size_t)h * dv,
+            .o_stride = inner,
+        };
+        delta_rule(&args);
+        for (size_t u = t; u < e; u++) { /* out = rmsnorm(o) * norm * silu(z), in place */
+            float *o = out + u * inner + (size_t)h * dv;
+            double sum_sq = 0.0;
+            for (int32_t j = 0; j < dv; j++)
+                sum_sq += (double)o[j] * o[j];
+            const float scale = (float)(1.0 / sqrt(sum_sq / dv + eps));
+            const float *zh = z + u * inner + (size_t)h * dv;
+            for (int32_t j = 0; j < dv; j++)
+                o[j] = o[j] * scale * P->norm[j] * silu_f(zh[j]);
         }
-        for (int32_t i = 0; i < dk; i++) {
-            float *Si = S + (size_t)i * dv;
-            const float ki = kv[i], qi = qv[i];
-            for (int32_t j = 0; j < dv; j++) {
-                Si[j] += ki * sk[j];
-                o[j] += Si[j] * qi;
-            }
-        }
-        /* out = rmsnorm(o) * norm * silu(z) */
-        double sum_sq = 0.0;
-        for (int32_t j = 0; j < dv; j++)
-            sum_sq += (double)o[j] * o[j];
-        const float scale = (float)(1.0 / sqrt(sum_sq / dv + eps));
-        const float *zh = z + t * inner + (size_t)h * dv;
-        float *dst = out + t * inner + (size_t)h * dv;
-        for (int32_t j = 0; j < dv; j++)
-            dst[j] = o[j] * scale * P->norm[j] * silu_f(zh[j]);
+        t = e;
     }
 }

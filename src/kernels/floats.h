@@ -1,7 +1,8 @@
 /*
  * floats.h: the float32 kernels of the optimized backend (one token's attention over one KV head,
- * SwiGLU, the float dot product). Each tier's table (kernels.h) names the build it takes:
- * floats_generic.c (portable), floats_avx2.c or floats_avx512.c, all from floats_impl.h.
+ * SwiGLU, the float dot product, the delta net's recurrence). Each tier's table (kernels.h) names
+ * the build it takes: floats_generic.c (portable), floats_avx2.c or floats_avx512.c, all from
+ * floats_impl.h.
  *
  * Every function is written with 8-lane vectors (SwiGLU: the build's widest) whose lanes follow
  * a fixed order of IEEE operations (no reassociation, no fused multiply-add: -std=c11 keeps GCC
@@ -64,5 +65,27 @@ typedef void (*syn_swiglu_fn)(float *g, const float *u, int64_t n);
 
 /* sum a[i] * b[i] over [n], in 8 lanes (i mod 8) then a fixed pairwise fold. */
 typedef float (*syn_dot_f32_fn)(const float *a, const float *b, int64_t n);
+
+/*
+ * The gated delta rule of one V head of qwen35's delta net over n tokens of one sequence, in token
+ * order, on the sequence's state S [dk][dv] (dv a multiple of 8):
+ *   S = S * decay_t;  d = beta_t (v_t - S^T k_t);  S += k_t d^T;  o_t = S^T q_t
+ * The columns of S are independent, so strips of them run through all n tokens while a strip stays
+ * in the L1 cache; each column's sums run over the keys in order, in IEEE operations lane by lane
+ * (no fused multiply-add), so every build and every split of a sequence's tokens gives the same bits.
+ */
+typedef struct syn_delta_rule_args {
+    int32_t dk, dv;
+    size_t n;            /* tokens */
+    float *S;            /* [dk][dv] */
+    const float *qk;     /* [n][2][dk] token t's query (L2-normed and scaled), then its key */
+    const float *gates;  /* [n][2] token t's decay, then its beta */
+    const float *v;      /* token t's values [dv] at v + t * v_stride */
+    size_t v_stride;
+    float *o;            /* token t's output [dv] at o + t * o_stride */
+    size_t o_stride;
+} syn_delta_rule_args;
+
+typedef void (*syn_delta_rule_fn)(const syn_delta_rule_args *a);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * floats_impl.h: the body of the float32 kernels (floats.h), included once per build:
  * floats_generic.c (portable), floats_avx2.c (x86 AVX2) and floats_avx512.c, each of which
- * names its build of attention, swiglu and dot (all static here). GCC vector extensions give
+ * names its build of attention, swiglu, dot and delta_rule (all static here). GCC vector extensions give
  * 8-lane code (SwiGLU: the build's widest) that each build lowers to its own instructions;
  * lane-wise IEEE operations make the builds bitwise equal. The includer may define
  * SYN_F_MAX_NG (below) first.
@@ -386,6 +386,54 @@ static void attention(const syn_attn_args *a) {
         for (int32_t i = 0; i < hd; i += 8)
             v8_store(o + i, v8_load(o + i) / d);
     }
+}
+
+/* Columns [j, j + 8 * ns) of the delta rule (floats.h) through all tokens: ns strips of 8 lanes,
+ * whose sums are independent chains the core overlaps. */
+V8_INLINE void delta_rule_columns(const syn_delta_rule_args *a, int32_t j, int ns) {
+    enum { MAX_STRIPS = 4 };
+    const int32_t dk = a->dk, dv = a->dv;
+    for (size_t t = 0; t < a->n; t++) {
+        const float *q = a->qk + t * 2 * (size_t)dk, *k = q + dk;
+        const v8f decay = v8_set1(a->gates[2 * t]), beta = v8_set1(a->gates[2 * t + 1]);
+        v8f sk[MAX_STRIPS], d[MAX_STRIPS], o[MAX_STRIPS];
+        for (int s = 0; s < ns; s++)
+            sk[s] = v8_set1(0.0f);
+        for (int32_t i = 0; i < dk; i++) { /* S *= decay; sk = S^T k */
+            float *Si = a->S + (size_t)i * dv + j;
+            const v8f ki = v8_set1(k[i]);
+            for (int s = 0; s < ns; s++) {
+                const v8f x = v8_load(Si + 8 * s) * decay;
+                v8_store(Si + 8 * s, x);
+                sk[s] = sk[s] + x * ki;
+            }
+        }
+        const float *v = a->v + t * a->v_stride + j;
+        for (int s = 0; s < ns; s++) {
+            d[s] = beta * (v8_load(v + 8 * s) - sk[s]);
+            o[s] = v8_set1(0.0f);
+        }
+        for (int32_t i = 0; i < dk; i++) { /* S += k d^T; o = S^T q */
+            float *Si = a->S + (size_t)i * dv + j;
+            const v8f ki = v8_set1(k[i]), qi = v8_set1(q[i]);
+            for (int s = 0; s < ns; s++) {
+                const v8f x = v8_load(Si + 8 * s) + ki * d[s];
+                v8_store(Si + 8 * s, x);
+                o[s] = o[s] + x * qi;
+            }
+        }
+        float *out = a->o + t * a->o_stride + j;
+        for (int s = 0; s < ns; s++)
+            v8_store(out + 8 * s, o[s]);
+    }
+}
+
+static void delta_rule(const syn_delta_rule_args *a) {
+    int32_t j = 0;
+    for (; j + 32 <= a->dv; j += 32)
+        delta_rule_columns(a, j, 4);
+    for (; j < a->dv; j += 8)
+        delta_rule_columns(a, j, 1);
 }
 
 #endif

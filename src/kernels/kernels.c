@@ -155,6 +155,7 @@ static const syn_kernels k_scalar = {
     .attention = syn_attention_generic,
     .swiglu = syn_swiglu_generic,
     .dot_f32 = syn_dot_f32_generic,
+    .delta_rule = syn_delta_rule_generic,
 };
 
 #if defined(__x86_64__)
@@ -181,6 +182,7 @@ static const syn_kernels k_avx2 = {
     .attention = syn_attention_avx2,
     .swiglu = syn_swiglu_avx2,
     .dot_f32 = syn_dot_f32_avx2,
+    .delta_rule = syn_delta_rule_avx2,
 };
 
 /* AVX-512 VNNI without GFNI: AVX2's quantizers, its own matrix kernels. */
@@ -203,6 +205,7 @@ static const syn_kernels k_avx512_vnni = {
     .attention = syn_attention_avx512,
     .swiglu = syn_swiglu_avx512,
     .dot_f32 = syn_dot_f32_avx512,
+    .delta_rule = syn_delta_rule_avx512,
 };
 
 /* AVX-512 VNNI on a CPU with GFNI: the GFNI builds of the 4- to 6-bit matvecs and k-quant
@@ -233,6 +236,7 @@ static const syn_kernels k_avx512_vnni_gfni = {
     .attention = syn_attention_avx512,
     .swiglu = syn_swiglu_avx512,
     .dot_f32 = syn_dot_f32_avx512,
+    .delta_rule = syn_delta_rule_avx512,
 };
 
 /* AVX-VNNI: AVX2's quantizers and k-quant kernels, its own Q8_0 to Q5_1 ones. */
@@ -260,6 +264,7 @@ static const syn_kernels k_avx_vnni = {
     .attention = syn_attention_avx2,
     .swiglu = syn_swiglu_avx2,
     .dot_f32 = syn_dot_f32_avx2,
+    .delta_rule = syn_delta_rule_avx2,
 };
 #endif
 
@@ -291,6 +296,7 @@ static const syn_kernels k_neon_dot = {
     .attention = syn_attention_generic,
     .swiglu = syn_swiglu_generic,
     .dot_f32 = syn_dot_f32_generic,
+    .delta_rule = syn_delta_rule_generic,
 };
 
 /* i8mm: the dot-product tier's quantizers and k-quant kernels. */
@@ -320,6 +326,7 @@ static const syn_kernels k_i8mm = {
     .attention = syn_attention_generic,
     .swiglu = syn_swiglu_generic,
     .dot_f32 = syn_dot_f32_generic,
+    .delta_rule = syn_delta_rule_generic,
 };
 #endif
 

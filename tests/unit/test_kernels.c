@@ -2,8 +2,9 @@
  * the scalar reference (exact int32 block dots, including -128 weights; bitwise equal floats),
  * scalar against a double-precision sum, matmul against matvec across tile edges, long rows and
  * many tokens (past the kernels' stack buffers; on x86 also through AVX-VNNI's 256-bit matmul
- * loop, built for AVX-512, where the CPU lacks AVX-VNNI), and tier
- * selection (unknown and unavailable tiers are errors, never a fallback). */
+ * loop, built for AVX-512, where the CPU lacks AVX-VNNI), tier selection (unknown and
+ * unavailable tiers are errors, never a fallback), and every tier's delta-net recurrence against
+ * its definition. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -460,6 +461,85 @@ static void test_type_kernels(void **state) {
     printf("  %d type-kernel checks passed over %d tiers\n", n_passed, n_tiers);
 }
 
+static float rng_float(void) { return (float)(rng_next() % 20001) / 10000.0f - 1.0f; } /* [-1, 1] */
+
+/* The delta rule (floats.h) written as its definition, one token and one column at a time. */
+static void delta_rule_spec(const syn_delta_rule_args *a) {
+    for (size_t t = 0; t < a->n; t++) {
+        const float *q = a->qk + t * 2 * (size_t)a->dk, *k = q + a->dk;
+        const float decay = a->gates[2 * t], beta = a->gates[2 * t + 1];
+        for (int32_t j = 0; j < a->dv; j++) {
+            float sk = 0.0f, o = 0.0f;
+            for (int32_t i = 0; i < a->dk; i++) {
+                float *s = &a->S[(size_t)i * a->dv + j];
+                *s = *s * decay;
+                sk = sk + *s * k[i];
+            }
+            const float d = beta * (a->v[t * a->v_stride + (size_t)j] - sk);
+            for (int32_t i = 0; i < a->dk; i++) {
+                float *s = &a->S[(size_t)i * a->dv + j];
+                *s = *s + k[i] * d;
+                o = o + *s * q[i];
+            }
+            a->o[t * a->o_stride + (size_t)j] = o;
+        }
+    }
+}
+
+/* Every tier's delta rule equals its definition bitwise, state and outputs, for value widths
+ * through the 32-column strips and the 8-column tail, and the same bits when a sequence's tokens
+ * arrive in two calls. */
+static void test_delta_rule_tiers(void **state) {
+    (void)state;
+    syn_kernels tiers[SYN_TIER_COUNT];
+    const int n_tiers = available_tiers(tiers);
+    enum { DK = 24, N = 7, MAX_DV = 72 };
+    const int32_t widths[] = {8, 40, 72};
+    float S0[DK * MAX_DV], qk[N * 2 * DK], gates[N * 2], v[N * MAX_DV];
+    float S_spec[DK * MAX_DV], o_spec[N * MAX_DV], S_got[DK * MAX_DV], o_got[N * MAX_DV];
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        const int32_t dv = widths[w];
+        for (int i = 0; i < DK * dv; i++)
+            S0[i] = rng_float();
+        for (int i = 0; i < N * 2 * DK; i++)
+            qk[i] = rng_float() * 0.3f;
+        for (int t = 0; t < N; t++) {
+            gates[2 * t] = 0.5f + 0.5f * fabsf(rng_float());
+            gates[2 * t + 1] = fabsf(rng_float());
+        }
+        for (int i = 0; i < N * dv; i++)
+            v[i] = rng_float();
+        memcpy(S_spec, S0, sizeof(float) * (size_t)(DK * dv));
+        syn_delta_rule_args a = {.dk = DK, .dv = dv, .n = N, .S = S_spec, .qk = qk, .gates = gates,
+                                 .v = v, .v_stride = (size_t)dv, .o = o_spec, .o_stride = (size_t)dv};
+        delta_rule_spec(&a);
+        for (int k = 0; k < n_tiers; k++) {
+            for (size_t split = 0; split < 2; split++) {
+                memcpy(S_got, S0, sizeof(float) * (size_t)(DK * dv));
+                memset(o_got, 0, sizeof o_got);
+                a.S = S_got;
+                a.o = o_got;
+                if (split) { /* tokens 0..2, then 3..N-1 */
+                    a.n = 3;
+                    tiers[k].delta_rule(&a);
+                    a.n = N - 3;
+                    a.qk = qk + 3 * 2 * DK;
+                    a.gates = gates + 6;
+                    a.v = v + 3 * dv;
+                    a.o = o_got + 3 * dv;
+                }
+                tiers[k].delta_rule(&a);
+                a.n = N, a.qk = qk, a.gates = gates, a.v = v;
+                if (memcmp(S_got, S_spec, sizeof(float) * (size_t)(DK * dv)) != 0 ||
+                    memcmp(o_got, o_spec, sizeof(float) * (size_t)(N * dv)) != 0)
+                    fail_msg("%s delta rule, dv %d%s: not the definition's bits",
+                             syn_isa_tier_name(tiers[k].isa), dv, split ? ", split" : "");
+            }
+        }
+    }
+    printf("  delta rule: %d tiers equal the definition bitwise\n", n_tiers);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_type_kernels),
@@ -470,6 +550,7 @@ int main(void) {
         cmocka_unit_test(test_long_rows_and_many_tokens),
         cmocka_unit_test(test_matmul_matches_matvec_across_edges),
         cmocka_unit_test(test_isa_names_and_selection),
+        cmocka_unit_test(test_delta_rule_tiers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
