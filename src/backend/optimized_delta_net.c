@@ -5,9 +5,10 @@
  *
  * Determinism: each step runs the tokens of a slice in order, token by token, with fixed-order
  * loops (compiled once, without ISA flags, so every tier runs the same code; the recurrence's
- * inner loops are the tier's delta_rule kernel, floats.h, bitwise the same on every tier). A token's values
- * depend only on its sequence's state and its own inputs, so batched prefill is bitwise equal to
- * decoding one token at a time, whatever else shares the batch and however chunks fall on threads.
+ * inner loops are the tier's delta_rule kernel, floats.h, bitwise the same on every tier). A
+ * token's values depend only on its sequence's state and its own inputs, so batched prefill is
+ * bitwise equal to decoding one token at a time, whatever else shares the batch and however chunks
+ * fall on threads.
  */
 #include <math.h>
 #include <string.h>

@@ -72,17 +72,18 @@ typedef float (*syn_dot_f32_fn)(const float *a, const float *b, int64_t n);
  *   S = S * decay_t;  d = beta_t (v_t - S^T k_t);  S += k_t d^T;  o_t = S^T q_t
  * The columns of S are independent, so strips of them run through all n tokens while a strip stays
  * in the L1 cache; each column's sums run over the keys in order, in IEEE operations lane by lane
- * (no fused multiply-add), so every build and every split of a sequence's tokens gives the same bits.
+ * (no fused multiply-add), so every build and every split of a sequence's tokens gives the same
+ * bits.
  */
 typedef struct syn_delta_rule_args {
     int32_t dk, dv;
-    size_t n;            /* tokens */
-    float *S;            /* [dk][dv] */
-    const float *qk;     /* [n][2][dk] token t's query (L2-normed and scaled), then its key */
-    const float *gates;  /* [n][2] token t's decay, then its beta */
-    const float *v;      /* token t's values [dv] at v + t * v_stride */
+    size_t n;           /* tokens */
+    float *S;           /* [dk][dv] */
+    const float *qk;    /* [n][2][dk] token t's query (L2-normed and scaled), then its key */
+    const float *gates; /* [n][2] token t's decay, then its beta */
+    const float *v;     /* token t's values [dv] at v + t * v_stride */
     size_t v_stride;
-    float *o;            /* token t's output [dv] at o + t * o_stride */
+    float *o; /* token t's output [dv] at o + t * o_stride */
     size_t o_stride;
 } syn_delta_rule_args;
 

@@ -510,8 +510,16 @@ static void test_delta_rule_tiers(void **state) {
         for (int i = 0; i < N * dv; i++)
             v[i] = rng_float();
         memcpy(S_spec, S0, sizeof(float) * (size_t)(DK * dv));
-        syn_delta_rule_args a = {.dk = DK, .dv = dv, .n = N, .S = S_spec, .qk = qk, .gates = gates,
-                                 .v = v, .v_stride = (size_t)dv, .o = o_spec, .o_stride = (size_t)dv};
+        syn_delta_rule_args a = {.dk = DK,
+                                 .dv = dv,
+                                 .n = N,
+                                 .S = S_spec,
+                                 .qk = qk,
+                                 .gates = gates,
+                                 .v = v,
+                                 .v_stride = (size_t)dv,
+                                 .o = o_spec,
+                                 .o_stride = (size_t)dv};
         delta_rule_spec(&a);
         for (int k = 0; k < n_tiers; k++) {
             for (size_t split = 0; split < 2; split++) {
