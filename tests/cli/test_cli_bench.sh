@@ -23,6 +23,8 @@ check "median and mean lie within [min, max], stddev >= 0" \
     test "$(jq '[.[] | .min_ts <= .median_ts and .median_ts <= .max_ts and .min_ts <= .avg_ts and .avg_ts <= .max_ts and .stddev_ts >= 0] | all' "$tmp/bench.json")" = true
 check "min and max are the samples' extremes" \
     test "$(jq '[.[] | .min_ts == (.samples_ts | min) and .max_ts == (.samples_ts | max)] | all' "$tmp/bench.json")" = true
+check "the bandwidth names the read strategy that won: load width, streams, prefetch" \
+    test "$(jq '[.[] | .bandwidth_strategy | test("^(16|32|64)B x[124]( \\+prefetch)?$")] | all' "$tmp/bench.json")" = true
 check "the in-run bandwidth is positive and plausible (0.1-10000 GB/s)" \
     test "$(jq '[.[] | .bandwidth_gbs > 0.1 and .bandwidth_gbs < 10000] | all' "$tmp/bench.json")" = true
 check "the median probe pass is positive and no faster than the best (the ceiling)" \
@@ -58,6 +60,8 @@ check "efficiency for tg = median tok/s x (weight + KV bytes) / bandwidth" \
 if jq -e '.[0] | .isa == "avx512-vnni" or .isa == "avx-vnni" or .isa == "avx2"' "$tmp/bench.json" >/dev/null; then
     check "an in-run int8 peak, plausible (1-100000 G MAC/s)" \
         test "$(jq '[.[] | .int8_peak_gmacs > 1 and .int8_peak_gmacs < 100000] | all' "$tmp/bench.json")" = true
+    check "the int8 peak names the x86 tier whose instruction reached it" \
+        test "$(jq '[.[] | .int8_peak_isa | IN("avx512-vnni", "avx-vnni", "avx2")] | all' "$tmp/bench.json")" = true
     check "efficiency for pp = median tok/s x multiply-adds per token / int8 peak" \
         test "$(jq '.[0] | .efficiency > 0 and ((.efficiency - .median_ts * .macs_per_token / (.int8_peak_gmacs * 1e9)) | fabs) < 1e-6 * .efficiency' "$tmp/bench.json")" = true
 else
@@ -87,6 +91,10 @@ check "the table has a header and one row per test" \
     test "$(grep -c '^| ' "$tmp/out")" -eq 4 -a "$(grep -c '| pp5 \|| tg4 ' "$tmp/out")" -eq 2
 check "the tg row shows an efficiency percentage" grep -q '| tg4 .*[0-9]% |$' "$tmp/out"
 check "a bandwidth line per thread count, its median pass in brackets" grep -q '^ *1 thread: *[0-9.]* GB/s ([0-9.]*) ->' "$tmp/out"
+check "the bandwidth line names the winning strategy, then every strategy's trial" \
+    grep -A1 '^ *1 thread: .* read as \(16\|32\|64\)B x[124]' "$tmp/out" | grep -q '^ *read strategies (GB/s.*: 16B x1 [0-9.]*, 16B x1 +prefetch [0-9.]*, 16B x2 '
+check "the int8 peak is the best of the tiers the CPU runs, named" \
+    test "$(grep -c 'G int8 MAC/s (avx2\|avx-vnni\|avx512-vnni) -> prefill' "$tmp/out")" -eq "$(grep -c 'G int8 MAC/s' "$tmp/out")"
 
 # --- --e2e -------------------------------------------------------------------------------------
 capture "$SYNAPSE" bench --e2e -m "$M" -t 1 -n 4 -c 64 -r 2 --json

@@ -30,17 +30,20 @@ const char usage_bench[] =
     "  t/s is the median \"±\" the sample standard deviation of those runs. Before and after each\n"
     "  thread count's tests the memory read bandwidth is measured in the same run (that many\n"
     "  threads, each reading its own slice of a resident 1 GiB buffer in 2 MiB pages where the\n"
-    "  kernel allows; 5 passes each probe), and tg rows get eff = t/s x bytes read per token /\n"
-    "  bandwidth, the best of those 10 passes (their median is printed beside it): the share of\n"
-    "  the memory-bound ceiling reached. Bytes per token: the weights of the file (a tied\n"
+    "  kernel allows; 5 passes each probe) in the read strategy that won a trial of them all\n"
+    "  (16-, 32- and 64-byte loads where the CPU has them, 1, 2 or 4 streams per thread, with\n"
+    "  and without software prefetch; 2 passes each over 256 MiB), and tg rows get eff = t/s x\n"
+    "  bytes read per token / bandwidth, the best pass the winner showed (the probes' median\n"
+    "  pass is printed beside it): the share of the memory-bound ceiling reached. Bytes per\n"
+    "  token: the weights of the file (a tied\n"
     "  embedding counted once, as the output projection; an untied file's token embedding is\n"
     "  left out: one row is read), plus the KV cache one step reads, at the test's mean depth\n"
     "  (tgN @ dD: D + 2 + (N - 1) / 2 positions of every layer's keys and values, in the\n"
-    "  --kv-type's element size). Likewise the int8 multiply-add peak of the kernel tier's dot\n"
-    "  instruction is measured before and after (every thread running independent chains of\n"
-    "  it; avx512-vnni, avx-vnni and avx2), and pp rows get eff = t/s x multiply-adds per token /\n"
-    "  peak: the block matrices' weights (the output projection and attention left out), the\n"
-    "  share of the compute ceiling.\n"
+    "  --kv-type's element size). Likewise the int8 multiply-add peak of the dot instruction of\n"
+    "  every x86 tier the CPU runs (avx512-vnni, avx-vnni, avx2) is measured before and after\n"
+    "  (every thread running independent chains of it), and pp rows of an x86 tier get eff =\n"
+    "  t/s x multiply-adds per token / the best tier's peak: the block matrices' weights (the\n"
+    "  output projection and attention left out), the share of the compute ceiling.\n"
     "  -m, --model FILE        the GGUF model (loaded without background prefetch: the warm-up\n"
     "                          runs map the pages)\n"
     "  -t, --threads LIST      thread counts, each 1..256, e.g. 1,2 (default: one per online CPU)\n"
@@ -56,8 +59,10 @@ const char usage_bench[] =
     "                          \"samples_ts\", \"median_ts\", \"avg_ts\", \"stddev_ts\", "
     "\"min_ts\", \"max_ts\",\n"
     "                          \"bandwidth_gbs\", \"bandwidth_median_gbs\", "
-    "\"weight_bytes_per_token\",\n"
-    "                          \"kv_bytes_per_token\", \"int8_peak_gmacs\", \"macs_per_token\",\n"
+    "\"bandwidth_strategy\",\n"
+    "                          \"weight_bytes_per_token\", \"kv_bytes_per_token\", "
+    "\"int8_peak_gmacs\",\n"
+    "                          \"int8_peak_isa\", \"macs_per_token\",\n"
     "                          \"efficiency\" (tg: of the bandwidth ceiling, pp: of the int8 "
     "peak;\n"
     "                          null where not measured),\n"
@@ -107,8 +112,9 @@ enum {
     DEFAULT_REPS = 5,
     MAX_LIST_VALUE = 1 << 20, /* longer tests cannot fit any supported context anyway */
     BW_PASSES = 5,
+    BW_TRIAL_PASSES = 2, /* per strategy, over the first BW_TRIAL_BYTES, to choose one */
 };
-static const size_t BW_BYTES = (size_t)1 << 30;
+static const size_t BW_BYTES = (size_t)1 << 30, BW_TRIAL_BYTES = (size_t)256 << 20;
 static const int32_t DEFAULT_PROMPTS[] = {5, 64, 512};
 static const int32_t DEFAULT_GENS[] = {64};
 static const int32_t DEFAULT_DEPTHS[] = {0};
@@ -245,10 +251,12 @@ typedef struct bench_result {
     bool tg;          /* a decode test (else a prompt test) */
     int32_t n_tokens; /* P for ppP, N for tgN */
     int32_t depth;
-    const char *isa;      /* static, from syn_context_isa_name */
-    double bw_gbs;        /* this thread count's in-run bandwidth: its probes' best pass */
-    double bw_median_gbs; /* and their median pass */
-    double peak_gmacs;    /* this thread count's in-run int8 peak (0: not measured for the tier) */
+    const char *isa;         /* static, from syn_context_isa_name */
+    double bw_gbs;           /* this thread count's in-run bandwidth: its probes' best pass */
+    double bw_median_gbs;    /* and their median pass */
+    const char *bw_strategy; /* the read strategy that won (static, bench_ceiling's) */
+    double peak_gmacs;       /* this thread count's in-run int8 peak: the best tier's (0: none) */
+    const char *peak_isa;    /* the tier whose instruction reached it (NULL: none) */
     syn_kv_type kv_type;
     double *ts; /* [reps] tokens per second */
     bench_stats st;
@@ -304,24 +312,77 @@ static int print_row(const bench_model *m, const bench_opts *o, const bench_resu
     return check_stdout();
 }
 
-static void print_bandwidth(const bench_model *m, const bench_opts *o, const bench_stats *bw,
-                            const double *peak, const membw_buffer *buf, const syn_model *model) {
+/* ---- the ceilings: memory read bandwidth and int8 peak, measured in the run -------------- */
+
+/* One thread count's ceilings. */
+typedef struct bench_ceiling {
+    bench_stats bw; /* the winning strategy's passes before and after the tests */
+    char bw_strategy[40];
+    double trial_gbs[MEMBW_MAX_STRATEGIES]; /* each strategy's best trial pass */
+    double peak_gmacs;                      /* the best tier's int8 peak (0: not measured) */
+    const char *peak_isa;
+} bench_ceiling;
+
+/* The x86 tiers whose int8 dot instruction the peak measures: the machine's best of them is the
+ * prefill ceiling, whichever tier the run uses. */
+static const syn_isa_tier PEAK_TIERS[] = {SYN_TIER_AVX512_VNNI, SYN_TIER_AVX_VNNI, SYN_TIER_AVX2};
+
+/* Every strategy reads the first BW_TRIAL_BYTES BW_TRIAL_PASSES times; the best pass wins. */
+static int choose_strategy(membw_buffer *buf, const membw_strategy *all, int32_t n_all,
+                           int32_t n_threads, bench_ceiling *c, int32_t *winner) {
+    double passes[BW_TRIAL_PASSES];
+    *winner = 0;
+    for (int32_t k = 0; k < n_all; k++) {
+        int rc = membw_measure(buf, &all[k], BW_TRIAL_BYTES, n_threads, BW_TRIAL_PASSES, passes);
+        if (rc != EXIT_OK) return rc;
+        c->trial_gbs[k] = bench_stats_of(passes, BW_TRIAL_PASSES).max;
+        if (c->trial_gbs[k] > c->trial_gbs[*winner]) *winner = k;
+    }
+    membw_strategy_name(&all[*winner], c->bw_strategy, sizeof c->bw_strategy);
+    return EXIT_OK;
+}
+
+/* The int8 peak of every tier this machine runs, kept in c where it beats what c holds. */
+static int measure_peaks(int32_t n_threads, bench_ceiling *c) {
+    for (size_t i = 0; i < sizeof PEAK_TIERS / sizeof PEAK_TIERS[0]; i++) {
+        syn_isa_tier tier;
+        int8peak_chain_fn chain = int8peak_chain(syn_isa_tier_name(PEAK_TIERS[i]));
+        if (!chain || syn_isa_tier_resolve(PEAK_TIERS[i], &tier) != SYN_OK) continue;
+        double gmacs = 0;
+        int rc = int8peak_measure(chain, n_threads, BW_PASSES, &gmacs);
+        if (rc != EXIT_OK) return rc;
+        if (gmacs > c->peak_gmacs) {
+            c->peak_gmacs = gmacs;
+            c->peak_isa = syn_isa_tier_name(PEAK_TIERS[i]);
+        }
+    }
+    return EXIT_OK;
+}
+
+static void print_bandwidth(const bench_model *m, const bench_opts *o, const bench_ceiling *c,
+                            const membw_strategy *all, int32_t n_all, const membw_buffer *buf,
+                            const syn_model *model) {
     double mb = (double)m->bytes_per_token / 1e6, gmacs = (double)m->macs_per_token / 1e9;
-    char cpu[160];
+    char cpu[160], name[40];
     syn_cpu_describe(cpu, sizeof cpu);
     printf("\ncpu: %s\n", cpu);
     printf("memory read bandwidth and int8 peak, measured before and after each thread count's "
-           "tests (the "
-           "best of two probes' %d passes each; the bandwidth's median pass in brackets):\n",
-           BW_PASSES);
+           "tests (the best pass of the read strategy that won the trials, its median pass in "
+           "brackets; the int8 peak of the best tier's dot instruction):\n");
     for (size_t i = 0; i < o->n_threads; i++) {
         printf("  %3d thread%s %6.1f GB/s (%.1f) -> decode ceiling %.1f tok/s at %.1f MB of "
-               "weights per token",
-               o->threads[i], o->threads[i] == 1 ? ": " : "s:", bw[i].max, bw[i].median,
-               bw[i].max * 1e3 / mb, mb);
-        if (peak[i] > 0)
-            printf("; %.0f G int8 MAC/s -> prefill ceiling %.0f tok/s at %.3f G per token", peak[i],
-                   peak[i] / gmacs, gmacs);
+               "weights per token, read as %s",
+               o->threads[i], o->threads[i] == 1 ? ": " : "s:", c[i].bw.max, c[i].bw.median,
+               c[i].bw.max * 1e3 / mb, mb, c[i].bw_strategy);
+        if (c[i].peak_gmacs > 0)
+            printf("; %.0f G int8 MAC/s (%s) -> prefill ceiling %.0f tok/s at %.3f G per token",
+                   c[i].peak_gmacs, c[i].peak_isa, c[i].peak_gmacs / gmacs, gmacs);
+        printf("\n      read strategies (GB/s, best of %d passes over %zu MiB):", BW_TRIAL_PASSES,
+               BW_TRIAL_BYTES >> 20);
+        for (int32_t k = 0; k < n_all; k++) {
+            membw_strategy_name(&all[k], name, sizeof name);
+            printf("%s %s %.1f", k ? "," : "", name, c[i].trial_gbs[k]);
+        }
         printf("\n");
     }
     printf("t/s: median ± sample standard deviation of %d runs after one warm-up. eff: tg t/s x "
@@ -346,7 +407,7 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
     syn_cpu_describe(cpu, sizeof cpu);
     return json_pack(
         "{s:o, s:s, s:I, s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:o, s:f, "
-        "s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:I, s:o, s:o}",
+        "s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:I, s:f, s:f, s:o, s:I, s:o, s:o}",
         "model_file", json_text(m->path), "model_type", m->type, "model_size",
         (json_int_t)m->info.weight_bytes, "model_n_params", (json_int_t)m->info.n_params, "backend",
         backend_name(o->g.backend), "isa", r->isa, "kv_type",
@@ -354,9 +415,10 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
         "n_prompt", r->tg ? 0 : r->n_tokens, "n_gen", r->tg ? r->n_tokens : 0, "n_depth", r->depth,
         "reps", o->reps, "samples_ts", samples, "median_ts", r->st.median, "avg_ts", r->st.mean,
         "stddev_ts", r->st.stddev, "min_ts", r->st.min, "max_ts", r->st.max, "bandwidth_gbs",
-        r->bw_gbs, "bandwidth_median_gbs", r->bw_median_gbs, "weight_bytes_per_token",
-        (json_int_t)m->bytes_per_token, "kv_bytes_per_token",
-        r->tg ? kv_bytes_per_token(m, r) : 0.0, "int8_peak_gmacs", r->peak_gmacs, "macs_per_token",
+        r->bw_gbs, "bandwidth_median_gbs", r->bw_median_gbs, "bandwidth_strategy", r->bw_strategy,
+        "weight_bytes_per_token", (json_int_t)m->bytes_per_token, "kv_bytes_per_token",
+        r->tg ? kv_bytes_per_token(m, r) : 0.0, "int8_peak_gmacs", r->peak_gmacs, "int8_peak_isa",
+        r->peak_isa ? json_string(r->peak_isa) : json_null(), "macs_per_token",
         (json_int_t)m->macs_per_token, "efficiency", eff, "cpu", json_text(cpu));
 }
 
@@ -455,8 +517,8 @@ static int bench_speed(const bench_opts *o) {
     size_t n_tests = o->n_depths * (o->n_prompts + o->n_gens) * o->n_threads;
     int32_t *ids = NULL;
     bench_result *results = NULL;
-    double *samples = NULL, *peak = NULL;
-    bench_stats *bw = NULL;
+    double *samples = NULL;
+    bench_ceiling *ceil = NULL;
     membw_buffer *buf = NULL;
     size_t n_results = 0;
     if (m.info.n_ctx_train <= 0 || n_ctx > (uint64_t)m.info.n_ctx_train) {
@@ -469,9 +531,8 @@ static int bench_speed(const bench_opts *o) {
     ids = malloc(n_ids * sizeof *ids);
     results = calloc(n_tests, sizeof *results);
     samples = calloc(n_tests * (size_t)o->reps, sizeof *samples);
-    bw = calloc(o->n_threads, sizeof *bw);
-    peak = calloc(o->n_threads, sizeof *peak);
-    if (!ids || !results || !samples || !bw || !peak) {
+    ceil = calloc(o->n_threads, sizeof *ceil);
+    if (!ids || !results || !samples || !ceil) {
         rc = fail_runtime("out of memory for %zu tests", n_tests);
         goto done;
     }
@@ -479,40 +540,53 @@ static int bench_speed(const bench_opts *o) {
         results[i].ts = samples + i * (size_t)o->reps;
     bench_random_tokens(ids, n_ids, m.info.n_vocab);
     if ((rc = membw_new(BW_BYTES, &buf)) != EXIT_OK) goto done;
-    /* The int8 peak of the tier the contexts will run (NULL for a tier it is not measured on). */
+    /* The int8 peak where the contexts run an x86 tier (the scalar and ARM tiers have none). */
     syn_isa_tier tier;
-    int8peak_chain_fn chain = NULL;
-    if (o->g.backend == SYN_BACKEND_OPTIMIZED && syn_isa_tier_resolve(o->g.isa, &tier) == SYN_OK)
-        chain = int8peak_chain(syn_isa_tier_name(tier));
+    const bool peak = o->g.backend == SYN_BACKEND_OPTIMIZED &&
+                      syn_isa_tier_resolve(o->g.isa, &tier) == SYN_OK &&
+                      int8peak_chain(syn_isa_tier_name(tier)) != NULL;
+    membw_strategy strategies[MEMBW_MAX_STRATEGIES];
+    const int32_t n_strategies = membw_strategies(strategies);
 
     if (!o->json && (rc = print_header()) != EXIT_OK) goto done;
     for (size_t t = 0; rc == EXIT_OK && t < o->n_threads; t++) {
-        /* The host's bandwidth moves within seconds: the ceiling is the best pass of a probe
-         * before and one after this thread count's tests, so that efficiency is not inflated by
-         * one probe landing in a slow moment; their median pass shows how far the host's
-         * typical moment is below it. */
-        double passes[2 * BW_PASSES], peak_before = 0, peak_after = 0;
+        /* The host's bandwidth moves within seconds: the ceiling is the best pass of the
+         * strategy that won the trials, in its trials and in a probe before and one after this
+         * thread count's tests, so that efficiency is not inflated by one probe landing in a
+         * slow moment; the median of the probes' passes shows how far the host's typical moment
+         * is below it. */
+        bench_ceiling *c = &ceil[t];
+        double passes[2 * BW_PASSES];
+        int32_t winner = 0;
         const size_t first = n_results;
-        if ((rc = membw_measure(buf, o->threads[t], BW_PASSES, passes)) != EXIT_OK ||
-            (chain &&
-             (rc = int8peak_measure(chain, o->threads[t], BW_PASSES, &peak_before)) != EXIT_OK))
+        if ((rc = choose_strategy(buf, strategies, n_strategies, o->threads[t], c, &winner)) !=
+                EXIT_OK ||
+            (rc = membw_measure(buf, &strategies[winner], 0, o->threads[t], BW_PASSES, passes)) !=
+                EXIT_OK ||
+            (peak && (rc = measure_peaks(o->threads[t], c)) != EXIT_OK))
             break;
         rc = bench_threads(model, o, o->threads[t], (uint32_t)n_ctx, ids, results, &n_results);
-        if (rc == EXIT_OK) rc = membw_measure(buf, o->threads[t], BW_PASSES, passes + BW_PASSES);
-        if (rc == EXIT_OK && chain)
-            rc = int8peak_measure(chain, o->threads[t], BW_PASSES, &peak_after);
-        if (rc == EXIT_OK) bw[t] = bench_stats_of(passes, 2 * BW_PASSES);
-        peak[t] = peak_before > peak_after ? peak_before : peak_after;
+        if (rc == EXIT_OK)
+            rc = membw_measure(buf, &strategies[winner], 0, o->threads[t], BW_PASSES,
+                               passes + BW_PASSES);
+        if (rc == EXIT_OK && peak) rc = measure_peaks(o->threads[t], c);
+        if (rc == EXIT_OK) {
+            /* The best pass the winner showed, its trial's included: the honest ceiling. */
+            c->bw = bench_stats_of(passes, 2 * BW_PASSES);
+            if (c->trial_gbs[winner] > c->bw.max) c->bw.max = c->trial_gbs[winner];
+        }
         for (size_t i = first; i < n_results; i++) {
-            results[i].bw_gbs = bw[t].max;
-            results[i].bw_median_gbs = bw[t].median;
-            results[i].peak_gmacs = peak[t];
+            results[i].bw_gbs = c->bw.max;
+            results[i].bw_median_gbs = c->bw.median;
+            results[i].bw_strategy = c->bw_strategy;
+            results[i].peak_gmacs = c->peak_gmacs;
+            results[i].peak_isa = c->peak_isa;
             if (rc == EXIT_OK && !o->json) rc = print_row(&m, o, &results[i]);
         }
     }
     if (rc != EXIT_OK) goto done;
     if (!o->json) {
-        print_bandwidth(&m, o, bw, peak, buf, model);
+        print_bandwidth(&m, o, ceil, strategies, n_strategies, buf, model);
         rc = check_stdout();
     } else {
         json_t *arr = json_array();
@@ -526,8 +600,7 @@ static int bench_speed(const bench_opts *o) {
     }
 done:
     membw_free(buf);
-    free(peak);
-    free(bw);
+    free(ceil);
     free(samples);
     free(results);
     free(ids);

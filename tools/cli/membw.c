@@ -1,4 +1,5 @@
-/* membw.c: memory read bandwidth: threads sum their own slices of a resident buffer. */
+/* membw.c: memory read bandwidth: threads sum their own slices of a resident buffer, in one of
+ * several strategies (membw.h). */
 #include "membw.h"
 
 #include "common/args.h"
@@ -6,19 +7,50 @@
 #include "synapse_internal.h"
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-/* 16-byte vectors: SSE2 on x86-64, NEON on aarch64, both baseline, so no per-ISA build is needed.
- * One core's read rate is bounded by the misses it keeps in flight, not by the load width (AVX2
- * loads measured the same here). */
-typedef uint64_t u64x2 __attribute__((vector_size(16)));
+/* 16-byte vectors: SSE2 on x86-64, NEON on aarch64, both baseline. */
+typedef uint64_t membw_vec __attribute__((vector_size(16)));
+#define MEMBW_READ membw_read_16
+#include "membw_impl.h"
 
-enum { LINE_VECS = 4 }; /* one 64-byte cache line per loop step, four independent sums */
+uint64_t membw_read_32(const void *p, size_t n_lines, int32_t streams, bool prefetch);
+uint64_t membw_read_64(const void *p, size_t n_lines, int32_t streams, bool prefetch);
+
+typedef uint64_t (*read_fn)(const void *p, size_t n_lines, int32_t streams, bool prefetch);
+
+static read_fn reader_for(int32_t load_bytes) {
+#if defined(__x86_64__)
+    if (load_bytes == 32) return membw_read_32;
+    if (load_bytes == 64) return membw_read_64;
+#endif
+    return membw_read_16;
+}
+
+/* The wider loads where the kernel tiers that use them run: AVX2 for 32 bytes, the AVX-512 tier
+ * (F/BW/VL, the OS saving its state) for 64. */
+int32_t membw_strategies(membw_strategy *out) {
+    int32_t widths[3] = {16}, n_widths = 1, n = 0;
+    syn_isa_tier tier;
+    if (syn_isa_tier_resolve(SYN_TIER_AVX2, &tier) == SYN_OK) widths[n_widths++] = 32;
+    if (syn_isa_tier_resolve(SYN_TIER_AVX512_VNNI, &tier) == SYN_OK) widths[n_widths++] = 64;
+    static const int32_t streams[] = {1, 2, 4};
+    for (int32_t w = 0; w < n_widths; w++)
+        for (int32_t s = 0; s < 3; s++)
+            for (int32_t pf = 0; pf < 2; pf++)
+                out[n++] = (membw_strategy){widths[w], streams[s], pf == 1};
+    return n;
+}
+
+void membw_strategy_name(const membw_strategy *s, char *buf, size_t cap) {
+    snprintf(buf, cap, "%dB x%d%s", s->load_bytes, s->streams, s->prefetch ? " +prefetch" : "");
+}
 
 struct membw_buffer {
-    u64x2 *data; /* [bytes / 16] */
+    uint8_t *data; /* [bytes] */
     size_t bytes;
 };
 
@@ -68,25 +100,15 @@ typedef struct gate {
 enum { GATE_WAIT, GATE_GO, GATE_CANCEL };
 
 typedef struct reader {
-    const u64x2 *begin; /* this thread's slice: whole cache lines */
-    size_t n_lines;
+    const uint8_t *begin; /* this thread's slice: streams x n_lines whole cache lines */
+    size_t n_lines;       /* per stream */
+    read_fn read;
+    membw_strategy strategy;
     int32_t n_passes;
     gate *start;
     pthread_barrier_t *barrier;
     uint64_t sum; /* stored so that the loads cannot be optimised away */
 } reader;
-
-static uint64_t read_slice(const u64x2 *p, size_t n_lines) {
-    u64x2 s0 = {0, 0}, s1 = {0, 0}, s2 = {0, 0}, s3 = {0, 0};
-    for (size_t i = 0; i < n_lines; i++, p += LINE_VECS) {
-        s0 += p[0];
-        s1 += p[1];
-        s2 += p[2];
-        s3 += p[3];
-    }
-    u64x2 s = s0 + s1 + s2 + s3;
-    return s[0] + s[1];
-}
 
 /* Every pass starts and ends at a barrier shared by all readers; pass_ms (reader 0's, else NULL)
  * receives each pass's time. */
@@ -94,7 +116,7 @@ static void run_passes(reader *r, double *pass_ms) {
     for (int32_t pass = 0; pass < r->n_passes; pass++) {
         pthread_barrier_wait(r->barrier);
         double t0 = syn_now_ms();
-        r->sum += read_slice(r->begin, r->n_lines);
+        r->sum += r->read(r->begin, r->n_lines, r->strategy.streams, r->strategy.prefetch);
         pthread_barrier_wait(r->barrier);
         if (pass_ms) pass_ms[pass] = syn_now_ms() - t0;
     }
@@ -118,10 +140,16 @@ static void *reader_main(void *arg) {
     return NULL;
 }
 
-int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *pass_gb_per_s) {
+int membw_measure(membw_buffer *b, const membw_strategy *s, size_t bytes, int32_t n_threads,
+                  int32_t n_passes, double *pass_gb_per_s) {
     if (n_threads < 1 || n_passes < 1)
         return fail_runtime("bandwidth: %d threads, %d passes: need at least one of each",
                             n_threads, n_passes);
+    if (bytes == 0) bytes = b->bytes;
+    if (bytes > b->bytes || bytes % 4096 != 0 ||
+        (s->streams != 1 && s->streams != 2 && s->streams != 4))
+        return fail_runtime("bandwidth: cannot read %zu of the buffer's %zu bytes in %d streams",
+                            bytes, b->bytes, s->streams);
     reader *readers = calloc((size_t)n_threads, sizeof *readers);
     pthread_t *threads = calloc((size_t)n_threads, sizeof *threads);
     pthread_barrier_t barrier;
@@ -133,12 +161,23 @@ int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *
         return fail_runtime("bandwidth: cannot set up %d threads: %s", n_threads, strerror(err));
     }
     gate start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, GATE_WAIT};
-    size_t n_lines = b->bytes / (sizeof(u64x2) * LINE_VECS);
+    /* Each thread's slice in whole lines, a multiple of the streams; the rate counts the lines
+     * read, which the rounding leaves a few short of `bytes`. */
+    const size_t n_lines = bytes / MEMBW_LINE, streams = (size_t)s->streams;
+    size_t lines_read = 0;
     for (int32_t i = 0; i < n_threads; i++) {
         size_t first = n_lines * (size_t)i / (size_t)n_threads;
         size_t last = n_lines * (size_t)(i + 1) / (size_t)n_threads;
-        readers[i] =
-            (reader){b->data + first * LINE_VECS, last - first, n_passes, &start, &barrier, 0};
+        size_t per_stream = (last - first) / streams;
+        readers[i] = (reader){b->data + first * MEMBW_LINE,
+                              per_stream,
+                              reader_for(s->load_bytes),
+                              *s,
+                              n_passes,
+                              &start,
+                              &barrier,
+                              0};
+        lines_read += per_stream * streams;
     }
     /* The calling thread is reader 0 and keeps the time. */
     int32_t started = 1;
@@ -158,6 +197,8 @@ int membw_measure(membw_buffer *b, int32_t n_threads, int32_t n_passes, double *
         return fail_runtime("bandwidth: cannot start thread %d of %d: %s", started + 1, n_threads,
                             strerror(err));
     for (int32_t i = 0; i < n_passes; i++)
-        pass_gb_per_s[i] = pass_gb_per_s[i] > 0 ? (double)b->bytes / (pass_gb_per_s[i] * 1e6) : 0.0;
+        pass_gb_per_s[i] = pass_gb_per_s[i] > 0
+                               ? (double)(lines_read * MEMBW_LINE) / (pass_gb_per_s[i] * 1e6)
+                               : 0.0;
     return EXIT_OK;
 }
