@@ -29,6 +29,10 @@ const char usage_serve[] =
     "  -t, --threads N         compute threads (default: one per core)\n"
     "  --api-key KEY           require 'Authorization: Bearer KEY' on the API and /admin (not\n"
     "                          on /, /health and /metrics)\n"
+    "  --cors-origin ORIGIN    let browser pages from ORIGIN (http://host:port; repeatable or a\n"
+    "                          comma list; * for any) call the API. Default: any origin\n"
+    "                          without --api-key, none with it\n"
+    "  --slots-show-prompts    GET /slots shows the running requests' prompts\n"
     "  -c, --ctx-size N        most tokens of one request, prompt + generated (default: the\n"
     "                          model's training context)\n"
     "  --chat-template-file F  render chats with the Jinja template in file F instead of each\n"
@@ -131,6 +135,17 @@ static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) 
             if (rc != EXIT_OK) return rc;
             continue;
         }
+        if (strcmp(arg, "--slots-show-prompts") == 0) {
+            o->slots_show_prompts = true;
+            continue;
+        }
+        if (strcmp(arg, "--cors-origin") == 0) {
+            const char *v;
+            char err[256];
+            if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
+            if (cors_parse_origins(o, v, err, sizeof err) != 0) return fail_usage("%s", err);
+            continue;
+        }
         const char **text = strcmp(arg, "--host") == 0      ? &o->host
                             : strcmp(arg, "--api-key") == 0 ? &o->api_key
                                                             : NULL;
@@ -149,6 +164,14 @@ static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) 
     o->chat_template = g->chat_template;
     g->chat_template = NULL;
     return EXIT_OK;
+}
+
+static void free_serve_opts(server_opts *o) {
+    free(o->models);
+    free(o->chat_template);
+    for (size_t i = 0; i < o->n_cors_origins; i++)
+        free(o->cors_origins[i]);
+    free(o->cors_origins);
 }
 
 /* The default alias: the file name without its directory and ".gguf". */
@@ -212,7 +235,7 @@ int cmd_serve(int argc, char **argv) {
     gen_opts g;
     int rc = parse_serve_args(argc, argv, &srv.opts, &g);
     if (rc != EXIT_OK) {
-        free(srv.opts.models);
+        free_serve_opts(&srv.opts);
         gen_opts_free(&g);
         return rc == ARGS_HELP ? EXIT_OK : rc;
     }
@@ -246,7 +269,6 @@ int cmd_serve(int argc, char **argv) {
     pthread_cond_destroy(&srv.models_idle);
     pthread_mutex_destroy(&srv.models_lock);
     pthread_mutex_destroy(&srv.completions_lock);
-    free(srv.opts.models);
-    free(srv.opts.chat_template);
+    free_serve_opts(&srv.opts);
     return rc;
 }

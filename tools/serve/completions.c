@@ -156,23 +156,23 @@ static const char *chat_template_of(const completion *c) {
                                       : syn_tokenizer_chat_template(c->model->tok);
 }
 
-/* c->prompt: the request's messages, tools and chat_template_kwargs through the chat template. */
-static syn_status render_prompt(completion *c) {
+syn_status completions_render_chat(const server *srv, const served_model *m, const oa_request *req,
+                                   char **prompt) {
     syn_chat_params chat = syn_chat_default_params();
-    chat.template_source = c->srv->opts.chat_template;
-    char *messages = json_dumps(c->req.template_messages, JSON_COMPACT);
-    char *tools = c->req.tools ? json_dumps(c->req.tools, JSON_COMPACT) : NULL;
+    chat.template_source = srv->opts.chat_template;
+    char *messages = json_dumps(req->template_messages, JSON_COMPACT);
+    char *tools = req->tools ? json_dumps(req->tools, JSON_COMPACT) : NULL;
     char *variables =
-        c->req.chat_template_kwargs ? json_dumps(c->req.chat_template_kwargs, JSON_COMPACT) : NULL;
+        req->chat_template_kwargs ? json_dumps(req->chat_template_kwargs, JSON_COMPACT) : NULL;
     syn_status st;
-    if (!messages || (c->req.tools && !tools) || (c->req.chat_template_kwargs && !variables)) {
+    if (!messages || (req->tools && !tools) || (req->chat_template_kwargs && !variables)) {
         st = syn_fail(SYN_ERR_NO_MEMORY, "chat prompt: out of memory");
     } else {
         chat.messages_json = messages;
         chat.tools_json = tools;
         chat.variables_json = variables;
         size_t n;
-        st = syn_chat_render(c->model->model, &chat, &c->prompt, &n);
+        st = syn_chat_render(m->model, &chat, prompt, &n);
     }
     free(messages);
     free(tools);
@@ -281,6 +281,11 @@ static void sse_event(completion *c, json_t *obj) {
 /* A chunk of streamed text (and its logprobs); finish: NULL, or the last chunk's reason. */
 static void sse_chunk(completion *c, const char *text, size_t len, json_t *logprobs,
                       const char *finish) {
+    if (c->req.native) { /* llama-server's /completion: {"content", "stop": false} */
+        json_decref(logprobs);
+        sse_event(c, llama_stream_chunk(text, len));
+        return;
+    }
     json_t *chunk =
         response_head(c, c->req.kind == OA_CHAT ? "chat.completion.chunk" : "text_completion");
     json_t *choice = choice_json(c, true, text, len, logprobs, finish);
@@ -620,7 +625,12 @@ static void stream_pending(completion *c) {
             return;
         }
         sse_event(c, oa_error_body(&err));
+        if (c->req.native) return; /* llama-server's streams end without [DONE] */
     } else {
+        if (c->req.native) { /* the last event: stop true, with the totals */
+            sse_event(c, llama_completion_json(c->model, &c->req, "", 0, &res));
+            return;
+        }
         if (c->reader) syn_chat_stream_finish(c->reader);
         if (c->req.responses) {
             response_end(c, &res, NULL);
@@ -679,6 +689,40 @@ void completions_cancel_all(server *srv) {
     for (completion *c = srv->completions; c; c = c->next)
         if (!syn_request_is_done(c->handle)) syn_request_cancel(c->handle);
     pthread_mutex_unlock(&srv->completions_lock);
+}
+
+/* A running request's prompt as /slots shows it: the text, or the ids it was given as. */
+static json_t *prompt_json(const completion *c) {
+    const char *text = c->prompt ? c->prompt : c->req.prompt_text;
+    if (text) return json_string(text);
+    json_t *ids = json_array();
+    for (size_t i = 0; ids && i < c->req.n_prompt_tokens; i++)
+        json_array_append_new(ids, json_integer(c->req.prompt_tokens[i]));
+    return ids;
+}
+
+json_t *completions_running(server *srv, const served_model *m, bool with_prompts) {
+    json_t *list = json_array();
+    pthread_mutex_lock(&srv->completions_lock);
+    completion *oldest = srv->completions;
+    while (oldest && oldest->next)
+        oldest = oldest->next;
+    for (completion *c = oldest; list && c; c = c->prev) { /* in submission order */
+        if (c->model != m) continue;
+        pthread_mutex_lock(&c->mu);
+        const bool finished = c->finished;
+        const json_int_t n_decoded = (json_int_t)c->n_generated;
+        pthread_mutex_unlock(&c->mu);
+        if (finished) continue;
+        json_t *e = json_pack(
+            "{s:s, s:o, s:{s:b, s:I, s:I}}", "id_task", c->id, "params", llama_params_json(&c->req),
+            "next_token", "has_next_token", true, "n_decoded", n_decoded, "n_remain",
+            c->req.max_tokens > 0 ? (json_int_t)c->req.max_tokens - n_decoded : (json_int_t)-1);
+        if (e && with_prompts) json_object_set_new(e, "prompt", prompt_json(c));
+        json_array_append_new(list, e);
+    }
+    pthread_mutex_unlock(&srv->completions_lock);
+    return list;
 }
 
 static void completion_free(completion *c) {
@@ -784,6 +828,9 @@ static enum MHD_Result respond_whole(completion *c) {
                SYN_FINISH_CANCELLED) { /* only the stop cancels it while its client waits */
         r = http_send_error(c->hr, 503, "server_error", NULL, "unavailable",
                             "cancelled: the server is shutting down");
+    } else if (c->req.native) {
+        r = http_send_json(
+            c->hr, 200, llama_completion_json(c->model, &c->req, c->text.data, c->text.len, &res));
     } else {
         json_t *body =
             response_head(c, c->req.kind == OA_CHAT ? "chat.completion" : "text_completion");
@@ -961,7 +1008,7 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     c->item = -1;
     if (req.template_messages) {
         /* Rendered here, not by the engine, so that the stream reader sees the prompt's end. */
-        syn_status st = render_prompt(c);
+        syn_status st = completions_render_chat(srv, m, &c->req, &c->prompt);
         if (st != SYN_OK) {
             enum MHD_Result r = submit_error(hr, &c->req, st);
             completion_free(c);
@@ -1020,7 +1067,7 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+    cors_add_headers(hr, resp);
     enum MHD_Result r = MHD_queue_response(hr->conn, 200, resp);
     MHD_destroy_response(resp);
     hr->status = 200;

@@ -14,15 +14,9 @@
 #include "server.h"
 #include "synapse_internal.h"
 
-/* Every response allows any origin, so browser chat front-ends on other origins can call the API
- * (the API key, when set, is what protects it). */
-static void add_common_headers(struct MHD_Response *resp) {
-    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
-}
-
 static enum MHD_Result queue(http_request *hr, unsigned status, struct MHD_Response *resp) {
     if (!resp) return MHD_NO;
-    add_common_headers(resp);
+    cors_add_headers(hr, resp); /* which origins' pages may read it */
     enum MHD_Result r = MHD_queue_response(hr->conn, status, resp);
     MHD_destroy_response(resp);
     hr->status = status;
@@ -123,32 +117,39 @@ static bool route_matches(const http_route *r, const char *path) {
     return strncmp(r->path, path, n) == 0 && path[n] != '\0';
 }
 
-static enum MHD_Result dispatch(http_request *hr) {
-    const http_route *found = NULL, *routes = hr->srv->routes;
-    for (size_t i = 0; i < hr->srv->n_routes; i++) {
-        if (!route_matches(&routes[i], hr->path)) continue;
-        found = &routes[i];
-        if (strcmp(routes[i].method, hr->method) == 0) break;
-        found = NULL;
-        if (strcmp(hr->method, "OPTIONS") == 0) { /* CORS preflight */
-            struct MHD_Response *resp =
-                MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-            if (resp) {
-                MHD_add_response_header(resp, "Access-Control-Allow-Methods", routes[i].method);
-                MHD_add_response_header(resp, "Access-Control-Allow-Headers",
-                                        "Authorization, Content-Type");
-            }
-            return queue(hr, 204, resp);
-        }
-        return send_method_not_allowed(hr, routes[i].method);
+/* The methods routes serve path with, as "GET, POST" into buf; how many routes match path. */
+static size_t path_methods(const server *srv, const char *path, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < srv->n_routes; i++) {
+        if (!route_matches(&srv->routes[i], path)) continue;
+        const char *m = srv->routes[i].method;
+        if (!strstr(buf, m))
+            snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", n ? ", " : "", m);
+        n++;
     }
-    if (!found)
+    return n;
+}
+
+static enum MHD_Result dispatch(http_request *hr) {
+    const http_route *routes = hr->srv->routes;
+    for (size_t i = 0; i < hr->srv->n_routes; i++)
+        if (route_matches(&routes[i], hr->path) && strcmp(routes[i].method, hr->method) == 0) {
+            if (routes[i].needs_key && !authorized(hr))
+                return http_send_error(
+                    hr, 401, "invalid_request_error", NULL, "invalid_api_key",
+                    "a missing or wrong API key: send 'Authorization: Bearer KEY'");
+            return routes[i].handle(hr);
+        }
+    char methods[64];
+    if (path_methods(hr->srv, hr->path, methods, sizeof methods) == 0)
         return http_send_error(hr, 404, "invalid_request_error", NULL, "not_found",
                                "no route %s %s", hr->method, hr->path);
-    if (found->needs_key && !authorized(hr))
-        return http_send_error(hr, 401, "invalid_request_error", NULL, "invalid_api_key",
-                               "a missing or wrong API key: send 'Authorization: Bearer KEY'");
-    return found->handle(hr);
+    if (strcmp(hr->method, "OPTIONS") == 0) { /* a CORS preflight: it carries no API key */
+        strncat(methods, ", OPTIONS", sizeof methods - strlen(methods) - 1);
+        return queue(hr, 204, cors_preflight_response(hr, methods));
+    }
+    return send_method_not_allowed(hr, methods);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,

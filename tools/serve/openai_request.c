@@ -641,6 +641,59 @@ static int responses_to_chat(oa_request *r, oa_error *err) {
     return 0;
 }
 
+/* llama-server's /completion body rewritten in place into the completion fields parse_fields
+ * reads (its sampling fields and prompt already have their OpenAI names). */
+static int llama_to_completion(oa_request *r, oa_error *err) {
+    json_t *root = r->root;
+    if (!json_is_object(root))
+        return BAD(NULL, "the body must be a JSON object, not %s", json_type_name(root));
+    json_t *n_predict = member(root, "n_predict");
+    if (n_predict) {
+        if (!json_is_integer(n_predict) ||
+            (json_integer_value(n_predict) != -1 && json_integer_value(n_predict) < 1))
+            return BAD("n_predict", "'n_predict' must be -1 (no limit) or a count of at least 1");
+        if (json_integer_value(n_predict) == -1)
+            json_object_del(root, "max_tokens");
+        else
+            json_object_set(root, "max_tokens", n_predict);
+    }
+    json_t *seed = member(root, "seed");
+    if (json_is_integer(seed) && json_integer_value(seed) == -1) json_object_del(root, "seed");
+    json_t *bias = member(root, "logit_bias");
+    if (json_is_array(bias)) { /* [[id, bias or false (banned)], ...] -> {"id": bias} */
+        json_t *by_id = json_object();
+        if (!by_id) return NO_MEMORY();
+        size_t i;
+        json_t *pair;
+        json_array_foreach(bias, i, pair) {
+            json_t *id = json_array_get(pair, 0), *b = json_array_get(pair, 1);
+            if (json_array_size(pair) != 2 || !json_is_integer(id) ||
+                !(json_is_number(b) || json_is_false(b))) {
+                json_decref(by_id);
+                return BAD("logit_bias",
+                           "'logit_bias[%zu]' must be [token id, bias] (a number, or false to ban "
+                           "the token)",
+                           i);
+            }
+            char key[24];
+            snprintf(key, sizeof key, "%lld", (long long)json_integer_value(id));
+            json_object_set_new(by_id, key, json_is_false(b) ? json_integer(-100) : json_copy(b));
+        }
+        if (json_object_set_new(root, "logit_bias", by_id) != 0) return NO_MEMORY();
+    }
+    json_t *schema = member(root, "json_schema");
+    if (schema) {
+        if (!json_is_object(schema))
+            return BAD("json_schema", "'json_schema' must be a JSON Schema object");
+        json_object_set_new(
+            root, "response_format",
+            json_pack("{s:s, s:{s:O}}", "type", "json_schema", "json_schema", "schema", schema));
+    }
+    r->kind = OA_COMPLETION;
+    r->native = true;
+    return 0;
+}
+
 /* logit_bias: {"token id": bias in -100..100}; -100 bans the token, as OpenAI's does. Ids are
  * checked against the vocabulary at submission (the engine names the id). */
 static int parse_logit_bias(oa_request *r, oa_error *err) {
@@ -710,7 +763,9 @@ int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out
                      jerr.column);
         return -1;
     }
-    if ((kind == OA_RESPONSES && responses_to_chat(&r, err) != 0) || parse_fields(&r, err) != 0) {
+    if ((kind == OA_RESPONSES && responses_to_chat(&r, err) != 0) ||
+        (kind == OA_LLAMA_COMPLETION && llama_to_completion(&r, err) != 0) ||
+        parse_fields(&r, err) != 0) {
         oa_request_free(&r);
         return -1;
     }

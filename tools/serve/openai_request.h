@@ -24,8 +24,10 @@ enum {
 };
 
 /* OA_RESPONSES (POST /v1/responses) is parsed into the chat fields: kind becomes OA_CHAT with
- * responses set. */
-typedef enum oa_kind { OA_CHAT, OA_COMPLETION, OA_RESPONSES } oa_kind;
+ * responses set. OA_LLAMA_COMPLETION (llama-server's POST /completion: n_predict, seed -1 for a
+ * random one, logit_bias as [[id, bias]], json_schema) into the completion fields: kind becomes
+ * OA_COMPLETION with native set. */
+typedef enum oa_kind { OA_CHAT, OA_COMPLETION, OA_RESPONSES, OA_LLAMA_COMPLETION } oa_kind;
 
 /* tool_choice: auto is the default when tools are given, none when not. */
 typedef enum oa_tool_choice {
@@ -49,6 +51,7 @@ typedef struct oa_error {
 typedef struct oa_request {
     oa_kind kind;
     bool responses;    /* asked through /v1/responses: answer in its shape */
+    bool native;       /* asked through llama-server's /completion: answer in its shape */
     const char *model; /* as asked, or NULL (the server's only model) */
 
     /* OA_CHAT: */

@@ -24,6 +24,10 @@ const http_route serve_routes[] = {
     {"/health", false, "GET", false, handle_health},
     {"/metrics", false, "GET", false, handle_metrics},
     {"/", false, "GET", false, handle_chat_page},
+    {"/props", false, "GET", true, handle_llama_props},
+    {"/slots", false, "GET", true, handle_llama_slots},
+    {"/apply-template", false, "POST", true, handle_llama_apply_template},
+    {"/completion", false, "POST", true, handle_llama_completion},
     {"/admin/models", false, "POST", true, handle_admin_load},
     {"/admin/models/", true, "DELETE", true, handle_admin_unload},
 };

@@ -5,9 +5,11 @@
  *                   signals and the graceful stop
  *   http.c          libmicrohttpd glue: one thread per connection, body limits, API key, routing,
  *                   the one log line per request, JSON and error responses
+ *   cors.c          which origins' browser pages may call the API; CORS headers and preflights
  *   completions.c   /v1/chat/completions and /v1/completions: engine requests, SSE streaming,
  *                   logprobs, the response objects
  *   endpoints.c     /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page
+ *   llama_api.c     llama-server's own routes: /props, /slots, /apply-template, /completion
  *   admin.c         POST /admin/models and DELETE /admin/models/ALIAS: residency at run time
  *   models.c        the models a node serves, each with its engine, on shared compute threads
  *   openai_request.c  the request body -> oa_request (pure; fuzzed)
@@ -56,6 +58,10 @@ typedef struct server_opts {
     syn_kv_type kv_type;
     char *chat_template; /* --chat-template-file's source for every model (owned); NULL: each
                           * model's own tokenizer.chat_template */
+    char **cors_origins; /* [n_cors_origins] --cors-origin's origins or "*" (owned); none:
+                          * any origin without --api-key, no origin with it */
+    size_t n_cors_origins;
+    bool slots_show_prompts; /* GET /slots shows the running requests' prompts */
 } server_opts;
 
 /* Running totals for /metrics (the engine keeps the token counts). */
@@ -133,6 +139,21 @@ size_t models_names(server *srv, char *buf, size_t cap);
 /* Frees every model and its engine, once no connection is left. */
 void models_free_all(server *srv);
 
+/* Renders req's messages, tools and chat_template_kwargs through m's chat template (or
+ * --chat-template-file's) with the generation prompt into *prompt (malloc'd). */
+syn_status completions_render_chat(const server *srv, const served_model *m, const oa_request *req,
+                                   char **prompt);
+/* m's unfinished requests, oldest first, as llama-server's /slots shows a busy slot's: id_task,
+ * params, next_token, and with_prompts their prompts (a new reference). */
+json_t *completions_running(server *srv, const served_model *m, bool with_prompts);
+
+/* llama-server's shapes (llama_api.c). A request's sampling parameters (NULL: the defaults); one
+ * streamed piece of /completion; its whole answer, or its last event (content ""). */
+json_t *llama_params_json(const oa_request *req);
+json_t *llama_stream_chunk(const char *content, size_t len);
+json_t *llama_completion_json(const served_model *m, const oa_request *req, const char *content,
+                              size_t len, const syn_request_result *res);
+
 /* Cancels every running completion (the stop, after its grace period); their connections then
  * end at once. */
 void completions_cancel_all(server *srv);
@@ -148,6 +169,15 @@ int http_start(server *srv, const http_route *routes, size_t n_routes);
 /* The port listened on (the one the kernel chose for --port 0). */
 uint16_t http_port(const server *srv);
 void http_stop(server *srv);
+
+/* CORS (cors.c). Parses --cors-origin's value (an origin or a comma list) into o; 0, or -1
+ * with err filled. */
+int cors_parse_origins(server_opts *o, const char *value, char *err, size_t cap);
+/* Adds Access-Control-Allow-Origin (and Vary) for hr's Origin to resp, where it is allowed. */
+void cors_add_headers(const http_request *hr, struct MHD_Response *resp);
+/* The empty answer to a preflight of a path served with methods ("GET, OPTIONS"): allowing them
+ * and the request's Access-Control-Request-Headers when its origin may call (NULL: no memory). */
+struct MHD_Response *cors_preflight_response(const http_request *hr, const char *methods);
 
 /* Responses. Each queues the response, records the status and returns MHD's answer. */
 enum MHD_Result http_send_json(http_request *hr, unsigned status, json_t *body); /* steals body */
@@ -173,6 +203,10 @@ enum MHD_Result handle_tokenize(http_request *hr);
 enum MHD_Result handle_detokenize(http_request *hr);
 enum MHD_Result handle_chat_page(http_request *hr);
 enum MHD_Result handle_admin_load(http_request *hr);
+enum MHD_Result handle_llama_props(http_request *hr);
+enum MHD_Result handle_llama_slots(http_request *hr);
+enum MHD_Result handle_llama_apply_template(http_request *hr);
+enum MHD_Result handle_llama_completion(http_request *hr);
 enum MHD_Result handle_admin_unload(http_request *hr); /* path /admin/models/ALIAS */
 
 #endif
