@@ -27,7 +27,7 @@ check "/health turns 200 once the model is loaded" test "$status" = 200
 pkill -TERM -P "$loading" # the server, strace's child
 wait "$loading"
 
-start_server api -m "$TINY_Q8" --alias tiny --parallel 2 -t 2 -c 512 --max-body 1
+start_server api -m "$TINY_Q8" --alias tiny --parallel 2 -t 2 -c 512 --max-body 1 --slots-show-prompts
 
 # Health, models, the chat page, metrics.
 api GET /health && expect_status 200 "GET /health"
@@ -108,6 +108,83 @@ check "tokenize equals synapse tokenize" test "$(jq -c .tokens "$tmp/body")" = \
 api POST /detokenize '{"tokens": [9707, 1879]}' && expect_status 200 "POST /detokenize"
 check "detokenize gives the text" jqe '.content == "Hello world"' "$tmp/body"
 api POST /detokenize '{"tokens": [-1]}' && expect_status 400 "detokenize of a bad id is 400"
+
+# llama-server's own routes. /props: the model, its context, slots, template and special tokens.
+api GET /props && expect_status 200 "GET /props"
+check "/props: n_ctx, total_slots, alias, path, Qwen2's special tokens, build_info" jqe --arg path "$TINY_Q8" '
+    .default_generation_settings.n_ctx == 512 and .default_generation_settings.is_processing == false
+    and .default_generation_settings.params.temperature == 0.8 and .default_generation_settings.params.n_predict == -1
+    and .total_slots == 2 and .model_alias == "tiny" and .model_path == $path
+    and .bos_token == "<|endoftext|>" and .eos_token == "<|im_end|>" and (.build_info | startswith("synapse "))' "$tmp/body"
+jq -r .chat_template "$tmp/body" >"$tmp/props.jinja"
+api GET '/props?model=nope' && expect_status 404 "/props?model= of an unknown model is 404"
+# /apply-template renders what `synapse template` renders from /props' template, and the chat
+# endpoint evaluates exactly that prompt.
+rivers='[{"role": "user", "content": "Name three rivers."}]'
+api POST /apply-template "{\"messages\": $rivers}" && expect_status 200 "POST /apply-template"
+jq -n --argjson m "$rivers" '{messages: $m, add_generation_prompt: true, bos_token: "<|endoftext|>", eos_token: "<|im_end|>"}' >"$tmp/vars.json"
+check "... the prompt is /props' chat_template rendered with add_generation_prompt" test \
+    "$(jq -r .prompt "$tmp/body")" = "$("$SYNAPSE" template --file "$tmp/props.jinja" --vars "$tmp/vars.json")"
+check "... ending in the open assistant turn" jqe '.prompt | endswith("<|im_start|>assistant\n")' "$tmp/body"
+api POST /tokenize "$(jq -c '{content: .prompt}' "$tmp/body")" && n_applied=$(jq '.tokens | length' "$tmp/body")
+api POST /v1/chat/completions "{\"messages\": $rivers, \"max_tokens\": 1}"
+check "... of as many tokens as the chat completion's prompt" test "$(jq .usage.prompt_tokens "$tmp/body")" = "$n_applied"
+api POST /apply-template '{"messages": [' && expect_status 400 "/apply-template: malformed JSON is 400"
+api POST /apply-template '{"prompt": "x"}' && expect_status 400 "/apply-template without messages is 400"
+check "... naming messages" jqe '.error.param == "messages"' "$tmp/body"
+# /completion: llama-server's native shape on the same engine as /v1/completions.
+api POST /completion '{"prompt": "The capital of France is", "n_predict": 16, "temperature": 0, "seed": -1}'
+expect_status 200 "POST /completion"
+check "/completion: synapse run's greedy text, stop, counts, settings, timings" jqe \
+    --arg t "$(jq -r .text <<<"$want_c")" --argjson n "$(jq '.prompt_ids | length' <<<"$want_c")" '
+    .content == $t and .stop == true and .stop_type == "limit" and .tokens_predicted == 16 and .tokens_evaluated == $n
+    and .model == "tiny" and .generation_settings.n_predict == 16 and .generation_settings.temperature == 0
+    and .timings.predicted_n == 16 and .timings.prompt_n + .tokens_cached == $n and .timings.predicted_ms > 0
+    and .tokens == [] and .truncated == false' "$tmp/body"
+api POST /completion "{\"prompt\": $ids, \"n_predict\": 16, \"temperature\": 0, \"return_tokens\": true}"
+check "/completion with a token prompt: the same text, and the ids when return_tokens" jqe \
+    --arg t "$(jq -r .text <<<"$want_c")" '.content == $t and (.tokens | length) == 16' "$tmp/body"
+curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/completion" \
+    -d '{"prompt": "The capital of France is", "n_predict": 16, "temperature": 0, "stream": true}' >"$tmp/native.sse"
+sed -n 's/^data: //p' "$tmp/native.sse" | jq -s . >"$tmp/native.json"
+check "/completion streamed: content pieces with stop false, then one stop true with the totals, no [DONE]" jqe \
+    --arg t "$(jq -r .text <<<"$want_c")" '([.[:-1][] | .content] | join("")) == $t and all(.[:-1][]; .stop == false)
+    and (.[-1] | .stop == true and .content == "" and .tokens_predicted == 16 and .stop_type == "limit")' "$tmp/native.json"
+check "... every data line is JSON (no [DONE])" sh -c "! grep -q DONE '$tmp/native.sse'"
+api POST /completion "$(jq -cn --arg s "$stop" '{prompt: "The capital of France is", n_predict: 16, temperature: 0, stop: ["zzzz", $s]}')"
+check "/completion with stop strings: the text before it, stop_type word, the stopping_word" jqe --arg p "$prefix" --arg s "$stop" \
+    '.content == $p and .stop_type == "word" and .stopping_word == $s' "$tmp/body"
+api POST /completion '{"prompt": "Hello", "n_predict": 6, "temperature": 1, "seed": 3, "logit_bias": [[1879, 100]]}'
+check "/completion logit_bias in llama-server's [[id, bias]] form forces the token" jqe \
+    '.content == " world world world world world world"' "$tmp/body"
+api POST /completion '{"prompt": "Hello", "n_predict": 3, "temperature": 0, "logit_bias": [[1879, false]], "return_tokens": true}'
+check "... and [[id, false]] bans it" jqe '.tokens | index(1879) == null' "$tmp/body"
+api POST /completion '{"prompt": "Hello", "n_predict": 0}' && expect_status 400 "/completion n_predict 0 is 400"
+check "... naming n_predict" jqe '.error.param == "n_predict"' "$tmp/body"
+api POST /completion '{"prompt": ' && expect_status 400 "/completion: malformed JSON is 400"
+api POST /completion '{"n_predict": 4}' && expect_status 400 "/completion without a prompt is 400"
+api POST /completion '{"prompt": "x", "logit_bias": [[1, 2, 3]]}' && expect_status 400 "/completion: a bad logit_bias pair is 400"
+# /slots: idle, then one busy with a running request (whose prompt --slots-show-prompts shows).
+api GET /slots && expect_status 200 "GET /slots"
+check "/slots: two idle slots of n_ctx 512" jqe 'length == 2 and .[0].id == 0 and .[1].id == 1
+    and all(.[]; .n_ctx == 512 and .is_processing == false)' "$tmp/body"
+api GET '/slots?fail_on_no_slot=1' && expect_status 200 "/slots?fail_on_no_slot=1 with a slot free is 200"
+curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/completion" \
+    -d '{"prompt": "Tell me a long story", "n_predict": 400, "temperature": 1, "seed": 9, "stream": true}' >/dev/null &
+long=$!
+for _ in $(seq 100); do
+    api GET /slots
+    jqe 'any(.[]; .is_processing)' "$tmp/body" && break
+    sleep 0.05
+done
+check "/slots while a request runs: its slot processing, with its id, params, tokens so far and prompt" jqe '
+    [.[] | select(.is_processing)] | length == 1 and (.[0] | (.id_task | startswith("cmpl-"))
+    and .params.n_predict == 400 and .params.seed == 9 and .params.stream == true
+    and .next_token.n_decoded >= 0 and .next_token.n_remain == 400 - .next_token.n_decoded
+    and .prompt == "Tell me a long story")' "$tmp/body"
+wait "$long"
+api GET /slots
+check "... idle again once it finished" jqe 'all(.[]; .is_processing == false)' "$tmp/body"
 
 # Errors, each with its status and the OpenAI error shape.
 api POST /v1/chat/completions '{"messages": [' && expect_status 400 "malformed JSON is 400"
@@ -292,6 +369,28 @@ expect_status 400 "a forced tool call with a grammar is 400"
 api GET /v1/nothing && expect_status 404 "an unknown route is 404"
 api GET /v1/chat/completions && expect_status 405 "GET on a POST route is 405"
 check "405 carries Allow" sh -c "curl -sI -X GET 'http://127.0.0.1:$port/v1/chat/completions' | grep -qi '^Allow: POST'"
+# CORS: without --api-key or --cors-origin any origin may call; a preflight allows the route's
+# methods and exactly the headers asked for (the openai SDK's x-stainless-* among them).
+preflight() { # PATH ORIGIN [HEADERS]: the preflight's status line and headers in $tmp/headers
+    curl -s -o /dev/null -D "$tmp/headers" -X OPTIONS -H "Origin: $2" -H 'Access-Control-Request-Method: POST' \
+        ${3:+-H "Access-Control-Request-Headers: $3"} "http://127.0.0.1:$port$1"
+}
+has_header() { grep -qiF "$1" "$tmp/headers"; }
+asked="authorization,content-type,x-stainless-os,x-stainless-retry-count,x-stainless-timeout"
+preflight /v1/chat/completions http://localhost:5173 "$asked"
+check "a preflight is 204" grep -q '^HTTP/1.1 204' "$tmp/headers"
+check "... allowing any origin" has_header 'Access-Control-Allow-Origin: *'
+check "... the route's method and OPTIONS" has_header 'Access-Control-Allow-Methods: POST, OPTIONS'
+check "... the asked headers, x-stainless-* included" has_header "Access-Control-Allow-Headers: $asked"
+check "... for a while (Max-Age)" has_header 'Access-Control-Max-Age: 7200'
+preflight /v1/models http://localhost:5173
+check "a preflight of a GET route allows GET, OPTIONS" has_header 'Access-Control-Allow-Methods: GET, OPTIONS'
+preflight /admin/models/tiny http://localhost:5173
+check "... of DELETE /admin/models/ALIAS allows DELETE, OPTIONS" has_header 'Access-Control-Allow-Methods: DELETE, OPTIONS'
+api OPTIONS /v1/nothing && expect_status 404 "a preflight of an unknown path is 404"
+curl -s -o /dev/null -D "$tmp/headers" -H 'Origin: http://localhost:5173' "http://127.0.0.1:$port/v1/models"
+check "a response carries Access-Control-Allow-Origin: *" has_header 'Access-Control-Allow-Origin: *'
+check "... and no Vary: Origin (it is the same for every origin)" sh -c "! grep -qi '^Vary:' '$tmp/headers'"
 printf '{"messages": [{"role": "user", "content": "\xff\xfe"}]}' >"$tmp/bad_utf8.json"
 status=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$tmp/bad_utf8.json" \
     "http://127.0.0.1:$port/v1/chat/completions")
@@ -329,6 +428,38 @@ expect_status 401 "a wrong API key is 401"
 status=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$port/v1/models")
 expect_status 200 "the right API key is 200"
 api GET /health && expect_status 200 "/health needs no key"
+preflight /v1/chat/completions http://localhost:5173 "$asked"
+check "with a key and no --cors-origin, a preflight allows no origin" sh -c "! grep -qi '^Access-Control-' '$tmp/headers'"
+curl -s -o /dev/null -D "$tmp/headers" -H 'Origin: http://localhost:5173' -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$port/v1/models"
+check "... nor does a response" sh -c "! grep -qi '^Access-Control-' '$tmp/headers'"
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$port/props")
+expect_status 200 "/props with the key"
+status=$(curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$port/slots")
+expect_status 401 "/slots without the key is 401"
+curl -sN -H 'Content-Type: application/json' -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$port/completion" \
+    -d '{"prompt": "Tell me a long story", "n_predict": 400, "stream": true}' >/dev/null &
+long=$!
+for _ in $(seq 100); do
+    curl -s -o "$tmp/body" -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$port/slots"
+    jqe 'any(.[]; .is_processing)' "$tmp/body" && break
+    sleep 0.05
+done
+check "/slots without --slots-show-prompts: a running request, but no prompt" jqe \
+    'any(.[]; .is_processing) and all(.[]; has("prompt") | not)' "$tmp/body"
+wait "$long"
+stop_server "$pid"
+
+# --cors-origin with a key: only the listed origins, each echoed with Vary: Origin.
+start_server origins -m "$TINY_Q8" --api-key s3cret --cors-origin http://a.example --cors-origin 'http://b.example:8080, https://c.example'
+preflight /v1/chat/completions http://b.example:8080 "$asked"
+check "--cors-origin: a listed origin's preflight echoes it" has_header 'Access-Control-Allow-Origin: http://b.example:8080'
+check "... with Vary: Origin and the asked headers" sh -c "grep -qi '^Vary: Origin' '$tmp/headers' && grep -qiF 'Access-Control-Allow-Headers: $asked' '$tmp/headers'"
+preflight /v1/chat/completions http://evil.example "$asked"
+check "... another origin's preflight gets no Access-Control-* headers" sh -c "! grep -qi '^Access-Control-' '$tmp/headers'"
+check "... but Vary: Origin" has_header 'Vary: Origin'
+curl -sN -o /dev/null -D "$tmp/headers" -H 'Origin: https://c.example' -H 'Authorization: Bearer s3cret' \
+    -H 'Content-Type: application/json' -d '{"prompt": "hi", "max_tokens": 2, "stream": true}' "http://127.0.0.1:$port/v1/completions"
+check "... a streamed response to a listed origin echoes it" has_header 'Access-Control-Allow-Origin: https://c.example'
 stop_server "$pid"
 
 # Usage errors.
@@ -336,6 +467,9 @@ expect_exit 2 "serve without -m" "$SYNAPSE" serve
 expect_exit 2 "serve --port 70000" "$SYNAPSE" serve -m "$TINY_Q8" --port 70000
 expect_exit 2 "serve --parallel 0" "$SYNAPSE" serve -m "$TINY_Q8" --parallel 0
 expect_exit 2 "serve --bogus" "$SYNAPSE" serve -m "$TINY_Q8" --bogus
+expect_exit 2 "serve --cors-origin without a scheme" "$SYNAPSE" serve -m "$TINY_Q8" --cors-origin localhost:3000
+expect_error_mentions "scheme://host" "... saying what an origin looks like"
+expect_exit 2 "serve --cors-origin with a path" "$SYNAPSE" serve -m "$TINY_Q8" --cors-origin http://a.example/app
 capture "$SYNAPSE" serve -m /nonexistent.gguf --port 0
 check "serve a missing model: exit 1" test "$rc" -eq 1
 expect_error_mentions "/nonexistent.gguf" "... naming the file"
