@@ -182,9 +182,18 @@ check "/slots while a request runs: its slot processing, with its id, params, to
     and .params.n_predict == 400 and .params.seed == 9 and .params.stream == true
     and .next_token.n_decoded >= 0 and .next_token.n_remain == 400 - .next_token.n_decoded
     and .prompt == "Tell me a long story")' "$tmp/body"
-wait "$long"
+curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/completion" \
+    -d '{"prompt": "Another long story", "n_predict": 400, "stream": true}' >/dev/null &
+long2=$!
+for _ in $(seq 100); do
+    api GET '/slots?fail_on_no_slot=1'
+    [ "$status" = 503 ] && break
+    sleep 0.05
+done
+expect_status 503 "/slots?fail_on_no_slot=1 with both slots processing is 503"
+wait "$long" "$long2"
 api GET /slots
-check "... idle again once it finished" jqe 'all(.[]; .is_processing == false)' "$tmp/body"
+check "... idle again once they finished" jqe 'all(.[]; .is_processing == false)' "$tmp/body"
 
 # Errors, each with its status and the OpenAI error shape.
 api POST /v1/chat/completions '{"messages": [' && expect_status 400 "malformed JSON is 400"

@@ -1,5 +1,6 @@
-/* fuzz_openai_request.c: libFuzzer target: any bytes as the body of a chat completion and of a
- * completion request (tools/serve/openai_request.c). A body is either refused with a
+/* fuzz_openai_request.c: libFuzzer target: any bytes as the body of a chat completion, a
+ * completion, a /v1/responses and a llama-server /completion request
+ * (tools/serve/openai_request.c). A body is either refused with a
  * complete error or accepted with every field in range; both are checked here. Built by
  * `make fuzz`. */
 #include <stddef.h>
@@ -43,7 +44,7 @@ static void check_accepted(const oa_request *r) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    for (int kind = OA_CHAT; kind <= OA_RESPONSES; kind++) {
+    for (int kind = OA_CHAT; kind <= OA_LLAMA_COMPLETION; kind++) {
         oa_request r;
         oa_error err;
         if (oa_request_parse((oa_kind)kind, (const char *)data, size, &r, &err) == 0) {

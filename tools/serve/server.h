@@ -10,6 +10,7 @@
  *                   logprobs, the response objects
  *   endpoints.c     /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page
  *   llama_api.c     llama-server's own routes: /props, /slots, /apply-template, /completion
+ *   llama_json.c    llama-server's JSON shapes: sampling parameters, /completion's answer
  *   admin.c         POST /admin/models and DELETE /admin/models/ALIAS: residency at run time
  *   models.c        the models a node serves, each with its engine, on shared compute threads
  *   openai_request.c  the request body -> oa_request (pure; fuzzed)
@@ -147,7 +148,7 @@ syn_status completions_render_chat(const server *srv, const served_model *m, con
  * params, next_token, and with_prompts their prompts (a new reference). */
 json_t *completions_running(server *srv, const served_model *m, bool with_prompts);
 
-/* llama-server's shapes (llama_api.c). A request's sampling parameters (NULL: the defaults); one
+/* llama-server's shapes (llama_json.c). A request's sampling parameters (NULL: the defaults); one
  * streamed piece of /completion; its whole answer, or its last event (content ""). */
 json_t *llama_params_json(const oa_request *req);
 json_t *llama_stream_chunk(const char *content, size_t len);
