@@ -388,52 +388,97 @@ static void attention(const syn_attn_args *a) {
     }
 }
 
-/* Columns [j, j + 8 * ns) of the delta rule (floats.h) through all tokens: ns strips of 8 lanes,
- * whose sums are independent chains the core overlaps. */
-V8_INLINE void delta_rule_columns(const syn_delta_rule_args *a, int32_t j, int ns) {
-    enum { MAX_STRIPS = 4 };
-    const int32_t dk = a->dk, dv = a->dv;
-    for (size_t t = 0; t < a->n; t++) {
-        const float *q = a->qk + t * 2 * (size_t)dk, *k = q + dk;
-        const v8f decay = v8_set1(a->gates[2 * t]), beta = v8_set1(a->gates[2 * t + 1]);
-        v8f sk[MAX_STRIPS], d[MAX_STRIPS], o[MAX_STRIPS];
-        for (int s = 0; s < ns; s++)
-            sk[s] = v8_set1(0.0f);
-        for (int32_t i = 0; i < dk; i++) { /* S *= decay; sk = S^T k */
-            float *Si = a->S + (size_t)i * dv + j;
-            const v8f ki = v8_set1(k[i]);
-            for (int s = 0; s < ns; s++) {
-                const v8f x = v8_load(Si + 8 * s) * decay;
-                v8_store(Si + 8 * s, x);
-                sk[s] = sk[s] + x * ki;
-            }
-        }
-        const float *v = a->v + t * a->v_stride + j;
-        for (int s = 0; s < ns; s++) {
-            d[s] = beta * (v8_load(v + 8 * s) - sk[s]);
-            o[s] = v8_set1(0.0f);
-        }
-        for (int32_t i = 0; i < dk; i++) { /* S += k d^T; o = S^T q */
-            float *Si = a->S + (size_t)i * dv + j;
-            const v8f ki = v8_set1(k[i]), qi = v8_set1(q[i]);
-            for (int s = 0; s < ns; s++) {
-                const v8f x = v8_load(Si + 8 * s) + ki * d[s];
-                v8_store(Si + 8 * s, x);
-                o[s] = o[s] + x * qi;
-            }
-        }
-        float *out = a->o + t * a->o_stride + j;
-        for (int s = 0; s < ns; s++)
-            v8_store(out + 8 * s, o[s]);
+/* Columns [j, j + NV * lanes of VF) of the delta rule (floats.h) through all tokens, each column's
+ * sums in named vector accumulators (GCC keeps arrays of vectors in memory, and a sum carried
+ * through a store and a load waits on store forwarding at every key). Token t's update of S and
+ * its output share one pass over the strip with token t + 1's decay and S^T k: the same operations
+ * on the same values as one pass per step, with half the loads and stores. */
+#define SYN_F_DEFINE_DELTA_STRIP(name, VF, NV)                                                     \
+    V8_INLINE void name(const syn_delta_rule_args *a, int32_t j) {                                 \
+        enum { L = (int)(sizeof(VF) / sizeof(float)) };                                            \
+        const int32_t dk = a->dk, dv = a->dv;                                                      \
+        const VF zero = {0};                                                                       \
+        VF sk0 = zero, sk1 = zero, d0 = zero, d1 = zero, o0 = zero, o1 = zero, x0, x1;             \
+        float *S = a->S + j;                                                                       \
+        { /* token 0: S *= decay; sk = S^T k */                                                    \
+            const VF decay = zero + a->gates[0];                                                   \
+            const float *k = a->qk + dk;                                                           \
+            for (int32_t i = 0; i < dk; i++) {                                                     \
+                float *Si = S + (size_t)i * dv;                                                    \
+                memcpy(&x0, Si, sizeof x0);                                                        \
+                x0 = x0 * decay;                                                                   \
+                memcpy(Si, &x0, sizeof x0);                                                        \
+                sk0 = sk0 + x0 * k[i];                                                             \
+                if (NV > 1) {                                                                      \
+                    memcpy(&x1, Si + L, sizeof x1);                                                \
+                    x1 = x1 * decay;                                                               \
+                    memcpy(Si + L, &x1, sizeof x1);                                                \
+                    sk1 = sk1 + x1 * k[i];                                                         \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (size_t t = 0; t < a->n; t++) {                                                        \
+            const float *q = a->qk + t * 2 * (size_t)dk, *k = q + dk;                              \
+            const VF beta = zero + a->gates[2 * t + 1];                                            \
+            const float *v = a->v + t * a->v_stride + j;                                           \
+            memcpy(&d0, v, sizeof d0);                                                             \
+            d0 = beta * (d0 - sk0);                                                                \
+            if (NV > 1) {                                                                          \
+                memcpy(&d1, v + L, sizeof d1);                                                     \
+                d1 = beta * (d1 - sk1);                                                            \
+            }                                                                                      \
+            o0 = o1 = sk0 = sk1 = zero;                                                            \
+            if (t + 1 < a->n) { /* S += k d^T; o = S^T q; then token t + 1's S *= decay; sk */     \
+                const float *k_next = k + 2 * (size_t)dk;                                          \
+                const VF decay = zero + a->gates[2 * t + 2];                                       \
+                for (int32_t i = 0; i < dk; i++) {                                                 \
+                    float *Si = S + (size_t)i * dv;                                                \
+                    memcpy(&x0, Si, sizeof x0);                                                    \
+                    x0 = x0 + k[i] * d0;                                                           \
+                    o0 = o0 + x0 * q[i];                                                           \
+                    x0 = x0 * decay;                                                               \
+                    memcpy(Si, &x0, sizeof x0);                                                    \
+                    sk0 = sk0 + x0 * k_next[i];                                                    \
+                    if (NV > 1) {                                                                  \
+                        memcpy(&x1, Si + L, sizeof x1);                                            \
+                        x1 = x1 + k[i] * d1;                                                       \
+                        o1 = o1 + x1 * q[i];                                                       \
+                        x1 = x1 * decay;                                                           \
+                        memcpy(Si + L, &x1, sizeof x1);                                            \
+                        sk1 = sk1 + x1 * k_next[i];                                                \
+                    }                                                                              \
+                }                                                                                  \
+            } else { /* the last token: S += k d^T; o = S^T q */                                   \
+                for (int32_t i = 0; i < dk; i++) {                                                 \
+                    float *Si = S + (size_t)i * dv;                                                \
+                    memcpy(&x0, Si, sizeof x0);                                                    \
+                    x0 = x0 + k[i] * d0;                                                           \
+                    memcpy(Si, &x0, sizeof x0);                                                    \
+                    o0 = o0 + x0 * q[i];                                                           \
+                    if (NV > 1) {                                                                  \
+                        memcpy(&x1, Si + L, sizeof x1);                                            \
+                        x1 = x1 + k[i] * d1;                                                       \
+                        memcpy(Si + L, &x1, sizeof x1);                                            \
+                        o1 = o1 + x1 * q[i];                                                       \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            float *out = a->o + t * a->o_stride + j;                                               \
+            memcpy(out, &o0, sizeof o0);                                                           \
+            if (NV > 1) memcpy(out + L, &o1, sizeof o1);                                           \
+        }                                                                                          \
     }
-}
+/* Strips of two of the build's widest vectors, then of 8 lanes for the rest of dv. */
+SYN_F_DEFINE_DELTA_STRIP(delta_strip_wide, vwf, 2)
+SYN_F_DEFINE_DELTA_STRIP(delta_strip_8, v8f, 1)
 
 static void delta_rule(const syn_delta_rule_args *a) {
+    if (a->n == 0) return;
     int32_t j = 0;
-    for (; j + 32 <= a->dv; j += 32)
-        delta_rule_columns(a, j, 4);
+    for (; j + 2 * SYN_F_WIDE_LANES <= a->dv; j += 2 * SYN_F_WIDE_LANES)
+        delta_strip_wide(a, j);
     for (; j < a->dv; j += 8)
-        delta_rule_columns(a, j, 1);
+        delta_strip_8(a, j);
 }
 
 #endif
