@@ -49,7 +49,7 @@ void syn_ref_dn_mixer(syn_ref_dn *d, int32_t layer, const float *h, float *out);
 
 /* One recurrent layer's float32 parameters, converted once. */
 typedef struct syn_dn_layer {
-    float *conv;    /* [conv_dim][K] */
+    float *conv;    /* [K][conv_dim]: tap j of every channel together (the file's transpose) */
     float *dt_bias; /* [nv] */
     float *a;       /* [nv] */
     float *norm;    /* [dv] */
@@ -66,7 +66,7 @@ typedef struct syn_dn_seqs {
 /* The convolution step of recurrent layer `layer` for channels [c0, c1): m [n][conv_dim] is
  * replaced by silu(conv(m)), each token reading and advancing its own sequence's state. */
 void syn_dn_conv(const syn_hparams *hp, int32_t layer, const syn_dn_layer *P, const syn_dn_seqs *q,
-                 float *m, int32_t c0, int32_t c1);
+                 syn_dn_conv_fn conv, float *m, int32_t c0, int32_t c1);
 
 /* Tokens of one sequence the recurrence runs through its state at a time. */
 enum { SYN_DN_TILE = 32 };

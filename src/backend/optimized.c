@@ -361,14 +361,18 @@ static syn_status bind_recurrent(opt_state *s) {
     s->dn_copies = malloc(sizeof(float) * per_layer * n_rec);
     if (!s->dn || !s->dn_copies)
         return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory for the delta net");
-    float *store = s->dn_copies;
+    float *store = s->dn_copies, *taps = malloc(sizeof(float) * (size_t)hp->ssm_conv_kernel);
+    if (!taps) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
     for (int32_t l = 0; l < hp->n_layer; l++) {
         if (!syn_layer_recurrent(hp, l)) continue;
         const syn_layer *L = &s->model->layers[l];
         syn_dn_layer *P = &s->dn[l];
         P->conv = store;
-        for (int32_t ch = 0; ch < hp->ssm_conv_dim; ch++)
-            syn_tensor_row(&L->ssm_conv, ch, P->conv + (size_t)ch * (size_t)hp->ssm_conv_kernel);
+        for (int32_t ch = 0; ch < hp->ssm_conv_dim; ch++) {
+            syn_tensor_row(&L->ssm_conv, ch, taps);
+            for (int32_t j = 0; j < hp->ssm_conv_kernel; j++)
+                P->conv[(size_t)j * (size_t)hp->ssm_conv_dim + (size_t)ch] = taps[j];
+        }
         store += (size_t)hp->ssm_conv_dim * (size_t)hp->ssm_conv_kernel;
         P->dt_bias = store;
         syn_tensor_row(&L->ssm_dt_bias, 0, store);
@@ -380,6 +384,7 @@ static syn_status bind_recurrent(opt_state *s) {
         syn_tensor_row(&L->ssm_norm, 0, store);
         store += hp->ssm_head_v;
     }
+    free(taps);
     s->dn_floats = syn_dn_state_floats(hp);
     return SYN_OK;
 }
@@ -1217,7 +1222,8 @@ static int job_dn_conv(void *ctx, int64_t chunk, int thread) {
     const syn_hparams *hp = &j->s->model->hp;
     int64_t c0, c1;
     syn_chunk_rows(hp->ssm_conv_dim, OPT_DN_CONV_CHANNELS, chunk, &c0, &c1);
-    syn_dn_conv(hp, j->layer, &j->s->dn[j->layer], &j->seqs, j->s->dn_m, (int32_t)c0, (int32_t)c1);
+    syn_dn_conv(hp, j->layer, &j->s->dn[j->layer], &j->seqs, j->s->k.dn_conv, j->s->dn_m,
+                (int32_t)c0, (int32_t)c1);
     return 0;
 }
 

@@ -4,8 +4,9 @@
  * ranges, and the recurrence per V head.
  *
  * Determinism: each step runs the tokens of a slice in order, token by token, with fixed-order
- * loops (compiled once, without ISA flags, so every tier runs the same code; the recurrence's
- * inner loops are the tier's delta_rule kernel, floats.h, bitwise the same on every tier). A
+ * loops (compiled once, without ISA flags, so every tier runs the same code; the convolution and
+ * the recurrence's inner loops are the tier's dn_conv and delta_rule kernels, floats.h, bitwise
+ * the same on every tier). A
  * token's values depend only on its sequence's state and its own inputs, so batched prefill is
  * bitwise equal to decoding one token at a time, whatever else shares the batch and however chunks
  * fall on threads.
@@ -18,26 +19,15 @@
 static float silu_f(float x) { return x / (1.0f + expf(-x)); }
 
 void syn_dn_conv(const syn_hparams *hp, int32_t layer, const syn_dn_layer *P, const syn_dn_seqs *q,
-                 float *m, int32_t c0, int32_t c1) {
+                 syn_dn_conv_fn conv, float *m, int32_t c0, int32_t c1) {
     const int32_t K = hp->ssm_conv_kernel, C = hp->ssm_conv_dim;
     const size_t off = syn_dn_conv_offset(hp, layer);
     for (size_t t = 0; t < q->n; t++) {
         float *st = q->states[t] + off; /* [K-1][C], the oldest input first */
-        float *row = m + t * (size_t)C;
         if (q->pos[t] == 0)
             for (int32_t j = 0; j < K - 1; j++)
                 memset(st + (size_t)j * C + c0, 0, sizeof(float) * (size_t)(c1 - c0));
-        for (int32_t ch = c0; ch < c1; ch++) {
-            const float *w = P->conv + (size_t)ch * K;
-            float acc = 0.0f;
-            for (int32_t j = 0; j < K - 1; j++)
-                acc += w[j] * st[(size_t)j * C + ch];
-            acc += w[K - 1] * row[ch];
-            for (int32_t j = 0; j + 1 < K - 1; j++)
-                st[(size_t)j * C + ch] = st[(size_t)(j + 1) * C + ch];
-            if (K > 1) st[(size_t)(K - 2) * C + ch] = row[ch];
-            row[ch] = silu_f(acc);
-        }
+        conv(m + t * (size_t)C + c0, st + c0, P->conv + c0, K, (size_t)C, c1 - c0);
     }
 }
 

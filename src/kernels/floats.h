@@ -89,4 +89,15 @@ typedef struct syn_delta_rule_args {
 
 typedef void (*syn_delta_rule_fn)(const syn_delta_rule_args *a);
 
+/*
+ * One token of qwen35's causal depthwise convolution, channels [0, n): with the state s [K-1][n]
+ * (row stride `stride`, the oldest input first) and weights w [K][n] (stride `stride`),
+ *   acc[c] = (((0 + w[0][c] s[0][c]) + w[1][c] s[1][c]) + ...) + w[K-1][c] x[c]
+ * then s shifts by one row, x[c] enters as its newest row, and x[c] = silu(acc[c]) =
+ * acc / (1 + exp(-acc)). Lane-wise IEEE operations and the kernels' own exp: every build gives
+ * the same bits.
+ */
+typedef void (*syn_dn_conv_fn)(float *x, float *s, const float *w, int32_t K, size_t stride,
+                               int64_t n);
+
 #endif

@@ -7,3 +7,6 @@ void syn_attention_avx2(const syn_attn_args *a) { attention(a); }
 void syn_swiglu_avx2(float *g, const float *u, int64_t n) { swiglu(g, u, n); }
 float syn_dot_f32_avx2(const float *a, const float *b, int64_t n) { return dot(a, b, n); }
 void syn_delta_rule_avx2(const syn_delta_rule_args *a) { delta_rule(a); }
+void syn_dn_conv_avx2(float *x, float *s, const float *w, int32_t K, size_t stride, int64_t n) {
+    dn_conv(x, s, w, K, stride, n);
+}

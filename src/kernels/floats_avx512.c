@@ -9,3 +9,6 @@ void syn_attention_avx512(const syn_attn_args *a) { attention(a); }
 void syn_swiglu_avx512(float *g, const float *u, int64_t n) { swiglu(g, u, n); }
 float syn_dot_f32_avx512(const float *a, const float *b, int64_t n) { return dot(a, b, n); }
 void syn_delta_rule_avx512(const syn_delta_rule_args *a) { delta_rule(a); }
+void syn_dn_conv_avx512(float *x, float *s, const float *w, int32_t K, size_t stride, int64_t n) {
+    dn_conv(x, s, w, K, stride, n);
+}

@@ -481,4 +481,44 @@ static void delta_rule(const syn_delta_rule_args *a) {
         delta_strip_8(a, j);
 }
 
+/* The convolution step (floats.h) for the channels of one vector at c; VF's lanes, EXP its exp. */
+#define SYN_F_DEFINE_DN_CONV_LANES(name, VF, EXP)                                                  \
+    V8_INLINE void name(float *x, float *s, const float *w, int32_t K, size_t stride, size_t c) {  \
+        VF acc = {0}, sv, wv, xv;                                                                  \
+        memcpy(&xv, x + c, sizeof xv);                                                             \
+        for (int32_t j = 0; j + 1 < K; j++) {                                                      \
+            memcpy(&sv, s + (size_t)j * stride + c, sizeof sv);                                    \
+            memcpy(&wv, w + (size_t)j * stride + c, sizeof wv);                                    \
+            acc = acc + wv * sv;                                                                   \
+            if (j > 0) memcpy(s + (size_t)(j - 1) * stride + c, &sv, sizeof sv);                   \
+        }                                                                                          \
+        memcpy(&wv, w + (size_t)(K - 1) * stride + c, sizeof wv);                                  \
+        acc = acc + wv * xv;                                                                       \
+        if (K > 1) memcpy(s + (size_t)(K - 2) * stride + c, &xv, sizeof xv);                       \
+        acc = acc / (1.0f + EXP(-acc));                                                            \
+        memcpy(x + c, &acc, sizeof acc);                                                           \
+    }
+SYN_F_DEFINE_DN_CONV_LANES(dn_conv_wide, vwf, vw_exp)
+SYN_F_DEFINE_DN_CONV_LANES(dn_conv_8, v8f, v8_exp)
+
+static void dn_conv(float *x, float *s, const float *w, int32_t K, size_t stride, int64_t n) {
+    size_t c = 0;
+    for (; c + SYN_F_WIDE_LANES <= (size_t)n; c += SYN_F_WIDE_LANES)
+        dn_conv_wide(x, s, w, K, stride, c);
+    for (; c + 8 <= (size_t)n; c += 8)
+        dn_conv_8(x, s, w, K, stride, c);
+    for (; c < (size_t)n; c++) { /* the tail, one lane of the same operations */
+        float acc = 0.0f;
+        for (int32_t j = 0; j + 1 < K; j++) {
+            acc = acc + w[(size_t)j * stride + c] * s[(size_t)j * stride + c];
+            if (j > 0) s[(size_t)(j - 1) * stride + c] = s[(size_t)j * stride + c];
+        }
+        acc = acc + w[(size_t)(K - 1) * stride + c] * x[c];
+        if (K > 1) s[(size_t)(K - 2) * stride + c] = x[c];
+        v8f lane = v8_set1(acc);
+        lane = lane / (1.0f + v8_exp(-lane));
+        x[c] = lane[0];
+    }
+}
+
 #endif

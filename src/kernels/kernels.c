@@ -156,6 +156,7 @@ static const syn_kernels k_scalar = {
     .swiglu = syn_swiglu_generic,
     .dot_f32 = syn_dot_f32_generic,
     .delta_rule = syn_delta_rule_generic,
+    .dn_conv = syn_dn_conv_generic,
 };
 
 #if defined(__x86_64__)
@@ -183,6 +184,7 @@ static const syn_kernels k_avx2 = {
     .swiglu = syn_swiglu_avx2,
     .dot_f32 = syn_dot_f32_avx2,
     .delta_rule = syn_delta_rule_avx2,
+    .dn_conv = syn_dn_conv_avx2,
 };
 
 /* AVX-512 VNNI without GFNI: AVX2's quantizers, its own matrix kernels. */
@@ -206,6 +208,7 @@ static const syn_kernels k_avx512_vnni = {
     .swiglu = syn_swiglu_avx512,
     .dot_f32 = syn_dot_f32_avx512,
     .delta_rule = syn_delta_rule_avx512,
+    .dn_conv = syn_dn_conv_avx512,
 };
 
 /* AVX-512 VNNI on a CPU with GFNI: the GFNI builds of the 4- to 6-bit matvecs and k-quant
@@ -237,6 +240,7 @@ static const syn_kernels k_avx512_vnni_gfni = {
     .swiglu = syn_swiglu_avx512,
     .dot_f32 = syn_dot_f32_avx512,
     .delta_rule = syn_delta_rule_avx512,
+    .dn_conv = syn_dn_conv_avx512,
 };
 
 /* AVX-VNNI: AVX2's quantizers and k-quant kernels, its own Q8_0 to Q5_1 ones. */
@@ -265,6 +269,7 @@ static const syn_kernels k_avx_vnni = {
     .swiglu = syn_swiglu_avx2,
     .dot_f32 = syn_dot_f32_avx2,
     .delta_rule = syn_delta_rule_avx2,
+    .dn_conv = syn_dn_conv_avx2,
 };
 #endif
 
@@ -297,6 +302,7 @@ static const syn_kernels k_neon_dot = {
     .swiglu = syn_swiglu_generic,
     .dot_f32 = syn_dot_f32_generic,
     .delta_rule = syn_delta_rule_generic,
+    .dn_conv = syn_dn_conv_generic,
 };
 
 /* i8mm: the dot-product tier's quantizers and k-quant kernels. */
@@ -327,6 +333,7 @@ static const syn_kernels k_i8mm = {
     .swiglu = syn_swiglu_generic,
     .dot_f32 = syn_dot_f32_generic,
     .delta_rule = syn_delta_rule_generic,
+    .dn_conv = syn_dn_conv_generic,
 };
 #endif
 

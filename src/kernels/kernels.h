@@ -116,6 +116,7 @@ typedef struct syn_kernels {
     syn_swiglu_fn swiglu;
     syn_dot_f32_fn dot_f32; /* the float matrices' row dot */
     syn_delta_rule_fn delta_rule;
+    syn_dn_conv_fn dn_conv;
 } syn_kernels;
 
 /* Fills *out with the kernels of isa. SYN_ERR_UNAVAILABLE (message naming the tier) when this
