@@ -183,6 +183,7 @@ fuzz:
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_gguf
 	clang -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=address,undefined,fuzzer \
 	    -Itools tests/fuzz/fuzz_openai_request.c tools/serve/openai_request.c \
+	    tools/serve/anthropic_request.c \
 	    build-fuzz/libsynapse.a $(LDLIBS) -o build-fuzz/fuzz_openai_request
 	clang -std=c11 -O1 -g -Iinclude -Isrc $(shell pkg-config --cflags libutf8proc 2>/dev/null) \
 	    -fsanitize=address,undefined,fuzzer tests/fuzz/fuzz_tokenizer.c \

@@ -1,8 +1,8 @@
 /* fuzz_openai_request.c: libFuzzer target: any bytes as the body of a chat completion, a
- * completion, a /v1/responses and a llama-server /completion request
- * (tools/serve/openai_request.c). A body is either refused with a
- * complete error or accepted with every field in range; both are checked here. Built by
- * `make fuzz`. */
+ * completion, a /v1/responses, a llama-server /completion, an Anthropic /v1/messages and
+ * /v1/messages/count_tokens request (tools/serve/openai_request.c, anthropic_request.c). A body is
+ * either refused with a complete error or accepted with every field in range; both are checked
+ * here. Built by `make fuzz`. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -16,6 +16,7 @@
     } while (0)
 
 static void check_accepted(const oa_request *r) {
+    REQUIRE(!r->messages_api || r->kind == OA_CHAT); /* Anthropic's body became a chat */
     if (r->kind == OA_CHAT) {
         /* what the template reads: a non-empty array of objects, each with a role */
         REQUIRE(json_is_array(r->template_messages) && json_array_size(r->template_messages) > 0);
@@ -44,7 +45,7 @@ static void check_accepted(const oa_request *r) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    for (int kind = OA_CHAT; kind <= OA_LLAMA_COMPLETION; kind++) {
+    for (int kind = OA_CHAT; kind <= OA_MESSAGES_COUNT; kind++) {
         oa_request r;
         oa_error err;
         if (oa_request_parse((oa_kind)kind, (const char *)data, size, &r, &err) == 0) {

@@ -1,6 +1,8 @@
 /* openai_request.c: the JSON body of a completion request -> oa_request, every field checked. */
 #include "openai_request.h"
 
+#include "anthropic_request.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -763,9 +765,17 @@ int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out
                      jerr.column);
         return -1;
     }
-    if ((kind == OA_RESPONSES && responses_to_chat(&r, err) != 0) ||
-        (kind == OA_LLAMA_COMPLETION && llama_to_completion(&r, err) != 0) ||
-        parse_fields(&r, err) != 0) {
+    int rc = 0;
+    if (kind == OA_MESSAGES || kind == OA_MESSAGES_COUNT) {
+        rc = anthropic_to_chat(&r.root, kind == OA_MESSAGES_COUNT, err);
+        r.kind = OA_CHAT;
+        r.messages_api = true;
+    } else if (kind == OA_RESPONSES) {
+        rc = responses_to_chat(&r, err);
+    } else if (kind == OA_LLAMA_COMPLETION) {
+        rc = llama_to_completion(&r, err);
+    }
+    if (rc != 0 || parse_fields(&r, err) != 0) {
         oa_request_free(&r);
         return -1;
     }

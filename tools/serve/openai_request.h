@@ -26,8 +26,17 @@ enum {
 /* OA_RESPONSES (POST /v1/responses) is parsed into the chat fields: kind becomes OA_CHAT with
  * responses set. OA_LLAMA_COMPLETION (llama-server's POST /completion: n_predict, seed -1 for a
  * random one, logit_bias as [[id, bias]], json_schema) into the completion fields: kind becomes
- * OA_COMPLETION with native set. */
-typedef enum oa_kind { OA_CHAT, OA_COMPLETION, OA_RESPONSES, OA_LLAMA_COMPLETION } oa_kind;
+ * OA_COMPLETION with native set. OA_MESSAGES and OA_MESSAGES_COUNT (Anthropic's POST /v1/messages
+ * and /v1/messages/count_tokens, anthropic_request.c) into the chat fields: kind becomes OA_CHAT
+ * with messages_api set. */
+typedef enum oa_kind {
+    OA_CHAT,
+    OA_COMPLETION,
+    OA_RESPONSES,
+    OA_LLAMA_COMPLETION,
+    OA_MESSAGES,
+    OA_MESSAGES_COUNT
+} oa_kind;
 
 /* tool_choice: auto is the default when tools are given, none when not. */
 typedef enum oa_tool_choice {
@@ -52,6 +61,7 @@ typedef struct oa_request {
     oa_kind kind;
     bool responses;    /* asked through /v1/responses: answer in its shape */
     bool native;       /* asked through llama-server's /completion: answer in its shape */
+    bool messages_api; /* asked through Anthropic's /v1/messages: answer in its shape */
     const char *model; /* as asked, or NULL (the server's only model) */
 
     /* OA_CHAT: */
