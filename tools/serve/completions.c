@@ -52,6 +52,10 @@ typedef struct completion {
     text_buf item_text; /* that item's text so far */
     json_t *output;     /* the finished output items */
 
+    /* Streamed /v1/messages. */
+    anthropic_stream msg_stream;
+    uint64_t n_input_tokens; /* the prompt's, for message_start (the engine counts them later) */
+
     char *prompt; /* a chat's prompt, rendered by the chat template (NULL for completions) */
 } completion;
 
@@ -577,7 +581,9 @@ static void chat_event(completion *c, const syn_chat_event *ev) {
 
 static void on_chat_event(const syn_chat_event *ev, void *user) {
     completion *c = user;
-    if (c->req.responses)
+    if (c->req.messages_api)
+        anthropic_stream_event(&c->msg_stream, &c->sse, ev);
+    else if (c->req.responses)
         response_chat_event(c, ev);
     else
         chat_event(c, ev);
@@ -588,7 +594,10 @@ static void on_chat_event(const syn_chat_event *ev, void *user) {
 static void stream_pending(completion *c) {
     const bool have_logprobs = c->logprobs && json_array_size(c->logprobs) > 0;
     if (c->reader) {
-        if (!c->role_sent && c->req.responses)
+        if (!c->role_sent && c->req.messages_api)
+            anthropic_stream_start(&c->msg_stream, &c->sse, c->id, c->model->alias,
+                                   c->n_input_tokens);
+        else if (!c->role_sent && c->req.responses)
             response_start(c);
         else if (!c->role_sent)
             sse_chunk(c, "", 0, json_null(), NULL);
@@ -620,6 +629,10 @@ static void stream_pending(completion *c) {
         else /* only the stop cancels a request whose client is still there */
             oa_error_set(&err, 503, "server_error", NULL, "unavailable",
                          "cancelled: the server is shutting down");
+        if (c->req.messages_api) { /* an error event, no [DONE] */
+            anthropic_stream_error(&c->sse, (unsigned)err.http_status, err.message);
+            return;
+        }
         if (c->req.responses) { /* its stream ends with the failed response, no [DONE] */
             response_end(c, &res, &err);
             return;
@@ -632,6 +645,15 @@ static void stream_pending(completion *c) {
             return;
         }
         if (c->reader) syn_chat_stream_finish(c->reader);
+        if (c->req.messages_api) {
+            const char *word =
+                res.finish == SYN_FINISH_STOP ? llama_stopping_word(c->model, &c->req, &res) : NULL;
+            anthropic_stream_end(
+                &c->msg_stream, &c->sse,
+                anthropic_stop_reason(res.finish, syn_chat_stream_n_calls(c->reader) > 0, word),
+                word, res.n_prompt_tokens, res.n_tokens);
+            return;
+        }
         if (c->req.responses) {
             response_end(c, &res, NULL);
             return;
@@ -848,6 +870,17 @@ static enum MHD_Result respond_whole(completion *c) {
             json_t *resp = responses_body(c, body, &res);
             json_decref(body);
             body = resp;
+        } else if (c->req.messages_api) {
+            const json_t *msg =
+                json_object_get(json_array_get(json_object_get(body, "choices"), 0), "message");
+            const char *word =
+                res.finish == SYN_FINISH_STOP ? llama_stopping_word(c->model, &c->req, &res) : NULL;
+            json_t *resp = anthropic_message_json(
+                c->id, c->model->alias, msg,
+                anthropic_stop_reason(res.finish, json_object_get(msg, "tool_calls") != NULL, word),
+                word, res.n_prompt_tokens, res.n_tokens);
+            json_decref(body);
+            body = resp;
         }
         r = http_send_json(c->hr, 200, body);
     }
@@ -855,15 +888,18 @@ static enum MHD_Result respond_whole(completion *c) {
     return r;
 }
 
-/* A random id: "chatcmpl-" or "cmpl-" and 24 letters and digits. */
-static void make_id(char *out, size_t cap, oa_kind kind) {
+/* A random id: "chatcmpl-", "cmpl-" or (Anthropic's) "msg_" and 24 letters and digits. */
+static void make_id(char *out, size_t cap, const oa_request *req) {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     unsigned char rnd[24] = {0};
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) { /* never fails for 24 bytes */
         for (size_t i = 0; i < sizeof rnd; i++)
             rnd[i] = (unsigned char)(syn_now_ms() * (i + 1));
     }
-    int n = snprintf(out, cap, "%s", kind == OA_CHAT ? "chatcmpl-" : "cmpl-");
+    int n = snprintf(out, cap, "%s",
+                     req->messages_api      ? "msg_"
+                     : req->kind == OA_CHAT ? "chatcmpl-"
+                                            : "cmpl-");
     for (size_t i = 0; i < sizeof rnd && (size_t)n + 1 < cap; i++)
         out[n++] = alphabet[rnd[i] % 62];
     out[n] = '\0';
@@ -876,7 +912,8 @@ static syn_status start_reader(completion *c) {
     const syn_tool_syntax syntax =
         c->req.tool_choice != OA_TOOLS_NONE ? syn_tool_syntax_detect(tmpl) : SYN_TOOLS_NONE;
     const bool thinks = syn_template_thinks(tmpl);
-    if (!c->req.responses && syntax == SYN_TOOLS_NONE && !thinks) return SYN_OK;
+    if (!c->req.responses && !c->req.messages_api && syntax == SYN_TOOLS_NONE && !thinks)
+        return SYN_OK;
     if (c->req.responses && !(c->output = json_array())) return SYN_ERR_NO_MEMORY;
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)syn_now_ms();
@@ -1001,7 +1038,7 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     c->hr = hr;
     c->req = req;
     c->created = (long long)time(NULL);
-    make_id(c->id, sizeof c->id, req.kind);
+    make_id(c->id, sizeof c->id, &req);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     if (req.top_logprobs >= 0) c->logprobs = json_array();
@@ -1014,6 +1051,13 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
             completion_free(c);
             return r;
         }
+    }
+    if (req.stream && req.messages_api) { /* message_start tells the prompt's size */
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (syn_tokenize_new(m->tok, c->prompt, strlen(c->prompt), true, true, &ids, &n) == SYN_OK)
+            c->n_input_tokens = n;
+        free(ids);
     }
     if (req.stream && req.kind == OA_CHAT && start_reader(c) != SYN_OK) {
         completion_free(c);

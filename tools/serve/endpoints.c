@@ -1,5 +1,5 @@
 /* endpoints.c: the small endpoints of `synapse serve`: /v1/models, /health, /metrics (Prometheus
- * text), /tokenize, /detokenize and the chat page at /. */
+ * text), /tokenize, /detokenize, the chat page at / and Anthropic's /v1/messages/count_tokens. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,7 @@
 #include "common/text.h"
 #include "openai_request.h"
 #include "server.h"
+#include "synapse_internal.h"
 
 /* The chat page (tools/serve/chat.html), built into the binary. */
 __asm__(".pushsection .rodata\n"
@@ -296,5 +297,43 @@ enum MHD_Result handle_detokenize(http_request *hr) {
     enum MHD_Result r = m ? detokenize_ids(hr, m->tok, json_object_get(body, "tokens")) : MHD_YES;
     models_release(hr->srv, m);
     json_decref(body);
+    return r;
+}
+
+/* Anthropic's POST /v1/messages/count_tokens: {"input_tokens"}, the size of the prompt the same
+ * body would be rendered to (max_tokens not needed). */
+
+enum MHD_Result handle_messages_count_tokens(http_request *hr) {
+    server *srv = hr->srv;
+    if (!atomic_load(&srv->ready))
+        return http_send_error(hr, 503, "server_error", NULL, "unavailable",
+                               "the model is loading");
+    oa_error err;
+    oa_request req;
+    if (oa_request_parse(OA_MESSAGES_COUNT, http_body(hr), hr->body.len, &req, &err) != 0)
+        return http_send_error(hr, (unsigned)err.http_status, err.type, err.param, err.code, "%s",
+                               err.message);
+    served_model *m = models_acquire(srv, req.model);
+    enum MHD_Result r;
+    char *prompt = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!m && req.model) {
+        r = http_send_error(hr, 404, "invalid_request_error", "model", "model_not_found",
+                            "the model '%s' is not served here", req.model);
+    } else if (!m) {
+        r = http_send_error(hr, 400, "invalid_request_error", "model", NULL,
+                            "'model' is required: this node serves several models");
+    } else if (completions_render_chat(srv, m, &req, &prompt) != SYN_OK ||
+               syn_tokenize_new(m->tok, prompt, strlen(prompt), true, true, &ids, &n) != SYN_OK) {
+        r = http_send_error(hr, 400, "invalid_request_error", NULL, NULL, "%s", syn_last_error());
+    } else {
+        hr->prompt_tokens = n;
+        r = http_send_json(hr, 200, json_pack("{s:I}", "input_tokens", (json_int_t)n));
+    }
+    free(ids);
+    free(prompt);
+    if (m) models_release(srv, m);
+    oa_request_free(&req);
     return r;
 }

@@ -55,38 +55,40 @@ enum MHD_Result http_send_json(http_request *hr, unsigned status, json_t *body) 
     return queue(hr, status, resp);
 }
 
-/* The OpenAI-shaped error body for status and the message; NULL: no memory. */
-static json_t *error_body(unsigned status, const char *type, const char *param, const char *code,
-                          const char *fmt, va_list ap) {
+/* The error body for status and the message: OpenAI's shape, or Anthropic's on its paths (the
+ * Messages API's clients read that); NULL: no memory. */
+static json_t *error_body(const http_request *hr, unsigned status, const char *type,
+                          const char *param, const char *code, const char *fmt, va_list ap) {
     oa_error err;
     oa_error_set(&err, (int)status, type, param, code, "%s", "");
     vsnprintf(err.message, sizeof err.message, fmt, ap);
-    return oa_error_body(&err);
+    return hr->anthropic ? anthropic_error_body(status, err.message) : oa_error_body(&err);
 }
 
 enum MHD_Result http_send_error(http_request *hr, unsigned status, const char *type,
                                 const char *param, const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    json_t *body = error_body(status, type, param, code, fmt, ap);
+    json_t *body = error_body(hr, status, type, param, code, fmt, ap);
     va_end(ap);
     return http_send_json(hr, status, body);
 }
 
-static json_t *error_bodyf(unsigned status, const char *type, const char *param, const char *code,
-                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static json_t *error_bodyf(unsigned status, const char *type, const char *param, const char *code,
-                           const char *fmt, ...) {
+static json_t *error_bodyf(const http_request *hr, unsigned status, const char *type,
+                           const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static json_t *error_bodyf(const http_request *hr, unsigned status, const char *type,
+                           const char *param, const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    json_t *body = error_body(status, type, param, code, fmt, ap);
+    json_t *body = error_body(hr, status, type, param, code, fmt, ap);
     va_end(ap);
     return body;
 }
 
 /* 405 with the Allow header. */
 static enum MHD_Result send_method_not_allowed(http_request *hr, const char *allowed) {
-    json_t *body = error_bodyf(405, "invalid_request_error", NULL, "method_not_allowed",
+    json_t *body = error_bodyf(hr, 405, "invalid_request_error", NULL, "method_not_allowed",
                                "%s %s is not allowed; use %s", hr->method, hr->path, allowed);
     struct MHD_Response *resp = json_response(body);
     if (resp) MHD_add_response_header(resp, "Allow", allowed);
@@ -103,18 +105,27 @@ bool http_client_alive(http_request *hr) {
     return poll(&p, 1, 0) == 0;
 }
 
-/* The API key: "Authorization: Bearer KEY". */
+/* The API key: "Authorization: Bearer KEY", or "x-api-key: KEY" as Anthropic's clients send it. */
 static bool authorized(http_request *hr) {
     const char *key = hr->srv->opts.api_key;
     if (!key) return true;
     const char *auth = MHD_lookup_connection_value(hr->conn, MHD_HEADER_KIND, "Authorization");
-    return auth && strncmp(auth, "Bearer ", 7) == 0 && strcmp(auth + 7, key) == 0;
+    const char *x_key = MHD_lookup_connection_value(hr->conn, MHD_HEADER_KIND, "x-api-key");
+    return (auth && strncmp(auth, "Bearer ", 7) == 0 && strcmp(auth + 7, key) == 0) ||
+           (x_key && strcmp(x_key, key) == 0);
 }
 
 static bool route_matches(const http_route *r, const char *path) {
     if (!r->prefix) return strcmp(r->path, path) == 0;
     const size_t n = strlen(r->path);
     return strncmp(r->path, path, n) == 0 && path[n] != '\0';
+}
+
+/* Whether path is one of Anthropic's (its errors take Anthropic's shape, even a 413 or 405). */
+static bool anthropic_path(const server *srv, const char *path) {
+    for (size_t i = 0; i < srv->n_routes; i++)
+        if (srv->routes[i].anthropic && route_matches(&srv->routes[i], path)) return true;
+    return false;
 }
 
 /* The methods routes serve path with, as "GET, POST" into buf; how many routes match path. */
@@ -138,7 +149,8 @@ static enum MHD_Result dispatch(http_request *hr) {
             if (routes[i].needs_key && !authorized(hr))
                 return http_send_error(
                     hr, 401, "invalid_request_error", NULL, "invalid_api_key",
-                    "a missing or wrong API key: send 'Authorization: Bearer KEY'");
+                    "a missing or wrong API key: send 'Authorization: Bearer KEY' or "
+                    "'x-api-key: KEY'");
             return routes[i].handle(hr);
         }
     char methods[64];
@@ -166,6 +178,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         hr->start_ms = syn_now_ms();
         snprintf(hr->method, sizeof hr->method, "%s", method);
         snprintf(hr->path, sizeof hr->path, "%s", url);
+        hr->anthropic = anthropic_path(srv, hr->path);
         *req_cls = hr;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > srv->opts.max_body_bytes) {

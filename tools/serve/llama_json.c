@@ -36,8 +36,8 @@ json_t *llama_stream_chunk(const char *content, size_t len) {
 
 /* The stop string the generation ended on: the earliest one in the text of its tokens (which
  * include the token that completed it); NULL when none is there. */
-static const char *stopping_word(const served_model *m, const oa_request *req,
-                                 const syn_request_result *res) {
+const char *llama_stopping_word(const served_model *m, const oa_request *req,
+                                const syn_request_result *res) {
     size_t n = 0;
     if (req->n_stop == 0 ||
         syn_detokenize(m->tok, res->tokens, res->n_tokens, NULL, 0, &n) == SYN_ERR_INVALID_ARGUMENT)
@@ -74,7 +74,7 @@ static json_t *timings_json(const syn_request_result *res) {
 
 json_t *llama_completion_json(const served_model *m, const oa_request *req, const char *content,
                               size_t len, const syn_request_result *res) {
-    const char *word = res->finish == SYN_FINISH_STOP ? stopping_word(m, req, res) : NULL;
+    const char *word = res->finish == SYN_FINISH_STOP ? llama_stopping_word(m, req, res) : NULL;
     const char *stop_type = res->finish == SYN_FINISH_LENGTH ? "limit"
                             : word                           ? "word"
                             : res->finish == SYN_FINISH_EOG || res->finish == SYN_FINISH_STOP

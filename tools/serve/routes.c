@@ -9,27 +9,31 @@ static enum MHD_Result completions(http_request *hr) {
     return handle_completions(hr, OA_COMPLETION);
 }
 static enum MHD_Result responses(http_request *hr) { return handle_completions(hr, OA_RESPONSES); }
+static enum MHD_Result messages(http_request *hr) { return handle_completions(hr, OA_MESSAGES); }
 
-/* The OpenAI paths, and the same without /v1 as llama-server accepts them. */
+/* The OpenAI paths, and the same without /v1 as llama-server accepts them; Anthropic's Messages
+ * API, whose errors take its own shape. */
 const http_route serve_routes[] = {
-    {"/v1/chat/completions", false, "POST", true, chat_completions},
-    {"/chat/completions", false, "POST", true, chat_completions},
-    {"/v1/responses", false, "POST", true, responses},
-    {"/v1/completions", false, "POST", true, completions},
-    {"/completions", false, "POST", true, completions},
-    {"/v1/models", false, "GET", true, handle_models},
-    {"/models", false, "GET", true, handle_models},
-    {"/tokenize", false, "POST", true, handle_tokenize},
-    {"/detokenize", false, "POST", true, handle_detokenize},
-    {"/health", false, "GET", false, handle_health},
-    {"/metrics", false, "GET", false, handle_metrics},
-    {"/", false, "GET", false, handle_chat_page},
-    {"/props", false, "GET", true, handle_llama_props},
-    {"/slots", false, "GET", true, handle_llama_slots},
-    {"/apply-template", false, "POST", true, handle_llama_apply_template},
-    {"/completion", false, "POST", true, handle_llama_completion},
-    {"/admin/models", false, "POST", true, handle_admin_load},
-    {"/admin/models/", true, "DELETE", true, handle_admin_unload},
+    {"/v1/chat/completions", false, "POST", true, chat_completions, false},
+    {"/chat/completions", false, "POST", true, chat_completions, false},
+    {"/v1/responses", false, "POST", true, responses, false},
+    {"/v1/messages", false, "POST", true, messages, true},
+    {"/v1/messages/count_tokens", false, "POST", true, handle_messages_count_tokens, true},
+    {"/v1/completions", false, "POST", true, completions, false},
+    {"/completions", false, "POST", true, completions, false},
+    {"/v1/models", false, "GET", true, handle_models, false},
+    {"/models", false, "GET", true, handle_models, false},
+    {"/tokenize", false, "POST", true, handle_tokenize, false},
+    {"/detokenize", false, "POST", true, handle_detokenize, false},
+    {"/health", false, "GET", false, handle_health, false},
+    {"/metrics", false, "GET", false, handle_metrics, false},
+    {"/", false, "GET", false, handle_chat_page, false},
+    {"/props", false, "GET", true, handle_llama_props, false},
+    {"/slots", false, "GET", true, handle_llama_slots, false},
+    {"/apply-template", false, "POST", true, handle_llama_apply_template, false},
+    {"/completion", false, "POST", true, handle_llama_completion, false},
+    {"/admin/models", false, "POST", true, handle_admin_load, false},
+    {"/admin/models/", true, "DELETE", true, handle_admin_unload, false},
 };
 
 const size_t serve_n_routes = sizeof serve_routes / sizeof serve_routes[0];

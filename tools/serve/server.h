@@ -8,12 +8,16 @@
  *   cors.c          which origins' browser pages may call the API; CORS headers and preflights
  *   completions.c   /v1/chat/completions and /v1/completions: engine requests, SSE streaming,
  *                   logprobs, the response objects
- *   endpoints.c     /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page
+ *   endpoints.c     /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page,
+ *                   /v1/messages/count_tokens
  *   llama_api.c     llama-server's own routes: /props, /slots, /apply-template, /completion
  *   llama_json.c    llama-server's JSON shapes: sampling parameters, /completion's answer
+ *   anthropic_json.c  Anthropic's Messages API shapes: the message, the streamed events, errors
+ *                   (the request: anthropic_request.c; /v1/messages runs in completions.c)
  *   admin.c         POST /admin/models and DELETE /admin/models/ALIAS: residency at run time
  *   models.c        the models a node serves, each with its engine, on shared compute threads
  *   openai_request.c  the request body -> oa_request (pure; fuzzed)
+ *   anthropic_request.c  an Anthropic Messages body -> the chat body openai_request.c checks
  *
  * Threading: libmicrohttpd runs each connection on its own thread, and a handler may block there
  * (a streaming response waits for the engine's next token). The engine's scheduler thread calls
@@ -94,6 +98,7 @@ typedef struct http_route {
     const char *method;
     bool needs_key; /* answered only with the API key */
     enum MHD_Result (*handle)(struct http_request *hr);
+    bool anthropic; /* errors in Anthropic's shape (Messages API paths) */
 } http_route;
 
 typedef struct server {
@@ -123,6 +128,7 @@ typedef struct http_request {
     text_buf body; /* the upload so far, NUL-terminated once anything came */
     bool body_too_large;
     bool responded;
+    bool anthropic; /* its route answers errors in Anthropic's shape */
     unsigned status;
     uint64_t prompt_tokens, completion_tokens;
 } http_request;
@@ -154,6 +160,32 @@ json_t *llama_params_json(const oa_request *req);
 json_t *llama_stream_chunk(const char *content, size_t len);
 json_t *llama_completion_json(const served_model *m, const oa_request *req, const char *content,
                               size_t len, const syn_request_result *res);
+/* The stop string a finished request ended on (one of req's), or NULL. */
+const char *llama_stopping_word(const served_model *m, const oa_request *req,
+                                const syn_request_result *res);
+
+/* Anthropic's Messages API (anthropic_json.c). Its error body {"type": "error", "error": {"type",
+ * "message"}} for an HTTP status; a reply's stop_reason; the message object of a whole reply from
+ * the chat message (content, reasoning_content, tool_calls). */
+json_t *anthropic_error_body(unsigned status, const char *message);
+const char *anthropic_stop_reason(syn_finish_reason finish, bool calls, const char *stop_word);
+json_t *anthropic_message_json(const char *id, const char *model, const json_t *msg,
+                               const char *stop_reason, const char *stop_sequence,
+                               uint64_t input_tokens, uint64_t output_tokens);
+/* A streamed reply's events, appended to sse: message_start and ping; content blocks opened,
+ * continued and closed as the chat reader's events come; message_delta and message_stop; or an
+ * error event. */
+struct syn_chat_event; /* synapse_internal.h */
+typedef struct anthropic_stream {
+    int block;       /* the open content block: a syn_chat_event_kind, or -1 */
+    size_t n_blocks; /* blocks opened (the open one is n_blocks - 1) */
+} anthropic_stream;
+void anthropic_stream_start(anthropic_stream *s, text_buf *sse, const char *id, const char *model,
+                            uint64_t input_tokens);
+void anthropic_stream_event(anthropic_stream *s, text_buf *sse, const struct syn_chat_event *ev);
+void anthropic_stream_end(anthropic_stream *s, text_buf *sse, const char *stop_reason,
+                          const char *stop_sequence, uint64_t input_tokens, uint64_t output_tokens);
+void anthropic_stream_error(text_buf *sse, unsigned status, const char *message);
 
 /* Cancels every running completion (the stop, after its grace period); their connections then
  * end at once. */
@@ -209,5 +241,6 @@ enum MHD_Result handle_llama_slots(http_request *hr);
 enum MHD_Result handle_llama_apply_template(http_request *hr);
 enum MHD_Result handle_llama_completion(http_request *hr);
 enum MHD_Result handle_admin_unload(http_request *hr); /* path /admin/models/ALIAS */
+enum MHD_Result handle_messages_count_tokens(http_request *hr);
 
 #endif
