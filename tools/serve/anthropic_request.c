@@ -39,6 +39,13 @@ static json_t *member(json_t *obj, const char *key) {
     return json_is_null(v) ? NULL : v;
 }
 
+/* The call id behind a tool_use id: this server's are its call ids with Anthropic's "toolu_" put
+ * before them (anthropic_json.c), taken off again here, as Mistral's templates want the bare
+ * 9 letters. */
+static const char *call_id(const char *id) {
+    return strncmp(id, "toolu_", 6) == 0 && id[6] ? id + 6 : id;
+}
+
 /* Appends v (stolen) to list; -1 without memory. */
 static int append(json_t *list, json_t *v, oa_error *err) {
     return v && json_array_append_new(list, v) == 0 ? 0 : no_memory(err);
@@ -110,8 +117,8 @@ static int user_blocks(json_t *blocks, size_t msg, json_t *msgs, oa_error *err) 
                            param);
             }
             if (append(msgs,
-                       json_pack("{s:s, s:s, s:o}", "role", "tool", "tool_call_id", id, "content",
-                                 out),
+                       json_pack("{s:s, s:s, s:o}", "role", "tool", "tool_call_id", call_id(id),
+                                 "content", out),
                        err))
                 return -1;
         } else {
@@ -152,8 +159,8 @@ static int assistant_blocks(json_t *blocks, size_t msg, json_t *msgs, oa_error *
             json_t *input = json_object_get(b, "input");
             rc = id && name && *name && json_is_object(input)
                      ? append(calls,
-                              json_pack("{s:s, s:s, s:{s:s, s:O}}", "id", id, "type", "function",
-                                        "function", "name", name, "arguments", input),
+                              json_pack("{s:s, s:s, s:{s:s, s:O}}", "id", call_id(id), "type",
+                                        "function", "function", "name", name, "arguments", input),
                               err)
                      : bad(err, param,
                            "'%s' must be {\"type\": \"tool_use\", \"id\", \"name\", \"input\": "
