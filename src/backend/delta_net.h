@@ -82,7 +82,7 @@ static inline size_t syn_dn_head_scratch_floats(const syn_hparams *hp) {
  * scratch: [syn_dn_head_scratch_floats(hp)]. */
 void syn_dn_head(const syn_hparams *hp, int32_t layer, const syn_dn_layer *P, const syn_dn_seqs *q,
                  int32_t h, const float *c, const float *z, const float *beta, const float *alpha,
-                 syn_delta_rule_fn delta_rule, float *out, float *scratch);
+                 syn_delta_rule_fn delta_rule, syn_dot_f32_fn dot, float *out, float *scratch);
 
 /* Offsets (in floats) of recurrent layer `layer`'s conv state and matrices in a sequence's
  * state; the order follows the layers. */

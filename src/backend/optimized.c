@@ -1231,7 +1231,8 @@ static int job_dn_head(void *ctx, int64_t chunk, int thread) {
     const dn_job *j = ctx;
     const opt_state *s = j->s;
     syn_dn_head(&s->model->hp, j->layer, &s->dn[j->layer], &j->seqs, (int32_t)chunk, s->dn_m,
-                s->dn_z, s->dn_beta, s->dn_alpha, s->k.delta_rule, s->dn_out, s->dn_tmp[thread]);
+                s->dn_z, s->dn_beta, s->dn_alpha, s->k.delta_rule, s->k.dot_f32, s->dn_out,
+                s->dn_tmp[thread]);
     return 0;
 }
 

@@ -31,20 +31,19 @@ void syn_dn_conv(const syn_hparams *hp, int32_t layer, const syn_dn_layer *P, co
     }
 }
 
-/* dst[n] = src[n] * scale / max(|src|, eps). */
-static void l2_norm_scaled(float *dst, const float *src, int32_t n, float eps, float scale) {
-    double sum_sq = 0.0;
-    for (int32_t i = 0; i < n; i++)
-        sum_sq += (double)src[i] * src[i];
-    const double norm = sqrt(sum_sq);
-    const float inv = (float)(1.0 / (norm > eps ? norm : eps));
+/* dst[n] = src[n] * scale / max(|src|, eps), |src| from the tier's dot (the same bits on every
+ * tier). */
+static void l2_norm_scaled(float *dst, const float *src, int32_t n, float eps, float scale,
+                           syn_dot_f32_fn dot) {
+    const float norm = sqrtf(dot(src, src, n));
+    const float inv = 1.0f / (norm > eps ? norm : eps);
     for (int32_t i = 0; i < n; i++)
         dst[i] = src[i] * inv * scale;
 }
 
 void syn_dn_head(const syn_hparams *hp, int32_t layer, const syn_dn_layer *P, const syn_dn_seqs *q,
                  int32_t h, const float *c, const float *z, const float *beta, const float *alpha,
-                 syn_delta_rule_fn delta_rule, float *out, float *scratch) {
+                 syn_delta_rule_fn delta_rule, syn_dot_f32_fn dot, float *out, float *scratch) {
     const int32_t C = hp->ssm_conv_dim, nk = hp->ssm_n_k_heads, nv = hp->ssm_n_v_heads,
                   dk = hp->ssm_head_k, dv = hp->ssm_head_v, kh = h % nk;
     const size_t inner = (size_t)hp->ssm_inner, S_elems = (size_t)dk * dv;
@@ -61,8 +60,8 @@ void syn_dn_head(const syn_hparams *hp, int32_t layer, const syn_dn_layer *P, co
         for (size_t u = t; u < e; u++) {
             const float *row = c + u * (size_t)C;
             float *qu = qk + (u - t) * 2 * (size_t)dk;
-            l2_norm_scaled(qu, row + (size_t)kh * dk, dk, eps, q_scale);
-            l2_norm_scaled(qu + dk, row + (size_t)(nk + kh) * dk, dk, eps, 1.0f);
+            l2_norm_scaled(qu, row + (size_t)kh * dk, dk, eps, q_scale, dot);
+            l2_norm_scaled(qu + dk, row + (size_t)(nk + kh) * dk, dk, eps, 1.0f, dot);
             const float x = alpha[u * (size_t)nv + (size_t)h] + P->dt_bias[h];
             const float softplus = x > 20.0f ? x : log1pf(expf(x));
             gates[2 * (u - t)] = expf(softplus * P->a[h]);
@@ -83,10 +82,7 @@ void syn_dn_head(const syn_hparams *hp, int32_t layer, const syn_dn_layer *P, co
         delta_rule(&args);
         for (size_t u = t; u < e; u++) { /* out = rmsnorm(o) * norm * silu(z), in place */
             float *o = out + u * inner + (size_t)h * dv;
-            double sum_sq = 0.0;
-            for (int32_t j = 0; j < dv; j++)
-                sum_sq += (double)o[j] * o[j];
-            const float scale = (float)(1.0 / sqrt(sum_sq / dv + eps));
+            const float scale = 1.0f / sqrtf(dot(o, o, dv) / (float)dv + eps);
             const float *zh = z + u * inner + (size_t)h * dv;
             for (int32_t j = 0; j < dv; j++)
                 o[j] = o[j] * scale * P->norm[j] * silu_f(zh[j]);
