@@ -20,6 +20,11 @@ static void fill_table(void) {
     }
 }
 
+const uint16_t *syn_gelu_fp16_table(void) {
+    pthread_once(&gelu_once, fill_table);
+    return gelu_table;
+}
+
 float syn_gelu_fp16(float x) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;

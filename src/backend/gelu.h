@@ -13,6 +13,10 @@
 /* gelu(x) with ggml's fp16 rounding. Thread-safe (the table behind it is built once). */
 float syn_gelu_fp16(float x);
 
+/* The table behind it: gelu of every binary16 value, as binary16 bits [65536] (the optimized
+ * backend's geglu kernels, floats.h, read it). Thread-safe. */
+const uint16_t *syn_gelu_fp16_table(void);
+
 /* g[i] = syn_gelu_fp16(g[i]) * u[i], for g, u [n]: the gated FFN's activation (GEGLU). */
 void syn_geglu_fp16(float *g, const float *u, int64_t n);
 

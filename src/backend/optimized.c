@@ -1134,7 +1134,7 @@ static int job_ffn(void *ctx, int64_t chunk, int thread) {
     for (size_t t = 0; t < j->in.n; t++) {
         float *g = s->gate + t * nff + (size_t)r0;
         if (s->model->hp.ffn_act == SYN_FFN_GELU_TANH)
-            syn_geglu_fp16(g, s->up + t * nff + (size_t)r0, r1 - r0);
+            s->k.geglu(g, s->up + t * nff + (size_t)r0, r1 - r0, syn_gelu_fp16_table());
         else
             s->k.swiglu(g, s->up + t * nff + (size_t)r0, r1 - r0);
         quantize_into(s, fmt, g, &s->hq_ff, t, (int64_t)nff, r0, r1 - r0);

@@ -63,6 +63,11 @@ typedef void (*syn_attention_fn)(const syn_attn_args *a);
 /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i], for g, u [n]. */
 typedef void (*syn_swiglu_fn)(float *g, const float *u, int64_t n);
 
+/* g[i] = gelu(g[i]) * u[i] for g, u [n], gelu as ggml's CPU backend rounds it: g rounded to
+ * binary16 (to nearest, ties to even), looked up in table [65536] (gelu of every binary16 value,
+ * as binary16 bits), 0 at or below -10 and g itself at or above 10. */
+typedef void (*syn_geglu_fn)(float *g, const float *u, int64_t n, const uint16_t *table);
+
 /* sum a[i] * b[i] over [n], in 8 lanes (i mod 8) then a fixed pairwise fold. */
 typedef float (*syn_dot_f32_fn)(const float *a, const float *b, int64_t n);
 

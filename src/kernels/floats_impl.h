@@ -157,6 +157,47 @@ V8_INLINE v8f kv_load(const void *base, size_t at, const bool F16) {
     return F16 ? v8_load_f16((const uint16_t *)base + at) : v8_load((const float *)base + at);
 }
 
+typedef uint32_t v8u __attribute__((vector_size(32)));
+
+/* 8 float32 -> binary16 bits (in the low half of each lane), lane-wise as syn_k_f32_to_fp16. */
+V8_INLINE v8u v8_to_fp16_bits(v8f x) {
+    const v8u u = (v8u)x, sign = (u >> 16) & 0x8000u, abs = u & 0x7fffffffu;
+    const v8u zero = {0};
+    /* below 2^-14 (subnormal): adding 0.5 lets the FPU's rounding produce the subnormal bits */
+    const v8u sub = (v8u)((v8f)abs + 0.5f) - 0x3f000000u;
+    const v8u normal = (abs + 0xc8000fffu + ((abs >> 13) & 1u)) >> 13;
+    v8u h = (v8u)v8_select((v8i)(abs < 0x38800000u), (v8f)sub, (v8f)normal);
+    h = (v8u)v8_select((v8i)(abs >= 0x477ff000u), (v8f)(zero + 0x7c00u), (v8f)h);
+    h = (v8u)v8_select((v8i)(abs > 0x7f800000u), (v8f)(zero + 0x7e00u), (v8f)h);
+    return (sign | h) & 0xffffu;
+}
+
+/* GEGLU (floats.h) for 8 lanes at g, u. */
+V8_INLINE void geglu8(float *g, const float *u, const uint16_t *table) {
+    const v8f x = v8_load(g);
+    const v8u h = v8_to_fp16_bits(x);
+    uint16_t looked_up[8];
+    for (int j = 0; j < 8; j++)
+        looked_up[j] = table[h[j]];
+    v8f y = v8_load_f16(looked_up);
+    y = v8_select(x <= -10.0f, v8_set1(0.0f), y);
+    y = v8_select(x >= 10.0f, x, y);
+    v8_store(g, y * v8_load(u));
+}
+
+static void geglu(float *g, const float *u, int64_t n, const uint16_t *table) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        geglu8(g + i, u + i, table);
+    if (i < n) { /* the tail through the same lane-wise code */
+        float gt[8] = {0}, ut[8] = {0};
+        memcpy(gt, g + i, sizeof(float) * (size_t)(n - i));
+        memcpy(ut, u + i, sizeof(float) * (size_t)(n - i));
+        geglu8(gt, ut, table);
+        memcpy(g + i, gt, sizeof(float) * (size_t)(n - i));
+    }
+}
+
 /* Query heads one pass of the kernels below handles: their accumulators live in registers, two
  * vectors a head, so the builds with 32 vector registers (AVX-512) take 8, the others 4. */
 #ifndef SYN_F_MAX_NG

@@ -114,6 +114,7 @@ typedef struct syn_kernels {
     /* The float32 kernels (floats.h): bitwise the same on every tier. */
     syn_attention_fn attention;
     syn_swiglu_fn swiglu;
+    syn_geglu_fn geglu;
     syn_dot_f32_fn dot_f32; /* the float matrices' row dot */
     syn_delta_rule_fn delta_rule;
     syn_dn_conv_fn dn_conv;

@@ -80,17 +80,20 @@ SYN_K_DECLARE_MAT(scalar)
 /* The builds of the float32 kernels (floats.h; floats_<build>.c). */
 void syn_attention_generic(const syn_attn_args *a);
 void syn_swiglu_generic(float *g, const float *u, int64_t n);
+void syn_geglu_generic(float *g, const float *u, int64_t n, const uint16_t *table);
 float syn_dot_f32_generic(const float *a, const float *b, int64_t n);
 void syn_delta_rule_generic(const syn_delta_rule_args *a);
 void syn_dn_conv_generic(float *x, float *s, const float *w, int32_t K, size_t stride, int64_t n);
 #if defined(__x86_64__)
 void syn_attention_avx2(const syn_attn_args *a);
 void syn_swiglu_avx2(float *g, const float *u, int64_t n);
+void syn_geglu_avx2(float *g, const float *u, int64_t n, const uint16_t *table);
 float syn_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void syn_delta_rule_avx2(const syn_delta_rule_args *a);
 void syn_dn_conv_avx2(float *x, float *s, const float *w, int32_t K, size_t stride, int64_t n);
 void syn_attention_avx512(const syn_attn_args *a);
 void syn_swiglu_avx512(float *g, const float *u, int64_t n);
+void syn_geglu_avx512(float *g, const float *u, int64_t n, const uint16_t *table);
 float syn_dot_f32_avx512(const float *a, const float *b, int64_t n);
 void syn_delta_rule_avx512(const syn_delta_rule_args *a);
 void syn_dn_conv_avx512(float *x, float *s, const float *w, int32_t K, size_t stride, int64_t n);

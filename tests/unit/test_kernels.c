@@ -3,8 +3,9 @@
  * scalar against a double-precision sum, matmul against matvec across tile edges, long rows and
  * many tokens (past the kernels' stack buffers; on x86 also through AVX-VNNI's 256-bit matmul
  * loop, built for AVX-512, where the CPU lacks AVX-VNNI), tier selection (unknown and
- * unavailable tiers are errors, never a fallback), and every tier's delta-net recurrence against
- * its definition. */
+ * unavailable tiers are errors, never a fallback), every tier's delta-net recurrence against
+ * its definition, its delta-net convolution against the others' bits and silu's value, and its
+ * GEGLU against gelu.h's function. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "backend/gelu.h"
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
@@ -548,6 +550,109 @@ static void test_delta_rule_tiers(void **state) {
     printf("  delta rule: %d tiers equal the definition bitwise\n", n_tiers);
 }
 
+/* Every tier's GEGLU equals syn_gelu_fp16(g) * u bitwise: every binary16 value, the midpoints
+ * between neighbours (ties to even), float32 subnormals, the +-10 edges, infinities and NaN, and
+ * lengths that leave a tail. */
+static void test_geglu_tiers(void **state) {
+    (void)state;
+    syn_kernels tiers[SYN_TIER_COUNT];
+    const int n_tiers = available_tiers(tiers);
+    enum { N = 2 * 65536 + 16 };
+    float *g = malloc(sizeof(float) * N), *u = malloc(sizeof(float) * N),
+          *got = malloc(sizeof(float) * N), *want = malloc(sizeof(float) * N);
+    assert_non_null(g);
+    assert_non_null(u);
+    assert_non_null(got);
+    assert_non_null(want);
+    for (uint32_t h = 0; h < 65536; h++) {
+        g[2 * h] = syn_k_fp16_to_f32((uint16_t)h);
+        /* halfway to the next binary16 value up in magnitude (13 dropped bits: 0x1000) */
+        g[2 * h + 1] = syn_k_bits_f32(syn_k_f32_bits(g[2 * h]) + 0x1000u);
+    }
+    const float edges[16] = {-10.0f, 10.0f,  -9.99f,  9.99f,  -10.01f, 10.01f, INFINITY, -INFINITY,
+                             NAN,    1e-40f, -1e-40f, 1e-38f, 0.0f,    -0.0f,  3.0e-5f,  65519.0f};
+    memcpy(g + 2 * 65536, edges, sizeof edges);
+    for (int i = 0; i < N; i++)
+        u[i] = (float)(int32_t)(rng_next() % 2001u - 1000) / 250.0f;
+    for (int i = 0; i < N; i++)
+        want[i] = syn_gelu_fp16(g[i]) * u[i];
+    const int64_t lengths[] = {N, 13};
+    for (int k = 0; k < n_tiers; k++)
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+            memcpy(got, g, sizeof(float) * N);
+            tiers[k].geglu(got, u, lengths[l], syn_gelu_fp16_table());
+            for (int64_t i = 0; i < lengths[l]; i++)
+                if (syn_k_f32_bits(got[i]) != syn_k_f32_bits(want[i]))
+                    fail_msg("%s geglu of %a (x %a): %a, want %a", syn_isa_tier_name(tiers[k].isa),
+                             (double)g[i], (double)u[i], (double)got[i], (double)want[i]);
+        }
+    printf("  geglu: %d tiers equal gelu.h's function bitwise\n", n_tiers);
+    free(g);
+    free(u);
+    free(got);
+    free(want);
+}
+
+/* Every tier's delta-net convolution gives the same bits (state and outputs) over channel counts
+ * through its wide lanes, 8 lanes and single-lane tail, and lies within 1e-6 (relative) of silu
+ * computed with expf. */
+static void test_dn_conv_tiers(void **state) {
+    (void)state;
+    syn_kernels tiers[SYN_TIER_COUNT];
+    const int n_tiers = available_tiers(tiers);
+    enum { K = 4, MAX_C = 61, STEPS = 3 };
+    const int64_t widths[] = {61, 8, 3};
+    float w[K * MAX_C], s0[(K - 1) * MAX_C], x0[STEPS][MAX_C];
+    float s_first[(K - 1) * MAX_C], x_first[STEPS][MAX_C], s_got[(K - 1) * MAX_C],
+        x_got[STEPS][MAX_C];
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        const int64_t C = widths[wi];
+        for (int i = 0; i < K * C; i++)
+            w[i] = (float)(int32_t)(rng_next() % 2001u - 1000) / 700.0f;
+        for (int i = 0; i < (K - 1) * C; i++)
+            s0[i] = (float)(int32_t)(rng_next() % 2001u - 1000) / 300.0f;
+        for (int t = 0; t < STEPS; t++)
+            for (int c = 0; c < C; c++)
+                x0[t][c] = (float)(int32_t)(rng_next() % 2001u - 1000) / 300.0f;
+        for (int k = 0; k < n_tiers; k++) {
+            float *sv = k == 0 ? s_first : s_got;
+            float(*xv)[MAX_C] = k == 0 ? x_first : x_got;
+            memcpy(sv, s0, sizeof s0);
+            memcpy(xv, x0, sizeof x0);
+            for (int t = 0; t < STEPS; t++)
+                tiers[k].dn_conv(xv[t], sv, w, K, (size_t)C, C);
+            if (k == 0) { /* the first tier against the definition in double and expf */
+                double hist[K + STEPS][MAX_C];
+                for (int j = 0; j < K - 1; j++)
+                    for (int c = 0; c < C; c++)
+                        hist[j][c] = s0[(size_t)j * (size_t)C + (size_t)c];
+                for (int t = 0; t < STEPS; t++)
+                    for (int c = 0; c < C; c++) {
+                        hist[K - 1 + t][c] = x0[t][c];
+                        double acc = 0.0;
+                        for (int j = 0; j < K; j++)
+                            acc += (double)w[(size_t)j * (size_t)C + (size_t)c] * hist[t + j][c];
+                        const double want = acc / (1.0 + exp(-acc));
+                        if (fabs(xv[t][c] - want) > 1e-6 * (1.0 + fabs(want)))
+                            fail_msg("dn_conv channel %d step %d: %g, want %g", c, t,
+                                     (double)xv[t][c], want);
+                    }
+                continue;
+            }
+            if (memcmp(s_got, s_first, sizeof(float) * (size_t)((K - 1) * C)) != 0)
+                fail_msg("%s dn_conv state, %lld channels: not %s's bits",
+                         syn_isa_tier_name(tiers[k].isa), (long long)C,
+                         syn_isa_tier_name(tiers[0].isa));
+            for (int t = 0; t < STEPS; t++)
+                if (memcmp(x_got[t], x_first[t], sizeof(float) * (size_t)C) != 0)
+                    fail_msg("%s dn_conv output, %lld channels: not %s's bits",
+                             syn_isa_tier_name(tiers[k].isa), (long long)C,
+                             syn_isa_tier_name(tiers[0].isa));
+        }
+    }
+    printf("  dn_conv: %d tiers give the same bits\n", n_tiers);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_type_kernels),
@@ -559,6 +664,8 @@ int main(void) {
         cmocka_unit_test(test_matmul_matches_matvec_across_edges),
         cmocka_unit_test(test_isa_names_and_selection),
         cmocka_unit_test(test_delta_rule_tiers),
+        cmocka_unit_test(test_geglu_tiers),
+        cmocka_unit_test(test_dn_conv_tiers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
