@@ -135,6 +135,9 @@ typedef struct syn_model_info {
     int32_t swa_pattern;
     float rope_freq_base_swa;
     float rope_freq_scale; /* linear RoPE scaling of the (global) layers: 1 / rope.scaling.factor */
+    /* ARCH.pooling_type as stored (llama.cpp's numbers: 0 none, 1 mean, 2 cls, 3 last, 4 rank);
+     * -1 when the file has no such key. Embedding models carry it (Qwen3-Embedding: 3). */
+    int32_t pooling_type;
 } syn_model_info;
 
 /* Fills *info. The pointers inside live as long as the model. */
@@ -537,6 +540,19 @@ typedef struct syn_logit_bias {
     float bias;
 } syn_logit_bias;
 
+/* Pooling of an embedding request's per-token hidden states ("Embeddings" below); the numbers
+ * are llama.cpp's LLAMA_POOLING_TYPE_*. */
+typedef enum syn_pooling {
+    /* the model's ARCH.pooling_type; a file without the key: SYN_POOLING_LAST (a causal LM's last
+     * token is the only one that has seen the whole input; llama.cpp would take "none" there and
+     * its OpenAI endpoint refuses that). A file that says none (0) or rank (4) is
+     * SYN_ERR_UNSUPPORTED: those give no one vector per input */
+    SYN_POOLING_MODEL = -1,
+    SYN_POOLING_MEAN = 1, /* the average over the tokens */
+    SYN_POOLING_CLS = 2,  /* the first token's (a decoder LM's BOS: the same for every input) */
+    SYN_POOLING_LAST = 3  /* the last token's */
+} syn_pooling;
+
 /* The prompt is exactly one of: prompt_tokens (taken as given: nothing is added), prompt_text
  * (tokenized with special tokens parsed and the tokenizer's prompt policy, syn_tokenize's
  * add_special) or a conversation: messages, or messages_json with tools_json and
@@ -594,6 +610,13 @@ typedef struct syn_request_params {
      * SYN_ERR_INVALID_ARGUMENT at submission. */
     const syn_logit_bias *logit_bias;
     size_t n_logit_bias;
+    /* true: an embedding request (see "Embeddings" below): the prompt is computed, pooled with
+     * `pooling` and the request finishes without generating (SYN_FINISH_LENGTH, 0 tokens); the
+     * generation fields (max_tokens, sampling, stops, on_token) are not used, and grammar,
+     * json_schema or logit_bias with it are SYN_ERR_INVALID_ARGUMENT. The prompt may fill the
+     * whole context (n_ctx positions). Default false */
+    bool embed;
+    syn_pooling pooling;   /* for embed; default SYN_POOLING_MODEL */
     syn_token_fn on_token; /* NULL: no streaming */
     void *user_data;
 } syn_request_params;
@@ -627,6 +650,10 @@ typedef struct syn_request_result {
     double queue_ms;        /* submit -> a slot was assigned */
     double ttft_ms;         /* submit -> first generated token (0 when none) */
     double total_ms;        /* submit -> finished */
+    /* An embedding request's vector [n_embd] (unit length), NULL for any other request or when it
+     * did not finish normally. Owned by the handle. */
+    const float *embedding;
+    int32_t n_embd;
 } syn_request_result;
 
 /* Blocks until the request has finished and fills *out; the pointers inside stay valid until
@@ -687,6 +714,60 @@ typedef struct syn_run_stats {
  * every requests[i] is NULL, and the error names the failing index. */
 SYN_API syn_status syn_engine_run(syn_engine *engine, const syn_request_params *params, size_t n,
                                   syn_request **requests, syn_run_stats *stats);
+
+/* ---------------------------------------------------------------------------------------------
+ * Embeddings
+ *
+ * An embedding is the model's final hidden state after the output norm (the LM head is not
+ * computed), pooled over the input's tokens and scaled to unit L2 length, as llama.cpp's
+ * embeddings are. On an embedding model (Qwen3-Embedding: a qwen3 file with pooling_type 3) the
+ * vectors are what the model was trained to produce; on a chat LM they are just its hidden
+ * states. Every input is one engine request that prefills its tokens and finishes: the inputs of
+ * one call run as many sequences in the same steps, and a vector is bitwise the same alone or in
+ * any batch (the engine's determinism above).
+ * ------------------------------------------------------------------------------------------- */
+
+/* "model", "mean", "cls", "last" ("?" when invalid). */
+SYN_API const char *syn_pooling_name(syn_pooling pooling);
+
+/* The pooling `pooling` resolves to for model (SYN_POOLING_MODEL: as above), into *out. Errors:
+ * SYN_ERR_UNSUPPORTED (the file's pooling_type is none, rank or unknown),
+ * SYN_ERR_INVALID_ARGUMENT (not a syn_pooling). */
+SYN_API syn_status syn_pooling_resolve(const syn_model *model, syn_pooling pooling,
+                                       syn_pooling *out);
+
+/* One input of syn_embed: exactly one of text (NUL-terminated UTF-8, tokenized as prompt_text:
+ * specials parsed, the tokenizer's BOS/EOS policy) and tokens (taken as given). */
+typedef struct syn_embed_input {
+    const char *text;
+    const int32_t *tokens; /* [n_tokens] */
+    size_t n_tokens;
+} syn_embed_input;
+
+typedef struct syn_embed_params {
+    syn_pooling pooling; /* default SYN_POOLING_MODEL */
+    /* values per vector: 0 (default) for n_embd, else 1..n_embd: the first `dimensions` values,
+     * scaled again to unit length (OpenAI's `dimensions`; meaningful for models trained for it,
+     * Matryoshka-style) */
+    int32_t dimensions;
+} syn_embed_params;
+
+SYN_API syn_embed_params syn_embed_default_params(void);
+
+/* Embeds inputs[n] through engine (one request each, submitted together and waited for) into
+ * out[n][d] (d: params->dimensions, or n_embd when 0). Thread-safe as syn_engine_submit is; it
+ * blocks until all are done, so not from a callback. n_tokens_out, if not NULL, receives the
+ * tokens computed over all inputs (their prompt tokens). Errors: as syn_engine_submit (an empty
+ * input, one longer than the engine's n_ctx: SYN_ERR_CONTEXT_FULL; the message names the input's
+ * index), SYN_ERR_INVALID_ARGUMENT (n 0, NULL arguments, dimensions out of range),
+ * SYN_ERR_UNSUPPORTED (pooling), or a request's failure. On error nothing in out is meaningful. */
+SYN_API syn_status syn_embed(syn_engine *engine, const syn_embed_params *params,
+                             const syn_embed_input *inputs, size_t n, float *out,
+                             size_t *n_tokens_out);
+
+/* Scales the first d values of v to unit L2 length in place (summed in double); a zero vector
+ * stays zero. What syn_embed does to each vector, for callers that truncate vectors themselves. */
+SYN_API void syn_embed_normalize(float *v, size_t d);
 
 #ifdef __cplusplus
 }

@@ -44,6 +44,10 @@ typedef struct syn_batch {
                                  * in blocks[i][p / SYN_KV_BLOCK] */
     const bool *want_logits;    /* [n] tokens whose logits are computed */
     float *logits;              /* [number of want_logits][n_vocab], in token order */
+    /* [n] tokens whose final hidden state (after the output norm, before the LM head: what an
+     * embedding pools) is written to hidden; NULL: none */
+    const bool *want_hidden;
+    float *hidden; /* [number of want_hidden][n_embd], in token order */
     /* [n] each token's sequence recurrent state (recurrent_state_bytes, float-aligned): models
      * with recurrent layers (qwen35) only, else NULL. A token at position 0 starts it afresh;
      * otherwise it must hold the state after the sequence's previous position. */
@@ -70,6 +74,11 @@ typedef struct syn_backend_ops {
      * positions >= pos0 are overwritten, which is how a truncated context is rewound. */
     syn_status (*forward)(void *state, const int32_t *tokens, size_t n, uint32_t pos0,
                           float *logits, bool all_logits);
+
+    /* As forward, but hidden receives [n][n_embd]: each token's final hidden state after the
+     * output norm; the LM head is not computed. The oracle of embeddings. */
+    syn_status (*forward_hidden)(void *state, const int32_t *tokens, size_t n, uint32_t pos0,
+                                 float *hidden);
 
     /* Whether forward may run next at pos <= the positions stored: false when a sliding-window
      * layer's cache, which keeps only the last positions, no longer holds some position a token

@@ -24,7 +24,9 @@
  *   down   row chunks of w_down; x += for those rows (with post_ffn_norm: as wo)
  * then the final norm and output projection for the tokens that want logits only, as one matrix
  * pass: a decode step of k sequences reads every weight matrix once for all k tokens; the output
- * chunks soft-cap their logits when the model says so.
+ * chunks soft-cap their logits when the model says so. Tokens that want their hidden state
+ * (syn_batch.want_hidden: embeddings) get the final norm alone, in float32, without the output
+ * projection.
  *
  * qwen35's recurrent layers replace norm .. wo by a gated delta net (forward_recurrent): one job
  * over the rows of its four input projections, then its float32 steps (optimized_delta_net.c:
@@ -141,6 +143,7 @@ typedef struct opt_state {
     uint32_t *ctx_pos; /* [OPT_MAX_BATCH] batch arrays of that path */
     void *const **ctx_blocks;
     bool *ctx_want;
+    bool *ctx_hidden;    /* [OPT_MAX_BATCH] forward_hidden's want_hidden: all true */
     float *own_rstate;   /* [dn_floats] its recurrent state, NULL without recurrent layers */
     float **ctx_rstates; /* [OPT_MAX_BATCH] all own_rstate */
     uint32_t own_rpos;   /* the position own_rstate stands at */
@@ -241,6 +244,7 @@ static void opt_destroy(void *opaque) {
     free(s->ctx_pos);
     free(s->ctx_blocks);
     free(s->ctx_want);
+    free(s->ctx_hidden);
     free(s->own_rstate);
     free(s->ctx_rstates);
     for (int i = 0; s->dn_tmp && i < s->n_threads; i++)
@@ -523,6 +527,7 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
         s->ctx_pos = malloc(sizeof *s->ctx_pos * OPT_MAX_BATCH);
         s->ctx_blocks = malloc(sizeof *s->ctx_blocks * OPT_MAX_BATCH);
         s->ctx_want = malloc(sizeof *s->ctx_want * OPT_MAX_BATCH);
+        s->ctx_hidden = malloc(sizeof *s->ctx_hidden * OPT_MAX_BATCH);
         s->ctx_ring = malloc(sizeof *s->ctx_ring * OPT_MAX_BATCH);
         s->layer_slot = malloc(sizeof *s->layer_slot * (size_t)hp->n_layer);
         s->row_tmp = calloc((size_t)n_threads, sizeof *s->row_tmp);
@@ -532,8 +537,8 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
             s->ctx_rstates = malloc(sizeof *s->ctx_rstates * OPT_MAX_BATCH);
             s->dn_tmp = calloc((size_t)n_threads, sizeof *s->dn_tmp);
         }
-        if (!s->ctx_pos || !s->ctx_blocks || !s->ctx_want || !s->ctx_ring || !s->layer_slot ||
-            !s->row_tmp || !s->attn_tmp ||
+        if (!s->ctx_pos || !s->ctx_blocks || !s->ctx_want || !s->ctx_hidden || !s->ctx_ring ||
+            !s->layer_slot || !s->row_tmp || !s->attn_tmp ||
             (s->dn_floats && (!s->own_rstate || !s->ctx_rstates || !s->dn_tmp)))
             st = syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
         else
@@ -1357,11 +1362,25 @@ static syn_status forward_layer(const opt_state *s, const opt_slice *sl, int32_t
     return st;
 }
 
+/* The final norm of the slice rows of x that want their hidden state, copied out to hidden
+ * ([count][n_embd]) in token order: no quantization, since no matrix reads them. */
+static syn_status hidden_rows(const opt_state *s, const syn_batch *b, size_t start, size_t n,
+                              float *hidden) {
+    const size_t ne = (size_t)s->model->hp.n_embd;
+    size_t n_out = 0;
+    for (size_t t = 0; t < n; t++)
+        if (b->want_hidden[start + t]) s->out_rows[n_out++] = t;
+    if (n_out == 0) return SYN_OK;
+    syn_status st = norm_rows(s, s->output_norm, s->out_rows, n_out, 0);
+    if (st == SYN_OK) memcpy(hidden, s->h, sizeof(float) * n_out * ne);
+    return st;
+}
+
 /* Tokens [start, start + n) of batch b (n <= batch_cap), with their local layers' tables ring
  * ([b->n], NULL: b's blocks hold every layer); the logits of those that want them go to logits
- * ([count][n_vocab]). */
+ * ([count][n_vocab]), the hidden states of those that want them to hidden ([count][n_embd]). */
 static syn_status forward_slice(const opt_state *s, const syn_batch *b, void *const *const *ring,
-                                size_t start, size_t n, float *logits) {
+                                size_t start, size_t n, float *logits, float *hidden) {
     const struct syn_model *m = s->model;
     const size_t ne = (size_t)m->hp.n_embd;
     const opt_slice sl = {
@@ -1380,6 +1399,7 @@ static syn_status forward_slice(const opt_state *s, const syn_batch *b, void *co
     syn_status st = SYN_OK;
     for (int32_t l = 0; st == SYN_OK && l < m->hp.n_layer; l++)
         st = forward_layer(s, &sl, l);
+    if (st == SYN_OK && b->want_hidden) st = hidden_rows(s, b, start, n, hidden);
     if (st != SYN_OK) return st;
 
     size_t n_out = 0;
@@ -1430,13 +1450,16 @@ static syn_status forward_tokens(opt_state *s, const syn_batch *b, void *const *
                         s->model->arch->name);
     syn_status st = grow_rope(s, max_pos + 1);
     if (st == SYN_OK) st = grow_batch(s, b->n < OPT_MAX_BATCH ? b->n : OPT_MAX_BATCH);
-    const size_t n_vocab = (size_t)s->model->hp.n_vocab;
-    size_t n_out = 0; /* logits rows written by earlier slices */
+    const size_t n_vocab = (size_t)s->model->hp.n_vocab, n_embd = (size_t)s->model->hp.n_embd;
+    size_t n_out = 0, n_hid = 0; /* logits and hidden rows written by earlier slices */
     for (size_t start = 0; st == SYN_OK && start < b->n; start += OPT_MAX_BATCH) {
         const size_t len = b->n - start < OPT_MAX_BATCH ? b->n - start : OPT_MAX_BATCH;
-        st = forward_slice(s, b, ring, start, len, b->logits + n_out * n_vocab);
-        for (size_t t = start; t < start + len; t++)
+        st = forward_slice(s, b, ring, start, len, b->logits + n_out * n_vocab,
+                           b->want_hidden ? b->hidden + n_hid * n_embd : NULL);
+        for (size_t t = start; t < start + len; t++) {
             n_out += b->want_logits[t];
+            n_hid += b->want_hidden && b->want_hidden[t];
+        }
     }
     return st;
 }
@@ -1470,10 +1493,10 @@ static size_t opt_kv_layer_bytes(const void *opaque, int32_t layer) {
 }
 
 /* The syn_context path: one sequence in the state's own blocks (and ring), in batches of
- * OPT_MAX_BATCH tokens (ring_slice with a ring). */
-static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
-                              float *logits, bool all_logits) {
-    opt_state *s = opaque;
+ * OPT_MAX_BATCH tokens (ring_slice with a ring); hidden [n][n_embd] when not NULL (no logits),
+ * else logits as forward's. */
+static syn_status run_own(opt_state *s, const int32_t *tokens, size_t n, uint32_t pos0,
+                          float *hidden, float *logits, bool all_logits) {
     if (n == 0) return SYN_OK;
     if (s->dn_floats && pos0 != 0 && pos0 != s->own_rpos)
         return syn_fail(SYN_ERR_UNSUPPORTED,
@@ -1485,7 +1508,7 @@ static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uin
                         "optimized backend: the sliding-window cache no longer holds the positions "
                         "before %u",
                         pos0);
-    const size_t n_vocab = (size_t)s->model->hp.n_vocab;
+    const size_t n_vocab = (size_t)s->model->hp.n_vocab, n_embd = (size_t)s->model->hp.n_embd;
     const size_t slice = s->ring_blocks ? s->ring_slice : OPT_MAX_BATCH;
     syn_status st = grow_own_blocks(s, pos0 + (uint32_t)n);
     if (st == SYN_OK) st = make_ring(s);
@@ -1495,7 +1518,8 @@ static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uin
             s->ctx_pos[t] = pos0 + (uint32_t)(start + t);
             s->ctx_blocks[t] = s->own_blocks;
             s->ctx_ring[t] = s->ring_table;
-            s->ctx_want[t] = all_logits || start + t == n - 1;
+            s->ctx_want[t] = !hidden && (all_logits || start + t == n - 1);
+            s->ctx_hidden[t] = true;
             if (s->ctx_rstates) s->ctx_rstates[t] = s->own_rstate;
         }
         const syn_batch b = {
@@ -1505,6 +1529,8 @@ static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uin
             .blocks = s->ctx_blocks,
             .want_logits = s->ctx_want,
             .logits = all_logits ? logits + start * n_vocab : logits,
+            .want_hidden = hidden ? s->ctx_hidden : NULL,
+            .hidden = hidden ? hidden + start * n_embd : NULL,
             .rstates = s->ctx_rstates,
         };
         st = forward_tokens(s, &b, s->ring_blocks ? s->ctx_ring : NULL);
@@ -1523,11 +1549,22 @@ static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uin
     return st;
 }
 
+static syn_status opt_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
+                              float *logits, bool all_logits) {
+    return run_own(opaque, tokens, n, pos0, NULL, logits, all_logits);
+}
+
+static syn_status opt_forward_hidden(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
+                                     float *hidden) {
+    return run_own(opaque, tokens, n, pos0, hidden, NULL, false);
+}
+
 const syn_backend_ops syn_optimized_backend = {
     .name = "optimized",
     .create = opt_create,
     .destroy = opt_destroy,
     .forward = opt_forward,
+    .forward_hidden = opt_forward_hidden,
     .can_resume = opt_can_resume,
     .kv_layer_bytes = opt_kv_layer_bytes,
     .kv_block_bytes = opt_kv_block_bytes,

@@ -23,7 +23,8 @@
  *   x = x + rmsnorm(Wo a) * post_attn_norm        (without post_attn_norm: x + Wo a)
  *   h = rmsnorm(x) * ffn_norm
  *   x = x + rmsnorm(Wdown (act(Wgate h) * (Wup h))) * post_ffn_norm   (act: silu, or gelu.h's)
- * and at the end logits = Woutput (rmsnorm(x) * output_norm), soft-capped when the model says so.
+ * and at the end logits = Woutput (rmsnorm(x) * output_norm), soft-capped when the model says so
+ * (forward_hidden stops at rmsnorm(x) * output_norm: the hidden state embeddings pool).
  * A local layer's cache is a ring of swa_window positions (position t in slot t % swa_window).
  * phi3's fused q | k | v and gate | up matrices arrive as the separate views (model.h), so its
  * block is this one.
@@ -322,8 +323,9 @@ static void attention_mixer(ref_state *s, int32_t l, uint32_t pos) {
     matvec(s->h, &L->wo, s->attn, NULL, s->row);
 }
 
-/* One token through the whole model; logits [n_vocab] when not NULL. */
-static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logits) {
+/* One token through the whole model; its final normed hidden state [n_embd] into hidden and its
+ * logits [n_vocab] into logits, each when not NULL. */
+static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *hidden, float *logits) {
     const struct syn_model *m = s->model;
     const syn_hparams *hp = &m->hp;
 
@@ -355,8 +357,10 @@ static void forward_token(ref_state *s, int32_t token, uint32_t pos, float *logi
         for (int32_t i = 0; i < hp->n_embd; i++)
             s->x[i] += s->h[i];
     }
-    if (!logits) return;
+    if (!hidden && !logits) return;
     rmsnorm(s->h, s->x, &m->output_norm, hp->rms_norm_eps, s->row);
+    if (hidden) memcpy(hidden, s->h, sizeof(float) * (size_t)hp->n_embd);
+    if (!logits) return;
     matvec(logits, &m->output, s->h, NULL, s->row);
     if (hp->final_logit_softcap > 0.0f)
         for (int32_t i = 0; i < hp->n_vocab; i++)
@@ -379,9 +383,9 @@ static size_t ref_kv_layer_bytes(const void *opaque, int32_t layer) {
     return 2 * sizeof(float) * (size_t)kv_positions(s, layer) * (size_t)s->model->hp.kv_dim;
 }
 
-static syn_status ref_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
-                              float *logits, bool all_logits) {
-    ref_state *s = opaque;
+/* forward and forward_hidden: hidden [n][n_embd] when not NULL, else logits as forward's. */
+static syn_status run_tokens(ref_state *s, const int32_t *tokens, size_t n, uint32_t pos0,
+                             float *hidden, float *logits, bool all_logits) {
     if (s->dn && pos0 != 0 && pos0 != s->dn_pos)
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "reference backend: %s's recurrent state stands at position %u and cannot "
@@ -398,11 +402,13 @@ static syn_status ref_forward(void *opaque, const int32_t *tokens, size_t n, uin
         if (pos0 == 0) syn_ref_dn_reset(s->dn);
         s->dn_pos = pos0 + (uint32_t)n;
     }
-    size_t n_vocab = (size_t)s->model->hp.n_vocab;
+    const size_t n_vocab = (size_t)s->model->hp.n_vocab, n_embd = (size_t)s->model->hp.n_embd;
     for (size_t i = 0; i < n; i++) {
         bool last = i + 1 == n;
-        float *out = all_logits ? logits + i * n_vocab : (last ? logits : NULL);
-        forward_token(s, tokens[i], pos0 + (uint32_t)i, out);
+        float *out = hidden || !(all_logits || last) ? NULL
+                     : all_logits                    ? logits + i * n_vocab
+                                                     : logits;
+        forward_token(s, tokens[i], pos0 + (uint32_t)i, hidden ? hidden + i * n_embd : NULL, out);
     }
     const uint32_t window = (uint32_t)s->model->hp.swa_window;
     if (pos0 == 0) s->kv_lo = 0; /* a new sequence */
@@ -412,11 +418,22 @@ static syn_status ref_forward(void *opaque, const int32_t *tokens, size_t n, uin
     return SYN_OK;
 }
 
+static syn_status ref_forward(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
+                              float *logits, bool all_logits) {
+    return run_tokens(opaque, tokens, n, pos0, NULL, logits, all_logits);
+}
+
+static syn_status ref_forward_hidden(void *opaque, const int32_t *tokens, size_t n, uint32_t pos0,
+                                     float *hidden) {
+    return run_tokens(opaque, tokens, n, pos0, hidden, NULL, false);
+}
+
 const syn_backend_ops syn_reference_backend = {
     .name = "reference",
     .create = ref_create,
     .destroy = ref_destroy,
     .forward = ref_forward,
+    .forward_hidden = ref_forward_hidden,
     .can_resume = ref_can_resume,
     .kv_layer_bytes = ref_kv_layer_bytes,
 };

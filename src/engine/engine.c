@@ -51,6 +51,7 @@ syn_request_params syn_request_default_params(void) {
     memset(&p, 0, sizeof p);
     p.sampling = syn_sampler_default_params();
     p.max_tokens = 128;
+    p.pooling = SYN_POOLING_MODEL;
     return p;
 }
 
@@ -227,6 +228,25 @@ static syn_status build_prompt(const syn_engine *e, const syn_request_params *p,
     return st;
 }
 
+/* An embedding request's limits: its prompt alone fills at most the context and the budget. */
+static syn_status check_embedding(const syn_engine *e, const syn_request_params *p, size_t n) {
+    if (p->grammar || p->json_schema || p->n_logit_bias)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT,
+                        "an embedding request takes no grammar, json_schema or logit_bias");
+    if (n > e->n_ctx)
+        return syn_fail(SYN_ERR_CONTEXT_FULL,
+                        "the input's %zu tokens exceed the engine's context of %u positions", n,
+                        e->n_ctx);
+    const uint32_t need = blocks_for(n);
+    if (need > e->stats.kv_blocks_total)
+        return syn_fail(SYN_ERR_CONTEXT_FULL,
+                        "the input's %zu tokens need %u KV blocks of %d positions but "
+                        "kv_budget_mib %u holds %u",
+                        n, need, SYN_KV_BLOCK, e->params.kv_budget_mib, e->stats.kv_blocks_total);
+    syn_pooling resolved;
+    return syn_pooling_resolve(e->model, p->pooling, &resolved);
+}
+
 /* Checks the prompt and limits; the context and budget checks make admission always possible. */
 static syn_status check_request(const syn_engine *e, const syn_request_params *p,
                                 const int32_t *ids, size_t n) {
@@ -279,6 +299,7 @@ static syn_status check_request(const syn_engine *e, const syn_request_params *p
             return syn_fail(SYN_ERR_INVALID_ARGUMENT,
                             "stop token %d at index %zu is outside the vocabulary [0, %d)",
                             p->stop_tokens[i], i, e->n_vocab);
+    if (p->embed) return check_embedding(e, p, n);
     if (n >= e->n_ctx)
         return syn_fail(
             SYN_ERR_CONTEXT_FULL,
@@ -352,11 +373,13 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
     r->slot = -1;
     r->n_prompt = n;
     r->n_fill = (uint32_t)n;
-    r->max_tokens = p->max_tokens ? p->max_tokens : (int32_t)(e->n_ctx - n);
-    r->max_blocks = blocks_for((uint64_t)n + (uint64_t)r->max_tokens - 1);
+    /* an embedding generates nothing: its blocks hold the prompt */
+    r->max_tokens = p->embed ? 0 : p->max_tokens ? p->max_tokens : (int32_t)(e->n_ctx - n);
+    r->max_blocks =
+        p->embed ? blocks_for(n) : blocks_for((uint64_t)n + (uint64_t)r->max_tokens - 1);
     r->ignore_eos = p->ignore_eos;
     r->n_stop = p->n_stop_tokens;
-    r->on_token = p->on_token;
+    r->on_token = p->embed ? NULL : p->on_token; /* an embedding streams nothing */
     r->user_data = p->user_data;
     r->ids = realloc(prompt, sizeof *r->ids * (n + (size_t)r->max_tokens));
     r->stop = malloc(sizeof *r->stop * (r->n_stop ? r->n_stop : 1));
@@ -367,13 +390,23 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
     if (!ok)
         st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_submit: out of memory for %zu + %d tokens", n,
                       r->max_tokens);
-    if (st == SYN_OK) {
+    if (st == SYN_OK && p->embed) {
+        /* no sampler or text stream: 2,048 inputs of one call would hold 2,048 of them */
+        const size_t n_embd = (size_t)e->model->hp.n_embd;
+        r->embed = true;
+        r->pool_sum = calloc(n_embd, sizeof *r->pool_sum);
+        r->embedding = malloc(sizeof *r->embedding * n_embd);
+        if (!r->pool_sum || !r->embedding)
+            st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_submit: out of memory for an embedding");
+        else
+            st = syn_pooling_resolve(e->model, p->pooling, &r->pooling);
+    } else if (st == SYN_OK) {
         if (r->n_stop) memcpy(r->stop, p->stop_tokens, sizeof *r->stop * r->n_stop);
         st = syn_sampler_new(&p->sampling, &r->sampler);
+        if (st == SYN_OK)
+            st = text_stream_init(&r->text, syn_model_tokenizer(e->model), p->stop_strings,
+                                  p->n_stop_strings);
     }
-    if (st == SYN_OK)
-        st = text_stream_init(&r->text, syn_model_tokenizer(e->model), p->stop_strings,
-                              p->n_stop_strings);
     if (st == SYN_OK && (p->grammar || p->json_schema)) st = grammar_init(e, p, r);
     if (st == SYN_OK && p->grammar_trigger) {
         r->trigger_len = strlen(p->grammar_trigger);
@@ -451,6 +484,8 @@ static void fill_result(const syn_request *r, syn_request_result *out) {
         .queue_ms = r->t_admit > 0 ? r->t_admit - r->t_submit : 0,
         .ttft_ms = r->t_first > 0 ? r->t_first - r->t_submit : 0,
         .total_ms = r->t_end - r->t_submit,
+        .embedding = r->embed && r->finish == SYN_FINISH_LENGTH ? r->embedding : NULL,
+        .n_embd = r->embed ? r->engine->model->hp.n_embd : 0,
     };
 }
 
@@ -530,4 +565,69 @@ syn_status syn_engine_run(syn_engine *e, const syn_request_params *params, size_
     s.n_steps = after.n_steps - before.n_steps;
     if (stats) *stats = s;
     return SYN_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Embeddings
+ * ------------------------------------------------------------------------------------------- */
+
+syn_embed_params syn_embed_default_params(void) {
+    syn_embed_params p = {.pooling = SYN_POOLING_MODEL, .dimensions = 0};
+    return p;
+}
+
+/* Input k as an embedding request of params. */
+static syn_status embed_request(const syn_embed_input *in, size_t k, syn_pooling pooling,
+                                syn_request_params *p) {
+    *p = syn_request_default_params();
+    p->embed = true;
+    p->pooling = pooling;
+    if (!in->text == !(in->tokens || in->n_tokens))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "input %zu needs exactly one of text and tokens",
+                        k);
+    p->prompt_text = in->text;
+    p->prompt_tokens = in->tokens;
+    p->n_prompt_tokens = in->n_tokens;
+    return SYN_OK;
+}
+
+syn_status syn_embed(syn_engine *e, const syn_embed_params *params, const syn_embed_input *inputs,
+                     size_t n, float *out, size_t *n_tokens_out) {
+    syn_clear_error();
+    if (!e || !params || !inputs || !out || n == 0)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_embed: a NULL argument or no inputs (n %zu)",
+                        n);
+    const int32_t n_embd = e->model->hp.n_embd;
+    if (params->dimensions < 0 || params->dimensions > n_embd)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "dimensions %d is outside 1..%d (0: all)",
+                        params->dimensions, n_embd);
+    const size_t d = params->dimensions ? (size_t)params->dimensions : (size_t)n_embd;
+    syn_request **reqs = calloc(n, sizeof *reqs);
+    if (!reqs) return syn_fail(SYN_ERR_NO_MEMORY, "syn_embed: out of memory for %zu inputs", n);
+    syn_status st = SYN_OK;
+    for (size_t k = 0; st == SYN_OK && k < n; k++) {
+        syn_request_params p;
+        st = embed_request(&inputs[k], k, params->pooling, &p);
+        if (st == SYN_OK) st = syn_engine_submit(e, &p, &reqs[k]);
+        if (st != SYN_OK) st = syn_fail_context(st, "input %zu", k);
+    }
+    size_t n_tokens = 0;
+    for (size_t k = 0; st == SYN_OK && k < n; k++) {
+        syn_request_result res;
+        syn_request_wait(reqs[k], &res);
+        if (!res.embedding) {
+            st = syn_fail(res.status != SYN_OK ? res.status : SYN_ERR_STATE,
+                          "input %zu: the request finished as %s: %s", k,
+                          syn_finish_reason_name(res.finish), res.error);
+            break;
+        }
+        memcpy(out + k * d, res.embedding, sizeof *out * d);
+        if (d < (size_t)n_embd) syn_embed_normalize(out + k * d, d);
+        n_tokens += res.n_prompt_tokens;
+    }
+    for (size_t k = 0; k < n; k++)
+        syn_request_free(reqs[k]); /* cancels what a failure left running */
+    free(reqs);
+    if (st == SYN_OK && n_tokens_out) *n_tokens_out = n_tokens;
+    return st;
 }

@@ -16,6 +16,12 @@
  * A preempted request keeps its tokens, sampler and text state and goes back to the queue's
  * front; readmitted, it "prefills" its prompt plus all but the last generated token (n_fill)
  * without wanting logits, then decodes on from that last token.
+ *
+ * An embedding request (embed) prefills like any other but wants no logits: its tokens that the
+ * pooling reads (every one for mean, position 0 for cls, the last for last) want their final
+ * hidden state instead (syn_batch.want_hidden), which pool_step folds into its pool in position
+ * order after each step; after its last prompt token it takes its unit-length vector and
+ * finishes, never decoding.
  */
 #include "engine/scheduler.h"
 
@@ -89,6 +95,8 @@ static void free_work_buffers(syn_request *r) {
     free(r->stop);
     free(r->block_ids);
     free(r->block_data);
+    free(r->pool_sum);
+    r->pool_sum = NULL;
     r->sampler = NULL;
     r->stop = NULL;
     r->block_ids = NULL;
@@ -97,6 +105,7 @@ static void free_work_buffers(syn_request *r) {
 
 void request_destroy(syn_request *r) {
     free_work_buffers(r);
+    free(r->embedding);
     free(r->ids);
     free(r);
 }
@@ -146,6 +155,7 @@ static void free_scheduler_state(syn_engine *e) {
     free(e->b_pos);
     free(e->b_blocks);
     free(e->b_want);
+    free(e->b_hidden);
     free(e->b_rstates);
     free(e->b_rings);
     for (int32_t i = 0; i < e->params.n_parallel; i++) {
@@ -158,6 +168,7 @@ static void free_scheduler_state(syn_engine *e) {
     free(e->ring_tables);
     free(e->slot_used);
     free(e->logits);
+    free(e->hidden);
     e->backend = NULL;
     e->pool = NULL;
 }
@@ -183,7 +194,8 @@ syn_status scheduler_start(syn_engine *e, const syn_backend_config *cfg) {
         e->b_pos = malloc(sizeof *e->b_pos * n_step);
         e->b_blocks = malloc(sizeof *e->b_blocks * n_step);
         e->b_want = malloc(sizeof *e->b_want * n_step);
-        if (!e->active || !e->b_tokens || !e->b_pos || !e->b_blocks || !e->b_want)
+        e->b_hidden = malloc(sizeof *e->b_hidden * n_step);
+        if (!e->active || !e->b_tokens || !e->b_pos || !e->b_blocks || !e->b_want || !e->b_hidden)
             st = syn_fail(SYN_ERR_NO_MEMORY, "syn_engine_new: out of memory for %d-token steps",
                           e->params.max_step_tokens);
     }
@@ -318,7 +330,9 @@ static void admit_locked(syn_engine *e) {
         syn_request *r = e->q_head;
         const bool wants_logits = r->n_out == 0;
         uint32_t matched = 0;
-        if (e->params.prefix_cache)
+        /* mean and cls pooling need the hidden state of every / the first token: computed */
+        const bool reuse = !r->embed || r->pooling == SYN_POOLING_LAST;
+        if (e->params.prefix_cache && reuse)
             matched = kv_pool_lookup(e->pool, r->ids, (r->n_fill - wants_logits) / SYN_KV_BLOCK,
                                      r->block_ids);
         uint32_t first = blocks_for((uint64_t)r->n_fill + 1);
@@ -364,6 +378,8 @@ static void admit_locked(syn_engine *e) {
 static void preempt(syn_engine *e, syn_request *r) {
     release_blocks(e, r);
     r->n_past = 0;
+    if (r->embed) /* its rows come again: the mean starts over */
+        memset(r->pool_sum, 0, sizeof *r->pool_sum * (size_t)e->model->hp.n_embd);
     r->n_fill = (uint32_t)(r->n_prompt + (r->n_out ? r->n_out - 1 : 0));
     r->phase = PHASE_PREFILL;
     uint32_t i = 0;
@@ -620,10 +636,19 @@ static syn_status ensure_blocks(syn_engine *e, syn_request *r, uint32_t last) {
     return SYN_OK;
 }
 
-/* Adds r's next k tokens to the batch (*n tokens, *n_rows of them wanting logits so far); false
- * when its blocks could not be had (r is failed). */
-static bool add_tokens(syn_engine *e, syn_request *r, size_t *n, uint32_t *n_rows, uint32_t k,
-                       bool logits_at_end) {
+/* Whether embedding request r pools the hidden state of its position pos. */
+static bool pools_position(const syn_request *r, uint32_t pos) {
+    switch (r->pooling) {
+    case SYN_POOLING_MEAN: return true;
+    case SYN_POOLING_CLS: return pos == 0;
+    default: return pos + 1 == r->n_fill; /* last */
+    }
+}
+
+/* Adds r's next k tokens to the batch (*n tokens, *n_rows of them wanting logits, *n_hidden their
+ * hidden state, so far); false when its blocks could not be had (r is failed). */
+static bool add_tokens(syn_engine *e, syn_request *r, size_t *n, uint32_t *n_rows,
+                       uint32_t *n_hidden, uint32_t k, bool logits_at_end) {
     syn_status st = ensure_blocks(e, r, r->n_past + k - 1);
     if (st != SYN_OK) {
         mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
@@ -635,9 +660,13 @@ static bool add_tokens(syn_engine *e, syn_request *r, size_t *n, uint32_t *n_row
         e->b_pos[t] = r->n_past + i;
         e->b_blocks[t] = r->block_data;
         e->b_want[t] = logits_at_end && i + 1 == k;
+        e->b_hidden[t] = r->embed && pools_position(r, r->n_past + i);
         if (e->b_rstates) e->b_rstates[t] = r->rstate;
         if (e->b_rings) e->b_rings[t] = r->ring;
+        r->step_hidden += e->b_hidden[t];
     }
+    r->hidden_row = *n_hidden;
+    *n_hidden += r->step_hidden;
     r->step_tokens = k;
     r->step_logits = logits_at_end;
     if (logits_at_end) r->logits_row = (*n_rows)++;
@@ -651,6 +680,34 @@ static syn_status grow_logits(syn_engine *e, uint32_t rows) {
     e->logits = l;
     e->logits_rows = rows;
     return SYN_OK;
+}
+
+static syn_status grow_hidden(syn_engine *e, uint32_t rows) {
+    if (rows <= e->hidden_rows) return SYN_OK;
+    const size_t n_embd = (size_t)e->model->hp.n_embd;
+    float *h = realloc(e->hidden, sizeof *h * (size_t)rows * n_embd);
+    if (!h) return syn_fail(SYN_ERR_NO_MEMORY, "engine: hidden states of %u tokens", rows);
+    e->hidden = h;
+    e->hidden_rows = rows;
+    return SYN_OK;
+}
+
+/* Folds embedding request r's hidden rows of this step into its pool, in position order (so the
+ * sum is the same however its prompt was split into steps); at the prompt's end, its unit-length
+ * embedding and its finish. */
+static void pool_step(syn_engine *e, syn_request *r) {
+    const size_t n_embd = (size_t)e->model->hp.n_embd;
+    for (uint32_t j = 0; j < r->step_hidden; j++) {
+        const float *row = e->hidden + (size_t)(r->hidden_row + j) * n_embd;
+        for (size_t i = 0; i < n_embd; i++)
+            r->pool_sum[i] = r->pooling == SYN_POOLING_MEAN ? r->pool_sum[i] + row[i] : row[i];
+    }
+    if (r->n_past < r->n_fill) return;
+    const double div = r->pooling == SYN_POOLING_MEAN ? (double)r->n_prompt : 1.0;
+    for (size_t i = 0; i < n_embd; i++)
+        r->embedding[i] = (float)(r->pool_sum[i] / div);
+    syn_embed_normalize(r->embedding, n_embd);
+    mark_finished(r, SYN_FINISH_LENGTH, SYN_OK, NULL);
 }
 
 /* Enters r's newly completed full blocks into the prefix cache. */
@@ -670,23 +727,27 @@ static void publish_blocks(syn_engine *e, syn_request *r) {
 static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
     const double t0 = syn_now_ms();
     size_t n = 0;
-    uint32_t n_decode = 0, n_logits = 0;
+    uint32_t n_decode = 0, n_logits = 0, n_hidden = 0;
     grow_decoders(e);
     for (uint32_t i = 0; i < e->n_active; i++) {
         syn_request *r = e->active[i];
         r->step_tokens = 0;
+        r->step_hidden = 0;
         r->step_logits = false;
-        if (r->phase == PHASE_DECODE && add_tokens(e, r, &n, &n_logits, 1, true)) n_decode++;
+        if (r->phase == PHASE_DECODE && add_tokens(e, r, &n, &n_logits, &n_hidden, 1, true))
+            n_decode++;
     }
     for (uint32_t i = 0; i < e->n_active && n < (size_t)e->params.max_step_tokens; i++) {
         syn_request *r = e->active[i];
         if (r->phase != PHASE_PREFILL) continue;
         const size_t left = r->n_fill - r->n_past, room = (size_t)e->params.max_step_tokens - n;
         const uint32_t k = (uint32_t)(left < room ? left : room);
-        add_tokens(e, r, &n, &n_logits, k, k == left && r->n_out == 0); /* resumed: no logits */
+        /* resumed (n_out > 0) or embedding: no logits */
+        add_tokens(e, r, &n, &n_logits, &n_hidden, k, k == left && r->n_out == 0 && !r->embed);
     }
 
     syn_status st = grow_logits(e, n_logits);
+    if (st == SYN_OK) st = grow_hidden(e, n_hidden);
     if (st == SYN_OK && inject_failure)
         st = syn_fail(SYN_ERR_INTERNAL, "engine: injected step failure (test)");
     if (st == SYN_OK && n > 0) {
@@ -696,6 +757,8 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
                              .blocks = (void *const *const *)e->b_blocks,
                              .want_logits = e->b_want,
                              .logits = e->logits,
+                             .want_hidden = n_hidden ? e->b_hidden : NULL,
+                             .hidden = e->hidden,
                              .rstates = e->b_rstates,
                              .rings = (void *const *const *)e->b_rings};
         st = e->ops->forward_batch(e->backend, &b);
@@ -711,7 +774,9 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
             syn_request *r = e->active[i];
             if (!r->step_tokens) continue;
             r->n_past += r->step_tokens;
-            if (r->step_logits)
+            if (r->embed)
+                pool_step(e, r);
+            else if (r->step_logits)
                 sample_next(e, r, e->logits + (size_t)r->logits_row * (size_t)e->n_vocab,
                             step_index);
             else if (r->phase == PHASE_PREFILL && r->n_past == r->n_fill && r->n_out > 0)

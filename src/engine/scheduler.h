@@ -81,6 +81,13 @@ struct syn_request {
     uint32_t step_tokens; /* tokens in the current step */
     bool step_logits;     /* the current step computes its logits ... */
     uint32_t logits_row;  /* ... in this row of the step's logits (rows follow batch order) */
+    /* An embedding request (embed): its prompt's hidden rows pooled instead of generation. */
+    bool embed;
+    syn_pooling pooling;  /* resolved: mean, cls or last */
+    double *pool_sum;     /* [n_embd] mean: the sum of the rows so far; cls, last: the row */
+    float *embedding;     /* [n_embd] the unit-length result (kept with the finished handle) */
+    uint32_t step_hidden; /* hidden rows of the current step ... */
+    uint32_t hidden_row;  /* ... from this row of the step's hidden buffer (batch order) */
     syn_finish_reason finish_now; /* decided during a step, applied after it */
     syn_status finish_status;
     char finish_msg[256];
@@ -114,6 +121,7 @@ struct syn_engine {
     uint32_t *b_pos;
     void *const **b_blocks;
     bool *b_want;
+    bool *b_hidden;    /* [max_step_tokens] the step's tokens whose hidden state embeddings pool */
     float **b_rstates; /* [max_step_tokens] the step's recurrent states, NULL: the model has none */
     void *const **b_rings; /* [max_step_tokens] the step's ring tables, NULL: no sliding window */
     /* Per-sequence memory in n_parallel slots, allocated on first use, held by a request while
@@ -130,6 +138,8 @@ struct syn_engine {
     bool *slot_used;     /* [n_parallel] */
     float *logits;       /* [logits_rows][n_vocab] */
     uint32_t logits_rows;
+    float *hidden; /* [hidden_rows][n_embd] */
+    uint32_t hidden_rows;
     /* [n_eog] the vocabulary's end-of-generation tokens (the tokenizer's) */
     const int32_t *eog_ids;
     size_t n_eog;

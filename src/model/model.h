@@ -61,6 +61,7 @@ typedef struct syn_hparams {
     int32_t n_ctx_orig;     /* rope.scaling.original_context_length (phi3; else n_ctx_train): a
                              * context longer than this takes rope_factors_long */
     bool q_gate;            /* the arch entry's q_gate */
+    int32_t pooling_type;   /* ARCH.pooling_type as stored (0..4, llama.cpp's), -1: absent */
     /* Hybrids (qwen35): layer il is a gated delta net iff syn_layer_recurrent; 0: none is. */
     int32_t full_attn_interval;
     int32_t n_attn_layers;   /* layers with attention (and a KV cache) */

@@ -164,6 +164,15 @@ static syn_status read_variant_hparams(const gguf_file *f, const syn_arch *arch,
         (st = read_positive_float(f, key, false, 0.0f, &hp->final_logit_softcap)) != SYN_OK)
         return st;
 
+    /* Read for embeddings only: an unknown value is refused there (syn_pooling_resolve), not
+     * here, since generation does not need it. */
+    hp->pooling_type = -1;
+    if (gguf_find_kv(f, arch_key(key, sizeof key, arch, "pooling_type"))) {
+        uint32_t pooling;
+        if ((st = gguf_get_u32_opt(f, key, &pooling)) != SYN_OK) return st;
+        hp->pooling_type = pooling > INT32_MAX ? INT32_MAX : (int32_t)pooling;
+    }
+
     hp->swa_window = 0;
     hp->swa_pattern = 1;
     hp->rope_freq_base_swa = hp->rope_freq_base;
@@ -610,6 +619,7 @@ void syn_model_get_info(const syn_model *model, syn_model_info *info) {
         .swa_pattern = hp->swa_pattern,
         .rope_freq_base_swa = hp->rope_freq_base_swa,
         .rope_freq_scale = hp->rope_freq_scale,
+        .pooling_type = hp->pooling_type,
     };
 }
 

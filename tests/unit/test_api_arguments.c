@@ -177,6 +177,20 @@ static void test_engine_and_requests(void **state) {
     assert_invalid(syn_request_wait(r, NULL));
     assert_int_equal(syn_request_wait(r, &res), SYN_OK);
     syn_request_free(r);
+
+    /* embeddings */
+    const syn_embed_params pp = syn_embed_default_params();
+    const syn_embed_input in = {.text = "hi"};
+    float v[4096];
+    syn_pooling pooling;
+    assert_invalid(syn_embed(NULL, &pp, &in, 1, v, NULL));
+    assert_invalid(syn_embed(h->engine, NULL, &in, 1, v, NULL));
+    assert_invalid(syn_embed(h->engine, &pp, NULL, 1, v, NULL));
+    assert_invalid(syn_embed(h->engine, &pp, &in, 1, NULL, NULL));
+    assert_invalid(syn_pooling_resolve(NULL, SYN_POOLING_MODEL, &pooling));
+    assert_invalid(syn_pooling_resolve(h->model, SYN_POOLING_MODEL, NULL));
+    assert_string_equal(syn_pooling_name((syn_pooling)99), "?");
+    syn_embed_normalize(NULL, 3);
 }
 
 int main(void) {

@@ -307,6 +307,98 @@ static void test_parity_batches(void **state) {
     run_and_compare(f, &no_cache, jobs, want, shuffled, MAX_JOBS, "16 slots, no prefix cache");
 }
 
+/* ---- embeddings ------------------------------------------------------------------------------ */
+
+/* The embedding request of job j's prompt (the jobs' ragged lengths): mean pooling (every
+ * token's hidden state) for even lengths, last for odd ones. */
+static syn_request_params embedding_of(const job *j) {
+    syn_request_params p = syn_request_default_params();
+    p.embed = true;
+    p.pooling = j->n_prompt % 2 ? SYN_POOLING_LAST : SYN_POOLING_MEAN;
+    p.prompt_tokens = j->prompt;
+    p.n_prompt_tokens = j->n_prompt;
+    return p;
+}
+
+/* Submits the embedding requests of jobs[n] (after generation requests when gen, interleaved) to
+ * e and returns their vectors [n][n_embd]; generation traces go to got and are checked against
+ * want. */
+static float *embed_jobs(const fixture *f, syn_engine *e, const job *jobs, size_t n, bool gen,
+                         const trace *want, const char *what) {
+    const size_t d = (size_t)f->model->hp.n_embd;
+    float *out = malloc(sizeof *out * n * d);
+    trace *got = calloc(n, sizeof *got);
+    syn_request **emb = calloc(n, sizeof *emb), **gens = calloc(n, sizeof *gens);
+    assert_non_null(out);
+    assert_non_null(got);
+    assert_non_null(emb);
+    assert_non_null(gens);
+    for (size_t k = 0; k < n; k++) {
+        if (gen) {
+            syn_request_params g = request_of(&jobs[(k + 3) % n], &got[k]);
+            assert_int_equal(syn_engine_submit(e, &g, &gens[k]), SYN_OK);
+        }
+        syn_request_params p = embedding_of(&jobs[k]);
+        assert_int_equal(syn_engine_submit(e, &p, &emb[k]), SYN_OK);
+    }
+    for (size_t k = 0; k < n; k++) {
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(emb[k], &res), SYN_OK);
+        if (!res.embedding) fail_msg("%s, embedding %zu: %s", what, k, res.error);
+        assert_int_equal(res.n_tokens, 0);
+        memcpy(out + k * d, res.embedding, sizeof *out * d);
+        syn_request_free(emb[k]);
+        if (!gen) continue;
+        assert_int_equal(syn_request_wait(gens[k], &res), SYN_OK);
+        assert_same_run(&want[(k + 3) % n], &got[k], what, k);
+        syn_request_free(gens[k]);
+    }
+    free(got);
+    free(emb);
+    free(gens);
+    return out;
+}
+
+/* An embedding is bitwise the same alone (one slot, whole prompts) as among other embeddings and
+ * generation requests in the same steps (ragged lengths, 1..3 threads, steps that split prompts);
+ * the generations beside them stay bitwise those of syn_context. */
+static void test_embedding_parity(void **state) {
+    const fixture *f = *state;
+    enum { N = 10 };
+    const size_t d = (size_t)f->model->hp.n_embd;
+    job jobs[N];
+    trace want[N];
+    make_jobs(f, jobs, N, 200);
+    for (size_t k = 0; k < N; k++)
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    syn_engine_params alone_p = engine_params(1, 2, 512);
+    syn_engine *alone = NULL;
+    assert_int_equal(syn_engine_new(f->model, &alone_p, &alone), SYN_OK);
+    float *solo = malloc(sizeof *solo * N * d);
+    assert_non_null(solo);
+    for (size_t k = 0; k < N; k++) {
+        float *v = embed_jobs(f, alone, &jobs[k], 1, false, NULL, "alone");
+        memcpy(solo + k * d, v, sizeof *v * d);
+        free(v);
+    }
+    syn_engine_free(alone);
+    for (int threads = 1; threads <= 3; threads++) {
+        syn_engine_params ep = engine_params(N, threads, 9 + 7 * threads);
+        syn_engine *e = NULL;
+        assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+        char what[64];
+        snprintf(what, sizeof what, "%d threads, %d-token steps", threads, 9 + 7 * threads);
+        float *got = embed_jobs(f, e, jobs, N, true, want, what);
+        for (size_t k = 0; k < N; k++)
+            if (memcmp(got + k * d, solo + k * d, sizeof *got * d) != 0)
+                fail_msg("%s: embedding %zu (%zu tokens) differs from its run alone", what, k,
+                         jobs[k].n_prompt);
+        free(got);
+        syn_engine_free(e);
+    }
+    free(solo);
+}
+
 /* An fp16 KV cache matches a syn_context with an fp16 cache, bitwise. */
 static void test_parity_f16_kv(void **state) {
     const fixture *f = *state;
@@ -1542,6 +1634,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parity_batches),
         cmocka_unit_test(test_parity_f16_kv),
+        cmocka_unit_test(test_embedding_parity),
         cmocka_unit_test(test_parity_arrivals_and_cancellation),
         cmocka_unit_test(test_prefix_reuse),
         cmocka_unit_test(test_prefix_lru_eviction),
@@ -1567,17 +1660,19 @@ int main(void) {
     const struct CMUnitTest swa_tests[] = {
         cmocka_unit_test(test_parity_batches),  cmocka_unit_test(test_parity_f16_kv),
         cmocka_unit_test(test_prefix_reuse),    cmocka_unit_test(test_preemption_parity),
-        cmocka_unit_test(test_swa_ring_memory),
+        cmocka_unit_test(test_swa_ring_memory), cmocka_unit_test(test_embedding_parity),
     };
     const struct CMUnitTest phi3_tests[] = {
         cmocka_unit_test(test_parity_batches),
         cmocka_unit_test(test_parity_f16_kv),
+        cmocka_unit_test(test_embedding_parity),
     };
     /* Alone-vs-batched and preemption parity with per-sequence recurrent state (the prefix cache
      * is off for such models, so the prefix tests do not apply). */
     const struct CMUnitTest recurrent[] = {
         cmocka_unit_test(test_parity_batches),
         cmocka_unit_test(test_parity_f16_kv),
+        cmocka_unit_test(test_embedding_parity),
         cmocka_unit_test(test_preemption_parity),
     };
     int failed = cmocka_run_group_tests_name("engine", tests, setup, teardown);
