@@ -17,8 +17,8 @@
 const char usage_serve[] =
     "synapse serve -m MODEL [--alias NAME] [-m MODEL [--alias NAME] ...] [options]\n"
     "  An OpenAI-compatible HTTP server: POST /v1/chat/completions and /v1/completions\n"
-    "  (streaming or not), GET /v1/models, /health, /metrics, POST /tokenize, /detokenize,\n"
-    "  and a chat page at /. One line per request on stderr.\n"
+    "  (streaming or not), /v1/embeddings, GET /v1/models, /health, /metrics, POST /tokenize,\n"
+    "  /detokenize, and a chat page at /. One line per request on stderr.\n"
     "  -m, --model PATH        a GGUF file to serve (at least one; several -m serve several\n"
     "                          models, on the same compute threads)\n"
     "  --alias NAME            the id in the API of the -m before it: letters, digits, -_.:\n"
@@ -32,6 +32,8 @@ const char usage_serve[] =
     "  --cors-origin ORIGIN    let browser pages from ORIGIN (http://host:port; repeatable or a\n"
     "                          comma list; * for any) call the API. Default: any origin\n"
     "                          without --api-key, none with it\n"
+    "  --pooling mean|last|cls how POST /v1/embeddings pools a model's hidden states (default:\n"
+    "                          each file's pooling_type; without one, last)\n"
     "  --slots-show-prompts    llama-server's GET /slots shows the running requests' prompts\n"
     "                          (README: its /props, /slots, /apply-template, /completion)\n"
     "  -c, --ctx-size N        most tokens of one request, prompt + generated (default: the\n"
@@ -117,7 +119,8 @@ static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) 
                        .timeout_s = 600,
                        .grace_s = 10,
                        .max_body_bytes = 8u << 20,
-                       .max_connections = 256};
+                       .max_connections = 256,
+                       .pooling = SYN_POOLING_MODEL};
     arg_iter it = args_begin(argc, argv);
     const char *arg;
     while ((arg = args_next(&it))) {
@@ -134,6 +137,17 @@ static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) 
         }
         if ((rc = parse_serve_number(&it, arg, o)) != OPT_NOMATCH) {
             if (rc != EXIT_OK) return rc;
+            continue;
+        }
+        if (strcmp(arg, "--pooling") == 0) {
+            const char *v;
+            if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
+            o->pooling = strcmp(v, "mean") == 0   ? SYN_POOLING_MEAN
+                         : strcmp(v, "last") == 0 ? SYN_POOLING_LAST
+                         : strcmp(v, "cls") == 0  ? SYN_POOLING_CLS
+                                                  : SYN_POOLING_MODEL;
+            if (o->pooling == SYN_POOLING_MODEL)
+                return fail_usage("--pooling '%s': use mean, last or cls", v);
             continue;
         }
         if (strcmp(arg, "--slots-show-prompts") == 0) {

@@ -168,8 +168,7 @@ enum MHD_Result handle_metrics(http_request *hr) {
     return r;
 }
 
-/* The body as a JSON object, or a 400 sent (NULL returned). */
-static json_t *json_body(http_request *hr) {
+json_t *serve_json_body(http_request *hr) {
     json_error_t jerr;
     json_t *body = json_loadb(http_body(hr), hr->body.len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(body)) {
@@ -182,9 +181,7 @@ static json_t *json_body(http_request *hr) {
     return body;
 }
 
-/* The model a tokenizer request names ("model", or the node's only one), held; NULL: an error
- * was sent. */
-static served_model *body_model(http_request *hr, json_t *body) {
+served_model *serve_body_model(http_request *hr, json_t *body) {
     json_t *name = json_object_get(body, "model");
     if (name && !json_is_string(name)) {
         http_send_error(hr, 400, "invalid_request_error", "model", NULL,
@@ -209,9 +206,9 @@ static served_model *body_model(http_request *hr, json_t *body) {
 /* POST /tokenize {"content": TEXT, "parse_special": true, "model"} -> {"tokens": [ids]}
  * (llama-server's shape; special tokens are parsed unless "parse_special" is false). */
 enum MHD_Result handle_tokenize(http_request *hr) {
-    json_t *body = json_body(hr);
+    json_t *body = serve_json_body(hr);
     if (!body) return MHD_YES;
-    served_model *m = body_model(hr, body);
+    served_model *m = serve_body_model(hr, body);
     if (!m) {
         json_decref(body);
         return MHD_YES;
@@ -291,9 +288,9 @@ static enum MHD_Result detokenize_ids(http_request *hr, const syn_tokenizer *tok
 
 /* POST /detokenize {"tokens": [ids], "model"} -> {"content": TEXT}. */
 enum MHD_Result handle_detokenize(http_request *hr) {
-    json_t *body = json_body(hr);
+    json_t *body = serve_json_body(hr);
     if (!body) return MHD_YES;
-    served_model *m = body_model(hr, body);
+    served_model *m = serve_body_model(hr, body);
     enum MHD_Result r = m ? detokenize_ids(hr, m->tok, json_object_get(body, "tokens")) : MHD_YES;
     models_release(hr->srv, m);
     json_decref(body);

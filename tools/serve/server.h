@@ -10,6 +10,7 @@
  *                   logprobs, the response objects
  *   endpoints.c     /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page,
  *                   /v1/messages/count_tokens
+ *   embeddings.c    /v1/embeddings: one engine embedding request per input, floats or base64
  *   llama_api.c     llama-server's own routes: /props, /slots, /apply-template, /completion
  *   llama_json.c    llama-server's JSON shapes: sampling parameters, /completion's answer
  *   anthropic_json.c  Anthropic's Messages API shapes: the message, the streamed events, errors
@@ -67,6 +68,7 @@ typedef struct server_opts {
                           * any origin without --api-key, no origin with it */
     size_t n_cors_origins;
     bool slots_show_prompts; /* GET /slots shows the running requests' prompts */
+    syn_pooling pooling;     /* --pooling for /v1/embeddings; SYN_POOLING_MODEL: each file's */
 } server_opts;
 
 /* Running totals for /metrics (the engine keeps the token counts). */
@@ -223,6 +225,11 @@ enum MHD_Result http_send_error(http_request *hr, unsigned status, const char *t
 /* Whether the client's connection is still open (a closed one cancels its request). */
 bool http_client_alive(http_request *hr);
 
+/* endpoints.c: a POST body as a JSON object, or a 400 sent (NULL returned); the model it names
+ * ("model", or the node's only one), held until models_release, or NULL with a 400/404 sent. */
+json_t *serve_json_body(http_request *hr);
+served_model *serve_body_model(http_request *hr, json_t *body);
+
 /* Endpoint handlers (the body is complete when they run). */
 /* The route table (routes.c): every path the server answers. */
 extern const http_route serve_routes[];
@@ -233,6 +240,7 @@ enum MHD_Result handle_models(http_request *hr);
 enum MHD_Result handle_health(http_request *hr);
 enum MHD_Result handle_metrics(http_request *hr);
 enum MHD_Result handle_tokenize(http_request *hr);
+enum MHD_Result handle_embeddings(http_request *hr);
 enum MHD_Result handle_detokenize(http_request *hr);
 enum MHD_Result handle_chat_page(http_request *hr);
 enum MHD_Result handle_admin_load(http_request *hr);
