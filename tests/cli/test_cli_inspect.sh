@@ -44,6 +44,15 @@ capture "$SYNAPSE" inspect -m "$TINY_F32" --json
 check "f32: every tensor F32, general.file_type 0" \
     test "$(jq -c '[([.tensors[].type] | unique), .metadata["general.file_type"]]' "$tmp/out")" = '[["f32"],0]'
 
+# An embedding model's ARCH.pooling_type (gen-model --pooling-type writes it): shown by name.
+"$SYNAPSE" gen-model --preset tiny --seed 4 --tokenizer-from "$TINY_Q8" --pooling-type 3 -o "$tmp/pooled.gguf" >/dev/null
+capture "$SYNAPSE" inspect -m "$tmp/pooled.gguf"
+check "pooling_type 3 is shown as last" grep -q "^  pooling_type 3 (last)$" "$tmp/out"
+capture "$SYNAPSE" inspect -m "$tmp/pooled.gguf" --json
+check "... and in the JSON hparams" test "$(jq -c '.hparams | [.pooling_type, .pooling]' "$tmp/out")" = '[3,"last"]'
+capture "$SYNAPSE" inspect -m "$TINY_Q8" --json
+check "a file without the key has no pooling_type" test "$(jq '.hparams | has("pooling_type")' "$tmp/out")" = false
+
 # general.name as the file gives it: invalid UTF-8 or a terminal escape sequence. The copies are
 # patched in place over the name's first bytes (the string's length and the layout are kept): the
 # value follows the key "general.name" (12 bytes after its start), its type (4) and length (8).

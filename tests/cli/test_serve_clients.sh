@@ -58,15 +58,36 @@ check "the screenshot was saved" test -s build/test-artifacts/chat-page.png
 stop_server "$pid"
 check "the server stopped with exit 0" test "$rc" -eq 0
 
-# --pooling overrides the file's choice (none here, so last by default): mean gives other vectors
-start_server pooled -m "$TINY_Q8" --alias tiny --parallel 2 -t 2 -c 512 --pooling mean
-api POST /v1/embeddings '{"input": "The river Rhine", "encoding_format": "float"}' && expect_status 200 "--pooling mean: served"
-jq -c '.data[0].embedding' "$tmp/body" >"$tmp/mean.json"
+# Pooling: a file's pooling_type decides, --pooling overrides it. Two files with the same weights
+# (the same gen-model seed), one with pooling_type 1 (mean), one without (last by default); one
+# with 0 (none: no vector per input) is refused unless --pooling says how.
+for pooling in 1 0 none; do
+    args=(--pooling-type "$pooling")
+    [ "$pooling" = none ] && args=()
+    check "gen-model: the tiny model, pooling_type $pooling" "$SYNAPSE" gen-model --preset tiny --seed 4 \
+        --tokenizer-from "$TINY_Q8" "${args[@]}" -o "$tmp/pooling-$pooling.gguf"
+done
+embed_with() { # NAME ARGS...: the vector of "The river Rhine" from a server started with ARGS
+    local name=$1
+    shift
+    start_server "$name" "$@" --alias tiny --parallel 2 -t 2 -c 512
+    api POST /v1/embeddings '{"input": "The river Rhine", "encoding_format": "float"}' &&
+        expect_status 200 "$name: served"
+    jq -c '.data[0].embedding' "$tmp/body" >"$tmp/$name.json"
+    stop_server "$pid"
+}
+embed_with file-mean -m "$tmp/pooling-1.gguf"
+embed_with plain-mean -m "$tmp/pooling-none.gguf" --pooling mean
+embed_with plain-last -m "$tmp/pooling-none.gguf"
+embed_with file-last -m "$tmp/pooling-1.gguf" --pooling last
+check "pooling_type 1 pools as --pooling mean does" cmp -s "$tmp/file-mean.json" "$tmp/plain-mean.json"
+check "--pooling last overrides the file's mean" cmp -s "$tmp/file-last.json" "$tmp/plain-last.json"
+check "without a pooling_type the default is last, not mean" sh -c "! cmp -s '$tmp/plain-last.json' '$tmp/plain-mean.json'"
+start_server none -m "$tmp/pooling-0.gguf" --alias tiny --parallel 2 -t 2 -c 512
+api POST /v1/embeddings '{"input": "The river Rhine"}' && expect_status 400 "pooling_type 0 (none) is 400"
+check "... naming pooling_type" jqe '.error.message | test("pooling_type is 0")' "$tmp/body"
 stop_server "$pid"
-start_server last -m "$TINY_Q8" --alias tiny --parallel 2 -t 2 -c 512 --pooling last
-api POST /v1/embeddings '{"input": "The river Rhine", "encoding_format": "float"}' && expect_status 200 "--pooling last: served"
-check "--pooling mean and last give different vectors" \
-    jqe --slurpfile m "$tmp/mean.json" '.data[0].embedding != $m[0]' "$tmp/body"
-stop_server "$pid"
+embed_with none-last -m "$tmp/pooling-0.gguf" --pooling last
+check "... and --pooling last serves it as the others" cmp -s "$tmp/none-last.json" "$tmp/plain-last.json"
 check "synapse serve --pooling max is a usage error" sh -c '! "$1" serve -m "$2" --pooling max 2>/dev/null' _ "$SYNAPSE" "$TINY_Q8"
 finish

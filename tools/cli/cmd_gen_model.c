@@ -23,7 +23,7 @@
 
 const char usage_gen_model[] =
     "synapse gen-model --preset NAME --seed S [--type TYPE] --tokenizer-from GGUF\n"
-    "                  [--add-bos-token true|false] -o OUT\n"
+    "                  [--add-bos-token true|false] [--pooling-type N] -o OUT\n"
     "  Writes a random-weight model with the tensors, shapes, types and metadata layout of a real\n"
     "  one. Presets (all with tied embeddings unless said):\n"
     "    qwen2.5-0.5b  qwen2: 24 blocks, width 896, 14 heads, 2 KV heads, FFN 4864, vocab 151936,\n"
@@ -56,7 +56,9 @@ const char usage_gen_model[] =
     "  template) is copied from the --tokenizer-from GGUF; a vocabulary smaller than the preset's\n"
     "  is padded with unused tokens [PADn] (as llama.cpp's converters pad one), a larger one is\n"
     "  refused. --add-bos-token writes tokenizer.ggml.add_bos_token over the copied value (the\n"
-    "  prompt policy: whether prompts start with BOS). The same seed gives the same file. OUT "
+    "  prompt policy: whether prompts start with BOS). --pooling-type N (0 none, 1 mean, 2 cls,\n"
+    "  3 last, 4 rank) writes ARCH.pooling_type, as an embedding model carries it (a qwen3-0.6b\n"
+    "  with 3 has Qwen3-Embedding-0.6B's layout). The same seed gives the same file. OUT "
     "appears whole or not at all: the model is\n"
     "  written to a new hidden file beside it (.OUT.XXXXXXXX), synced, then renamed over it; an\n"
     "  OUT that exists as anything but a regular file (a symbolic link, FIFO, device or\n"
@@ -187,6 +189,7 @@ typedef struct gen_model_opts {
     const char *tokenizer_from;
     const char *out;
     int add_bos_token; /* -1: copied from the tokenizer's file; 0 / 1: written as false / true */
+    int pooling_type;  /* -1: no ARCH.pooling_type key; 0..4: written (llama.cpp's numbers) */
 } gen_model_opts;
 
 /* How a tensor's values are drawn. */
@@ -706,6 +709,9 @@ static syn_status write_metadata(gguf_writer *w, const gen_model_opts *o, const 
         SET(gguf_writer_set_u32(w, KEY("attention.sliding_window"), phi3->sliding_window));
         SET(gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), phi3->attn_factor));
     }
+    /* an embedding model's pooling (Qwen3-Embedding: a qwen3 file with 3, last) */
+    if (o->pooling_type >= 0)
+        SET(gguf_writer_set_u32(w, KEY("pooling_type"), (uint32_t)o->pooling_type));
     /* general.file_type where llama.cpp's converter (F32) and quantizer (the rest) put it. */
     if (o->mix->type == GGML_TYPE_F32)
         SET(gguf_writer_set_u32(w, "general.file_type", o->mix->file_type));
@@ -869,6 +875,13 @@ static int parse_args(int argc, char **argv, gen_model_opts *o) {
             if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
                 return fail_usage("--add-bos-token: expected true or false, got '%s'", v);
             o->add_bos_token = strcmp(v, "true") == 0;
+        } else if (strcmp(arg, "--pooling-type") == 0) {
+            if ((rc = args_value(&it, arg, &v)) != EXIT_OK) return rc;
+            if (strlen(v) != 1 || v[0] < '0' || v[0] > '4')
+                return fail_usage("--pooling-type: expected 0..4 (none, mean, cls, last, rank), "
+                                  "got '%s'",
+                                  v);
+            o->pooling_type = v[0] - '0';
         } else if (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) {
             if ((rc = args_value(&it, arg, &o->out)) != EXIT_OK) return rc;
         } else {
@@ -886,6 +899,7 @@ int cmd_gen_model(int argc, char **argv) {
     gen_model_opts o = {0};
     o.mix = &mixes[0]; /* q8_0 */
     o.add_bos_token = -1;
+    o.pooling_type = -1;
     int rc = parse_args(argc, argv, &o);
     if (rc == EXIT_OK) rc = gen_model(&o);
     return rc == ARGS_HELP ? EXIT_OK : rc;

@@ -69,6 +69,12 @@ static json_t *kv_to_json(const gguf_kv *kv) {
     }
 }
 
+/* llama.cpp's name of a pooling_type value. */
+static const char *pooling_type_name(int32_t t) {
+    static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
+    return t >= 0 && t < 5 ? names[t] : "unknown";
+}
+
 static json_t *hparams_json(const syn_model_info *in) {
     json_t *h = json_pack(
         "{s:s, s:o, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:I, s:I}", "architecture",
@@ -83,6 +89,10 @@ static json_t *hparams_json(const syn_model_info *in) {
         json_object_set_new(h, "sliding_window", json_integer(in->swa_window));
         json_object_set_new(h, "sliding_window_pattern", json_integer(in->swa_pattern));
         json_object_set_new(h, "rope_freq_base_swa", json_real((double)in->rope_freq_base_swa));
+    }
+    if (h && in->pooling_type >= 0) {
+        json_object_set_new(h, "pooling_type", json_integer(in->pooling_type));
+        json_object_set_new(h, "pooling", json_string(pooling_type_name(in->pooling_type)));
     }
     return h;
 }
@@ -204,6 +214,8 @@ static int print_inspect_text(const char *path, const syn_model *model, const sy
                in->swa_window, n_local, in->n_layer, in->swa_pattern,
                (double)in->rope_freq_base_swa);
     }
+    if (in->pooling_type >= 0)
+        printf("  pooling_type %d (%s)\n", in->pooling_type, pooling_type_name(in->pooling_type));
     printf("  %" PRIu64 " weights, %" PRIu64 " bytes of tensor data\n", in->n_params,
            in->weight_bytes);
     type_mix mix;
