@@ -399,6 +399,65 @@ static void test_embedding_parity(void **state) {
     free(solo);
 }
 
+/* An embedding request preempted mid-prompt (decoding requests take its blocks when the pool runs
+ * dry) starts its pool over when readmitted: its vector is bitwise the one it gets alone. */
+static void test_embedding_preemption(void **state) {
+    const fixture *f = *state;
+    enum { N = 3, GEN = 400, STEP = 16, SPARE = 4 };
+    const size_t d = (size_t)f->model->hp.n_embd;
+    syn_engine_params ep = engine_params(N + 1, 2, STEP);
+    ep.kv_budget_mib = 1;
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    syn_engine_stats st;
+    syn_engine_get_stats(e, &st);
+    /* Three short prompts that decode long, growing a block per 16 steps each, and a long
+     * embedding that takes all but SPARE blocks and prefills 13 tokens a step: the decoders run
+     * the pool dry long before its prompt is done, and it is the youngest. */
+    const job emb = {.prompt = f->tokens + 2000,
+                     .n_prompt = (size_t)(st.kv_blocks_total - N - SPARE) * SYN_KV_BLOCK};
+    assert_true(emb.n_prompt > 40 * STEP);
+    syn_request *reqs[N], *er = NULL;
+    for (size_t k = 0; k < N; k++) {
+        const job j = {.prompt = f->tokens + 100 * k,
+                       .n_prompt = 8,
+                       .max_tokens = GEN,
+                       .sampling = syn_sampler_default_params(),
+                       .ignore_eos = true};
+        syn_request_params p = request_of(&j, NULL);
+        assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
+    }
+    syn_request_params p = embedding_of(&emb);
+    p.pooling = SYN_POOLING_MEAN; /* every row: a restart that kept old ones would show */
+    assert_int_equal(syn_engine_submit(e, &p, &er), SYN_OK);
+    syn_request_result res;
+    for (size_t k = 0; k < N; k++) {
+        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+        assert_int_equal(res.n_tokens, GEN);
+        syn_request_free(reqs[k]);
+    }
+    assert_int_equal(syn_request_wait(er, &res), SYN_OK);
+    if (!res.embedding) fail_msg("the embedding failed: %s", res.error);
+    float *preempted = malloc(sizeof *preempted * d);
+    assert_non_null(preempted);
+    memcpy(preempted, res.embedding, sizeof *preempted * d);
+    syn_request_free(er);
+    syn_engine_get_stats(e, &st);
+    if (st.n_preempted == 0)
+        fail_msg("the pool never ran dry: the test does not exercise preemption");
+    syn_engine_free(e);
+
+    syn_engine_params alone_p = engine_params(1, 2, 512);
+    assert_int_equal(syn_engine_new(f->model, &alone_p, &e), SYN_OK);
+    assert_int_equal(syn_engine_submit(e, &p, &er), SYN_OK);
+    assert_int_equal(syn_request_wait(er, &res), SYN_OK);
+    assert_non_null(res.embedding);
+    assert_memory_equal(preempted, res.embedding, sizeof *preempted * d);
+    syn_request_free(er);
+    syn_engine_free(e);
+    free(preempted);
+}
+
 /* An fp16 KV cache matches a syn_context with an fp16 cache, bitwise. */
 static void test_parity_f16_kv(void **state) {
     const fixture *f = *state;
@@ -1635,6 +1694,7 @@ int main(void) {
         cmocka_unit_test(test_parity_batches),
         cmocka_unit_test(test_parity_f16_kv),
         cmocka_unit_test(test_embedding_parity),
+        cmocka_unit_test(test_embedding_preemption),
         cmocka_unit_test(test_parity_arrivals_and_cancellation),
         cmocka_unit_test(test_prefix_reuse),
         cmocka_unit_test(test_prefix_lru_eviction),
