@@ -25,6 +25,7 @@
  */
 #include "engine/scheduler.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -704,8 +705,16 @@ static void pool_step(syn_engine *e, syn_request *r) {
     }
     if (r->n_past < r->n_fill) return;
     const double div = r->pooling == SYN_POOLING_MEAN ? (double)r->n_prompt : 1.0;
-    for (size_t i = 0; i < n_embd; i++)
+    for (size_t i = 0; i < n_embd; i++) {
         r->embedding[i] = (float)(r->pool_sum[i] / div);
+        if (!isfinite(r->embedding[i])) { /* as NaN logits fail a generation */
+            char msg[128];
+            snprintf(msg, sizeof msg, "embedding: the pooled hidden state [%zu] is %s", i,
+                     isnan(r->embedding[i]) ? "NaN" : "infinite");
+            mark_finished(r, SYN_FINISH_ERROR, SYN_ERR_INVALID_ARGUMENT, msg);
+            return;
+        }
+    }
     syn_embed_normalize(r->embedding, n_embd);
     mark_finished(r, SYN_FINISH_LENGTH, SYN_OK, NULL);
 }

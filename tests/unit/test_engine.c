@@ -1548,8 +1548,8 @@ static void test_ignore_eos_greedy_masks_when_needed(void **state) {
 }
 
 /* NaN logits fail their request (SYN_FINISH_ERROR, the sampler's status and message naming the
- * id), greedy or sampled, and the engine goes on serving: the next request runs, nothing stays
- * active, no block leaks. */
+ * id), greedy or sampled, as a NaN hidden state fails an embedding, and the engine goes on
+ * serving: the next request runs, nothing stays active, no block leaks. */
 static void test_nan_logits_fail_the_request(void **state) {
     const fixture *f = *state;
     enum { NAN_ID = 1000 };
@@ -1584,6 +1584,18 @@ static void test_nan_logits_fail_the_request(void **state) {
         assert_int_equal(got.n, 0);
         syn_request_free(r);
     }
+    /* an embedding of a prompt holding that token: its hidden state is NaN */
+    int32_t prompt[3] = {f->tokens[7], NAN_ID, f->tokens[9]};
+    const job nan_prompt = {.prompt = prompt, .n_prompt = 3};
+    syn_request_params p = embedding_of(&nan_prompt);
+    p.pooling = SYN_POOLING_MEAN;
+    syn_request *r = NULL;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    syn_request_result res;
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    if (res.finish != SYN_FINISH_ERROR || res.embedding || !strstr(res.error, "is NaN"))
+        fail_msg("embedding: finish %s, error '%s'", syn_finish_reason_name(res.finish), res.error);
+    syn_request_free(r);
     syn_engine_stats st;
     syn_engine_get_stats(e, &st);
     assert_int_equal(st.n_active, 0);

@@ -223,9 +223,11 @@ static enum MHD_Result respond(http_request *hr, const served_model *m, const em
         if (!res.embedding) {
             json_decref(data);
             free(cut);
+            if (res.finish == SYN_FINISH_CANCELLED) /* only the stop cancels it while we wait */
+                return http_send_error(hr, 503, "server_error", NULL, "unavailable",
+                                       "cancelled: the server is shutting down");
             return http_send_error(hr, 500, "server_error", NULL, NULL,
-                                   "input %zu: the embedding failed (%s): %s", i,
-                                   syn_finish_reason_name(res.finish), res.error);
+                                   "input %zu: the embedding failed: %s", i, res.error);
         }
         n_tokens += res.n_prompt_tokens;
         const float *v = res.embedding;
