@@ -1,6 +1,7 @@
 /* fuzz_openai_request.c: libFuzzer target: any bytes as the body of a chat completion, a
- * completion, a /v1/responses, a llama-server /completion, an Anthropic /v1/messages and
- * /v1/messages/count_tokens request (tools/serve/openai_request.c, anthropic_request.c). A body is
+ * completion, a /v1/responses, a llama-server /completion, an Anthropic /v1/messages,
+ * /v1/messages/count_tokens and a /v1/embeddings request (tools/serve/openai_request.c,
+ * anthropic_request.c). A body is
  * either refused with a complete error or accepted with every field in range; both are checked
  * here. Built by `make fuzz`. */
 #include <stddef.h>
@@ -44,10 +45,31 @@ static void check_accepted(const oa_request *r) {
     REQUIRE(!r->include_usage || r->stream);
 }
 
+/* An accepted embeddings body: 1..OA_MAX_EMBED_INPUTS inputs, each exactly one non-empty text or
+ * token array of ids >= 0. */
+static void check_embed_accepted(const oa_embed_request *r) {
+    REQUIRE(r->n >= 1 && r->n <= OA_MAX_EMBED_INPUTS);
+    for (size_t i = 0; i < r->n; i++) {
+        REQUIRE((r->texts[i] != NULL) != (r->tokens[i] != NULL));
+        if (r->texts[i]) REQUIRE(strlen(r->texts[i]) > 0);
+        if (r->tokens[i]) REQUIRE(r->n_tokens[i] > 0);
+        for (size_t k = 0; r->tokens[i] && k < r->n_tokens[i]; k++)
+            REQUIRE(r->tokens[i][k] >= 0);
+    }
+    REQUIRE(r->dimensions >= 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    oa_embed_request e;
+    oa_error err;
+    if (oa_embed_request_parse((const char *)data, size, &e, &err) == 0) {
+        check_embed_accepted(&e);
+        oa_embed_request_free(&e);
+    } else {
+        REQUIRE(err.http_status >= 400 && err.http_status < 600 && err.type && err.message[0]);
+    }
     for (int kind = OA_CHAT; kind <= OA_MESSAGES_COUNT; kind++) {
         oa_request r;
-        oa_error err;
         if (oa_request_parse((oa_kind)kind, (const char *)data, size, &r, &err) == 0) {
             check_accepted(&r);
             oa_request_free(&r);

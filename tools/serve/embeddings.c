@@ -1,7 +1,8 @@
 /* embeddings.c: POST /v1/embeddings in OpenAI's shape. The body's inputs (a string, strings, a
  * token array or token arrays) become one engine embedding request each, submitted together so
  * that they share the engine's steps; the vectors come back as JSON floats or base64 (the
- * float32 bytes, little-endian), optionally cut to `dimensions` and scaled to unit length again. */
+ * float32 bytes, little-endian), optionally cut to `dimensions` and scaled to unit length again.
+ * The body is parsed and checked by openai_request.c (oa_embed_request_parse). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,111 +11,9 @@
 #include "server.h"
 
 enum {
-    EMBED_MAX_INPUTS = 2048, /* as OpenAI's limit of inputs per request */
     EMBED_POLL_MS = 1,       /* how often the connection's thread looks at its requests ... */
     EMBED_CLIENT_CHECK = 20, /* ... and every this many looks at its client */
 };
-
-/* The parsed body: the inputs (texts point into the JSON, token arrays are owned). */
-typedef struct embed_body {
-    const char **texts; /* [n] each a text, or NULL where tokens[i] is used */
-    int32_t **tokens;   /* [n] */
-    size_t *n_tokens;   /* [n] */
-    size_t n;
-    bool base64;
-    int32_t dimensions; /* 0: all */
-} embed_body;
-
-static void body_free(embed_body *b) {
-    for (size_t i = 0; b->tokens && i < b->n; i++)
-        free(b->tokens[i]);
-    free(b->texts);
-    free(b->tokens);
-    free(b->n_tokens);
-}
-
-/* A JSON array of token ids into a malloc'd array; false when it is not one (nothing sent). */
-static bool token_array(json_t *arr, int32_t **out, size_t *n) {
-    const size_t len = json_array_size(arr);
-    *out = malloc(sizeof **out * (len ? len : 1));
-    if (!*out) return false;
-    size_t i;
-    json_t *v;
-    json_array_foreach(arr, i, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
-            free(*out);
-            *out = NULL;
-            return false;
-        }
-        (*out)[i] = (int32_t)json_integer_value(v);
-    }
-    *n = len;
-    return true;
-}
-
-/* Reads input, encoding_format and dimensions (n_embd bounds it); 0, or -1 with a 400 sent. */
-static int parse_body(http_request *hr, json_t *body, int32_t n_embd, embed_body *b) {
-    json_t *input = json_object_get(body, "input");
-    json_t *format = json_object_get(body, "encoding_format");
-    json_t *dims = json_object_get(body, "dimensions");
-    if (format && !json_is_null(format)) {
-        const char *f = json_string_value(format);
-        if (!f || (strcmp(f, "float") != 0 && strcmp(f, "base64") != 0)) {
-            http_send_error(hr, 400, "invalid_request_error", "encoding_format", NULL,
-                            "'encoding_format' must be \"float\" or \"base64\"");
-            return -1;
-        }
-        b->base64 = strcmp(f, "base64") == 0;
-    }
-    if (dims && !json_is_null(dims)) {
-        if (!json_is_integer(dims) || json_integer_value(dims) < 1 ||
-            json_integer_value(dims) > n_embd) {
-            http_send_error(hr, 400, "invalid_request_error", "dimensions", NULL,
-                            "'dimensions' must be an integer in 1..%d (the model's width)", n_embd);
-            return -1;
-        }
-        b->dimensions = (int32_t)json_integer_value(dims);
-    }
-    /* one string, or one token array: a single input */
-    const bool single = json_is_string(input) ||
-                        (json_array_size(input) > 0 && json_is_integer(json_array_get(input, 0)));
-    if (!single && !json_is_array(input)) {
-        http_send_error(hr, 400, "invalid_request_error", "input", NULL,
-                        "'input' must be a string, an array of strings, an array of token ids "
-                        "or an array of such arrays");
-        return -1;
-    }
-    b->n = single ? 1 : json_array_size(input);
-    if (b->n == 0 || b->n > EMBED_MAX_INPUTS) {
-        http_send_error(hr, 400, "invalid_request_error", "input", NULL,
-                        "'input' holds %zu inputs: give 1..%d", b->n, EMBED_MAX_INPUTS);
-        return -1;
-    }
-    b->texts = calloc(b->n, sizeof *b->texts);
-    b->tokens = calloc(b->n, sizeof *b->tokens);
-    b->n_tokens = calloc(b->n, sizeof *b->n_tokens);
-    if (!b->texts || !b->tokens || !b->n_tokens) {
-        http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < b->n; i++) {
-        json_t *item = single ? input : json_array_get(input, i);
-        if (json_is_string(item)) {
-            b->texts[i] = json_string_value(item);
-        } else if (!json_is_array(item) || !token_array(item, &b->tokens[i], &b->n_tokens[i])) {
-            http_send_error(hr, 400, "invalid_request_error", "input", NULL,
-                            "'input[%zu]' is neither a string nor an array of token ids", i);
-            return -1;
-        }
-        /* the model would see only its BOS: OpenAI refuses empty inputs too */
-        if ((b->texts[i] && !*b->texts[i]) || (!b->texts[i] && b->n_tokens[i] == 0)) {
-            http_send_error(hr, 400, "invalid_request_error", "input", NULL,
-                            "'input[%zu]' is empty", i);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 /* v[n] as base64 of its float32 bytes, little-endian (OpenAI's encoding_format "base64"). */
 static json_t *base64_floats(const float *v, size_t n) {
@@ -166,7 +65,7 @@ static void drop_requests(syn_request **handles, size_t n) {
 }
 
 /* Submits every input; on a refusal sends the 4xx/5xx and returns -1 (nothing left running). */
-static int submit_all(http_request *hr, const served_model *m, const embed_body *b,
+static int submit_all(http_request *hr, const served_model *m, const oa_embed_request *b,
                       syn_request **handles) {
     for (size_t i = 0; i < b->n; i++) {
         syn_request_params p = syn_request_default_params();
@@ -212,7 +111,7 @@ static bool wait_all(http_request *hr, syn_request **handles, size_t n) {
 }
 
 /* The response of finished handles[n], or a 500 naming the failed input. */
-static enum MHD_Result respond(http_request *hr, const served_model *m, const embed_body *b,
+static enum MHD_Result respond(http_request *hr, const served_model *m, const oa_embed_request *b,
                                syn_request **handles) {
     json_t *data = json_array();
     float *cut = NULL;
@@ -266,41 +165,43 @@ enum MHD_Result handle_embeddings(http_request *hr) {
         return http_send_error(hr, 503, "server_error", NULL, "unavailable",
                                atomic_load(&srv->stopping) ? "the server is shutting down"
                                                            : "the model is loading");
-    json_t *body = serve_json_body(hr);
-    if (!body) return MHD_YES;
-    served_model *m = serve_body_model(hr, body);
+    oa_error err;
+    oa_embed_request req;
+    if (oa_embed_request_parse(http_body(hr), hr->body.len, &req, &err) != 0)
+        return http_send_error(hr, (unsigned)err.http_status, err.type, err.param, err.code, "%s",
+                               err.message);
+    served_model *m = serve_body_model(hr, req.root);
     if (!m) {
-        json_decref(body);
+        oa_embed_request_free(&req);
         return MHD_YES;
     }
     syn_model_info info;
     syn_model_get_info(m->model, &info);
-    embed_body b = {0};
     enum MHD_Result r = MHD_YES;
     syn_engine_stats stats;
     syn_engine_get_stats(m->engine, &stats);
     syn_request **handles = NULL;
-    if (parse_body(hr, body, info.n_embd, &b) != 0) {
-        /* the 400 is sent */
+    if (req.dimensions > info.n_embd) {
+        r = http_send_error(hr, 400, "invalid_request_error", "dimensions", NULL,
+                            "'dimensions' must be in 1..%d (the model's width)", info.n_embd);
     } else if (stats.n_active + stats.n_queued >= (uint32_t)m->n_parallel + srv->opts.max_queue) {
         r = http_send_error(hr, 503, "server_error", NULL, "queue_full",
                             "%u requests are already waiting (--max-queue); retry later",
                             stats.n_queued);
-    } else if (!(handles = calloc(b.n, sizeof *handles))) {
+    } else if (!(handles = calloc(req.n, sizeof *handles))) {
         r = http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory");
-    } else if (submit_all(hr, m, &b, handles) == 0) {
+    } else if (submit_all(hr, m, &req, handles) == 0) {
         atomic_fetch_add(&srv->active_completions, 1); /* the stop waits for it */
         MHD_set_connection_option(hr->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-        if (wait_all(hr, handles, b.n))
-            r = respond(hr, m, &b, handles);
+        if (wait_all(hr, handles, req.n))
+            r = respond(hr, m, &req, handles);
         else
             r = MHD_NO; /* closes the connection */
-        drop_requests(handles, b.n);
+        drop_requests(handles, req.n);
         atomic_fetch_sub(&srv->active_completions, 1);
     }
     free(handles);
-    body_free(&b);
     models_release(srv, m);
-    json_decref(body);
+    oa_embed_request_free(&req);
     return r;
 }

@@ -794,3 +794,103 @@ void oa_request_free(oa_request *r) {
     json_decref(r->root);
     memset(r, 0, sizeof *r);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * POST /v1/embeddings
+ * ------------------------------------------------------------------------------------------- */
+
+void oa_embed_request_free(oa_embed_request *r) {
+    if (!r) return;
+    for (size_t i = 0; r->tokens && i < r->n; i++)
+        free(r->tokens[i]);
+    free(r->texts);
+    free(r->tokens);
+    free(r->n_tokens);
+    json_decref(r->root);
+    memset(r, 0, sizeof *r);
+}
+
+/* Input i, item: a non-empty text or a non-empty array of token ids. */
+static int embed_input(oa_embed_request *r, size_t i, json_t *item, oa_error *err) {
+    if (json_is_string(item)) {
+        if (strlen(json_string_value(item)) != json_string_length(item))
+            return BAD("input", "'input[%zu]' contains a NUL character", i);
+        if (json_string_length(item) == 0) /* the model would see only its BOS, if that */
+            return BAD("input", "'input[%zu]' is empty", i);
+        r->texts[i] = json_string_value(item);
+        return 0;
+    }
+    if (!json_is_array(item))
+        return BAD("input", "'input[%zu]' must be a string or an array of token ids, not %s", i,
+                   json_type_name(item));
+    const size_t n = json_array_size(item);
+    if (n == 0) return BAD("input", "'input[%zu]' is empty", i);
+    r->tokens[i] = malloc(n * sizeof *r->tokens[i]);
+    if (!r->tokens[i])
+        return oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    size_t k;
+    json_t *id;
+    json_array_foreach(item, k, id) {
+        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) > INT32_MAX)
+            return BAD("input", "'input[%zu][%zu]' must be a token id (a non-negative integer)", i,
+                       k);
+        r->tokens[i][k] = (int32_t)json_integer_value(id);
+    }
+    r->n_tokens[i] = n;
+    return 0;
+}
+
+static int embed_fields(oa_embed_request *r, oa_error *err) {
+    if (!json_is_object(r->root))
+        return BAD(NULL, "the body must be a JSON object, not %s", json_type_name(r->root));
+    const char *format = NULL;
+    long long dims = 0;
+    if (get_string(r->root, "model", &r->model, err) != 0 ||
+        get_string(r->root, "encoding_format", &format, err) != 0 ||
+        get_int(r->root, "dimensions", 1, INT32_MAX, &dims, err) != 0)
+        return -1;
+    if (format && strcmp(format, "float") != 0 && strcmp(format, "base64") != 0)
+        return BAD("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+    r->base64 = format && strcmp(format, "base64") == 0;
+    r->dimensions = (int32_t)dims;
+    json_t *input = member(r->root, "input");
+    if (!input) return BAD("input", "'input' is required");
+    /* one string or one token array is a single input; any other array holds the inputs */
+    const bool single = json_is_string(input) ||
+                        (json_is_array(input) && json_is_integer(json_array_get(input, 0)));
+    if (!single && !json_is_array(input))
+        return BAD("input",
+                   "'input' must be a string, an array of strings, an array of token ids or an "
+                   "array of such arrays, not %s",
+                   json_type_name(input));
+    r->n = single ? 1 : json_array_size(input);
+    if (r->n == 0 || r->n > OA_MAX_EMBED_INPUTS)
+        return BAD("input", "'input' holds %zu inputs: give 1..%d", r->n, OA_MAX_EMBED_INPUTS);
+    r->texts = calloc(r->n, sizeof *r->texts);
+    r->tokens = calloc(r->n, sizeof *r->tokens);
+    r->n_tokens = calloc(r->n, sizeof *r->n_tokens);
+    if (!r->texts || !r->tokens || !r->n_tokens)
+        return oa_error_set(err, 500, "server_error", NULL, NULL, "out of memory"), -1;
+    for (size_t i = 0; i < r->n; i++)
+        if (embed_input(r, i, single ? input : json_array_get(input, i), err) != 0) return -1;
+    return 0;
+}
+
+int oa_embed_request_parse(const char *body, size_t len, oa_embed_request *out, oa_error *err) {
+    oa_embed_request r = {0};
+    json_error_t jerr;
+    r.root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!r.root) {
+        oa_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                     "the body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+                     jerr.column);
+        return -1;
+    }
+    if (embed_fields(&r, err) != 0) {
+        oa_embed_request_free(&r);
+        return -1;
+    }
+    *out = r;
+    return 0;
+}

@@ -1,8 +1,8 @@
 /*
- * openai_request.h: the body of an OpenAI-style POST /v1/chat/completions or /v1/completions
- * request, parsed and checked into what the engine needs. No HTTP and no engine here: the parser
- * is a pure function of the bytes, so the fuzz target (tests/fuzz/fuzz_openai_request.c) drives it
- * directly.
+ * openai_request.h: the body of an OpenAI-style POST /v1/chat/completions, /v1/completions or
+ * /v1/embeddings request, parsed and checked into what the engine needs. No HTTP and no engine
+ * here: the parser is a pure function of the bytes, so the fuzz target
+ * (tests/fuzz/fuzz_openai_request.c) drives it directly.
  *
  * Follows the OpenAI API: unknown fields are ignored; every known field has its type and range
  * checked, and the first violation becomes a 400 naming the field in `param`.
@@ -103,6 +103,27 @@ typedef struct oa_request {
 int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out, oa_error *err);
 
 void oa_request_free(oa_request *r);
+
+enum { OA_MAX_EMBED_INPUTS = 2048 }; /* inputs per embeddings request, as OpenAI's limit */
+
+/* POST /v1/embeddings' body. */
+typedef struct oa_embed_request {
+    const char *model;  /* as asked, or NULL */
+    size_t n;           /* inputs, 1..OA_MAX_EMBED_INPUTS */
+    const char **texts; /* [n] a non-empty text (in root), or NULL where tokens[i] is the input */
+    int32_t **tokens;   /* [n] non-empty arrays of ids >= 0 (owned), NULL where texts[i] is */
+    size_t *n_tokens;   /* [n] */
+    bool base64;        /* encoding_format "base64" (default "float") */
+    int32_t dimensions; /* 0: not given; else >= 1 (the model's width bounds it: the server) */
+    json_t *root;       /* the parsed body, owning the texts */
+} oa_embed_request;
+
+/* Parses and checks an embeddings body: `input` a string, an array of strings, an array of token
+ * ids or an array of such arrays; `encoding_format`, `dimensions`, `model`. As oa_request_parse:
+ * 0 with *out to free (oa_embed_request_free), or -1 with *err filled (a 400 naming the field and
+ * the input's index) and nothing to free. */
+int oa_embed_request_parse(const char *body, size_t len, oa_embed_request *out, oa_error *err);
+void oa_embed_request_free(oa_embed_request *r);
 
 /* Fills *err (printf-style message). */
 void oa_error_set(oa_error *err, int http_status, const char *type, const char *param,
