@@ -755,12 +755,15 @@ typedef struct syn_embed_params {
 SYN_API syn_embed_params syn_embed_default_params(void);
 
 /* Embeds inputs[n] through engine (one request each, submitted together and waited for) into
- * out[n][d] (d: params->dimensions, or n_embd when 0). Thread-safe as syn_engine_submit is; it
- * blocks until all are done, so not from a callback. n_tokens_out, if not NULL, receives the
- * tokens computed over all inputs (their prompt tokens). Errors: as syn_engine_submit (an empty
- * input, one longer than the engine's n_ctx: SYN_ERR_CONTEXT_FULL; the message names the input's
- * index), SYN_ERR_INVALID_ARGUMENT (n 0, NULL arguments, dimensions out of range),
- * SYN_ERR_UNSUPPORTED (pooling), or a request's failure. On error nothing in out is meaningful. */
+ * out[n][d] (d: params->dimensions, or n_embd when 0), each row at unit length. Thread-safe as
+ * syn_engine_submit is; it blocks until all are done, so not from a callback. n_tokens_out, if
+ * not NULL, receives the prompt tokens of all inputs. Errors (the message names the input's
+ * index): SYN_ERR_INVALID_ARGUMENT (n 0, a NULL argument, dimensions out of range, an input with
+ * no or two sources, an empty one, a token outside the vocabulary), SYN_ERR_CONTEXT_FULL (an
+ * input longer than the engine's n_ctx or its KV budget), SYN_ERR_UNSUPPORTED (pooling), the
+ * status of a request that failed (SYN_ERR_INVALID_ARGUMENT for a non-finite hidden state), or
+ * SYN_ERR_STATE (the engine is shutting down). On error nothing in out is meaningful and no
+ * request is left running. */
 SYN_API syn_status syn_embed(syn_engine *engine, const syn_embed_params *params,
                              const syn_embed_input *inputs, size_t n, float *out,
                              size_t *n_tokens_out);
