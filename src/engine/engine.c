@@ -228,7 +228,8 @@ static syn_status build_prompt(const syn_engine *e, const syn_request_params *p,
     return st;
 }
 
-/* An embedding request's limits: its prompt alone fills at most the context and the budget. */
+/* An embedding request's limits: its prompt alone fills at most the context and the budget; it
+ * takes none of the generation constraints. */
 static syn_status check_embedding(const syn_engine *e, const syn_request_params *p, size_t n) {
     if (p->grammar || p->json_schema || p->n_logit_bias)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT,
@@ -243,8 +244,7 @@ static syn_status check_embedding(const syn_engine *e, const syn_request_params 
                         "the input's %zu tokens need %u KV blocks of %d positions but "
                         "kv_budget_mib %u holds %u",
                         n, need, SYN_KV_BLOCK, e->params.kv_budget_mib, e->stats.kv_blocks_total);
-    syn_pooling resolved;
-    return syn_pooling_resolve(e->model, p->pooling, &resolved);
+    return SYN_OK; /* the pooling is resolved as the request is built */
 }
 
 /* Checks the prompt and limits; the context and budget checks make admission always possible. */
@@ -582,7 +582,8 @@ static syn_status embed_request(const syn_embed_input *in, size_t k, syn_pooling
     *p = syn_request_default_params();
     p->embed = true;
     p->pooling = pooling;
-    if (!in->text == !(in->tokens || in->n_tokens))
+    const bool has_text = in->text != NULL, has_tokens = in->tokens || in->n_tokens;
+    if (has_text == has_tokens)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "input %zu needs exactly one of text and tokens",
                         k);
     p->prompt_text = in->text;
