@@ -49,6 +49,7 @@ api POST /v1/embeddings '{"input": [999999999]}' && expect_status 400 "embedding
 api POST /v1/embeddings '{"input": "a", "encoding_format": "hex"}' && expect_status 400 "embeddings: an unknown encoding_format is 400"
 api POST /v1/embeddings '{"input": "a", "dimensions": 0}' && expect_status 400 "embeddings: dimensions 0 is 400"
 api POST /v1/embeddings '{"input": "a", "model": "other"}' && expect_status 404 "embeddings: an unknown model is 404"
+api POST /embeddings '{"input": "a"}' && expect_status 404 "llama-server's /embeddings (its own shape) is not served"
 
 mkdir -p build/test-artifacts
 page_text=$("$SYNAPSE" run -m "$TINY_Q8" --chat -p "$question" --temp 0 -n 64 --json | jq -r .text)

@@ -22,7 +22,6 @@ const http_route serve_routes[] = {
     {"/v1/completions", false, "POST", true, completions, false},
     {"/completions", false, "POST", true, completions, false},
     {"/v1/embeddings", false, "POST", true, handle_embeddings, false},
-    {"/embeddings", false, "POST", true, handle_embeddings, false},
     {"/v1/models", false, "GET", true, handle_models, false},
     {"/models", false, "GET", true, handle_models, false},
     {"/tokenize", false, "POST", true, handle_tokenize, false},
