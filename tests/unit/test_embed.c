@@ -1,7 +1,8 @@
 /* test_embed.c: embeddings (syn_embed and embedding requests of syn_engine) against the oracle:
  * the reference backend's final hidden states, pooled (mean, cls, last) and L2-normalised here,
  * independently of the engine's pooling; unit length; determinism; one vector bitwise the same
- * alone, among other inputs and among generation requests, with any step split and thread count;
+ * alone and among other inputs, with any step split and thread count (among generation requests
+ * and after a preemption: test_engine.c); prefix-cache reuse for last pooling only;
  * `dimensions`; the pooling taken from the file's pooling_type key (and refused for none/rank);
  * the errors (empty input, too long, bad arguments). Files: qwen2 (F32, Q8_0), qwen3, llama,
  * gemma3 (sliding window), qwen35 (recurrent layers), phi3. */
@@ -253,6 +254,52 @@ static void test_dimensions(void **state) {
     free(cut);
 }
 
+/* One embedding request of tokens[n] with pooling; its vector into out, its reused prompt
+ * positions returned. */
+static size_t embed_request(syn_engine *e, const int32_t *tokens, size_t n, syn_pooling pooling,
+                            float *out, size_t d) {
+    syn_request_params p = syn_request_default_params();
+    p.embed = true;
+    p.pooling = pooling;
+    p.prompt_tokens = tokens;
+    p.n_prompt_tokens = n;
+    syn_request *r = NULL;
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    syn_request_result res;
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    assert_non_null(res.embedding);
+    memcpy(out, res.embedding, sizeof *out * d);
+    const size_t cached = res.n_cached_tokens;
+    syn_request_free(r);
+    return cached;
+}
+
+/* The prefix cache: last pooling reads only the last token's state, so a repeated input reuses
+ * its cached blocks (the same bits); mean and cls need every / the first token's state and
+ * compute it all again. */
+static void test_prefix_cache(void **state) {
+    const fixture *f = *state;
+    const size_t d = (size_t)f->n_embd, n = lens[N_INPUTS - 1]; /* 96 tokens: 5 full blocks */
+    float *a = malloc(sizeof *a * d), *b = malloc(sizeof *b * d);
+    assert_non_null(a);
+    assert_non_null(b);
+    syn_engine *e = new_engine(f, 2, 2, 64);
+    static const syn_pooling poolings[] = {SYN_POOLING_LAST, SYN_POOLING_MEAN, SYN_POOLING_CLS};
+    for (size_t pi = 0; pi < 3; pi++) {
+        const int32_t *tokens = f->tokens[N_INPUTS - 1 - pi];
+        assert_int_equal(embed_request(e, tokens, n, poolings[pi], a, d), 0);
+        const size_t cached = embed_request(e, tokens, n, poolings[pi], b, d);
+        if (poolings[pi] == SYN_POOLING_LAST)
+            assert_int_equal(cached, (n - 1) / 16 * 16); /* all full blocks but the last token */
+        else
+            assert_int_equal(cached, 0);
+        assert_memory_equal(a, b, sizeof *a * d);
+    }
+    syn_engine_free(e);
+    free(a);
+    free(b);
+}
+
 /* Writes tests/data/<file> with ARCH.pooling_type = value to path (every other key and tensor as
  * it is). */
 typedef struct copy_src {
@@ -418,6 +465,7 @@ int main(void) {
     const struct CMUnitTest q8[] = {
         cmocka_unit_test(test_quantized_near_reference),
         cmocka_unit_test(test_unit_deterministic_and_alone_equals_batched),
+        cmocka_unit_test(test_prefix_cache),
         cmocka_unit_test(test_pooling_from_the_file),
         cmocka_unit_test(test_errors),
     };
