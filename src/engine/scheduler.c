@@ -573,6 +573,11 @@ static void sample_next(syn_engine *e, syn_request *r, const float *logits, uint
             return;
         }
     }
+    st = syn_sampler_accept(r->sampler, id); /* its frequency and presence penalties count it */
+    if (st != SYN_OK) {
+        mark_finished(r, SYN_FINISH_ERROR, st, syn_last_error());
+        return;
+    }
     r->ids[r->n_prompt + r->n_out++] = id;
     if ((r->on_token || r->text.n_stops) && !stream_token(e, r, id, logits, step)) return;
     if (r->n_out == (size_t)r->max_tokens) {

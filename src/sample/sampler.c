@@ -2,8 +2,9 @@
  * sampler.c: next-token selection from logits.
  *
  * Greedy (temperature <= 0) takes the first index of the maximum. Otherwise the chain is, in
- * llama.cpp's order: repetition penalty -> top-k -> softmax -> top-p -> min-p -> temperature ->
- * a draw from the seeded generator. Top-p and min-p look at the untempered distribution, as
+ * llama.cpp's order: penalties (repetition, then OpenAI's frequency and presence) -> top-k ->
+ * softmax -> top-p -> min-p -> temperature -> a draw from the seeded generator; greedy applies the
+ * penalties too. Top-p and min-p look at the untempered distribution, as
  * llama.cpp's do. The generator is xoshiro256** seeded through splitmix64, so a seed fixes the
  * whole sequence of draws on every platform. Logits holding a NaN, a numerical fault upstream,
  * are refused in every mode.
@@ -28,6 +29,8 @@ struct syn_sampler {
     int32_t cap;
     float *masked; /* [masked_cap] syn_sampler_sample_banned's copy of the logits */
     int32_t masked_cap;
+    int32_t *generated; /* [n_generated] syn_sampler_accept's tokens (only with a count penalty) */
+    size_t n_generated, generated_cap;
 };
 
 syn_sampler_params syn_sampler_default_params(void) {
@@ -38,6 +41,8 @@ syn_sampler_params syn_sampler_default_params(void) {
         .min_p = 0.05f,
         .repeat_penalty = 1.0f,
         .repeat_last_n = 64,
+        .frequency_penalty = 0.0f,
+        .presence_penalty = 0.0f,
         .seed = 0,
     };
     return p;
@@ -84,6 +89,12 @@ syn_status syn_sampler_new(const syn_sampler_params *params, syn_sampler **out) 
                         (double)p->repeat_penalty);
     if (p->repeat_last_n < 0)
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "repeat-last-n %d is negative", p->repeat_last_n);
+    if (!(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "frequency penalty %g is outside [-2, 2]",
+                        (double)p->frequency_penalty);
+    if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f))
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "presence penalty %g is outside [-2, 2]",
+                        (double)p->presence_penalty);
     syn_sampler *s = calloc(1, sizeof *s);
     if (!s) return syn_fail(SYN_ERR_NO_MEMORY, "syn_sampler_new: out of memory");
     s->params = *p;
@@ -98,7 +109,28 @@ void syn_sampler_free(syn_sampler *s) {
     if (!s) return;
     free(s->cands);
     free(s->masked);
+    free(s->generated);
     free(s);
+}
+
+static bool counts_tokens(const syn_sampler_params *p) {
+    return p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f;
+}
+
+syn_status syn_sampler_accept(syn_sampler *s, int32_t token) {
+    syn_clear_error();
+    if (!s || token < 0)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_sampler_accept: invalid argument");
+    if (!counts_tokens(&s->params)) return SYN_OK; /* nothing reads them */
+    if (s->n_generated == s->generated_cap) {
+        const size_t cap = s->generated_cap ? 2 * s->generated_cap : 256;
+        int32_t *g = realloc(s->generated, sizeof *g * cap);
+        if (!g) return syn_fail(SYN_ERR_NO_MEMORY, "syn_sampler_accept: out of memory");
+        s->generated = g;
+        s->generated_cap = cap;
+    }
+    s->generated[s->n_generated++] = token;
+    return SYN_OK;
 }
 
 /* Descending logit, ties by ascending id, so that the order is total and deterministic. */
@@ -299,7 +331,9 @@ syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_voc
     if (!s || !logits || !token || n_vocab <= 0 || (!history && n_history))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_sampler_sample: invalid argument");
     const syn_sampler_params *p = &s->params;
-    const bool penalize = p->repeat_penalty != 1.0f && p->repeat_last_n > 0 && n_history > 0;
+    const bool repeat = p->repeat_penalty != 1.0f && p->repeat_last_n > 0 && n_history > 0;
+    const bool counts = counts_tokens(p) && s->n_generated > 0;
+    const bool penalize = repeat || counts;
     /* Plain greedy needs no candidate list (12 bytes per vocabulary entry), and building one took
      * 5 times as long as the scan itself (1.0 against 0.2 ms for Qwen2's 151,936 logits). */
     if (p->temperature <= 0.0f && !penalize) return greedy_in_place(logits, n_vocab, token);
@@ -326,7 +360,7 @@ syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_voc
     if (has_nan) return nan_logit(logits);
 
     /* Repetition penalty over the distinct tokens among the last repeat_last_n. */
-    if (penalize) {
+    if (repeat) {
         size_t first =
             n_history > (size_t)p->repeat_last_n ? n_history - (size_t)p->repeat_last_n : 0;
         for (size_t i = first; i < n_history; i++) {
@@ -338,6 +372,20 @@ syn_status syn_sampler_sample(syn_sampler *s, const float *logits, int32_t n_voc
             if (seen) continue;
             float l = logits[id];
             c[id].logit = l > 0.0f ? l / p->repeat_penalty : l * p->repeat_penalty;
+        }
+    }
+    /* OpenAI's penalties over the generated tokens, on top of the repetition penalty as in
+     * llama.cpp: logit -= frequency * count + presence * (count > 0). .p (0 until the softmax)
+     * marks the ids already given their presence penalty. */
+    if (counts) {
+        for (size_t i = 0; i < s->n_generated; i++) {
+            const int32_t id = s->generated[i];
+            if (id >= n_vocab) continue;
+            if (c[id].p == 0.0f) {
+                c[id].p = 1.0f;
+                c[id].logit -= p->presence_penalty;
+            }
+            c[id].logit -= p->frequency_penalty;
         }
     }
 

@@ -1,5 +1,5 @@
-/* test_sampler.c: greedy, temperature, top-k/top-p/min-p, repetition penalty and seeding, each
- * checked against hand-computed distributions. */
+/* test_sampler.c: greedy, temperature, top-k/top-p/min-p, repetition, frequency and presence
+ * penalties and seeding, each checked against hand-computed distributions. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -284,6 +284,74 @@ static void test_repeat_penalty(void **state) {
     syn_sampler_free(s);
 }
 
+/* OpenAI's penalties, logit -= frequency * count + presence * (count > 0), count over the tokens
+ * accepted as generated. Logits {2.0, 1.0, 0.5}, accepted 0, 0, 1, frequency 0.5, presence 0.25:
+ *   id 0: 2.0 - 0.5 * 2 - 0.25 = 0.75;  id 1: 1.0 - 0.5 * 1 - 0.25 = 0.25;  id 2: 0.5 (unseen)
+ *   exp(0.75) = 2.117000, exp(0.25) = 1.284025, exp(0.5) = 1.648721; sum 5.049746
+ *   p = 0.419229, 0.254275, 0.326496 at temperature 1.
+ * (Presence counted per occurrence would give p0 = 0.3599; no penalty p0 = 0.6285.) */
+static void test_frequency_presence_penalties(void **state) {
+    (void)state;
+    const float logits[] = {2.0f, 1.0f, 0.5f};
+    syn_sampler_params p = plain(1.0f);
+    p.frequency_penalty = 0.5f;
+    p.presence_penalty = 0.25f;
+    p.seed = 7;
+    syn_sampler *s = NULL;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_OK);
+    const int32_t accepted[] = {0, 0, 1};
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(syn_sampler_accept(s, accepted[i]), SYN_OK);
+    enum { DRAWS = 40000 };
+    double f[3] = {0};
+    for (int i = 0; i < DRAWS; i++)
+        f[sample_once(s, logits, 3)] += 1.0 / DRAWS;
+    syn_sampler_free(s);
+    const double expected[3] = {0.419229, 0.254275, 0.326496};
+    for (int i = 0; i < 3; i++)
+        if (fabs(f[i] - expected[i]) > 0.01)
+            fail_msg("id %d drawn %.4f of the time, expected %.4f", i, f[i], expected[i]);
+}
+
+/* The penalties count what syn_sampler_accept recorded, never the history (the prompt): greedy
+ * over {2.0, 1.8, 0.5} (frequency 0.3, presence 0.2) picks id 0 with id 0 all over the history
+ * and nothing accepted; once id 0 is accepted, 2.0 - 0.3 - 0.2 = 1.5 < 1.8 and id 1 wins; with
+ * id 1 accepted too, 1.8 - 0.3 - 0.2 = 1.3 < 1.5 and id 0 is back. A negative frequency penalty
+ * raises repeated ids: 1.8 + 0.5 = 2.3 beats 2.0. */
+static void test_penalties_count_generated_only(void **state) {
+    (void)state;
+    const float logits[] = {2.0f, 1.8f, 0.5f};
+    const int32_t prompt[] = {0, 0, 0, 0, 0, 0};
+    syn_sampler_params p = plain(0.0f);
+    p.frequency_penalty = 0.3f;
+    p.presence_penalty = 0.2f;
+    syn_sampler *s = NULL;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_OK);
+    int32_t tok = -1;
+    assert_int_equal(syn_sampler_sample(s, logits, 3, prompt, 6, &tok), SYN_OK);
+    assert_int_equal(tok, 0); /* the prompt's six 0s cost nothing */
+    assert_int_equal(syn_sampler_accept(s, 0), SYN_OK);
+    assert_int_equal(syn_sampler_sample(s, logits, 3, prompt, 6, &tok), SYN_OK);
+    assert_int_equal(tok, 1);
+    assert_int_equal(syn_sampler_accept(s, 1), SYN_OK);
+    assert_int_equal(syn_sampler_sample(s, logits, 3, NULL, 0, &tok), SYN_OK);
+    assert_int_equal(tok, 0);
+    assert_int_equal(syn_sampler_accept(s, 99), SYN_OK); /* beyond n_vocab: ignored */
+    assert_int_equal(syn_sampler_sample(s, logits, 3, NULL, 0, &tok), SYN_OK);
+    assert_int_equal(tok, 0);
+    assert_int_equal(syn_sampler_accept(s, -1), SYN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(syn_sampler_accept(NULL, 0), SYN_ERR_INVALID_ARGUMENT);
+    syn_sampler_free(s);
+
+    p = plain(0.0f);
+    p.frequency_penalty = -0.5f;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_OK);
+    assert_int_equal(syn_sampler_accept(s, 1), SYN_OK);
+    assert_int_equal(syn_sampler_sample(s, logits, 3, NULL, 0, &tok), SYN_OK);
+    assert_int_equal(tok, 1);
+    syn_sampler_free(s);
+}
+
 static void test_seed_reproducible(void **state) {
     (void)state;
     float logits[64];
@@ -360,6 +428,23 @@ static void test_invalid_parameters(void **state) {
     p.repeat_penalty = 0.0f;
     assert_int_equal(syn_sampler_new(&p, &s), SYN_ERR_INVALID_ARGUMENT);
     assert_null(s);
+    const float bad[] = {NAN, 2.5f, -2.01f, INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = plain(1.0f);
+        p.frequency_penalty = bad[i];
+        assert_int_equal(syn_sampler_new(&p, &s), SYN_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(syn_last_error(), "frequency penalty"));
+        p = plain(1.0f);
+        p.presence_penalty = bad[i];
+        assert_int_equal(syn_sampler_new(&p, &s), SYN_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(syn_last_error(), "presence penalty"));
+        assert_null(s);
+    }
+    p = plain(1.0f);
+    p.frequency_penalty = -2.0f; /* the ends of the range are valid */
+    p.presence_penalty = 2.0f;
+    assert_int_equal(syn_sampler_new(&p, &s), SYN_OK);
+    syn_sampler_free(s);
 }
 
 int main(void) {
@@ -374,6 +459,8 @@ int main(void) {
         cmocka_unit_test(test_top_p_keeps_nucleus),
         cmocka_unit_test(test_min_p_drops_unlikely),
         cmocka_unit_test(test_repeat_penalty),
+        cmocka_unit_test(test_frequency_presence_penalties),
+        cmocka_unit_test(test_penalties_count_generated_only),
         cmocka_unit_test(test_seed_reproducible),
         cmocka_unit_test(test_nan_logits_refused),
         cmocka_unit_test(test_invalid_parameters),
