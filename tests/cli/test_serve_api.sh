@@ -203,10 +203,18 @@ expect_status 400 "a wrong type is 400" && check "... naming the field" jqe '.er
 api POST /v1/chat/completions '{"model": "tiny"}' && expect_status 400 "missing messages is 400"
 api POST /v1/chat/completions '{"messages": []}' && expect_status 400 "empty messages is 400"
 api POST /v1/chat/completions '{"messages": [{"role": "wizard", "content": "hi"}]}' && expect_status 400 "an unknown role is 400"
-api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "n": 2}'
-expect_status 400 "n = 2 is 400" && check "... naming n" jqe '.error.param == "n"' "$tmp/body"
-api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "frequency_penalty": 0.5}'
-expect_status 400 "a non-zero frequency_penalty is a clear 400"
+for n in 9 0; do
+    api POST /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"n\": $n}"
+    expect_status 400 "n = $n is 400" && check "... naming n and its range" jqe '.error.param == "n" and (.error.message | test("1..8"))' "$tmp/body"
+done
+api POST /v1/completions '{"prompt": "hi", "n": 9}' && expect_status 400 "completions: n = 9 is 400"
+api POST /v1/responses '{"input": "hi", "n": 2}' && expect_status 400 "/v1/responses: n = 2 is 400 (one choice)"
+check "... naming n" jqe '.error.param == "n"' "$tmp/body"
+api POST /completion '{"prompt": "hi", "n": 2}' && expect_status 400 "/completion: n = 2 is 400 (one choice)"
+api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "presence_penalty": 3}'
+expect_status 400 "presence_penalty 3 is 400" && check "... naming it" jqe '.error.param == "presence_penalty"' "$tmp/body"
+api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "frequency_penalty": -2.5}'
+expect_status 400 "frequency_penalty -2.5 is 400" && check "... naming it" jqe '.error.param == "frequency_penalty"' "$tmp/body"
 api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 21, "logprobs": true}'
 expect_status 400 "top_logprobs over 20 is 400"
 api POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "stop": ["a", "b", "c", "d", "e"]}'
@@ -264,6 +272,30 @@ curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/com
 check "... with logprobs: one entry per generated token across the chunks" jqe '
     ([.[].choices[0].logprobs.content // empty | length] | add) == ([.[].usage // empty][0].completion_tokens)' \
     "$tmp/tools_chunks.json"
+# n = 2 with a forced call, streamed: each choice reads its own reply and opens its own call.
+forced='{"messages": [{"role": "user", "content": "Weather in Paris?"}], "max_tokens": 40, "temperature": 1, "seed": 3,
+  "n": 2, "stream": true, "tool_choice": "required", "tools": [{"type": "function", "function": {"name": "get_weather",
+  "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]}'
+curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/v1/chat/completions" -d "$forced" |
+    sed -n 's/^data: //p' | grep -v '^\[DONE\]$' | jq -s . >"$tmp/tools_chunks.json"
+check "n = 2, forced call, streamed: each index opens a get_weather call and ends once" jqe '. as $c |
+    [0, 1] | all(. as $i | [$c[].choices[] | select(.index == $i)] as $mine
+        | ([$mine[].delta.tool_calls // empty | .[0].function.name // empty] == ["get_weather"])
+        and ([$mine[].finish_reason // empty] | length) == 1)' "$tmp/tools_chunks.json"
+
+# The choices of n share the prompt: the later ones find the first one's full blocks in the prefix
+# cache, so a fresh prompt of P tokens costs P + 2 * (at most 16) computed tokens for n = 3, not 3P.
+metric() { curl -s "http://127.0.0.1:$port/metrics" | sed -n "s/^$1{model=\"tiny\"} //p"; }
+computed0=$(metric synapse_prompt_tokens_total) cached0=$(metric synapse_prefix_cache_hit_tokens_total)
+api POST /v1/completions '{"prompt": "Once upon a time in a land far away there lived a king who had three daughters and a son, and each of them had a horse, a dog and a garden of roses", "max_tokens": 4, "temperature": 0, "n": 3}'
+expect_status 200 "completions with n = 3"
+P=$(jq .usage.prompt_tokens "$tmp/body")
+computed=$(($(metric synapse_prompt_tokens_total) - computed0)) cached=$(($(metric synapse_prefix_cache_hit_tokens_total) - cached0))
+check "... the prompt ($P tokens) computed once plus at most a block per later choice ($computed computed, $cached cached)" \
+    test "$P" -ge 33 -a "$computed" -le $((P + 32)) -a "$cached" -ge $((2 * 16 * ((P - 1) / 16)))
+check "... usage: the prompt once, 3 x 4 completion tokens, three texts" jqe \
+    '.usage.completion_tokens == 12 and ([.choices[].index] == [0, 1, 2]) and ([.choices[].text] | unique | length) == 1' "$tmp/body"
+
 items='[{"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
  {"type": "function_call", "call_id": "abcdefghi", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}]'
 api POST /v1/responses "$(jq -cn --argjson i "$items" '{input: $i, max_output_tokens: 4,

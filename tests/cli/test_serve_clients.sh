@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `synapse serve` as real clients see it: the official openai npm client (pinned in
 # tests/serve/package.json) drives chat and completions, streaming and not, against the tiny model
-# with synapse run's greedy texts as the expectation, and embeddings (tests/serve/embeddings.mjs;
-# curl checks of the bad inputs' 400s); then the chat page, in Debian's headless
+# with synapse run's greedy texts as the expectation, also with n = 3 choices and with the
+# frequency and presence penalties, and embeddings (tests/serve/embeddings.mjs; curl checks of
+# the bad inputs' 400s); then the chat page, in Debian's headless
 # Chromium driven by playwright-core, sends two messages and shows both streamed replies. The
 # screenshot is kept as build/test-artifacts/chat-page.png.
 set -u

@@ -43,6 +43,10 @@ static void check_accepted(const oa_request *r) {
     REQUIRE(r->sampling.temperature >= 0 && r->sampling.temperature <= 2);
     REQUIRE(r->sampling.top_p > 0 && r->sampling.top_p <= 1);
     REQUIRE(!r->include_usage || r->stream);
+    REQUIRE(r->n >= 1 && r->n <= OA_MAX_N &&
+            (r->n == 1 || !(r->responses || r->native || r->messages_api)));
+    REQUIRE(r->sampling.frequency_penalty >= -2 && r->sampling.frequency_penalty <= 2);
+    REQUIRE(r->sampling.presence_penalty >= -2 && r->sampling.presence_penalty <= 2);
 }
 
 /* An accepted embeddings body: 1..OA_MAX_EMBED_INPUTS inputs, each exactly one non-empty text or

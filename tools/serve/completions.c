@@ -1,7 +1,10 @@
-/* completions.c: POST /v1/chat/completions and /v1/completions. One engine request per HTTP
- * request; the engine's token callback (scheduler thread) appends to the completion under its
- * mutex, and the connection's thread sends what is there: server-sent events as tokens come when
- * streaming, one JSON object at the end otherwise. A client that goes away cancels its request. */
+/* completions.c: POST /v1/chat/completions and /v1/completions. One engine request per choice
+ * of an HTTP request ("n" of them); the engine's token callback (scheduler thread) appends to its
+ * choice under the completion's mutex, and the connection's thread sends what is there:
+ * server-sent events as tokens come when streaming (the choices' chunks interleaved), one JSON
+ * object at the end otherwise. Choices after the first are submitted once the first has its first
+ * token, so that they find its prompt's KV blocks in the engine's prefix cache instead of
+ * computing the prompt again. A client that goes away cancels its requests. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,27 +21,44 @@
 /* How often a waiting connection thread looks at its client when no token comes. */
 enum { CLIENT_CHECK_MS = 20 };
 
-typedef struct completion {
-    server *srv;
-    struct completion *prev, *next; /* srv->completions, once submitted */
-    served_model *model;            /* held until the completion is freed */
-    http_request *hr;
-    oa_request req;
-    syn_request *handle;
-    char id[48];
-    long long created;
+typedef struct completion completion;
 
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    text_buf text;    /* generated text not yet sent (streaming), or all of it */
-    json_t *logprobs; /* entries not yet sent (streaming), or all of them; NULL: not asked */
-    bool finished;    /* the engine's final event has been seen */
+/* One choice: its engine request and what it produced (the fields below handle under c->mu). */
+typedef struct choice_state {
+    completion *c;
+    int index;
+    syn_request *handle;    /* NULL until submitted (set under srv->completions_lock) */
+    syn_request_result res; /* once closed */
+    char error[256];        /* res.error of a choice whose submission failed */
+    text_buf text;          /* generated text not yet sent (streaming), or all of it */
+    json_t *logprobs;       /* entries not yet sent (streaming), or all of them; NULL: not asked */
+    bool finished;          /* the engine's final event has been seen (or the submission failed) */
+    bool closed;            /* res is read (streaming: its last chunk is in sse) */
     uint64_t n_generated;
 
     /* Streaming only. */
     syn_chat_stream *reader; /* chat with tools or thinking, and /v1/responses: the reply read
                               * into content, reasoning and calls as it comes */
-    bool role_sent;   /* chat: the first chunk carries the role; responses: the first events */
+    bool role_sent; /* chat: the first chunk carries the role; responses: the first events */
+} choice_state;
+
+struct completion {
+    server *srv;
+    struct completion *prev, *next; /* srv->completions, once submitted */
+    served_model *model;            /* held until the completion is freed */
+    http_request *hr;
+    oa_request req;
+    char id[48];
+    long long created;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    choice_state ch[OA_MAX_N]; /* [req.n] */
+    int n_submitted; /* ch[0 .. n_submitted) have been submitted (srv->completions_lock) */
+    syn_request_params params; /* what every choice is submitted with (its seed + index) */
+    char *constraint;          /* a grammar or schema text built for params */
+
+    /* Streaming only. */
     text_buf sse;     /* event bytes built but not yet sent */
     size_t sse_sent;  /* of sse.len */
     bool ended;       /* the last event ("data: [DONE]") is in sse */
@@ -57,7 +77,7 @@ typedef struct completion {
     uint64_t n_input_tokens; /* the prompt's, for message_start (the engine counts them later) */
 
     char *prompt; /* a chat's prompt, rendered by the chat template (NULL for completions) */
-} completion;
+};
 
 /* {"token", "logprob", "bytes"} of one token; NULL: no memory. */
 static json_t *token_logprob(const syn_tokenizer *tok, int32_t id, double logprob) {
@@ -101,17 +121,19 @@ static json_t *logprob_entry(const syn_tokenizer *tok, const syn_token_event *ev
     return entry;
 }
 
-/* The engine's callback (scheduler thread): keep the text and logprobs, wake the connection. */
+/* The engine's callback (scheduler thread): keep the choice's text and logprobs, wake the
+ * connection. */
 static bool on_token(const syn_token_event *ev, void *user) {
-    completion *c = user;
+    choice_state *ch = user;
+    completion *c = ch->c;
     json_t *lp = NULL;
     if (ev->token >= 0 && c->req.top_logprobs >= 0)
         lp = logprob_entry(c->model->tok, ev, c->req.top_logprobs);
     pthread_mutex_lock(&c->mu);
-    text_append(&c->text, ev->piece, ev->piece_len);
-    if (lp) json_array_append_new(c->logprobs, lp);
-    if (ev->token >= 0) c->n_generated++;
-    if (ev->finish != SYN_FINISH_NONE) c->finished = true;
+    text_append(&ch->text, ev->piece, ev->piece_len);
+    if (lp) json_array_append_new(ch->logprobs, lp);
+    if (ev->token >= 0) ch->n_generated++;
+    if (ev->finish != SYN_FINISH_NONE) ch->finished = true;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
     return true;
@@ -121,11 +143,23 @@ static const char *finish_reason(syn_finish_reason f) {
     return f == SYN_FINISH_LENGTH ? "length" : "stop";
 }
 
-static json_t *usage_json(const syn_request_result *res) {
-    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)res->n_prompt_tokens,
-                     "completion_tokens", (json_int_t)res->n_tokens, "total_tokens",
-                     (json_int_t)(res->n_prompt_tokens + res->n_tokens), "prompt_tokens_details",
-                     "cached_tokens", (json_int_t)res->n_cached_tokens);
+/* Tokens generated over the choices (every one closed). */
+static size_t completion_tokens(const completion *c) {
+    size_t n = 0;
+    for (int i = 0; i < c->req.n; i++)
+        n += c->ch[i].res.n_tokens;
+    return n;
+}
+
+/* As OpenAI counts: the prompt once, the generated tokens of every choice; cached_tokens: what
+ * the prefix cache saved the first choice (the later ones reuse its blocks, see the top). */
+static json_t *usage_json(const completion *c) {
+    const syn_request_result *first = &c->ch[0].res;
+    const size_t generated = completion_tokens(c);
+    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens",
+                     (json_int_t)first->n_prompt_tokens, "completion_tokens", (json_int_t)generated,
+                     "total_tokens", (json_int_t)(first->n_prompt_tokens + generated),
+                     "prompt_tokens_details", "cached_tokens", (json_int_t)first->n_cached_tokens);
 }
 
 /* The logprobs object of a choice from entries (stolen): chat's {"content": [...]}, or the legacy
@@ -253,10 +287,11 @@ static json_t *chat_message(const completion *c, const char *text, size_t len, j
 }
 
 /* A choice: chat carries the text in message (whole) or delta (stream); completions in text. */
-static json_t *choice_json(const completion *c, bool stream, const char *text, size_t len,
+static json_t *choice_json(const choice_state *ch, bool stream, const char *text, size_t len,
                            json_t *logprobs, const char *finish) {
-    json_t *choice = json_pack("{s:i, s:o, s:o}", "index", 0, "logprobs", logprobs, "finish_reason",
-                               finish ? json_string(finish) : json_null());
+    const completion *c = ch->c;
+    json_t *choice = json_pack("{s:i, s:o, s:o}", "index", ch->index, "logprobs", logprobs,
+                               "finish_reason", finish ? json_string(finish) : json_null());
     if (!choice) return NULL;
     if (c->req.kind == OA_COMPLETION) {
         json_object_set_new(choice, "text", json_utf8(text, len));
@@ -264,8 +299,8 @@ static json_t *choice_json(const completion *c, bool stream, const char *text, s
         json_object_set_new(choice, "message", chat_message(c, text, len, choice));
     } else {
         json_t *delta = json_object();
-        if (!c->role_sent) json_object_set_new(delta, "role", json_string("assistant"));
-        if (len > 0 || !c->role_sent) json_object_set_new(delta, "content", json_utf8(text, len));
+        if (!ch->role_sent) json_object_set_new(delta, "role", json_string("assistant"));
+        if (len > 0 || !ch->role_sent) json_object_set_new(delta, "content", json_utf8(text, len));
         json_object_set_new(choice, "delta", delta);
     }
     return choice;
@@ -282,9 +317,11 @@ static void sse_event(completion *c, json_t *obj) {
     free(s);
 }
 
-/* A chunk of streamed text (and its logprobs); finish: NULL, or the last chunk's reason. */
-static void sse_chunk(completion *c, const char *text, size_t len, json_t *logprobs,
+/* A chunk of a choice's streamed text (and its logprobs); finish: NULL, or the last chunk's
+ * reason. */
+static void sse_chunk(choice_state *ch, const char *text, size_t len, json_t *logprobs,
                       const char *finish) {
+    completion *c = ch->c;
     if (c->req.native) { /* llama-server's /completion: {"content", "stop": false} */
         json_decref(logprobs);
         sse_event(c, llama_stream_chunk(text, len));
@@ -292,13 +329,13 @@ static void sse_chunk(completion *c, const char *text, size_t len, json_t *logpr
     }
     json_t *chunk =
         response_head(c, c->req.kind == OA_CHAT ? "chat.completion.chunk" : "text_completion");
-    json_t *choice = choice_json(c, true, text, len, logprobs, finish);
+    json_t *choice = choice_json(ch, true, text, len, logprobs, finish);
     if (chunk && choice)
         json_object_set_new(chunk, "choices", json_pack("[o]", choice));
     else
         json_decref(choice);
     if (chunk && c->req.include_usage) json_object_set_new(chunk, "usage", json_null());
-    c->role_sent = true;
+    ch->role_sent = true;
     sse_event(c, chunk);
 }
 
@@ -540,16 +577,18 @@ static void response_end(completion *c, const syn_request_result *res, const oa_
 
 /* ---- Streamed chat with tools or reasoning ---- */
 
-/* A chunk carrying delta (stolen), with the logprobs of the tokens since the last chunk. */
-static void sse_delta(completion *c, json_t *delta) {
+/* A chunk of a choice carrying delta (stolen), with the logprobs of the tokens since its last
+ * chunk. */
+static void sse_delta(choice_state *ch, json_t *delta) {
+    completion *c = ch->c;
     json_t *lp = json_null();
-    if (c->logprobs && json_array_size(c->logprobs) > 0) {
-        lp = choice_logprobs(c, c->logprobs, 0);
-        c->logprobs = json_array();
+    if (ch->logprobs && json_array_size(ch->logprobs) > 0) {
+        lp = choice_logprobs(c, ch->logprobs, 0);
+        ch->logprobs = json_array();
     }
     json_t *chunk = response_head(c, "chat.completion.chunk");
-    json_t *choice = json_pack("{s:i, s:o, s:o, s:n}", "index", 0, "delta", delta, "logprobs", lp,
-                               "finish_reason");
+    json_t *choice = json_pack("{s:i, s:o, s:o, s:n}", "index", ch->index, "delta", delta,
+                               "logprobs", lp, "finish_reason");
     if (chunk && choice)
         json_object_set_new(chunk, "choices", json_pack("[o]", choice));
     else
@@ -561,71 +600,150 @@ static void sse_delta(completion *c, json_t *delta) {
 /* One event of the reply's reader as chat chunks. A call goes as OpenAI sends one: its index, id,
  * type and name first with empty arguments, then the arguments' pieces (one, the whole arguments,
  * unless the reader streams them). */
-static void chat_event(completion *c, const syn_chat_event *ev) {
+static void chat_event(choice_state *ch, const syn_chat_event *ev) {
     if (ev->kind == SYN_CHAT_CALL_BEGIN) {
-        sse_delta(c, json_pack("{s:[{s:I, s:s, s:s, s:{s:s, s:s}}]}", "tool_calls", "index",
-                               (json_int_t)ev->index, "id", ev->id, "type", "function", "function",
-                               "name", ev->name, "arguments", ""));
+        sse_delta(ch, json_pack("{s:[{s:I, s:s, s:s, s:{s:s, s:s}}]}", "tool_calls", "index",
+                                (json_int_t)ev->index, "id", ev->id, "type", "function", "function",
+                                "name", ev->name, "arguments", ""));
         return;
     }
     if (ev->kind == SYN_CHAT_CALL_ARGUMENTS) {
-        sse_delta(c, json_pack("{s:[{s:I, s:{s:o}}]}", "tool_calls", "index", (json_int_t)ev->index,
-                               "function", "arguments", json_utf8(ev->text, ev->len)));
+        sse_delta(ch,
+                  json_pack("{s:[{s:I, s:{s:o}}]}", "tool_calls", "index", (json_int_t)ev->index,
+                            "function", "arguments", json_utf8(ev->text, ev->len)));
         return;
     }
     if (ev->kind == SYN_CHAT_CALL_END) return; /* its pieces were all sent */
-    sse_delta(c,
+    sse_delta(ch,
               json_pack("{s:o}", ev->kind == SYN_CHAT_REASONING ? "reasoning_content" : "content",
                         json_utf8(ev->text, ev->len)));
 }
 
 static void on_chat_event(const syn_chat_event *ev, void *user) {
-    completion *c = user;
-    if (c->req.messages_api)
-        anthropic_stream_event(&c->msg_stream, &c->sse, ev);
-    else if (c->req.responses)
-        response_chat_event(c, ev);
+    choice_state *ch = user;
+    if (ch->c->req.messages_api)
+        anthropic_stream_event(&ch->c->msg_stream, &ch->c->sse, ev);
+    else if (ch->c->req.responses)
+        response_chat_event(ch->c, ev);
     else
-        chat_event(c, ev);
+        chat_event(ch, ev);
 }
 
-/* Turns what the engine produced since the last call into events (c->mu held); at the end, the
- * last chunk with its finish reason, the usage chunk when asked, and [DONE]. */
-static void stream_pending(completion *c) {
-    const bool have_logprobs = c->logprobs && json_array_size(c->logprobs) > 0;
-    if (c->reader) {
-        if (!c->role_sent && c->req.messages_api)
+/* The result of a finished choice into ch->res (c->mu held; the engine marks the request
+ * finished right after its final event, so the wait is short and made without the lock). */
+static void close_choice(choice_state *ch) {
+    ch->closed = true;
+    if (!ch->handle) return; /* its submission failed: res says so already */
+    pthread_mutex_unlock(&ch->c->mu);
+    syn_request_wait(ch->handle, &ch->res);
+    pthread_mutex_lock(&ch->c->mu);
+}
+
+static bool failed(const syn_request_result *res) {
+    return res->finish == SYN_FINISH_ERROR || res->finish == SYN_FINISH_CANCELLED;
+}
+
+/* Turns what a choice produced since the last call into events (c->mu held); when it has
+ * finished, its last chunk with its finish reason. */
+static void stream_choice(choice_state *ch) {
+    completion *c = ch->c;
+    const bool have_logprobs = ch->logprobs && json_array_size(ch->logprobs) > 0;
+    if (ch->reader) {
+        if (!ch->role_sent && c->req.messages_api)
             anthropic_stream_start(&c->msg_stream, &c->sse, c->id, c->model->alias,
                                    c->n_input_tokens);
-        else if (!c->role_sent && c->req.responses)
+        else if (!ch->role_sent && c->req.responses)
             response_start(c);
-        else if (!c->role_sent)
-            sse_chunk(c, "", 0, json_null(), NULL);
-        c->role_sent = true;
+        else if (!ch->role_sent)
+            sse_chunk(ch, "", 0, json_null(), NULL);
+        ch->role_sent = true;
         /* out of memory in the reader: it stops passing text on, the stream still ends */
-        if (c->text.len > 0) syn_chat_stream_feed(c->reader, c->text.data, c->text.len);
-        c->text.len = 0;
-    } else if (c->text.len > 0 || have_logprobs || (!c->role_sent && c->req.kind == OA_CHAT)) {
+        if (ch->text.len > 0) syn_chat_stream_feed(ch->reader, ch->text.data, ch->text.len);
+        ch->text.len = 0;
+    } else if (ch->text.len > 0 || have_logprobs || (!ch->role_sent && c->req.kind == OA_CHAT)) {
         json_t *lp = NULL;
-        if (c->logprobs) {
-            lp = choice_logprobs(c, c->logprobs, 0);
-            c->logprobs = json_array();
+        if (ch->logprobs) {
+            lp = choice_logprobs(c, ch->logprobs, 0);
+            ch->logprobs = json_array();
         }
-        sse_chunk(c, c->text.data, c->text.len, lp ? lp : json_null(), NULL);
-        c->text.len = 0;
+        sse_chunk(ch, ch->text.data, ch->text.len, lp ? lp : json_null(), NULL);
+        ch->text.len = 0;
     }
-    if (!c->finished || c->ended) return;
-    syn_request_result res;
-    pthread_mutex_unlock(&c->mu); /* the engine marks the request finished right after the event */
-    syn_request_wait(c->handle, &res);
+    if (!ch->finished || ch->closed) return;
+    close_choice(ch);
+    if (failed(&ch->res) || c->req.native) return; /* the stream's end says it all */
+    if (ch->reader) syn_chat_stream_finish(ch->reader);
+    if (c->req.responses || c->req.messages_api) return; /* their end event says how */
+    if (ch->reader && ch->logprobs && json_array_size(ch->logprobs) > 0)
+        sse_delta(ch, json_object()); /* the held-back text's logprobs */
+    /* A call cut off inside its arguments ends as OpenAI's does: finish_reason "length". */
+    const bool calls = ch->reader && syn_chat_stream_n_calls(ch->reader) > 0;
+    sse_chunk(ch, "", 0, json_null(),
+              calls && !syn_chat_stream_cut_call(ch->reader) ? "tool_calls"
+                                                             : finish_reason(ch->res.finish));
+}
+
+/* Submits ch[from .. req.n) (c->mu not held); a failed submission finishes its choice with the
+ * error. Under the lock that completions_cancel_all takes, so that the stop cancels every choice
+ * submitted before its sweep and none is submitted after it. */
+static void submit_choices(completion *c, int from) {
+    server *srv = c->srv;
+    pthread_mutex_lock(&srv->completions_lock);
+    for (int i = from; i < c->req.n; i++) {
+        choice_state *ch = &c->ch[i];
+        syn_request_params p = c->params;
+        p.sampling.seed += (uint64_t)i; /* choice i: the request's seed + i (mod 2^64) */
+        p.user_data = ch;
+        syn_status st = atomic_load(&srv->stopping)
+                            ? syn_fail(SYN_ERR_STATE, "the server is shutting down")
+                            : syn_engine_submit(c->model->engine, &p, &ch->handle);
+        if (st != SYN_OK) {
+            snprintf(ch->error, sizeof ch->error, "%s", syn_last_error());
+            ch->res = (syn_request_result){.finish = st == SYN_ERR_STATE ? SYN_FINISH_CANCELLED
+                                                                         : SYN_FINISH_ERROR,
+                                           .status = st,
+                                           .error = ch->error};
+            pthread_mutex_lock(&c->mu);
+            ch->finished = true;
+            pthread_mutex_unlock(&c->mu);
+        }
+        c->n_submitted = i + 1;
+    }
+    pthread_mutex_unlock(&srv->completions_lock);
+}
+
+/* The later choices are submitted once the first has its first token or has finished: its
+ * prompt's full blocks are then in the prefix cache (c->mu held, released meanwhile). */
+static void submit_later_choices(completion *c) {
+    if (c->n_submitted == c->req.n || !(c->ch[0].n_generated > 0 || c->ch[0].finished)) return;
+    pthread_mutex_unlock(&c->mu);
+    submit_choices(c, c->n_submitted);
     pthread_mutex_lock(&c->mu);
-    c->hr->completion_tokens = res.n_tokens;
-    c->hr->prompt_tokens = res.n_prompt_tokens;
+}
+
+/* Turns what the engine produced since the last call into events (c->mu held); once every choice
+ * has finished, the usage chunk when asked and [DONE] (or the error of a failed choice). */
+static void stream_pending(completion *c) {
+    submit_later_choices(c);
+    for (int i = 0; i < c->n_submitted; i++)
+        stream_choice(&c->ch[i]);
+    if (c->ended || c->n_submitted < c->req.n) return;
+    for (int i = 0; i < c->req.n; i++)
+        if (!c->ch[i].closed) return;
+    const syn_request_result *res = &c->ch[0].res;
+    for (int i = 0; i < c->req.n; i++)
+        if (failed(&c->ch[i].res)) {
+            res = &c->ch[i].res;
+            break;
+        }
+    c->hr->completion_tokens = completion_tokens(c);
+    c->hr->prompt_tokens = res->n_prompt_tokens;
     c->ended = true;
-    if (res.finish == SYN_FINISH_ERROR || res.finish == SYN_FINISH_CANCELLED) {
+    if (failed(res)) {
         oa_error err;
-        if (res.finish == SYN_FINISH_ERROR)
-            oa_error_set(&err, 500, "server_error", NULL, NULL, "generation failed: %s", res.error);
+        if (res->finish == SYN_FINISH_ERROR)
+            oa_error_set(&err, 500, "server_error", NULL, NULL, "generation failed: %s",
+                         res->error);
         else /* only the stop cancels a request whose client is still there */
             oa_error_set(&err, 503, "server_error", NULL, "unavailable",
                          "cancelled: the server is shutting down");
@@ -634,43 +752,36 @@ static void stream_pending(completion *c) {
             return;
         }
         if (c->req.responses) { /* its stream ends with the failed response, no [DONE] */
-            response_end(c, &res, &err);
+            response_end(c, res, &err);
             return;
         }
         sse_event(c, oa_error_body(&err));
         if (c->req.native) return; /* llama-server's streams end without [DONE] */
     } else {
         if (c->req.native) { /* the last event: stop true, with the totals */
-            sse_event(c, llama_completion_json(c->model, &c->req, "", 0, &res));
+            sse_event(c, llama_completion_json(c->model, &c->req, "", 0, res));
             return;
         }
-        if (c->reader) syn_chat_stream_finish(c->reader);
         if (c->req.messages_api) {
             const char *word =
-                res.finish == SYN_FINISH_STOP ? llama_stopping_word(c->model, &c->req, &res) : NULL;
-            anthropic_stream_end(
-                &c->msg_stream, &c->sse,
-                anthropic_stop_reason(res.finish, syn_chat_stream_n_calls(c->reader) > 0, word),
-                word, res.n_prompt_tokens, res.n_tokens);
+                res->finish == SYN_FINISH_STOP ? llama_stopping_word(c->model, &c->req, res) : NULL;
+            anthropic_stream_end(&c->msg_stream, &c->sse,
+                                 anthropic_stop_reason(res->finish,
+                                                       syn_chat_stream_n_calls(c->ch[0].reader) > 0,
+                                                       word),
+                                 word, res->n_prompt_tokens, res->n_tokens);
             return;
         }
         if (c->req.responses) {
-            response_end(c, &res, NULL);
+            response_end(c, res, NULL);
             return;
         }
-        if (c->reader && c->logprobs && json_array_size(c->logprobs) > 0)
-            sse_delta(c, json_object()); /* the held-back text's logprobs */
-        /* A call cut off inside its arguments ends as OpenAI's does: finish_reason "length". */
-        const bool calls = c->reader && syn_chat_stream_n_calls(c->reader) > 0;
-        sse_chunk(c, "", 0, json_null(),
-                  calls && !syn_chat_stream_cut_call(c->reader) ? "tool_calls"
-                                                                : finish_reason(res.finish));
         if (c->req.include_usage) {
             json_t *u = response_head(c, c->req.kind == OA_CHAT ? "chat.completion.chunk"
                                                                 : "text_completion");
             if (u) {
                 json_object_set_new(u, "choices", json_array());
-                json_object_set_new(u, "usage", usage_json(&res));
+                json_object_set_new(u, "usage", usage_json(c));
             }
             sse_event(c, u);
         }
@@ -706,10 +817,18 @@ static void unlist_completion(completion *c) {
     pthread_mutex_unlock(&srv->completions_lock);
 }
 
+/* Cancels c's submitted choices that have not finished: on the connection's thread, the one that
+ * submits them, or under srv->completions_lock. */
+static void cancel_choices(completion *c) {
+    for (int i = 0; i < c->n_submitted; i++)
+        if (c->ch[i].handle && !syn_request_is_done(c->ch[i].handle))
+            syn_request_cancel(c->ch[i].handle);
+}
+
 void completions_cancel_all(server *srv) {
     pthread_mutex_lock(&srv->completions_lock);
     for (completion *c = srv->completions; c; c = c->next)
-        if (!syn_request_is_done(c->handle)) syn_request_cancel(c->handle);
+        cancel_choices(c);
     pthread_mutex_unlock(&srv->completions_lock);
 }
 
@@ -731,17 +850,20 @@ json_t *completions_running(server *srv, const served_model *m, bool with_prompt
         oldest = oldest->next;
     for (completion *c = oldest; list && c; c = c->prev) { /* in submission order */
         if (c->model != m) continue;
-        pthread_mutex_lock(&c->mu);
-        const bool finished = c->finished;
-        const json_int_t n_decoded = (json_int_t)c->n_generated;
-        pthread_mutex_unlock(&c->mu);
-        if (finished) continue;
-        json_t *e = json_pack(
-            "{s:s, s:o, s:{s:b, s:I, s:I}}", "id_task", c->id, "params", llama_params_json(&c->req),
-            "next_token", "has_next_token", true, "n_decoded", n_decoded, "n_remain",
-            c->req.max_tokens > 0 ? (json_int_t)c->req.max_tokens - n_decoded : (json_int_t)-1);
-        if (e && with_prompts) json_object_set_new(e, "prompt", prompt_json(c));
-        json_array_append_new(list, e);
+        for (int i = 0; i < c->n_submitted; i++) { /* each choice is a request of its own */
+            pthread_mutex_lock(&c->mu);
+            const bool finished = c->ch[i].finished;
+            const json_int_t n_decoded = (json_int_t)c->ch[i].n_generated;
+            pthread_mutex_unlock(&c->mu);
+            if (finished) continue;
+            json_t *e = json_pack("{s:s, s:o, s:{s:b, s:I, s:I}}", "id_task", c->id, "params",
+                                  llama_params_json(&c->req), "next_token", "has_next_token", true,
+                                  "n_decoded", n_decoded, "n_remain",
+                                  c->req.max_tokens > 0 ? (json_int_t)c->req.max_tokens - n_decoded
+                                                        : (json_int_t)-1);
+            if (e && with_prompts) json_object_set_new(e, "prompt", prompt_json(c));
+            json_array_append_new(list, e);
+        }
     }
     pthread_mutex_unlock(&srv->completions_lock);
     return list;
@@ -750,25 +872,30 @@ json_t *completions_running(server *srv, const served_model *m, bool with_prompt
 static void completion_free(completion *c) {
     if (!c) return;
     unlist_completion(c);
-    if (c->handle) { /* the engine may call on_token(c) until the request has finished */
-        syn_request_result res;
-        if (!syn_request_is_done(c->handle)) {
-            /* libmicrohttpd gave up on the response (its client went away while the request ran)
-             * before stream_read saw it: a disconnect too, unless the stop ended the stream */
-            if (!c->cause_known && !c->ended && !atomic_load(&c->srv->stopping))
-                atomic_fetch_add(&c->srv->counters.cancelled, 1);
-            syn_request_cancel(c->handle);
+    bool counted = c->cause_known || c->ended || atomic_load(&c->srv->stopping);
+    for (int i = 0; i < c->req.n; i++) {
+        choice_state *ch = &c->ch[i];
+        if (ch->handle) { /* the engine may call on_token(ch) until the request has finished */
+            syn_request_result res;
+            if (!syn_request_is_done(ch->handle)) {
+                /* libmicrohttpd gave up on the response (its client went away while the request
+                 * ran) before stream_read saw it: a disconnect too, unless the stop ended it */
+                if (!counted) atomic_fetch_add(&c->srv->counters.cancelled, 1);
+                counted = true;
+                syn_request_cancel(ch->handle);
+            }
+            syn_request_wait(ch->handle, &res);
+            syn_request_free(ch->handle);
         }
-        syn_request_wait(c->handle, &res);
-        syn_request_free(c->handle);
+        syn_chat_stream_free(ch->reader);
+        json_decref(ch->logprobs);
+        free(ch->text.data);
     }
-    syn_chat_stream_free(c->reader);
+    free(c->constraint);
     json_decref(c->output);
     free(c->item_text.data);
     oa_request_free(&c->req);
     free(c->prompt);
-    json_decref(c->logprobs);
-    free(c->text.data);
     free(c->sse.data);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
@@ -788,7 +915,10 @@ static void wait_for_engine(completion *c) {
     }
     pthread_cond_timedwait(&c->cv, &c->mu, &until);
     /* A request that finished without a final event (cancelled while it was still queued). */
-    if (!c->finished && syn_request_is_done(c->handle)) c->finished = true;
+    for (int i = 0; i < c->n_submitted; i++)
+        if (!c->ch[i].finished && c->ch[i].handle && syn_request_is_done(c->ch[i].handle))
+            c->ch[i].finished = true;
+    submit_later_choices(c);
 }
 
 /* libmicrohttpd's content reader for a streamed response (the connection's thread). */
@@ -803,8 +933,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             pthread_mutex_unlock(&c->mu);
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
-        if (!http_client_alive(c->hr)) { /* gone: free the slot before the next step */
-            syn_request_cancel(c->handle);
+        if (!http_client_alive(c->hr)) { /* gone: free the slots before the next step */
+            cancel_choices(c);
             atomic_fetch_add(&c->srv->counters.cancelled, 1);
             c->cause_known = true;
             pthread_mutex_unlock(&c->mu);
@@ -823,12 +953,20 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) { completion_free(cls); }
 
+/* Whether every choice has finished (c->mu held). */
+static bool all_finished(const completion *c) {
+    if (c->n_submitted < c->req.n) return false;
+    for (int i = 0; i < c->req.n; i++)
+        if (!c->ch[i].finished) return false;
+    return true;
+}
+
 /* Non-streaming: waits for the end on the connection's thread, then sends the whole response. */
 static enum MHD_Result respond_whole(completion *c) {
     pthread_mutex_lock(&c->mu);
-    while (!c->finished) {
+    while (!all_finished(c)) {
         if (!http_client_alive(c->hr)) {
-            syn_request_cancel(c->handle);
+            cancel_choices(c);
             atomic_fetch_add(&c->srv->counters.cancelled, 1);
             c->cause_known = true;
             pthread_mutex_unlock(&c->mu);
@@ -837,48 +975,59 @@ static enum MHD_Result respond_whole(completion *c) {
         }
         wait_for_engine(c);
     }
+    const syn_request_result *res = NULL; /* a failed choice's, if any */
+    for (int i = 0; i < c->req.n; i++) {
+        close_choice(&c->ch[i]);
+        if (!res && failed(&c->ch[i].res)) res = &c->ch[i].res;
+    }
     pthread_mutex_unlock(&c->mu);
-    syn_request_result res;
-    syn_request_wait(c->handle, &res);
-    c->hr->completion_tokens = res.n_tokens;
-    c->hr->prompt_tokens = res.n_prompt_tokens;
+    c->hr->completion_tokens = completion_tokens(c);
+    c->hr->prompt_tokens = c->ch[0].res.n_prompt_tokens;
+    choice_state *first = &c->ch[0];
     enum MHD_Result r;
-    if (res.finish == SYN_FINISH_ERROR) {
+    if (res && res->finish == SYN_FINISH_ERROR) {
         r = http_send_error(c->hr, 500, "server_error", NULL, NULL, "generation failed: %s",
-                            res.error);
-    } else if (res.finish ==
-               SYN_FINISH_CANCELLED) { /* only the stop cancels it while its client waits */
+                            res->error);
+    } else if (res) { /* only the stop cancels it while its client waits */
         r = http_send_error(c->hr, 503, "server_error", NULL, "unavailable",
                             "cancelled: the server is shutting down");
     } else if (c->req.native) {
-        r = http_send_json(
-            c->hr, 200, llama_completion_json(c->model, &c->req, c->text.data, c->text.len, &res));
+        r = http_send_json(c->hr, 200,
+                           llama_completion_json(c->model, &c->req, first->text.data,
+                                                 first->text.len, &first->res));
     } else {
         json_t *body =
             response_head(c, c->req.kind == OA_CHAT ? "chat.completion" : "text_completion");
-        json_t *lp = c->logprobs ? choice_logprobs(c, c->logprobs, 0) : json_null();
-        c->logprobs = NULL;
-        json_t *choice =
-            choice_json(c, false, c->text.data, c->text.len, lp, finish_reason(res.finish));
-        if (body && choice) {
-            json_object_set_new(body, "choices", json_pack("[o]", choice));
-            json_object_set_new(body, "usage", usage_json(&res));
+        json_t *choices = json_array();
+        for (int i = 0; choices && i < c->req.n; i++) {
+            choice_state *ch = &c->ch[i];
+            json_t *lp = ch->logprobs ? choice_logprobs(c, ch->logprobs, 0) : json_null();
+            ch->logprobs = NULL;
+            json_array_append_new(choices, choice_json(ch, false, ch->text.data, ch->text.len, lp,
+                                                       finish_reason(ch->res.finish)));
+        }
+        if (body && choices) {
+            json_object_set_new(body, "choices", choices);
+            json_object_set_new(body, "usage", usage_json(c));
         } else {
-            json_decref(choice);
+            json_decref(choices);
         }
         if (c->req.responses) {
-            json_t *resp = responses_body(c, body, &res);
+            json_t *resp = responses_body(c, body, &first->res);
             json_decref(body);
             body = resp;
         } else if (c->req.messages_api) {
             const json_t *msg =
                 json_object_get(json_array_get(json_object_get(body, "choices"), 0), "message");
-            const char *word =
-                res.finish == SYN_FINISH_STOP ? llama_stopping_word(c->model, &c->req, &res) : NULL;
+            const syn_request_result *res1 = &first->res;
+            const char *word = res1->finish == SYN_FINISH_STOP
+                                   ? llama_stopping_word(c->model, &c->req, res1)
+                                   : NULL;
             json_t *resp = anthropic_message_json(
                 c->id, c->model->alias, msg,
-                anthropic_stop_reason(res.finish, json_object_get(msg, "tool_calls") != NULL, word),
-                word, res.n_prompt_tokens, res.n_tokens);
+                anthropic_stop_reason(res1->finish, json_object_get(msg, "tool_calls") != NULL,
+                                      word),
+                word, res1->n_prompt_tokens, res1->n_tokens);
             json_decref(body);
             body = resp;
         }
@@ -907,7 +1056,8 @@ static void make_id(char *out, size_t cap, const oa_request *req) {
 
 /* A streamed chat reply that may hold tool calls or reasoning, and every streamed /v1/responses
  * reply, is read as it comes (syn_chat_stream); other streams pass the text on as it is. */
-static syn_status start_reader(completion *c) {
+static syn_status start_reader(choice_state *ch) {
+    completion *c = ch->c;
     const char *tmpl = chat_template_of(c);
     const syn_tool_syntax syntax =
         c->req.tool_choice != OA_TOOLS_NONE ? syn_tool_syntax_detect(tmpl) : SYN_TOOLS_NONE;
@@ -921,7 +1071,7 @@ static syn_status start_reader(completion *c) {
     const bool forced =
         c->req.tool_choice == OA_TOOLS_REQUIRED || c->req.tool_choice == OA_TOOLS_NAMED;
     return syn_chat_stream_create(syntax, thinks, thinks && prompt_opens_think(c), forced,
-                                  c->req.tools, seed, on_chat_event, c, &c->reader);
+                                  c->req.tools, seed, on_chat_event, ch, &ch->reader);
 }
 
 /* The HTTP status and error of a failed syn_engine_submit. */
@@ -1013,9 +1163,20 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
         oa_request_free(&req);
         return r;
     }
+    const int64_t most = (int64_t)m->n_parallel + srv->opts.max_queue; /* each choice a request */
+    if (req.n > most) {
+        const int32_t n = req.n;
+        models_release(srv, m);
+        oa_request_free(&req);
+        return http_send_error(hr, 400, "invalid_request_error", "n", NULL,
+                               "'n' is %d; this model takes at most %lld requests at once "
+                               "(--parallel + --max-queue)",
+                               n, (long long)most);
+    }
     syn_engine_stats stats;
     syn_engine_get_stats(m->engine, &stats);
-    if (stats.n_active + stats.n_queued >= (uint32_t)m->n_parallel + srv->opts.max_queue) {
+    if (stats.n_active + stats.n_queued + (uint32_t)req.n >
+        (uint32_t)m->n_parallel + srv->opts.max_queue) {
         models_release(srv, m);
         oa_request_free(&req);
         return http_send_error(hr, 503, "server_error", NULL, "queue_full",
@@ -1041,7 +1202,11 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     make_id(c->id, sizeof c->id, &req);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    if (req.top_logprobs >= 0) c->logprobs = json_array();
+    for (int i = 0; i < req.n; i++) {
+        c->ch[i].c = c;
+        c->ch[i].index = i;
+        if (req.top_logprobs >= 0) c->ch[i].logprobs = json_array();
+    }
     c->item = -1;
     if (req.template_messages) {
         /* Rendered here, not by the engine, so that the stream reader sees the prompt's end. */
@@ -1059,9 +1224,11 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
             c->n_input_tokens = n;
         free(ids);
     }
-    if (req.stream && req.kind == OA_CHAT && start_reader(c) != SYN_OK) {
-        completion_free(c);
-        return http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory");
+    for (int i = 0; req.stream && req.kind == OA_CHAT && i < req.n; i++) {
+        if (start_reader(&c->ch[i]) != SYN_OK) {
+            completion_free(c);
+            return http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory");
+        }
     }
 
     syn_request_params p = syn_request_default_params();
@@ -1078,11 +1245,9 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     p.stop_strings = req.stop;
     p.n_stop_strings = req.n_stop;
     p.on_token = on_token;
-    p.user_data = c;
     p.logit_bias = req.logit_bias;
     p.n_logit_bias = req.n_logit_bias;
-    char *constraint = NULL; /* a grammar or schema text built here, freed once submitted */
-    syn_status st = output_constraint(c, &p, &constraint);
+    syn_status st = output_constraint(c, &p, &c->constraint);
     if (st != SYN_OK) {
         enum MHD_Result r =
             http_send_error(hr, 400, "invalid_request_error",
@@ -1091,14 +1256,16 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
         completion_free(c);
         return r;
     }
-    st = syn_engine_submit(m->engine, &p, &c->handle);
-    free(constraint);
+    c->params = p;
+    p.user_data = &c->ch[0];
+    st = syn_engine_submit(m->engine, &p, &c->ch[0].handle);
     if (st != SYN_OK) {
         enum MHD_Result r = submit_error(hr, &c->req, st);
         completion_free(c);
         return r;
     }
-    if (!list_completion(c)) syn_request_cancel(c->handle); /* the stop began meanwhile */
+    c->n_submitted = 1;
+    if (!list_completion(c)) syn_request_cancel(c->ch[0].handle); /* the stop began meanwhile */
     if (!req.stream) return respond_whole(c);
 
     struct MHD_Response *resp =

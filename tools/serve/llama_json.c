@@ -22,12 +22,14 @@ json_t *llama_params_json(const oa_request *req) {
     for (size_t i = 0; req && stop && i < req->n_stop; i++)
         json_array_append_new(stop, json_string(req->stop[i]));
     return json_pack(
-        "{s:I, s:o, s:i, s:o, s:o, s:o, s:i, s:I, s:o, s:b, s:s}", "n_predict",
+        "{s:I, s:o, s:i, s:o, s:o, s:o, s:i, s:o, s:o, s:I, s:o, s:b, s:s}", "n_predict",
         req && req->max_tokens > 0 ? (json_int_t)req->max_tokens : (json_int_t)-1, "temperature",
         param_number(s.temperature), "top_k", s.top_k, "top_p", param_number(s.top_p), "min_p",
         param_number(s.min_p), "repeat_penalty", param_number(s.repeat_penalty), "repeat_last_n",
-        s.repeat_last_n, "seed", req && req->has_seed ? (json_int_t)s.seed : (json_int_t)-1, "stop",
-        stop, "stream", req && req->stream, "grammar", req && req->grammar ? req->grammar : "");
+        s.repeat_last_n, "frequency_penalty", param_number(s.frequency_penalty), "presence_penalty",
+        param_number(s.presence_penalty), "seed",
+        req && req->has_seed ? (json_int_t)s.seed : (json_int_t)-1, "stop", stop, "stream",
+        req && req->stream, "grammar", req && req->grammar ? req->grammar : "");
 }
 
 json_t *llama_stream_chunk(const char *content, size_t len) {

@@ -469,16 +469,9 @@ static int parse_sampling(oa_request *r, oa_error *err) {
     s->top_k = (int32_t)top_k;
     if (s->top_p == 0) return BAD("top_p", "'top_p' must be above 0");
     if (s->repeat_penalty == 0) return BAD("repeat_penalty", "'repeat_penalty' must be above 0");
-    for (int i = 0; i < 2; i++) {
-        const char *key = i ? "presence_penalty" : "frequency_penalty";
-        double pen = 0;
-        if (get_number(r->root, key, -2, 2, &pen, err) != 0) return -1;
-        if (pen != 0)
-            return BAD(key,
-                       "'%s' is not supported (only 0); use 'repeat_penalty' (a factor > 1, as "
-                       "llama.cpp's) to discourage repetition",
-                       key);
-    }
+    if (get_float(r->root, "frequency_penalty", -2, 2, &s->frequency_penalty, err) != 0 ||
+        get_float(r->root, "presence_penalty", -2, 2, &s->presence_penalty, err) != 0)
+        return -1;
     json_t *seed = member(r->root, "seed");
     if (seed) {
         if (!json_is_integer(seed))
@@ -738,7 +731,14 @@ static int parse_fields(oa_request *r, oa_error *err) {
         get_string(r->root, "user", &r->user, err) != 0 ||
         get_int(r->root, "n", INT32_MIN, INT32_MAX, &n, err) != 0)
         return -1;
-    if (n != 1) return BAD("n", "'n' is %lld; only one choice per request (n = 1) is supported", n);
+    if (n < 1 || n > OA_MAX_N)
+        return BAD("n", "'n' is %lld; it must be 1..%d (choices per request)", n, OA_MAX_N);
+    if (n > 1 && (r->responses || r->native || r->messages_api))
+        return BAD("n", "'n' is %lld; %s answers one choice per request (n = 1)", n,
+                   r->responses ? "/v1/responses"
+                   : r->native  ? "/completion"
+                                : "/v1/messages");
+    r->n = (int32_t)n;
     r->max_tokens = (int32_t)max_tokens;
     json_t *opts = member(r->root, "stream_options");
     if (!opts) return 0;
@@ -755,7 +755,7 @@ static int parse_fields(oa_request *r, oa_error *err) {
 
 int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out, oa_error *err) {
     oa_request r = {
-        .kind = kind, .max_tokens = -1, .top_logprobs = -1, .parallel_tool_calls = true};
+        .kind = kind, .max_tokens = -1, .top_logprobs = -1, .parallel_tool_calls = true, .n = 1};
     r.sampling = syn_sampler_default_params();
     json_error_t jerr;
     r.root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);

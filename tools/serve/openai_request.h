@@ -20,7 +20,8 @@
 enum {
     OA_MAX_STOP = 4,          /* OpenAI's limit on stop strings */
     OA_MAX_TOP_LOGPROBS = 20, /* alternatives per token */
-    OA_MAX_STOP_BYTES = 256   /* one stop string's length */
+    OA_MAX_STOP_BYTES = 256,  /* one stop string's length */
+    OA_MAX_N = 8              /* choices per request ("n") */
 };
 
 /* OA_RESPONSES (POST /v1/responses) is parsed into the chat fields: kind becomes OA_CHAT with
@@ -77,6 +78,7 @@ typedef struct oa_request {
     int32_t *prompt_tokens; /* [n_prompt_tokens] */
     size_t n_prompt_tokens;
 
+    int32_t n;                   /* choices, 1..OA_MAX_N (1 for responses, native, messages) */
     int32_t max_tokens;          /* -1: not given (generate to the end of the context) */
     syn_sampler_params sampling; /* the library's defaults where a field is absent */
     bool has_seed;               /* "seed" was given (else the server draws one) */
