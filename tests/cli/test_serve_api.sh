@@ -503,6 +503,22 @@ curl -sN -o /dev/null -D "$tmp/headers" -H 'Origin: https://c.example' -H 'Autho
 check "... a streamed response to a listed origin echoes it" has_header 'Access-Control-Allow-Origin: https://c.example'
 stop_server "$pid"
 
+# n choices on models whose engine keeps no prefix cache (sliding-window gemma3, recurrent
+# qwen35): every choice computes the prompt itself, and greedy choices all equal the n = 1 reply.
+for model in gemma3 qwen35; do
+    start_server "$model" -m "tests/data/arch2/$model-s5-q8_0.gguf" --alias "$model" --parallel 3 -t 2 -c 256
+    api POST /v1/completions '{"prompt": "Once upon a time there lived a king", "max_tokens": 6, "temperature": 0}'
+    one=$(jq -c '.choices[0].text' "$tmp/body")
+    computed0=$(curl -s "http://127.0.0.1:$port/metrics" | sed -n "s/^synapse_prompt_tokens_total{model=\"$model\"} //p")
+    api POST /v1/completions '{"prompt": "Once upon a time there lived a king", "max_tokens": 6, "temperature": 0, "n": 3}'
+    expect_status 200 "$model, no prefix cache: n = 3"
+    computed=$(($(curl -s "http://127.0.0.1:$port/metrics" | sed -n "s/^synapse_prompt_tokens_total{model=\"$model\"} //p") - computed0))
+    check "... three choices, each the n = 1 greedy text, the prompt computed per choice ($computed tokens)" jqe \
+        --argjson one "$one" --argjson computed "$computed" \
+        '[.choices[].text] == [$one, $one, $one] and .usage.completion_tokens == 18 and $computed == 3 * .usage.prompt_tokens' "$tmp/body"
+    stop_server "$pid"
+done
+
 # Usage errors.
 expect_exit 2 "serve without -m" "$SYNAPSE" serve
 expect_exit 2 "serve --port 70000" "$SYNAPSE" serve -m "$TINY_Q8" --port 70000
