@@ -134,7 +134,9 @@ static int teardown(void **state) {
 }
 
 /* The oracle: one request through a plain syn_context, as `synapse run` does it (prompt in one
- * decode, then one token at a time; history = prompt + generated; EOG masked with ignore_eos). */
+ * decode, then one token at a time; history = prompt + generated, each generated token accepted
+ * into the sampler's record for the frequency and presence penalties; EOG masked with
+ * ignore_eos). */
 static void reference(const fixture *f, const job *j, syn_kv_type kv, trace *out) {
     memset(out, 0, sizeof *out);
     syn_context_params cp = syn_context_default_params();
@@ -165,6 +167,7 @@ static void reference(const fixture *f, const job *j, syn_kv_type kv, trace *out
         assert_int_equal(syn_sampler_sample(sampler, logits, f->n_vocab, history, n_hist, &id),
                          SYN_OK);
         if (!j->ignore_eos && syn_tokenizer_is_eog(f->tok, id)) break;
+        assert_int_equal(syn_sampler_accept(sampler, id), SYN_OK);
         out->tokens[out->n] = id;
         out->hashes[out->n++] = h;
         history[n_hist++] = id;
@@ -199,7 +202,8 @@ static void assert_prefix_run(const trace *want, const trace *got, const char *w
     }
 }
 
-/* Sixteen ragged requests: prompt lengths 1..~80 (around block edges too), greedy and seeded. */
+/* Sixteen ragged requests: prompt lengths 1..~80 (around block edges too), greedy and seeded,
+ * some with OpenAI's frequency and presence penalties (whose counts a preempted request keeps). */
 static void make_jobs(const fixture *f, job *jobs, size_t n, size_t offset) {
     static const size_t lens[MAX_JOBS] = {1,  16, 17, 33, 5,  48, 70, 2,
                                           31, 32, 9,  64, 80, 3,  15, 47};
@@ -211,9 +215,12 @@ static void make_jobs(const fixture *f, job *jobs, size_t n, size_t offset) {
         j->sampling = syn_sampler_default_params();
         if (k % 2 == 0) {
             j->sampling.temperature = 0.0f;
+            j->sampling.frequency_penalty = k % 4 == 2 ? 1.5f : 0.0f;
         } else {
             j->sampling.seed = 1000 + k;
             j->sampling.repeat_penalty = k % 4 == 1 ? 1.1f : 1.0f;
+            j->sampling.presence_penalty = k % 4 == 3 ? 0.8f : 0.0f;
+            j->sampling.frequency_penalty = k % 4 == 3 ? -0.4f : 0.0f;
         }
         j->ignore_eos = k % 3 != 0;
     }

@@ -6,8 +6,8 @@
  *   http.c          libmicrohttpd glue: one thread per connection, body limits, API key, routing,
  *                   the one log line per request, JSON and error responses
  *   cors.c          which origins' browser pages may call the API; CORS headers and preflights
- *   completions.c   /v1/chat/completions and /v1/completions: engine requests, SSE streaming,
- *                   logprobs, the response objects
+ *   completions.c   /v1/chat/completions and /v1/completions: engine requests (one per choice
+ *                   of n), SSE streaming, logprobs, the response objects
  *   endpoints.c     /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page,
  *                   /v1/messages/count_tokens
  *   embeddings.c    /v1/embeddings: one engine embedding request per input, floats or base64
@@ -22,7 +22,7 @@
  *
  * Threading: libmicrohttpd runs each connection on its own thread, and a handler may block there
  * (a streaming response waits for the engine's next token). The engine's scheduler thread calls
- * the token callbacks, which only append to a per-request buffer under its mutex.
+ * the token callbacks, which only append to a per-choice buffer under its request's mutex.
  */
 #ifndef SYNAPSE_SERVE_SERVER_H
 #define SYNAPSE_SERVE_SERVER_H
