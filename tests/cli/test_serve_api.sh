@@ -85,6 +85,11 @@ check "stop: finish_reason stop" jqe '.choices[0].finish_reason == "stop"' "$tmp
 curl -sN -H 'Content-Type: application/json' -d "$(jq -c '. + {stream: true}' <<<"$sreq")" \
     "http://127.0.0.1:$port/v1/completions" >"$tmp/stream"
 check "stop, streamed: the same text, no part of the stop string" test "$(stream_text "$tmp/stream")" = "$prefix"
+curl -sN -H 'Content-Type: application/json' -d "$(jq -c '. + {stream: true, n: 3}' <<<"$sreq")" \
+    "http://127.0.0.1:$port/v1/completions" | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' | jq -s . >"$tmp/stream.json"
+check "stop, streamed, n = 3: each choice's text ends before the stop string, finish_reason stop" jqe --arg p "$prefix" \
+    '[.[].choices[]] | group_by(.index) | length == 3 and all(.[]; ([.[].text] | join("")) == $p
+    and ([.[].finish_reason // empty] == ["stop"]))' "$tmp/stream.json"
 
 # Logprobs: one entry per token, top alternatives sorted, greedy picks the first.
 api POST /v1/chat/completions "$(jq -c '. + {logprobs: true, top_logprobs: 3, max_tokens: 5}' <<<"$body")"

@@ -23,7 +23,9 @@ enum { CLIENT_CHECK_MS = 20 };
 
 typedef struct completion completion;
 
-/* One choice: its engine request and what it produced (the fields below handle under c->mu). */
+/* One choice: its engine request and what it produced. text, logprobs, finished and n_generated
+ * are shared with the engine's callback under c->mu; the rest belongs to the connection's thread
+ * (handle is also read by completions_cancel_all, under srv->completions_lock). */
 typedef struct choice_state {
     completion *c;
     int index;
@@ -737,7 +739,7 @@ static void stream_pending(completion *c) {
             break;
         }
     c->hr->completion_tokens = completion_tokens(c);
-    c->hr->prompt_tokens = res->n_prompt_tokens;
+    c->hr->prompt_tokens = c->ch[0].res.n_prompt_tokens;
     c->ended = true;
     if (failed(res)) {
         oa_error err;
@@ -1242,7 +1244,7 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
             p.sampling.seed = (uint64_t)(syn_now_ms() * 1000);
     }
     p.max_tokens = req.max_tokens > 0 ? req.max_tokens : 0; /* 0: to the end of the context */
-    p.stop_strings = req.stop;
+    p.stop_strings = c->req.stop; /* in c: later choices are submitted after this returns */
     p.n_stop_strings = req.n_stop;
     p.on_token = on_token;
     p.logit_bias = req.logit_bias;
