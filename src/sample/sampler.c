@@ -167,7 +167,7 @@ static void select_top(candidate *c, int32_t n, int32_t k) {
     }
 }
 
-/* Without a repetition penalty, a top-k this small is found in one pass over the logits in place:
+/* Without a penalty, a top-k this small is found in one pass over the logits in place:
  * a min-heap of the k best so far (in cmp_candidate order, the worst at the root) rejects almost
  * every logit with one comparison, instead of copying all logits into candidates (12 bytes each)
  * for a quickselect. The same k candidates, so the same draws. */

@@ -1,6 +1,7 @@
 /* test_api_arguments.c: every function of synapse.h given a NULL handle or a NULL output pointer
  * returns SYN_ERR_INVALID_ARGUMENT (functions returning a status), a neutral value (getters) or
  * does nothing (void functions): never a crash. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -141,6 +142,8 @@ static void test_context_and_sampler(void **state) {
     assert_invalid(syn_sampler_sample(h->sampler, NULL, 2, NULL, 0, &token));
     assert_invalid(syn_sampler_sample(h->sampler, logits, 2, NULL, 1, &token));
     assert_invalid(syn_sampler_sample(h->sampler, logits, 2, NULL, 0, NULL));
+    assert_invalid(syn_sampler_accept(NULL, 0));
+    assert_invalid(syn_sampler_accept(h->sampler, -1));
 }
 
 static void test_engine_and_requests(void **state) {
@@ -172,6 +175,10 @@ static void test_engine_and_requests(void **state) {
     assert_invalid(syn_engine_run(NULL, &rp, 1, &r, NULL));
     assert_invalid(syn_engine_run(h->engine, NULL, 1, &r, NULL));
     assert_invalid(syn_engine_run(h->engine, &rp, 1, NULL, NULL));
+    rp.sampling.frequency_penalty = NAN; /* refused at submission, by the request's sampler */
+    assert_invalid(syn_engine_submit(h->engine, &rp, &r));
+    assert_non_null(strstr(syn_last_error(), "frequency penalty"));
+    rp.sampling.frequency_penalty = 0.0f;
 
     assert_int_equal(syn_engine_submit(h->engine, &rp, &r), SYN_OK);
     assert_invalid(syn_request_wait(r, NULL));
