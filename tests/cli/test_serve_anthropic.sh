@@ -50,6 +50,8 @@ msg "a last assistant turn (prefill): 400" 400 '{"max_tokens": 4, "messages": [{
 msg "tool_choice naming an absent tool: 400" 400 "{\"max_tokens\": 4, $user, \"tools\": [{\"name\": \"f\", \"input_schema\": {\"type\": \"object\"}}], \"tool_choice\": {\"type\": \"tool\", \"name\": \"g\"}}"
 msg "a server tool: 400" 400 "{\"max_tokens\": 4, $user, \"tools\": [{\"type\": \"web_search_20250305\", \"name\": \"web_search\"}]}"
 msg "temperature above 1: 400" 400 "{\"max_tokens\": 4, $user, \"temperature\": 1.5}"
+msg "n (no Messages field) is ignored: one message" 200 "{\"max_tokens\": 4, $user, \"n\": 3}"
+check "... of the Messages shape, 4 tokens" jqe '.type == "message" and .usage.output_tokens == 4' "$tmp/body"
 msg "malformed JSON: 400" 400 '{"max_tokens": 4,'
 msg "count_tokens without max_tokens: 200" 200 "{$user}" /v1/messages/count_tokens
 check "count_tokens: input_tokens" jqe '.input_tokens > 0' "$tmp/body"

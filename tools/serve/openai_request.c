@@ -733,11 +733,9 @@ static int parse_fields(oa_request *r, oa_error *err) {
         return -1;
     if (n < 1 || n > OA_MAX_N)
         return BAD("n", "'n' is %lld; it must be 1..%d (choices per request)", n, OA_MAX_N);
-    if (n > 1 && (r->responses || r->native || r->messages_api))
+    if (n > 1 && (r->responses || r->native)) /* (an Anthropic body's "n" is not carried over) */
         return BAD("n", "'n' is %lld; %s answers one choice per request (n = 1)", n,
-                   r->responses ? "/v1/responses"
-                   : r->native  ? "/completion"
-                                : "/v1/messages");
+                   r->responses ? "/v1/responses" : "/completion");
     r->n = (int32_t)n;
     r->max_tokens = (int32_t)max_tokens;
     json_t *opts = member(r->root, "stream_options");

@@ -78,7 +78,7 @@ typedef struct oa_request {
     int32_t *prompt_tokens; /* [n_prompt_tokens] */
     size_t n_prompt_tokens;
 
-    int32_t n;                   /* choices, 1..OA_MAX_N (1 for responses, native, messages) */
+    int32_t n;                   /* choices, 1..OA_MAX_N (1 for responses, native, messages_api) */
     int32_t max_tokens;          /* -1: not given (generate to the end of the context) */
     syn_sampler_params sampling; /* the library's defaults where a field is absent */
     bool has_seed;               /* "seed" was given (else the server draws one) */
