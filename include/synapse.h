@@ -582,7 +582,9 @@ typedef struct syn_request_params {
     const char *tools_json;          /* for messages_json: NULL or a JSON array of tools */
     const char *chat_variables_json; /* for messages_json: NULL or a JSON object */
     const char *chat_template;       /* Jinja source; NULL: the model's tokenizer.chat_template */
-    syn_sampler_params sampling;     /* the request's own sampler and seed */
+    syn_sampler_params sampling;     /* the request's own sampler and seed; the engine records
+                                      * each token it samples (syn_sampler_accept), so the
+                                      * frequency and presence penalties count its output */
     int32_t max_tokens; /* tokens to generate, >= 1; prompt + max_tokens <= n_ctx. 0: until the
                          * context is full (or, alone, the KV budget). Default 128 */
     bool ignore_eos;    /* never stop at end-of-generation (such tokens are masked out) */
