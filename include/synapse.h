@@ -173,6 +173,31 @@ SYN_API int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok);
 /* The beginning- and end-of-sequence ids, -1 where the file names none. */
 SYN_API int32_t syn_tokenizer_bos(const syn_tokenizer *tok);
 SYN_API int32_t syn_tokenizer_eos(const syn_tokenizer *tok);
+/* Tokens with a role in a prompt format, as llama.cpp's llama_vocab_* accessors name them. */
+typedef enum syn_token_role {
+    SYN_TOKEN_BOS, /* tokenizer.ggml.bos_token_id (SentencePiece default: 1) */
+    SYN_TOKEN_EOS, /* tokenizer.ggml.eos_token_id (SentencePiece default: 2) */
+    SYN_TOKEN_EOT, /* end of turn: tokenizer.ggml.eot_token_id, else <|eot_id|>, <|im_end|>... */
+    SYN_TOKEN_EOM, /* end of message: tokenizer.ggml.eom_token_id, else <|eom_id|> */
+    SYN_TOKEN_PAD, /* tokenizer.ggml.padding_token_id */
+    SYN_TOKEN_FIM_PRE, /* fill in the middle: fim_pre_token_id, else <|fim_prefix|>, <PRE>, ... */
+    SYN_TOKEN_FIM_SUF, /* suffix: fim_suf_token_id, else <|fim_suffix|>, <SUF>, ... */
+    SYN_TOKEN_FIM_MID, /* middle: fim_mid_token_id, else <|fim_middle|>, <MID>, ... */
+    SYN_TOKEN_FIM_PAD, /* fim_pad_token_id, else <|fim_pad|>, ... */
+    SYN_TOKEN_FIM_REP, /* repository: fim_rep_token_id, else <|repo_name|>, <|fim_repo|>, ... */
+    SYN_TOKEN_FIM_SEP, /* file separator: fim_sep_token_id, else <|file_sep|> */
+    SYN_TOKEN_ROLE_COUNT
+} syn_token_role;
+
+/* The id of the token with role, -1 where the vocabulary has none (or for an unknown role). The
+ * tokenizer.ggml.*_token_id key decides where the file has it (an id past the vocabulary is
+ * refused at load); else, as llama.cpp, a token whose text is one of the role's known texts
+ * (the first of its list that the vocabulary has). */
+SYN_API int32_t syn_tokenizer_role(const syn_tokenizer *tok, syn_token_role role);
+/* The role's name as inspect shows it: "bos", "eos", "eot", "eom", "pad", "fim_pre", "fim_suf",
+ * "fim_mid", "fim_pad", "fim_rep", "fim_sep"; NULL for an unknown role. */
+SYN_API const char *syn_token_role_name(syn_token_role role);
+
 /* Whether a prompt made from text starts with BOS / ends with EOS (syn_tokenize's add_special):
  * tokenizer.ggml.add_bos_token / add_eos_token, or where a key is absent the pre-tokenizer's
  * default (as llama.cpp's: BOS for llama-bpe, none for qwen2; never EOS). */
@@ -204,6 +229,36 @@ SYN_API const char *syn_tokenizer_chat_template(const syn_tokenizer *tok);
 SYN_API syn_status syn_tokenize(const syn_tokenizer *tok, const char *text, size_t len,
                                 bool add_special, bool parse_special, int32_t *ids, size_t cap,
                                 size_t *n_ids);
+
+/* One more file given as context to a fill-in-the-middle prompt. */
+typedef struct syn_infill_chunk {
+    const char *filename; /* NULL: "tmp", as llama-server names an unnamed chunk */
+    const char *text;     /* NULL: empty */
+} syn_infill_chunk;
+
+/* A fill-in-the-middle request: the model writes what goes between prefix and suffix. */
+typedef struct syn_infill {
+    const char *prefix; /* the text before the gap (NULL: empty) */
+    const char *suffix; /* the text after it (NULL: empty) */
+    const char *prompt; /* text the middle starts with, special tokens parsed (NULL: none) */
+    const syn_infill_chunk *extra; /* [n_extra] other files of the project, before the prefix */
+    size_t n_extra;
+} syn_infill;
+
+/* The prompt of a fill-in-the-middle request in llama-server's layout (its /infill, the
+ * Qwen2.5-Coder repository format):
+ *   [FIM_REP] "myproject\n"                    where the vocabulary has FIM_REP
+ *   per chunk: [FIM_SEP] filename "\n" text    ("\n\n--- snippet ---\n\n" text without FIM_SEP)
+ *   [FIM_SEP] "filename\n"                     where the vocabulary has FIM_SEP
+ *   [BOS]                                      when syn_tokenizer_adds_bos
+ *   [FIM_PRE] prefix prompt [FIM_SUF] suffix [FIM_MID]
+ * Every text is tokenized on its own without special-token parsing, except the prompt. Nothing is
+ * cut: a prompt longer than the context is the caller's to refuse. Writes at most cap ids; *n_ids
+ * receives the full count. Errors: SYN_ERR_UNSUPPORTED when the vocabulary lacks FIM_PRE, FIM_SUF
+ * or FIM_MID (syn_tokenizer_role); SYN_ERR_BUFFER_TOO_SMALL (with *n_ids set);
+ * SYN_ERR_INVALID_ARGUMENT for invalid UTF-8 or NULL arguments; SYN_ERR_NO_MEMORY. */
+SYN_API syn_status syn_tokenize_infill(const syn_tokenizer *tok, const syn_infill *infill,
+                                       int32_t *ids, size_t cap, size_t *n_ids);
 
 /* Writes the bytes of token id (byte-level BPE decoded; may be part of a UTF-8 character) into buf.
  * *n_bytes receives the full length. Errors: SYN_ERR_INVALID_ARGUMENT, SYN_ERR_BUFFER_TOO_SMALL. */

@@ -497,18 +497,19 @@ static const char *const fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<f
 static const char *const fim_sep_texts[] = {"<|file_sep|>", NULL};
 
 static const struct token_role {
+    syn_token_role role;
     const char *key;
     const char *const *texts;
     bool eog;
 } token_roles[] = {
-    {"tokenizer.ggml.eot_token_id", eot_texts, true},
-    {"tokenizer.ggml.eom_token_id", eom_texts, true},
-    {"tokenizer.ggml.fim_pre_token_id", fim_pre_texts, false},
-    {"tokenizer.ggml.fim_suf_token_id", fim_suf_texts, false},
-    {"tokenizer.ggml.fim_mid_token_id", fim_mid_texts, false},
-    {"tokenizer.ggml.fim_pad_token_id", fim_pad_texts, true},
-    {"tokenizer.ggml.fim_rep_token_id", fim_rep_texts, true},
-    {"tokenizer.ggml.fim_sep_token_id", fim_sep_texts, true},
+    {SYN_TOKEN_EOT, "tokenizer.ggml.eot_token_id", eot_texts, true},
+    {SYN_TOKEN_EOM, "tokenizer.ggml.eom_token_id", eom_texts, true},
+    {SYN_TOKEN_FIM_PRE, "tokenizer.ggml.fim_pre_token_id", fim_pre_texts, false},
+    {SYN_TOKEN_FIM_SUF, "tokenizer.ggml.fim_suf_token_id", fim_suf_texts, false},
+    {SYN_TOKEN_FIM_MID, "tokenizer.ggml.fim_mid_token_id", fim_mid_texts, false},
+    {SYN_TOKEN_FIM_PAD, "tokenizer.ggml.fim_pad_token_id", fim_pad_texts, true},
+    {SYN_TOKEN_FIM_REP, "tokenizer.ggml.fim_rep_token_id", fim_rep_texts, true},
+    {SYN_TOKEN_FIM_SEP, "tokenizer.ggml.fim_sep_token_id", fim_sep_texts, true},
 };
 
 static bool token_is_one_of(const tok_entry *t, const char *const *texts) {
@@ -530,13 +531,15 @@ static tok_entry *token_named(syn_tokenizer *tok, const char *text) {
  * a model named Phi-3 drops whitespace after its special tokens but <unk>, <s> and
  * <|endoftext|> (Hugging Face's rstrip on those added tokens). */
 static syn_status apply_token_rules(syn_tokenizer *tok, const gguf_file *f) {
+    for (size_t r = 0; r < SYN_TOKEN_ROLE_COUNT; r++)
+        tok->role_ids[r] = -1;
     for (size_t r = 0; r < sizeof token_roles / sizeof token_roles[0]; r++) {
         const struct token_role *role = &token_roles[r];
+        int32_t *id = &tok->role_ids[role->role];
         if (gguf_find_kv(f, role->key)) {
-            int32_t id;
-            syn_status st = load_optional_id(tok, f, role->key, &id);
+            syn_status st = load_optional_id(tok, f, role->key, id);
             if (st != SYN_OK) return st;
-            tok->tokens[id].eog |= role->eog;
+            tok->tokens[*id].eog |= role->eog;
             continue;
         }
         for (int32_t i = 0; i < tok->n_tokens; i++) {
@@ -545,6 +548,10 @@ static syn_status apply_token_rules(syn_tokenizer *tok, const gguf_file *f) {
             t->attr |= TOK_ATTR_CONTROL;
             t->eog |= role->eog;
         }
+        /* llama.cpp takes whichever match its hash map yields first; here the first text of the
+         * list the vocabulary has (Qwen's EOT: <|im_end|>, not <|endoftext|>) */
+        for (const char *const *text = role->texts; *text && *id < 0; text++)
+            *id = tok_find_text(tok, *text, strlen(*text));
     }
     for (int32_t i = 0; i < tok->n_tokens; i++) {
         tok_entry *t = &tok->tokens[i];
@@ -737,6 +744,28 @@ int32_t syn_tokenizer_eog_ids(const syn_tokenizer *tok, const int32_t **ids) {
 }
 
 int32_t syn_tokenizer_n_vocab(const syn_tokenizer *tok) { return tok ? tok->n_vocab : 0; }
+
+int32_t syn_tokenizer_role(const syn_tokenizer *tok, syn_token_role role) {
+    if (!tok || (unsigned)role >= SYN_TOKEN_ROLE_COUNT) return -1;
+    switch (role) {
+    case SYN_TOKEN_BOS: return tok->bos;
+    case SYN_TOKEN_EOS: return tok->eos;
+    case SYN_TOKEN_PAD: return tok->pad;
+    default: return tok->role_ids[role];
+    }
+}
+
+const char *syn_token_role_name(syn_token_role role) {
+    static const char *const names[SYN_TOKEN_ROLE_COUNT] = {
+        [SYN_TOKEN_BOS] = "bos",         [SYN_TOKEN_EOS] = "eos",
+        [SYN_TOKEN_EOT] = "eot",         [SYN_TOKEN_EOM] = "eom",
+        [SYN_TOKEN_PAD] = "pad",         [SYN_TOKEN_FIM_PRE] = "fim_pre",
+        [SYN_TOKEN_FIM_SUF] = "fim_suf", [SYN_TOKEN_FIM_MID] = "fim_mid",
+        [SYN_TOKEN_FIM_PAD] = "fim_pad", [SYN_TOKEN_FIM_REP] = "fim_rep",
+        [SYN_TOKEN_FIM_SEP] = "fim_sep",
+    };
+    return (unsigned)role < SYN_TOKEN_ROLE_COUNT ? names[role] : NULL;
+}
 
 bool tokenizer_is_special(const syn_tokenizer *tok, int32_t id) {
     if (!tok || id < 0 || id >= tok->n_tokens) return false;

@@ -109,6 +109,8 @@ struct syn_tokenizer {
     int32_t n_eog;
 
     int32_t bos, eos, pad; /* -1: absent */
+    /* The other roles' ids (eot, eom, fill-in-the-middle), by syn_token_role; -1: absent. */
+    int32_t role_ids[SYN_TOKEN_ROLE_COUNT];
     /* What text becomes as a prompt (syn_tokenize's add_special): tokenizer.ggml.add_bos_token and
      * add_eos_token, or the pre-tokenizer's default where a key is absent. */
     bool add_bos, add_eos;

@@ -514,6 +514,7 @@ typedef struct tiny_spec {
     int64_t bos;          /* < 0: omitted */
     int add_bos, add_eos; /* tokenizer.ggml.add_{bos,eos}_token: < 0 omitted, else the bool */
     bool add_bos_as_u32;  /* write add_bos_token as a uint32 (a wrong type) */
+    int64_t fim[3];       /* tokenizer.ggml.fim_{pre,suf,mid}_token_id; < 0 omitted */
 } tiny_spec;
 
 /* ids 0..255: the bytes in order; then these. */
@@ -580,6 +581,12 @@ static syn_status load_tiny(const tiny_spec *spec, int32_t n_vocab_model, gguf_f
     if (spec->add_eos >= 0)
         assert_int_equal(gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", spec->add_eos),
                          SYN_OK);
+    static const char *const fim_keys[3] = {"tokenizer.ggml.fim_pre_token_id",
+                                            "tokenizer.ggml.fim_suf_token_id",
+                                            "tokenizer.ggml.fim_mid_token_id"};
+    for (int i = 0; i < 3; i++)
+        if (spec->fim[i] >= 0)
+            assert_int_equal(gguf_writer_set_u32(w, fim_keys[i], (uint32_t)spec->fim[i]), SYN_OK);
     write_and_open(w, f);
     return tokenizer_load(*f, n_vocab_model, tok);
 }
@@ -592,7 +599,8 @@ static tiny_spec tiny_default(void) {
                        .eos = -1,
                        .bos = -1,
                        .add_bos = -1,
-                       .add_eos = -1};
+                       .add_eos = -1,
+                       .fim = {-1, -1, -1}};
 }
 
 static void expect_ids(const syn_tokenizer *tok, const char *text, bool special,
@@ -975,6 +983,119 @@ static void test_tiny_spm(void **state) {
  * says (so </s> as user-defined is read as text without parse_special), gpt-oss's channel markup
  * is user-defined (matched always), and with <|return|> and <|call|> ending turns <|end|> does
  * not (o200k_harmony). */
+/* The fill-in-the-middle roles of the Qwen2.5 vocabulary, found by their texts (the file has no
+ * fim_* keys), and the end of turn by the first text of its list (<|im_end|> before
+ * <|endoftext|>). */
+static void test_fim_roles(void **state) {
+    (void)state;
+    static const struct {
+        syn_token_role role;
+        int32_t id;
+        const char *name;
+    } want[] = {
+        {SYN_TOKEN_BOS, QWEN_ENDOFTEXT, "bos"}, {SYN_TOKEN_EOS, QWEN_IM_END, "eos"},
+        {SYN_TOKEN_EOT, QWEN_IM_END, "eot"},    {SYN_TOKEN_EOM, -1, "eom"},
+        {SYN_TOKEN_FIM_PRE, 151659, "fim_pre"}, {SYN_TOKEN_FIM_SUF, 151661, "fim_suf"},
+        {SYN_TOKEN_FIM_MID, 151660, "fim_mid"}, {SYN_TOKEN_FIM_PAD, 151662, "fim_pad"},
+        {SYN_TOKEN_FIM_REP, 151663, "fim_rep"}, {SYN_TOKEN_FIM_SEP, 151664, "fim_sep"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        assert_int_equal(syn_tokenizer_role(qwen, want[i].role), want[i].id);
+        assert_string_equal(syn_token_role_name(want[i].role), want[i].name);
+    }
+    assert_int_equal(syn_tokenizer_role(qwen, SYN_TOKEN_ROLE_COUNT), -1);
+    assert_null(syn_token_role_name(SYN_TOKEN_ROLE_COUNT));
+    assert_int_equal(syn_tokenizer_role(NULL, SYN_TOKEN_FIM_PRE), -1);
+}
+
+/* llama-server's /infill layout over the Qwen2.5 vocabulary, ids written out by hand from the
+ * pieces' plain tokenizations: the repository line, each extra file under a file separator, the
+ * edited file's separator, then prefix + prompt (special tokens parsed), suffix, middle. */
+static void test_infill_layout(void **state) {
+    (void)state;
+    enum { PRE = 151659, SUF = 151661, MID = 151660, REP = 151663, SEP = 151664 };
+    const syn_infill_chunk extra[] = {{"x.py", "c = 1"}};
+    const syn_infill in = {.prefix = "def f():",
+                           .suffix = "    return 1",
+                           .prompt = "<|im_start|>c = 1",
+                           .extra = extra,
+                           .n_extra = 1};
+    /* "myproject\n"; "x.py\n", "c = 1"; "filename\n"; "def f():", the prompt; "    return 1" */
+    static const int32_t want[] = {REP, 2408, 4987, 198,  SEP, 87,  7197, 198, 66,   284,
+                                   220, 16,   SEP,  8404, 198, PRE, 750,  282, 4555, QWEN_IM_START,
+                                   66,  284,  220,  16,   SUF, 262, 470,  220, 16,   MID};
+    const size_t n_want = sizeof want / sizeof want[0];
+    int32_t ids[64];
+    size_t n = 0;
+    assert_int_equal(syn_tokenize_infill(qwen, &in, ids, 64, &n), SYN_OK);
+    assert_ids(ids, n, want, n_want, "infill");
+
+    /* no extra files, no prompt: the repository line and the edited file's separator stay */
+    const syn_infill bare = {.prefix = "def f():", .suffix = "    return 1"};
+    static const int32_t want_bare[] = {REP, 2408, 4987, 198, SEP, 8404, 198, PRE, 750,
+                                        282, 4555, SUF,  262, 470, 220,  16,  MID};
+    assert_int_equal(syn_tokenize_infill(qwen, &bare, ids, 64, &n), SYN_OK);
+    assert_ids(ids, n, want_bare, sizeof want_bare / sizeof want_bare[0], "bare infill");
+
+    /* the size protocol of syn_tokenize */
+    n = 0;
+    assert_int_equal(syn_tokenize_infill(qwen, &in, ids, 3, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(n, n_want);
+    assert_int_equal(syn_tokenize_infill(qwen, &in, NULL, 0, &n), SYN_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(n, n_want);
+    assert_int_equal(syn_tokenize_infill(qwen, NULL, ids, 64, &n), SYN_ERR_INVALID_ARGUMENT);
+}
+
+/* The fim_* keys name the roles (here plain tokens, which no text rule would pick); without a
+ * file separator an extra file follows llama-server's snippet line; BOS, when the tokenizer adds
+ * one, goes after the extra context; a key past the vocabulary is refused; a vocabulary without
+ * the three FIM tokens cannot build the prompt. */
+static void test_infill_keys(void **state) {
+    (void)state;
+    tiny_spec spec = tiny_default();
+    spec.fim[0] = TINY_AB;
+    spec.fim[1] = TINY_BC;
+    spec.fim[2] = TINY_ABC;
+    spec.bos = 'Q';
+    spec.add_bos = 1;
+    gguf_file *f;
+    syn_tokenizer *tok;
+    assert_int_equal(load_tiny(&spec, TINY_COUNT, &f, &tok), SYN_OK);
+    assert_int_equal(syn_tokenizer_role(tok, SYN_TOKEN_FIM_PRE), TINY_AB);
+    assert_int_equal(syn_tokenizer_role(tok, SYN_TOKEN_FIM_SUF), TINY_BC);
+    assert_int_equal(syn_tokenizer_role(tok, SYN_TOKEN_FIM_MID), TINY_ABC);
+    assert_int_equal(syn_tokenizer_role(tok, SYN_TOKEN_FIM_SEP), -1);
+    const syn_infill_chunk extra[] = {{NULL, "z"}};
+    const syn_infill in = {.prefix = "x", .suffix = "y", .extra = extra, .n_extra = 1};
+    static const char snippet[] = "\n\n--- snippet ---\n\n";
+    int32_t want[64];
+    size_t n_want = 0;
+    for (size_t i = 0; i < sizeof snippet - 1; i++) /* ids 0..255 are the bytes */
+        want[n_want++] = (uint8_t)snippet[i];
+    const int32_t tail[] = {'z', 'Q', TINY_AB, 'x', TINY_BC, 'y', TINY_ABC};
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+        want[n_want++] = tail[i];
+    int32_t ids[64];
+    size_t n = 0;
+    assert_int_equal(syn_tokenize_infill(tok, &in, ids, 64, &n), SYN_OK);
+    assert_ids(ids, n, want, n_want, "infill by keys");
+    tokenizer_free(tok);
+    gguf_close(f);
+
+    spec.fim[1] = TINY_COUNT; /* one past the last token */
+    assert_int_equal(load_tiny(&spec, TINY_COUNT, &f, &tok), SYN_ERR_FORMAT);
+    assert_non_null(strstr(syn_last_error(), "tokenizer.ggml.fim_suf_token_id"));
+    gguf_close(f);
+
+    spec = tiny_default();
+    assert_int_equal(load_tiny(&spec, TINY_COUNT, &f, &tok), SYN_OK);
+    assert_int_equal(syn_tokenizer_role(tok, SYN_TOKEN_FIM_PRE), -1);
+    assert_int_equal(syn_tokenize_infill(tok, &in, ids, 64, &n), SYN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(syn_last_error(), "no fill-in-the-middle tokens"));
+    tokenizer_free(tok);
+    gguf_close(f);
+}
+
 static void test_special_token_rules(void **state) {
     (void)state;
     enum { CHANNEL = SPM_COUNT, RETURN, CALL, END_OF_TURN = SPM_COUNT };
@@ -1123,6 +1244,9 @@ int main(void) {
         cmocka_unit_test(test_tiny_spm),
         cmocka_unit_test(test_pretokenizers),
         cmocka_unit_test(test_special_token_rules),
+        cmocka_unit_test(test_fim_roles),
+        cmocka_unit_test(test_infill_layout),
+        cmocka_unit_test(test_infill_keys),
         cmocka_unit_test(test_prompt_policy),
         cmocka_unit_test(test_load_refusals),
         cmocka_unit_test(test_load_time),

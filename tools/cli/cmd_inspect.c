@@ -12,9 +12,14 @@
 const char usage_inspect[] =
     "synapse inspect -m MODEL [--json]\n"
     "  Loads and validates the model (a malformed or unsupported file is refused, exit 1), then\n"
-    "  prints its hyperparameters, every metadata key (arrays summarised as [type x count]) and\n"
-    "  the tensor table (name, type, shape, bytes). With --json: {\"file\", \"file_bytes\",\n"
-    "  \"gguf_version\", \"alignment\", \"hparams\": {...}, \"metadata\": {key: value or\n"
+    "  prints its hyperparameters, the ids of its special tokens (bos, eos, eot, eom, pad and the\n"
+    "  fill-in-the-middle fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep: from their\n"
+    "  tokenizer.ggml.*_token_id keys, else recognised by text), every metadata key (arrays\n"
+    "  summarised as [type x count]) and the tensor table (name, type, shape, bytes). With "
+    "--json:\n"
+    "  {\"file\", \"file_bytes\", \"gguf_version\", \"alignment\", \"hparams\": {...},\n"
+    "  \"special_tokens\": {role: id} (the roles the vocabulary has), \"metadata\": {key: value "
+    "or\n"
     "  {\"array\": type, \"count\": n}}, \"tensors\": [{\"name\", \"type\", \"shape\", \"bytes\", "
     "\"offset\"}],\n"
     "  \"type_mix\": [{\"type\", \"tensors\", \"bytes\"}]} (the file's tensor types, by count and "
@@ -134,6 +139,17 @@ static json_t *mix_json(const gguf_file *f) {
     return arr;
 }
 
+/* The ids of the roles the vocabulary has ({"bos": 151643, "fim_pre": 151659, ...}). */
+static json_t *roles_json(const syn_tokenizer *tok) {
+    json_t *roles = json_object();
+    for (int r = 0; roles && r < SYN_TOKEN_ROLE_COUNT; r++) {
+        const int32_t id = syn_tokenizer_role(tok, (syn_token_role)r);
+        if (id >= 0)
+            json_object_set_new(roles, syn_token_role_name((syn_token_role)r), json_integer(id));
+    }
+    return roles;
+}
+
 static int print_inspect_json(const char *path, const syn_model *model,
                               const syn_model_info *info) {
     const gguf_file *f = syn_model_gguf(model);
@@ -154,10 +170,11 @@ static int print_inspect_json(const char *path, const syn_model *model,
         json_decref(tensors);
         return fail_runtime("out of memory building the JSON output");
     }
-    return print_json(json_pack("{s:o, s:I, s:i, s:i, s:o, s:o, s:o, s:o}", "file", json_text(path),
-                                "file_bytes", (json_int_t)f->size, "gguf_version", (int)f->version,
-                                "alignment", (int)f->alignment, "hparams", hparams_json(info),
-                                "metadata", meta, "tensors", tensors, "type_mix", mix_json(f)));
+    return print_json(json_pack(
+        "{s:o, s:I, s:i, s:i, s:o, s:o, s:o, s:o, s:o}", "file", json_text(path), "file_bytes",
+        (json_int_t)f->size, "gguf_version", (int)f->version, "alignment", (int)f->alignment,
+        "hparams", hparams_json(info), "special_tokens", roles_json(syn_model_tokenizer(model)),
+        "metadata", meta, "tensors", tensors, "type_mix", mix_json(f)));
 }
 
 /* Writes at most max bytes of the file's text s[len] (then "..." if cut) so that none of it can
@@ -225,6 +242,19 @@ static int print_inspect_text(const char *path, const syn_model *model, const sy
         if (mix.count[t])
             printf(" %s %" PRIu64 " tensors %" PRIu64 " bytes;", ggml_type_name(t), mix.count[t],
                    mix.bytes[t]);
+    putchar('\n');
+    const syn_tokenizer *tok = syn_model_tokenizer(model);
+    fputs("  special tokens:", stdout);
+    for (int r = 0; r < SYN_TOKEN_ROLE_COUNT; r++) {
+        const int32_t id = syn_tokenizer_role(tok, (syn_token_role)r);
+        char text[256];
+        size_t n = 0;
+        if (id < 0) continue;
+        if (syn_tokenizer_token_bytes(tok, id, text, sizeof text, &n) != SYN_OK) n = 0;
+        printf(" %s %d '", syn_token_role_name((syn_token_role)r), id);
+        print_escaped(text, n, 64);
+        fputs("';", stdout);
+    }
     putchar('\n');
     printf("metadata (%" PRIu64 " keys):\n", f->n_kv);
     for (uint64_t i = 0; i < f->n_kv; i++) {
