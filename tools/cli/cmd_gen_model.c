@@ -23,7 +23,7 @@
 
 const char usage_gen_model[] =
     "synapse gen-model --preset NAME --seed S [--type TYPE] --tokenizer-from GGUF\n"
-    "                  [--add-bos-token true|false] [--pooling-type N] -o OUT\n"
+    "                  [--add-bos-token true|false] [--pooling-type N] [--fim-keys] -o OUT\n"
     "  Writes a random-weight model with the tensors, shapes, types and metadata layout of a real\n"
     "  one. Presets (all with tied embeddings unless said):\n"
     "    qwen2.5-0.5b  qwen2: 24 blocks, width 896, 14 heads, 2 KV heads, FFN 4864, vocab 151936,\n"
@@ -58,7 +58,11 @@ const char usage_gen_model[] =
     "  refused. --add-bos-token writes tokenizer.ggml.add_bos_token over the copied value (the\n"
     "  prompt policy: whether prompts start with BOS). --pooling-type N (0 none, 1 mean, 2 cls,\n"
     "  3 last, 4 rank) writes ARCH.pooling_type, as an embedding model carries it (a qwen3-0.6b\n"
-    "  with 3 has Qwen3-Embedding-0.6B's layout). The same seed gives the same file. OUT "
+    "  with 3 has Qwen3-Embedding-0.6B's layout). --fim-keys writes the fill-in-the-middle keys\n"
+    "  of a Qwen2.5-Coder file, tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id, with the\n"
+    "  ids of <|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>, <|fim_pad|>, <|repo_name|> and\n"
+    "  <|file_sep|> in the copied vocabulary (each must be there; the source's own fim keys are\n"
+    "  left out). The same seed gives the same file. OUT "
     "appears whole or not at all: the model is\n"
     "  written to a new hidden file beside it (.OUT.XXXXXXXX), synced, then renamed over it; an\n"
     "  OUT that exists as anything but a regular file (a symbolic link, FIFO, device or\n"
@@ -190,6 +194,7 @@ typedef struct gen_model_opts {
     const char *out;
     int add_bos_token; /* -1: copied from the tokenizer's file; 0 / 1: written as false / true */
     int pooling_type;  /* -1: no ARCH.pooling_type key; 0..4: written (llama.cpp's numbers) */
+    bool fim_keys;     /* write Qwen2.5-Coder's tokenizer.ggml.fim_* keys */
 } gen_model_opts;
 
 /* How a tensor's values are drawn. */
@@ -606,13 +611,46 @@ static syn_status write_padded_array(gguf_writer *w, const char *key, const gguf
     return st;
 }
 
+/* Qwen2.5-Coder's fill-in-the-middle keys and the token texts they name. */
+static const struct fim_key {
+    const char *key, *text;
+} fim_keys[] = {
+    {"tokenizer.ggml.fim_pre_token_id", "<|fim_prefix|>"},
+    {"tokenizer.ggml.fim_suf_token_id", "<|fim_suffix|>"},
+    {"tokenizer.ggml.fim_mid_token_id", "<|fim_middle|>"},
+    {"tokenizer.ggml.fim_pad_token_id", "<|fim_pad|>"},
+    {"tokenizer.ggml.fim_rep_token_id", "<|repo_name|>"},
+    {"tokenizer.ggml.fim_sep_token_id", "<|file_sep|>"},
+};
+
+/* Each fim_keys[] key with the id of its text in the source's tokens (the checked array). */
+static syn_status write_fim_keys(gguf_writer *w, const gguf_file *f) {
+    const gguf_kv *tokens = gguf_find_kv(f, "tokenizer.ggml.tokens");
+    syn_status st = SYN_OK;
+    for (size_t k = 0; st == SYN_OK && k < sizeof fim_keys / sizeof fim_keys[0]; k++) {
+        const uint8_t *cursor = tokens->value.arr.data;
+        const size_t len = strlen(fim_keys[k].text);
+        uint64_t id = 0;
+        for (; id < tokens->value.arr.count; id++) {
+            gguf_str s = gguf_array_next_str(&cursor);
+            if (s.len == len && memcmp(s.data, fim_keys[k].text, len) == 0) break;
+        }
+        st = id < tokens->value.arr.count
+                 ? gguf_writer_set_u32(w, fim_keys[k].key, (uint32_t)id)
+                 : syn_fail(SYN_ERR_UNSUPPORTED, "--fim-keys: the vocabulary has no token %s",
+                            fim_keys[k].text);
+    }
+    return st;
+}
+
 /* Every tokenizer.* key of the source, in its order. Its n_tokens, when fewer than n_vocab, are
  * padded as llama.cpp's converters pad a vocabulary smaller than the embedding: tokens "[PADi]"
  * of type UNUSED (and score -1000 where there are scores); check_tokenizer has checked the arrays
  * padded. The preset's pre-tokenizer name replaces the source's (or follows its keys where it has
  * none). */
 static syn_status write_tokenizer(gguf_writer *w, const gguf_file *f, uint64_t n_tokens,
-                                  uint64_t n_vocab, const char *pre, int add_bos_token) {
+                                  uint64_t n_vocab, const char *pre, int add_bos_token,
+                                  bool with_fim_keys) {
     const int32_t unused = TOKEN_TYPE_UNUSED;
     const float pad_score = -1000.0f;
     syn_status st = SYN_OK;
@@ -622,6 +660,9 @@ static syn_status write_tokenizer(gguf_writer *w, const gguf_file *f, uint64_t n
         if (!(kv->key.len > 10 && memcmp(kv->key.data, "tokenizer.", 10) == 0)) continue;
         const bool pad = n_tokens < n_vocab;
         if (add_bos_token >= 0 && gguf_str_eq(kv->key, "tokenizer.ggml.add_bos_token")) {
+            continue; /* written below */
+        } else if (with_fim_keys && kv->key.len > 19 &&
+                   memcmp(kv->key.data, "tokenizer.ggml.fim_", 19) == 0) {
             continue; /* written below */
         } else if (pre && gguf_str_eq(kv->key, "tokenizer.ggml.pre")) {
             st = gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
@@ -639,6 +680,7 @@ static syn_status write_tokenizer(gguf_writer *w, const gguf_file *f, uint64_t n
     if (st == SYN_OK && pre && !wrote_pre) st = gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
     if (st == SYN_OK && add_bos_token >= 0)
         st = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos_token == 1);
+    if (st == SYN_OK && with_fim_keys) st = write_fim_keys(w, f);
     return st;
 }
 
@@ -715,7 +757,7 @@ static syn_status write_metadata(gguf_writer *w, const gen_model_opts *o, const 
     /* general.file_type where llama.cpp's converter (F32) and quantizer (the rest) put it. */
     if (o->mix->type == GGML_TYPE_F32)
         SET(gguf_writer_set_u32(w, "general.file_type", o->mix->file_type));
-    SET(write_tokenizer(w, tok_file, n_tokens, n_vocab, p->pre, o->add_bos_token));
+    SET(write_tokenizer(w, tok_file, n_tokens, n_vocab, p->pre, o->add_bos_token, o->fim_keys));
     if (o->mix->type != GGML_TYPE_F32) {
         SET(gguf_writer_set_u32(w, "general.quantization_version", 2));
         SET(gguf_writer_set_u32(w, "general.file_type", o->mix->file_type));
@@ -882,6 +924,8 @@ static int parse_args(int argc, char **argv, gen_model_opts *o) {
                                   "got '%s'",
                                   v);
             o->pooling_type = v[0] - '0';
+        } else if (strcmp(arg, "--fim-keys") == 0) {
+            o->fim_keys = true;
         } else if (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) {
             if ((rc = args_value(&it, arg, &o->out)) != EXIT_OK) return rc;
         } else {
