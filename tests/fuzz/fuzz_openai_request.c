@@ -1,9 +1,8 @@
 /* fuzz_openai_request.c: libFuzzer target: any bytes as the body of a chat completion, a
- * completion, a /v1/responses, a llama-server /completion, an Anthropic /v1/messages,
+ * completion, a /v1/responses, a llama-server /completion and /infill, an Anthropic /v1/messages,
  * /v1/messages/count_tokens and a /v1/embeddings request (tools/serve/openai_request.c,
- * anthropic_request.c). A body is
- * either refused with a complete error or accepted with every field in range; both are checked
- * here. Built by `make fuzz`. */
+ * anthropic_request.c). A body is either refused with a complete error or accepted with every
+ * field in range; both are checked here. Built by `make fuzz`. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -30,6 +29,12 @@ static void check_accepted(const oa_request *r) {
             const json_t *content = json_object_get(m, "content");
             REQUIRE(json_is_string(content) || json_is_null(content));
         }
+    } else if (r->infill) {
+        /* the server tokenizes it: prefix and suffix are there, each extra file has its text */
+        REQUIRE(r->fim.prefix && r->fim.suffix && !r->prompt_tokens);
+        REQUIRE(r->fim.n_extra == 0 || r->fim.extra == r->fim_extra);
+        for (size_t i = 0; i < r->fim.n_extra; i++)
+            REQUIRE(r->fim.extra[i].text != NULL);
     } else {
         REQUIRE((r->prompt_text != NULL) != (r->prompt_tokens != NULL));
         for (size_t i = 0; i < r->n_prompt_tokens; i++)

@@ -1076,6 +1076,27 @@ static syn_status start_reader(choice_state *ch) {
                                   c->req.tools, seed, on_chat_event, ch, &ch->reader);
 }
 
+/* A fill-in-the-middle request's prompt: its tokens (syn_tokenize_infill) as the prompt ids,
+ * and their text, special tokens written out, as the prompt /slots and /infill's answer show. */
+static syn_status infill_prompt(completion *c) {
+    const syn_tokenizer *tok = c->model->tok;
+    size_t n = 0, len = 0;
+    syn_status st = syn_tokenize_infill(tok, &c->req.fim, NULL, 0, &n);
+    if (st != SYN_ERR_BUFFER_TOO_SMALL) return st; /* never empty: FIM_MID ends it */
+    int32_t *ids = malloc(n * sizeof *ids);
+    if (!ids) return syn_fail(SYN_ERR_NO_MEMORY, "out of memory");
+    c->req.prompt_tokens = ids; /* freed with the request */
+    st = syn_tokenize_infill(tok, &c->req.fim, ids, n, &c->req.n_prompt_tokens);
+    if (st != SYN_OK) return st;
+    st = syn_detokenize(tok, ids, n, NULL, 0, &len);
+    if (st != SYN_OK && st != SYN_ERR_BUFFER_TOO_SMALL) return st;
+    if (!(c->prompt = malloc(len + 1))) return syn_fail(SYN_ERR_NO_MEMORY, "out of memory");
+    st = syn_detokenize(tok, ids, n, c->prompt, len, &len);
+    c->prompt[st == SYN_OK ? len : 0] = '\0';
+    c->req.prompt_text = c->prompt;
+    return st;
+}
+
 /* The HTTP status and error of a failed syn_engine_submit. */
 static enum MHD_Result submit_error(http_request *hr, const oa_request *req, syn_status st) {
     /* the field a refused grammar, schema or bias came from */
@@ -1219,6 +1240,18 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
             return r;
         }
     }
+    if (req.infill) {
+        syn_status st = infill_prompt(c);
+        if (st != SYN_OK) {
+            enum MHD_Result r =
+                st == SYN_ERR_NO_MEMORY
+                    ? http_send_error(hr, 500, "server_error", NULL, NULL, "out of memory")
+                    : http_send_error(hr, 400, "invalid_request_error", NULL, NULL, "%s",
+                                      syn_last_error());
+            completion_free(c);
+            return r;
+        }
+    }
     if (req.stream && req.messages_api) { /* message_start tells the prompt's size */
         int32_t *ids = NULL;
         size_t n = 0;
@@ -1234,9 +1267,11 @@ enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     }
 
     syn_request_params p = syn_request_default_params();
-    p.prompt_text = req.template_messages ? c->prompt : req.prompt_text;
-    p.prompt_tokens = req.prompt_tokens;
-    p.n_prompt_tokens = req.n_prompt_tokens;
+    p.prompt_text = req.template_messages  ? c->prompt
+                    : c->req.prompt_tokens ? NULL
+                                           : req.prompt_text;
+    p.prompt_tokens = c->req.prompt_tokens;
+    p.n_prompt_tokens = c->req.n_prompt_tokens;
     p.sampling = req.sampling;
     if (!req.has_seed) { /* OpenAI: without a seed, every request samples differently */
         if (getrandom(&p.sampling.seed, sizeof p.sampling.seed, 0) !=

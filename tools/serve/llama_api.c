@@ -1,7 +1,7 @@
 /* llama_api.c: llama-server's own routes, for the clients and tools written against it: GET /props
  * (model, context, template), GET /slots (the running requests), POST /apply-template (the rendered
- * prompt) and POST /completion (its native completion shape, on completions.c's machinery; the
- * shapes themselves are in llama_json.c). */
+ * prompt), POST /completion (its native completion shape, on completions.c's machinery; the
+ * shapes themselves are in llama_json.c) and POST /infill (fill in the middle, the same way). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,3 +144,5 @@ enum MHD_Result handle_llama_apply_template(http_request *hr) {
 enum MHD_Result handle_llama_completion(http_request *hr) {
     return handle_completions(hr, OA_LLAMA_COMPLETION);
 }
+
+enum MHD_Result handle_llama_infill(http_request *hr) { return handle_completions(hr, OA_INFILL); }

@@ -365,7 +365,56 @@ static int parse_output_format(oa_request *r, oa_error *err) {
     return 0;
 }
 
+/* /infill's fields, checked as llama-server checks them: input_prefix and input_suffix strings,
+ * input_extra an array of {"filename"?, "text"} (the filename defaults later, to "tmp"), prompt
+ * an optional string. */
+static int parse_infill(oa_request *r, oa_error *err) {
+    static const char *const required[] = {"input_prefix", "input_suffix"};
+    const char **fields[] = {&r->fim.prefix, &r->fim.suffix};
+    for (size_t i = 0; i < 2; i++) {
+        if (!member(r->root, required[i])) return BAD(required[i], "'%s' is required", required[i]);
+        if (get_string(r->root, required[i], fields[i], err) != 0) return -1;
+    }
+    if (get_string(r->root, "prompt", &r->prompt_text, err) != 0) return -1;
+    r->fim.prompt = r->prompt_text;
+    json_t *extra = member(r->root, "input_extra");
+    if (!extra) return 0;
+    if (!json_is_array(extra))
+        return BAD("input_extra",
+                   "'input_extra' must be an array of {\"filename\": string, \"text\": string}");
+    const size_t n = json_array_size(extra);
+    r->fim_extra = calloc(n ? n : 1, sizeof *r->fim_extra);
+    if (!r->fim_extra) return NO_MEMORY();
+    size_t i;
+    json_t *chunk;
+    json_array_foreach(extra, i, chunk) {
+        char param[48];
+        snprintf(param, sizeof param, "input_extra[%zu]", i);
+        if (!json_is_object(chunk) || !json_is_string(json_object_get(chunk, "text")))
+            return BAD(param, "'%s' must be an object with a string 'text'", param);
+        if (get_string(chunk, "text", &r->fim_extra[i].text, err) != 0 ||
+            get_string(chunk, "filename", &r->fim_extra[i].filename, err) != 0)
+            return -1;
+    }
+    r->fim.extra = r->fim_extra;
+    r->fim.n_extra = n;
+    return 0;
+}
+
+/* /v1/completions' suffix (OpenAI's insert mode): the text prompt before the gap, the suffix
+ * after it. */
+static int parse_suffix(oa_request *r, oa_error *err) {
+    const char *suffix = NULL;
+    if (get_string(r->root, "suffix", &suffix, err) != 0 || !suffix) return 0;
+    if (!r->prompt_text) return BAD("suffix", "'suffix' needs 'prompt' as a text, not token ids");
+    r->infill = true;
+    r->fim.prefix = r->prompt_text;
+    r->fim.suffix = suffix;
+    return 0;
+}
+
 static int parse_prompt(oa_request *r, oa_error *err) {
+    if (r->infill) return parse_infill(r, err);
     json_t *prompt = member(r->root, "prompt");
     if (!prompt) return BAD("prompt", "'prompt' is required");
     if (json_is_string(prompt)) return get_string(r->root, "prompt", &r->prompt_text, err);
@@ -642,6 +691,7 @@ static int llama_to_completion(oa_request *r, oa_error *err) {
     json_t *root = r->root;
     if (!json_is_object(root))
         return BAD(NULL, "the body must be a JSON object, not %s", json_type_name(root));
+    r->infill = r->kind == OA_INFILL;
     json_t *n_predict = member(root, "n_predict");
     if (n_predict) {
         if (!json_is_integer(n_predict) ||
@@ -721,6 +771,7 @@ static int parse_fields(oa_request *r, oa_error *err) {
     long long n = 1, max_tokens = -1;
     if (get_string(r->root, "model", &r->model, err) != 0 ||
         (r->kind == OA_CHAT ? parse_messages(r, err) : parse_prompt(r, err)) != 0 ||
+        (r->kind == OA_COMPLETION && !r->native && parse_suffix(r, err) != 0) ||
         (r->kind == OA_CHAT && (parse_tools(r, err) != 0 || parse_tool_choice(r, err) != 0)) ||
         get_bool(r->root, "parallel_tool_calls", &r->parallel_tool_calls, err) != 0 ||
         parse_output_format(r, err) != 0 || parse_logit_bias(r, err) != 0 ||
@@ -770,7 +821,7 @@ int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out
         r.messages_api = true;
     } else if (kind == OA_RESPONSES) {
         rc = responses_to_chat(&r, err);
-    } else if (kind == OA_LLAMA_COMPLETION) {
+    } else if (kind == OA_LLAMA_COMPLETION || kind == OA_INFILL) {
         rc = llama_to_completion(&r, err);
     }
     if (rc != 0 || parse_fields(&r, err) != 0) {
@@ -787,6 +838,7 @@ void oa_request_free(oa_request *r) {
         free(r->owned[i]);
     free(r->owned);
     free(r->prompt_tokens);
+    free(r->fim_extra);
     free(r->logit_bias);
     json_decref(r->template_messages);
     json_decref(r->root);

@@ -27,14 +27,16 @@ enum {
 /* OA_RESPONSES (POST /v1/responses) is parsed into the chat fields: kind becomes OA_CHAT with
  * responses set. OA_LLAMA_COMPLETION (llama-server's POST /completion: n_predict, seed -1 for a
  * random one, logit_bias as [[id, bias]], json_schema) into the completion fields: kind becomes
- * OA_COMPLETION with native set. OA_MESSAGES and OA_MESSAGES_COUNT (Anthropic's POST /v1/messages
- * and /v1/messages/count_tokens, anthropic_request.c) into the chat fields: kind becomes OA_CHAT
- * with messages_api set. */
+ * OA_COMPLETION with native set. OA_INFILL (llama-server's POST /infill) likewise, with infill set
+ * and the fill-in-the-middle fields read instead of the prompt. OA_MESSAGES and OA_MESSAGES_COUNT
+ * (Anthropic's POST /v1/messages and /v1/messages/count_tokens, anthropic_request.c) into the chat
+ * fields: kind becomes OA_CHAT with messages_api set. */
 typedef enum oa_kind {
     OA_CHAT,
     OA_COMPLETION,
     OA_RESPONSES,
     OA_LLAMA_COMPLETION,
+    OA_INFILL,
     OA_MESSAGES,
     OA_MESSAGES_COUNT
 } oa_kind;
@@ -77,6 +79,13 @@ typedef struct oa_request {
     const char *prompt_text;
     int32_t *prompt_tokens; /* [n_prompt_tokens] */
     size_t n_prompt_tokens;
+
+    /* Fill in the middle (infill set): /infill's input_prefix, input_suffix, input_extra and
+     * prompt, or /v1/completions' prompt (a text) and suffix. The server tokenizes it into
+     * prompt_tokens (syn_tokenize_infill), which the parser leaves NULL. */
+    bool infill;
+    syn_infill fim;              /* its strings in root */
+    syn_infill_chunk *fim_extra; /* [fim.n_extra] (owned), what fim.extra points to */
 
     int32_t n;                   /* choices, 1..OA_MAX_N (1 for responses, native, messages_api) */
     int32_t max_tokens;          /* -1: not given (generate to the end of the context) */

@@ -33,6 +33,7 @@ const http_route serve_routes[] = {
     {"/slots", false, "GET", true, handle_llama_slots, false},
     {"/apply-template", false, "POST", true, handle_llama_apply_template, false},
     {"/completion", false, "POST", true, handle_llama_completion, false},
+    {"/infill", false, "POST", true, handle_llama_infill, false},
     {"/admin/models", false, "POST", true, handle_admin_load, false},
     {"/admin/models/", true, "DELETE", true, handle_admin_unload, false},
 };

@@ -11,7 +11,8 @@
  *   endpoints.c     /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page,
  *                   /v1/messages/count_tokens
  *   embeddings.c    /v1/embeddings: one engine embedding request per input, floats or base64
- *   llama_api.c     llama-server's own routes: /props, /slots, /apply-template, /completion
+ *   llama_api.c     llama-server's own routes: /props, /slots, /apply-template, /completion,
+ *                   /infill
  *   llama_json.c    llama-server's JSON shapes: sampling parameters, /completion's answer
  *   anthropic_json.c  Anthropic's Messages API shapes: the message, the streamed events, errors
  *                   (the request: anthropic_request.c; /v1/messages runs in completions.c)
@@ -248,6 +249,7 @@ enum MHD_Result handle_llama_props(http_request *hr);
 enum MHD_Result handle_llama_slots(http_request *hr);
 enum MHD_Result handle_llama_apply_template(http_request *hr);
 enum MHD_Result handle_llama_completion(http_request *hr);
+enum MHD_Result handle_llama_infill(http_request *hr);
 enum MHD_Result handle_admin_unload(http_request *hr); /* path /admin/models/ALIAS */
 enum MHD_Result handle_messages_count_tokens(http_request *hr);
 
