@@ -243,6 +243,10 @@ typedef struct syn_infill {
     const char *prompt; /* text the middle starts with, special tokens parsed (NULL: none) */
     const syn_infill_chunk *extra; /* [n_extra] other files of the project, before the prefix */
     size_t n_extra;
+    /* A bound on the prompt's length: the extra context's first tokens are dropped to stay
+     * within it (as llama-server keeps the end of its extra context); the rest is never cut.
+     * 0: no bound. */
+    size_t max_tokens;
 } syn_infill;
 
 /* The prompt of a fill-in-the-middle request in llama-server's layout (its /infill, the
@@ -252,8 +256,9 @@ typedef struct syn_infill {
  *   [FIM_SEP] "filename\n"                     where the vocabulary has FIM_SEP
  *   [BOS]                                      when syn_tokenizer_adds_bos
  *   [FIM_PRE] prefix prompt [FIM_SUF] suffix [FIM_MID]
- * Every text is tokenized on its own without special-token parsing, except the prompt. Nothing is
- * cut: a prompt longer than the context is the caller's to refuse. Writes at most cap ids; *n_ids
+ * Every text is tokenized on its own without special-token parsing, except the prompt. Only the
+ * lines before [BOS] are cut, to max_tokens: a longer prompt is the caller's to refuse. Writes
+ * at most cap ids; *n_ids
  * receives the full count. Errors: SYN_ERR_UNSUPPORTED when the vocabulary lacks FIM_PRE, FIM_SUF
  * or FIM_MID (syn_tokenizer_role); SYN_ERR_BUFFER_TOO_SMALL (with *n_ids set);
  * SYN_ERR_INVALID_ARGUMENT for invalid UTF-8 or NULL arguments; SYN_ERR_NO_MEMORY. */

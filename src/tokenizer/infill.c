@@ -52,7 +52,8 @@ static syn_status push_file_header(id_list *l, const syn_tokenizer *tok, const c
     return st;
 }
 
-static syn_status assemble(const syn_tokenizer *tok, const syn_infill *in, id_list *l) {
+/* The lines before the prefix: the repository, the extra files, the edited file's name. */
+static syn_status assemble_extra(const syn_tokenizer *tok, const syn_infill *in, id_list *l) {
     const int32_t rep = syn_tokenizer_role(tok, SYN_TOKEN_FIM_REP);
     const int32_t sep = syn_tokenizer_role(tok, SYN_TOKEN_FIM_SEP);
     syn_status st = SYN_OK;
@@ -71,7 +72,13 @@ static syn_status assemble(const syn_tokenizer *tok, const syn_infill *in, id_li
     /* the file being edited: llama-server names it "filename" */
     if (st == SYN_OK && sep >= 0 && (st = push_id(l, sep)) == SYN_OK)
         st = push_str(l, tok, "filename\n");
-    if (st == SYN_OK && syn_tokenizer_adds_bos(tok)) st = push_id(l, syn_tokenizer_bos(tok));
+    return st;
+}
+
+/* BOS where the tokenizer adds one, then prefix, prompt, suffix and the middle token. */
+static syn_status assemble_fim(const syn_tokenizer *tok, const syn_infill *in, id_list *l) {
+    syn_status st = SYN_OK;
+    if (syn_tokenizer_adds_bos(tok)) st = push_id(l, syn_tokenizer_bos(tok));
     if (st == SYN_OK) st = push_id(l, syn_tokenizer_role(tok, SYN_TOKEN_FIM_PRE));
     if (st == SYN_OK) st = push_str(l, tok, in->prefix);
     if (st == SYN_OK && in->prompt) st = push_text(l, tok, in->prompt, strlen(in->prompt), true);
@@ -97,16 +104,27 @@ syn_status syn_tokenize_infill(const syn_tokenizer *tok, const syn_infill *infil
         syn_tokenizer_role(tok, SYN_TOKEN_FIM_MID) < 0)
         return syn_fail(SYN_ERR_UNSUPPORTED,
                         "this model has no fill-in-the-middle tokens (tokenizer.ggml.fim_*)");
-    id_list l = {0};
-    syn_status st = assemble(tok, infill, &l);
-    if (st == SYN_OK) {
-        *n_ids = l.n;
-        if (l.n > cap)
-            st = syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "infill prompt: %zu ids, room for %zu", l.n,
-                          cap);
-        else if (l.n > 0)
-            memcpy(ids, l.ids, l.n * sizeof *ids);
+    id_list extra = {0}, fim = {0};
+    syn_status st = assemble_extra(tok, infill, &extra);
+    if (st == SYN_OK) st = assemble_fim(tok, infill, &fim);
+    /* the extra context's end is kept: the files nearest the prefix */
+    size_t skip = 0;
+    if (infill->max_tokens > 0 && extra.n + fim.n > infill->max_tokens) {
+        const size_t over = extra.n + fim.n - infill->max_tokens;
+        skip = over < extra.n ? over : extra.n;
     }
-    free(l.ids);
+    const size_t n_kept = extra.n - skip;
+    if (st == SYN_OK) {
+        *n_ids = n_kept + fim.n;
+        if (*n_ids > cap) {
+            st = syn_fail(SYN_ERR_BUFFER_TOO_SMALL, "infill prompt: %zu ids, room for %zu", *n_ids,
+                          cap);
+        } else {
+            if (n_kept > 0) memcpy(ids, extra.ids + skip, n_kept * sizeof *ids);
+            memcpy(ids + n_kept, fim.ids, fim.n * sizeof *ids);
+        }
+    }
+    free(extra.ids);
+    free(fim.ids);
     return st;
 }

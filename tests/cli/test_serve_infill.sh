@@ -112,6 +112,20 @@ api POST /infill '{"input_prefix": "a", "input_suffix": 3}' && expect_status 400
 api POST /v1/completions '{"prompt": [1, 2], "suffix": "b"}' && expect_status 400 "a suffix with a token-id prompt is 400"
 stop_server "$pid"
 
+# a context of 128: the extra files' first tokens give way to the prompt and n_predict; the
+# prefix and suffix are never cut
+start_server small -m "$fim" -t 1 -c 128
+long=$(printf 'value_%d = %d\n' $(seq 1 60 | awk '{print $1, $1}'))
+api POST /infill "$(jq -nc --arg t "$long" '{input_prefix: "a", input_suffix: "b", input_extra: [{filename: "big.py", text: $t}], n_predict: 8, temperature: 0}')"
+expect_status 200 "/infill with more extra context than the context holds"
+check "... keeps the extra context's end: the prompt fills the context less n_predict" jqe \
+    '.tokens_evaluated == 120 and (.prompt | startswith("<|repo_name|>") | not)
+     and (.prompt | endswith("value_60 = 60<|file_sep|>filename\n<|fim_prefix|>a<|fim_suffix|>b<|fim_middle|>"))' "$tmp/body"
+api POST /infill "$(jq -nc --arg t "$long" '{input_prefix: $t, input_suffix: "b", n_predict: 8}')"
+expect_status 400 "/infill with a prefix beyond the context is 400 (never cut)"
+check "(context_length_exceeded)" jqe '.error.code == "context_length_exceeded"' "$tmp/body"
+stop_server "$pid"
+
 start_server nofim -m "$nofim" -t 1
 api POST /infill '{"input_prefix": "a", "input_suffix": "b"}' && expect_status 400 "/infill on a model without FIM tokens is 400"
 check "(the message names the missing tokens)" jqe \

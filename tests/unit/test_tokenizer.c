@@ -1037,6 +1037,16 @@ static void test_infill_layout(void **state) {
     assert_int_equal(syn_tokenize_infill(qwen, &bare, ids, 64, &n), SYN_OK);
     assert_ids(ids, n, want_bare, sizeof want_bare / sizeof want_bare[0], "bare infill");
 
+    /* a bound drops the extra context's first tokens, never the rest */
+    syn_infill bounded = in;
+    bounded.max_tokens = n_want - 3;
+    assert_int_equal(syn_tokenize_infill(qwen, &bounded, ids, 64, &n), SYN_OK);
+    assert_ids(ids, n, want + 3, n_want - 3, "infill without the repository line");
+    bounded.max_tokens = 5;
+    assert_int_equal(syn_tokenize_infill(qwen, &bounded, ids, 64, &n), SYN_OK);
+    assert_ids(ids, n, want + 15, n_want - 15, "infill without extra context");
+    assert_int_equal(want[15], PRE);
+
     /* the size protocol of syn_tokenize */
     n = 0;
     assert_int_equal(syn_tokenize_infill(qwen, &in, ids, 3, &n), SYN_ERR_BUFFER_TOO_SMALL);

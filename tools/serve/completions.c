@@ -1077,9 +1077,16 @@ static syn_status start_reader(choice_state *ch) {
 }
 
 /* A fill-in-the-middle request's prompt: its tokens (syn_tokenize_infill) as the prompt ids,
- * and their text, special tokens written out, as the prompt /slots and /infill's answer show. */
+ * and their text, special tokens written out, as the prompt /slots and /infill's answer show.
+ * The context it must fit is the engine's: --ctx-size, else the model's training context. */
 static syn_status infill_prompt(completion *c) {
     const syn_tokenizer *tok = c->model->tok;
+    /* as llama-server, the extra files give way so that the prompt and max_tokens fit */
+    syn_model_info info;
+    syn_model_get_info(c->model->model, &info);
+    const uint32_t n_ctx = c->srv->opts.n_ctx ? c->srv->opts.n_ctx : (uint32_t)info.n_ctx_train;
+    const uint32_t reserved = c->req.max_tokens > 0 ? (uint32_t)c->req.max_tokens : 1;
+    c->req.fim.max_tokens = n_ctx > reserved ? n_ctx - reserved : 1;
     size_t n = 0, len = 0;
     syn_status st = syn_tokenize_infill(tok, &c->req.fim, NULL, 0, &n);
     if (st != SYN_ERR_BUFFER_TOO_SMALL) return st; /* never empty: FIM_MID ends it */
