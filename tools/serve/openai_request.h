@@ -75,7 +75,8 @@ typedef struct oa_request {
     const char *tool_choice_name;       /* OA_TOOLS_NAMED */
     bool parallel_tool_calls;           /* default true, as OpenAI's */
     const json_t *chat_template_kwargs; /* extra template variables (in root), or NULL */
-    /* OA_COMPLETION: exactly one of prompt_text (NUL-terminated UTF-8) or prompt_tokens. */
+    /* OA_COMPLETION: exactly one of prompt_text (NUL-terminated UTF-8) or prompt_tokens; for an
+     * infill prompt_text is /infill's prompt (or the prefix) or NULL, and prompt_tokens NULL. */
     const char *prompt_text;
     int32_t *prompt_tokens; /* [n_prompt_tokens] */
     size_t n_prompt_tokens;
