@@ -245,17 +245,19 @@ static int print_inspect_text(const char *path, const syn_model *model, const sy
     putchar('\n');
     const syn_tokenizer *tok = syn_model_tokenizer(model);
     fputs("  special tokens:", stdout);
+    int n_roles = 0;
     for (int r = 0; r < SYN_TOKEN_ROLE_COUNT; r++) {
         const int32_t id = syn_tokenizer_role(tok, (syn_token_role)r);
         char text[256];
         size_t n = 0;
         if (id < 0) continue;
+        n_roles++;
         if (syn_tokenizer_token_bytes(tok, id, text, sizeof text, &n) != SYN_OK) n = 0;
         printf(" %s %d '", syn_token_role_name((syn_token_role)r), id);
         print_escaped(text, n, 64);
         fputs("';", stdout);
     }
-    putchar('\n');
+    puts(n_roles ? "" : " none");
     printf("metadata (%" PRIu64 " keys):\n", f->n_kv);
     for (uint64_t i = 0; i < f->n_kv; i++) {
         const gguf_kv *kv = &f->kvs[i];
