@@ -187,12 +187,19 @@ check "/slots while a request runs: its slot processing, with its id, params, to
     and .params.n_predict == 400 and .params.seed == 9 and .params.stream == true
     and .next_token.n_decoded >= 0 and .next_token.n_remain == 400 - .next_token.n_decoded
     and .prompt == "Tell me a long story")' "$tmp/body"
-curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/completion" \
-    -d '{"prompt": "Another long story", "n_predict": 400, "stream": true}' >/dev/null &
+# The tiny model writes 400 tokens in well under a second: whichever request has finished is
+# started again, so that both slots are seen busy at once however the host schedules them.
+long_request() { # PROMPT
+    curl -sN -H 'Content-Type: application/json' "http://127.0.0.1:$port/completion" \
+        -d "{\"prompt\": \"$1\", \"n_predict\": 400, \"stream\": true}" >/dev/null &
+}
+long_request "Another long story"
 long2=$!
 for _ in $(seq 100); do
     api GET '/slots?fail_on_no_slot=1'
     [ "$status" = 503 ] && break
+    kill -0 "$long" 2>/dev/null || { long_request "A third long story"; long=$!; }
+    kill -0 "$long2" 2>/dev/null || { long_request "Another long story"; long2=$!; }
     sleep 0.05
 done
 expect_status 503 "/slots?fail_on_no_slot=1 with both slots processing is 503"
