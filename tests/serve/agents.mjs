@@ -9,22 +9,10 @@ import { ChatOpenAI } from "@langchain/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateText, streamText, tool } from "ai";
 import { z } from "zod";
+import { check, attempt, failures } from "./check.mjs";
 
 const [baseURL] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
-let failed = 0;
-const check = (desc, cond, detail = "") => {
-  console.log(`${cond ? "ok" : "FAIL"}: ${desc}${cond ? "" : " " + detail}`);
-  if (!cond) failed++;
-};
-// A failure inside the client (a refused request, a shape it cannot read) fails that check only.
-const attempt = async (desc, fn) => {
-  try {
-    await fn();
-  } catch (e) {
-    check(desc, false, `threw ${e?.constructor?.name}: ${e?.message}`);
-  }
-};
 const greedy = { model: "tiny", temperature: 0, max_tokens: 12 };
 const weather = {
   type: "function",
@@ -168,4 +156,4 @@ await attempt("ai sdk", async () => {
         .includes(withTools.finishReason), withTools.finishReason);
 });
 
-process.exit(failed ? 1 : 0);
+process.exit(failures() ? 1 : 0);

@@ -8,23 +8,11 @@
 // Prints "ok: ..." / "FAIL: ..." lines; exit 1 on a failure.
 import Anthropic from "@anthropic-ai/sdk";
 import Ajv from "ajv";
+import { check, attempt, failures } from "./check.mjs";
 
 const [baseURL, apiKey] = process.argv.slice(2);
 const client = new Anthropic({ baseURL, apiKey, maxRetries: 0, timeout: 120_000 });
 const ajv = new Ajv({ strict: false });
-let failed = 0;
-const check = (desc, cond, detail = "") => {
-  console.log(`${cond ? "ok" : "FAIL"}: ${desc}${cond ? "" : " " + detail}`);
-  if (!cond) failed++;
-};
-// A failure inside the client (a refused request, a shape it cannot read) fails that check only.
-const attempt = async (desc, fn) => {
-  try {
-    await fn();
-  } catch (e) {
-    check(desc, false, `threw ${e?.constructor?.name}: ${e?.message}`);
-  }
-};
 const post = async (path, body) => {
   const r = await fetch(baseURL + path, {
     method: "POST",
@@ -156,4 +144,4 @@ await attempt("the API key", async () => {
         JSON.stringify(msg));
 });
 
-process.exit(failed ? 1 : 0);
+process.exit(failures() ? 1 : 0);

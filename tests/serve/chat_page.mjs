@@ -4,13 +4,9 @@
 // page's stream reader records how many content deltas it received, data-chunks) and finish; the
 // first must be `synapse run --chat --temp 0`'s text.
 import { chromium } from "playwright-core";
+import { check, failures } from "./check.mjs";
 
 const [url, expectedFirst, screenshot] = process.argv.slice(2);
-let failed = 0;
-const check = (desc, cond, detail = "") => {
-  console.log(`${cond ? "ok" : "FAIL"}: ${desc}${cond ? "" : " " + detail}`);
-  if (!cond) failed++;
-};
 
 const browser = await chromium.launch({
   executablePath: "/usr/bin/chromium",
@@ -49,5 +45,5 @@ try {
 } finally {
   await browser.close();
 }
-console.log(`${failed ? "FAILED" : "all ok"}`);
-process.exit(failed ? 1 : 0);
+console.log(`${failures() ? "FAILED" : "all ok"}`);
+process.exit(failures() ? 1 : 0);

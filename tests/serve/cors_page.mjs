@@ -9,13 +9,9 @@ import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { dirname, join, normalize } from "node:path";
 import { fileURLToPath } from "node:url";
+import { check, failures } from "./check.mjs";
 
 const [pagePort, ...cases] = process.argv.slice(2);
-let failed = 0;
-const check = (desc, cond, detail = "") => {
-  console.log(`${cond ? "ok" : "FAIL"}: ${desc}${cond ? "" : " " + detail}`);
-  if (!cond) failed++;
-};
 
 const openaiDir = join(dirname(fileURLToPath(import.meta.url)), "node_modules", "openai");
 const page = `<!doctype html><title>cors</title><script type="module">
@@ -87,5 +83,5 @@ try {
   await browser.close();
   pages.close();
 }
-console.log(`${failed ? "FAILED" : "all ok"}`);
-process.exit(failed ? 1 : 0);
+console.log(`${failures() ? "FAILED" : "all ok"}`);
+process.exit(failures() ? 1 : 0);

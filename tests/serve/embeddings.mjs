@@ -4,15 +4,11 @@
 // encoding_format "float" (JSON numbers) must give the same floats. Prints "ok: ..." / "FAIL: ..."
 // lines; exit 1 on a failure.
 import OpenAI from "openai";
+import { check, failures } from "./check.mjs";
 
 const [baseURL, nEmbdArg] = process.argv.slice(2);
 const nEmbd = Number(nEmbdArg);
 const client = new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
-let failed = 0;
-const check = (desc, cond, detail = "") => {
-  console.log(`${cond ? "ok" : "FAIL"}: ${desc}${cond ? "" : " " + detail}`);
-  if (!cond) failed++;
-};
 const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
 // float32 precision: what a float32 vector survives through JSON and base64
@@ -73,4 +69,4 @@ for (const [desc, body] of [["an empty array", { input: [] }], ["an empty string
   }
 }
 
-process.exit(failed ? 1 : 0);
+process.exit(failures() ? 1 : 0);

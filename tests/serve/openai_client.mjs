@@ -4,15 +4,11 @@
 // from `synapse run` for the same inputs. Prints "ok: ..." / "FAIL: ..." lines; exit 1 on a failure.
 import fs from "node:fs";
 import OpenAI from "openai";
+import { check, failures } from "./check.mjs";
 
 const [baseURL, expectedPath] = process.argv.slice(2);
 const want = JSON.parse(fs.readFileSync(expectedPath, "utf8"));
 const client = new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
-let failed = 0;
-const check = (desc, cond, detail = "") => {
-  console.log(`${cond ? "ok" : "FAIL"}: ${desc}${cond ? "" : " " + detail}`);
-  if (!cond) failed++;
-};
 const messages = [{ role: "user", content: want.question }];
 const greedy = { temperature: 0, max_tokens: want.max_tokens };
 
@@ -122,5 +118,5 @@ try {
 } catch (e) {
   check("an unknown model is a 404 the client surfaces", e instanceof OpenAI.NotFoundError, String(e));
 }
-console.log(`${failed ? "FAILED" : "all ok"}`);
-process.exit(failed ? 1 : 0);
+console.log(`${failures() ? "FAILED" : "all ok"}`);
+process.exit(failures() ? 1 : 0);

@@ -17,23 +17,12 @@ import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { generateObject, generateText, tool } from "ai";
 import { z } from "zod";
 import Ajv from "ajv";
+import { check, attempt, failures } from "./check.mjs";
 
 // SYNTAX: the call syntax of the server's chat template (hermes, llama3 or mistral).
 const [baseURL, syntax = "hermes"] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0, timeout: 120_000 });
 const ajv = new Ajv({ strict: false });
-let failed = 0;
-const check = (desc, cond, detail = "") => {
-  console.log(`${cond ? "ok" : "FAIL"}: ${desc}${cond ? "" : " " + detail}`);
-  if (!cond) failed++;
-};
-const attempt = async (desc, fn) => {
-  try {
-    await fn();
-  } catch (e) {
-    check(desc, false, `threw ${e?.constructor?.name}: ${e?.message}`);
-  }
-};
 const seeds = [1, 2, 3];
 const parseJSON = (text) => {
   try {
@@ -241,4 +230,4 @@ await attempt("ai sdk toolChoice required", async () => {
         call?.toolName === "get_weather" && validWeather(call.input), JSON.stringify(gen.toolCalls));
 });
 
-process.exit(failed ? 1 : 0);
+process.exit(failures() ? 1 : 0);
