@@ -768,6 +768,12 @@ typedef struct syn_engine_stats {
      * kv_ring_bytes per slot (outside kv_budget_mib) however long the sequence; 0: none. */
     size_t kv_ring_bytes;
     uint32_t kv_rings; /* rings allocated (at most n_parallel: one per slot, on first use) */
+    /* A model with per-sequence memory outside the blocks (qwen35's recurrent state, gemma3's
+     * ring) resumes a cached prefix only after a block that carries a snapshot of that memory:
+     * kv_snapshot_bytes each (outside kv_budget_mib; 0: none, or no prefix cache), at most
+     * n_parallel at once, kv_snapshots now. */
+    size_t kv_snapshot_bytes;
+    uint32_t kv_snapshots;
 } syn_engine_stats;
 
 /* Fills *out with the engine's counters (all zero for a NULL engine); a NULL out is a no-op. */

@@ -18,6 +18,7 @@ typedef struct kv_block {
     uint32_t n_children; /* cached blocks whose parent this is */
     uint64_t hash;
     uint64_t last_use;
+    void *snap; /* its snapshot (kv_pool.h), NULL: none */
     int32_t tokens[SYN_KV_BLOCK];
 } kv_block;
 
@@ -41,6 +42,9 @@ struct kv_pool {
     int32_t *buckets;   /* [n_buckets] hash chain heads */
     uint32_t n_buckets; /* a power of two, doubled when the cache holds more entries */
     uint64_t tick;      /* LRU clock */
+    size_t snap_bytes;  /* bytes of one snapshot */
+    uint32_t snap_max;  /* the most snapshots held at once */
+    uint32_t n_snaps;
 };
 
 syn_status kv_pool_new(size_t block_bytes, uint32_t n_blocks, kv_pool **out) {
@@ -69,6 +73,8 @@ syn_status kv_pool_new(size_t block_bytes, uint32_t n_blocks, kv_pool **out) {
 
 void kv_pool_free(kv_pool *p) {
     if (!p) return;
+    for (uint32_t i = 0; i < p->n_created; i++)
+        free(p->blocks[i].snap);
     syn_block_arena_release(&p->arena);
     free(p->blocks);
     free(p->buckets);
@@ -127,6 +133,9 @@ static void evict(kv_pool *p, int32_t id) {
         link = &p->blocks[*link].next;
     *link = b->next;
     if (b->parent >= 0) p->blocks[b->parent].n_children--;
+    if (b->snap) p->n_snaps--;
+    free(b->snap);
+    b->snap = NULL;
     b->cached = false;
     b->refs = 0;
     b->next = -1;
@@ -226,6 +235,15 @@ uint32_t kv_pool_lookup(kv_pool *p, const int32_t *tokens, uint32_t max_blocks, 
     return n;
 }
 
+int32_t kv_pool_find(kv_pool *p, const int32_t *tokens, uint32_t n_blocks) {
+    int32_t id = -1;
+    for (uint32_t n = 0; n < n_blocks; n++) {
+        const int32_t *t = tokens + (size_t)n * SYN_KV_BLOCK;
+        if ((id = find_entry(p, id, t, entry_hash(id, t))) < 0) break;
+    }
+    return id;
+}
+
 /* Doubles the hash buckets once the cache holds as many entries, rehashing every entry; a failed
  * allocation keeps the current ones (chains grow longer, lookups stay correct). */
 static void grow_buckets(kv_pool *p) {
@@ -266,4 +284,30 @@ bool kv_pool_publish(kv_pool *p, int32_t parent, const int32_t *tokens, int32_t 
     if (parent >= 0) p->blocks[parent].n_children++;
     p->n_cached++;
     return true;
+}
+
+void kv_pool_set_snapshots(kv_pool *p, size_t bytes, uint32_t max) {
+    p->snap_bytes = bytes;
+    p->snap_max = max;
+}
+
+uint32_t kv_pool_snapshots(const kv_pool *p) { return p->n_snaps; }
+
+const void *kv_pool_snapshot(const kv_pool *p, int32_t id) { return p->blocks[id].snap; }
+
+void *kv_pool_snapshot_take(kv_pool *p, int32_t id) {
+    kv_block *b = &p->blocks[id];
+    if (!b->cached || b->snap || p->snap_max == 0) return NULL;
+    if (p->n_snaps == p->snap_max) { /* the least recently used snapshot's buffer moves here */
+        int32_t old = -1;
+        for (uint32_t i = 0; i < p->n_created; i++)
+            if (p->blocks[i].snap && (old < 0 || p->blocks[i].last_use < p->blocks[old].last_use))
+                old = (int32_t)i;
+        b->snap = p->blocks[old].snap;
+        p->blocks[old].snap = NULL;
+        return b->snap;
+    }
+    b->snap = malloc(p->snap_bytes);
+    if (b->snap) p->n_snaps++;
+    return b->snap;
 }

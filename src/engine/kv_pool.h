@@ -58,9 +58,28 @@ void kv_pool_unref(kv_pool *p, int32_t id);
  * caller, and the chain is marked used. Returns the number of blocks matched. */
 uint32_t kv_pool_lookup(kv_pool *p, const int32_t *tokens, uint32_t max_blocks, int32_t *ids);
 
+/* The cached block of tokens [(n_blocks - 1) * SYN_KV_BLOCK, n_blocks * SYN_KV_BLOCK) when the
+ * whole chain of n_blocks (>= 1) is cached, else -1; takes no reference, marks nothing used. */
+int32_t kv_pool_find(kv_pool *p, const int32_t *tokens, uint32_t n_blocks);
+
 /* Enters block id (full, its keys and values final) into the cache as tokens[SYN_KV_BLOCK] after
  * parent (-1: the first block of a sequence). Returns false, changing nothing, when the parent is
  * not cached, the block already is, or an equal entry exists. */
 bool kv_pool_publish(kv_pool *p, int32_t parent, const int32_t *tokens, int32_t id);
+
+/* Snapshots: a sequence's own memory outside the blocks (a recurrent state, the sliding-window
+ * layers' last positions) as it stood right after a cached block, attached to that block, so that
+ * another sequence may resume after it. At most max snapshots of bytes each are held (0: none);
+ * past that, a new snapshot takes the buffer of the least recently used block's, which stays
+ * cached without one. Evicting a block frees its snapshot. */
+void kv_pool_set_snapshots(kv_pool *p, size_t bytes, uint32_t max);
+uint32_t kv_pool_snapshots(const kv_pool *p); /* snapshots held */
+
+/* Cached block id's snapshot, NULL: none. */
+const void *kv_pool_snapshot(const kv_pool *p, int32_t id);
+
+/* A snapshot buffer attached to cached block id, for the caller to fill now; NULL (nothing
+ * changed) when the block is not cached or has one, snapshots are off, or memory is short. */
+void *kv_pool_snapshot_take(kv_pool *p, int32_t id);
 
 #endif

@@ -15,13 +15,21 @@
  *
  * A preempted request keeps its tokens, sampler and text state and goes back to the queue's
  * front; readmitted, it "prefills" its prompt plus all but the last generated token (n_fill)
- * without wanting logits, then decodes on from that last token.
+ * without wanting logits (after the cached prefix it finds, as any request), then decodes on from
+ * that last token.
  *
  * An embedding request (embed) prefills like any other but wants no logits: its tokens that the
  * pooling reads (every one for mean, position 0 for cls, the last for last) want their final
  * hidden state instead (syn_batch.want_hidden), which pool_step folds into its pool in position
  * order after each step; after its last prompt token it takes its unit-length vector and
  * finishes, never decoding.
+ *
+ * Models with per-sequence memory in the slots (qwen35's recurrent state, gemma3's ring of the
+ * sliding-window layers) resume a cached prefix only after a block carrying a snapshot of that
+ * memory (kv_pool.h): a prefill slice ends at the prompt's last block boundary before its last
+ * token, the memory there is copied to the cached block ending there, and a request matching that
+ * block copies it back into its slot and computes on from the boundary. Both memories advance
+ * position by position as functions of the tokens alone, so this is bitwise the full computation.
  */
 #include "engine/scheduler.h"
 
@@ -206,8 +214,15 @@ syn_status scheduler_start(syn_engine *e, const syn_backend_config *cfg) {
         e->ring_blocks = e->ops->ring_blocks(e->backend, (uint32_t)e->params.max_step_tokens,
                                              &e->ring_block_bytes);
     if (st == SYN_OK && (e->rstate_bytes || e->ring_blocks)) {
-        /* cached blocks keep neither a recurrent state nor the sliding-window layers */
-        e->params.prefix_cache = false;
+        /* a snapshot keeps the ring blocks a query after the boundary reaches back to: positions
+         * from boundary - W + 1 on, in at most (W + 14) / 16 blocks */
+        const uint32_t reach =
+            ((uint32_t)e->model->hp.swa_window + SYN_KV_BLOCK - 2) / SYN_KV_BLOCK;
+        e->snap_ring_blocks = reach < e->ring_blocks ? reach : e->ring_blocks;
+        e->snap_bytes = e->rstate_bytes + (size_t)e->snap_ring_blocks * e->ring_block_bytes;
+        /* as many snapshots as slots: at most twice the slots' own per-sequence memory */
+        if (e->params.prefix_cache)
+            kv_pool_set_snapshots(e->pool, e->snap_bytes, (uint32_t)e->params.n_parallel);
         const size_t n_par = (size_t)e->params.n_parallel,
                      n_step = (size_t)e->params.max_step_tokens;
         e->slot_used = calloc(n_par, sizeof *e->slot_used);
@@ -231,6 +246,7 @@ syn_status scheduler_start(syn_engine *e, const syn_backend_config *cfg) {
         e->stats.kv_blocks_total = kv_pool_capacity(e->pool);
         e->stats.kv_block_bytes = e->ops->kv_block_bytes(e->backend);
         e->stats.kv_ring_bytes = (size_t)e->ring_blocks * e->ring_block_bytes;
+        e->stats.kv_snapshot_bytes = e->params.prefix_cache ? e->snap_bytes : 0;
         if (pthread_create(&e->thread, NULL, scheduler_main, e) != 0)
             st = syn_fail(SYN_ERR_INTERNAL, "syn_engine_new: cannot start the scheduler thread");
         else
@@ -314,6 +330,34 @@ static syn_status take_slot(syn_engine *e, syn_request *r) {
     return SYN_OK;
 }
 
+/* The first ring block a snapshot at block boundary pos keeps (the last is pos / 16 - 1). */
+static uint32_t snap_first_block(const syn_engine *e, uint32_t pos) {
+    const uint32_t end = pos / SYN_KV_BLOCK;
+    return end > e->snap_ring_blocks ? end - e->snap_ring_blocks : 0;
+}
+
+/* Copies r's slot memory, standing at block boundary pos, into snap (kv_pool.h). */
+static void snapshot_save(const syn_engine *e, const syn_request *r, uint32_t pos, char *snap) {
+    if (e->rstate_bytes) memcpy(snap, r->rstate, e->rstate_bytes);
+    snap += e->rstate_bytes;
+    for (uint32_t b = snap_first_block(e, pos); b < pos / SYN_KV_BLOCK; b++) {
+        memcpy(snap, r->ring[b], e->ring_block_bytes);
+        snap += e->ring_block_bytes;
+    }
+}
+
+/* Sets r's slot memory to snap, taken at block boundary pos: r goes on from pos bitwise as the
+ * sequence that took it did. */
+static void snapshot_restore(const syn_engine *e, const syn_request *r, uint32_t pos,
+                             const char *snap) {
+    if (e->rstate_bytes) memcpy(r->rstate, snap, e->rstate_bytes);
+    snap += e->rstate_bytes;
+    for (uint32_t b = snap_first_block(e, pos); b < pos / SYN_KV_BLOCK; b++) {
+        memcpy(r->ring[b], snap, e->ring_block_bytes);
+        snap += e->ring_block_bytes;
+    }
+}
+
 /* Puts r into the active list, which is kept in submission order (mutex held). */
 static void activate(syn_engine *e, syn_request *r) {
     uint32_t i = e->n_active++;
@@ -325,7 +369,9 @@ static void activate(syn_engine *e, syn_request *r) {
 /* Admits queued requests in FIFO order while a slot and the blocks for their n_fill positions and
  * the first generated token are free (mutex held). A request first looks up its leading full
  * blocks in the prefix cache; when it still needs logits (nothing generated yet), at least its
- * last prompt token is computed. */
+ * last prompt token is computed. A model with per-sequence memory resumes only after the last
+ * matched block with a snapshot, and its prefill takes one at its prompt's last block boundary
+ * before the last token (which the same prompt again resumes at). */
 static void admit_locked(syn_engine *e) {
     while (e->q_head && e->n_active < (uint32_t)e->params.n_parallel) {
         syn_request *r = e->q_head;
@@ -336,6 +382,9 @@ static void admit_locked(syn_engine *e) {
         if (e->params.prefix_cache && reuse)
             matched = kv_pool_lookup(e->pool, r->ids, (r->n_fill - wants_logits) / SYN_KV_BLOCK,
                                      r->block_ids);
+        if (e->snap_bytes)
+            while (matched > 0 && !kv_pool_snapshot(e->pool, r->block_ids[matched - 1]))
+                kv_pool_unref(e->pool, r->block_ids[--matched]);
         uint32_t first = blocks_for((uint64_t)r->n_fill + 1);
         if (first > r->max_blocks) first = r->max_blocks;
         const uint32_t need = first > matched ? first - matched : 0;
@@ -359,9 +408,15 @@ static void admit_locked(syn_engine *e) {
             r->n_cached = r->n_past;
             e->stats.n_cached_tokens += r->n_cached;
         }
+        const uint32_t snap = r->n_prompt ? (uint32_t)(r->n_prompt - 1) / SYN_KV_BLOCK : 0;
+        r->snap_pos = e->params.prefix_cache && e->snap_bytes && snap * SYN_KV_BLOCK > r->n_past
+                          ? snap * SYN_KV_BLOCK
+                          : 0;
         activate(e, r);
         if (e->slot_used && take_slot(e, r) != SYN_OK)
             mark_finished(r, SYN_FINISH_ERROR, SYN_ERR_NO_MEMORY, syn_last_error());
+        else if (e->snap_bytes && matched)
+            snapshot_restore(e, r, r->n_past, kv_pool_snapshot(e->pool, r->block_ids[matched - 1]));
     }
     /* With no request active every block is free or evictable, and submission checked that each
      * request fits the budget, so the head can always start; anything else is a bug, failed
@@ -627,6 +682,7 @@ static void retire_finished(syn_engine *e) {
     e->stats.n_active = kept;
     e->stats.kv_blocks_used = kv_pool_used(e->pool);
     e->stats.kv_blocks_cached = kv_pool_cached(e->pool);
+    e->stats.kv_snapshots = kv_pool_snapshots(e->pool);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -737,6 +793,16 @@ static void publish_blocks(syn_engine *e, syn_request *r) {
     }
 }
 
+/* r's prefill has reached snap_pos: its slot memory there becomes the snapshot of the cached
+ * block ending there (r's own, or the equal one of a sequence that cached it first), unless that
+ * block has one. */
+static void take_snapshot(syn_engine *e, syn_request *r) {
+    const int32_t id = kv_pool_find(e->pool, r->ids, r->snap_pos / SYN_KV_BLOCK);
+    char *snap = id >= 0 ? kv_pool_snapshot_take(e->pool, id) : NULL;
+    if (snap) snapshot_save(e, r, r->snap_pos, snap);
+    r->snap_pos = 0;
+}
+
 /* One batched forward pass and what follows it. */
 static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
     const double t0 = syn_now_ms();
@@ -755,7 +821,9 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
         syn_request *r = e->active[i];
         if (r->phase != PHASE_PREFILL) continue;
         const size_t left = r->n_fill - r->n_past, room = (size_t)e->params.max_step_tokens - n;
-        const uint32_t k = (uint32_t)(left < room ? left : room);
+        uint32_t k = (uint32_t)(left < room ? left : room);
+        if (r->snap_pos > r->n_past && r->n_past + k > r->snap_pos)
+            k = r->snap_pos - r->n_past; /* the slice ends where the snapshot is taken */
         /* resumed (n_out > 0) or embedding: no logits */
         add_tokens(e, r, &n, &n_logits, &n_hidden, k, k == left && r->n_out == 0 && !r->embed);
     }
@@ -796,6 +864,7 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
             else if (r->phase == PHASE_PREFILL && r->n_past == r->n_fill && r->n_out > 0)
                 r->phase = PHASE_DECODE; /* a preempted request caught up */
             if (e->params.prefix_cache) publish_blocks(e, r);
+            if (r->snap_pos && r->n_past == r->snap_pos) take_snapshot(e, r);
         }
     }
     const double ms = syn_now_ms() - t0;

@@ -77,6 +77,7 @@ struct syn_request {
                            * preemption the prompt and all but the last generated token */
     size_t n_out;         /* generated tokens, in ids after the prompt */
     size_t n_cached;      /* prompt positions reused from the prefix cache */
+    uint32_t snap_pos;    /* the block boundary whose snapshot this prefill takes, 0: none */
     req_phase phase;
     uint32_t step_tokens; /* tokens in the current step */
     bool step_logits;     /* the current step computes its logits ... */
@@ -126,17 +127,20 @@ struct syn_engine {
     void *const **b_rings; /* [max_step_tokens] the step's ring tables, NULL: no sliding window */
     /* Per-sequence memory in n_parallel slots, allocated on first use, held by a request while
      * active: the recurrent layers' state (qwen35) and the sliding-window layers' ring (gemma3:
-     * those layers are not in the pool's blocks). Preemption recomputes from position 0, which
-     * restarts both; the prefix cache is off for such models, since a cached prefix's KV blocks
-     * carry neither. */
+     * those layers are not in the pool's blocks). A cached prefix's KV blocks carry neither, so a
+     * sequence resumes only after a cached block with a snapshot of both (kv_pool.h): the state,
+     * then the ring blocks of the window before the boundary; else it computes from position 0,
+     * which restarts both. */
     size_t rstate_bytes;     /* 0: the model has no recurrent layer */
     float **rstates;         /* [n_parallel] */
     uint32_t ring_blocks;    /* blocks of a ring (ops->ring_blocks), 0: no sliding-window layer */
     size_t ring_block_bytes; /* bytes of one */
     char **ring_mem;         /* [n_parallel] -> [ring_blocks][ring_block_bytes] */
     void ***ring_tables; /* [n_parallel] -> [blocks of n_ctx] block b: ring block b % ring_blocks */
-    bool *slot_used;     /* [n_parallel] */
-    float *logits;       /* [logits_rows][n_vocab] */
+    size_t snap_bytes;   /* bytes of a snapshot: rstate_bytes + snap_ring_blocks ring blocks */
+    uint32_t snap_ring_blocks; /* ring blocks a snapshot keeps: those the window reaches back */
+    bool *slot_used;           /* [n_parallel] */
+    float *logits;             /* [logits_rows][n_vocab] */
     uint32_t logits_rows;
     float *hidden; /* [hidden_rows][n_embd] */
     uint32_t hidden_rows;

@@ -612,14 +612,15 @@ static void test_prefix_reuse(void **state) {
             p = request_of(&jobs[k], &got[k]);
             assert_int_equal(syn_engine_submit(e, &p, &rs[k]), SYN_OK);
         }
-        /* gemma3: the blocks lack the sliding-window layers, so the engine turns the cache off
-         * and recomputes every prompt, with the same results */
-        const bool reuse = cache && f->model->hp.swa_window == 0;
+        /* gemma3, qwen35: a sequence resumes only after a block with a snapshot of its ring or
+         * recurrent state, taken at a prompt's last block boundary before its last token */
+        const bool snapshots =
+            f->model->hp.swa_window > 0 || syn_recurrent_layers(&f->model->hp) > 0;
         for (size_t k = 1; k <= N; k++) {
             assert_int_equal(syn_request_wait(rs[k], &res), SYN_OK);
-            if (!reuse)
+            if (!cache)
                 assert_int_equal(res.n_cached_tokens, 0);
-            else if (k < N)
+            else if (k < N || snapshots)
                 assert_int_equal(res.n_cached_tokens, 48);
             else /* the previous turn's full blocks, its answer's included */
                 assert_int_equal(res.n_cached_tokens, 64);
@@ -629,8 +630,104 @@ static void test_prefix_reuse(void **state) {
             assert_same_run(&want[k], &got[k], cache ? "prefix cache" : "no cache", k);
         syn_engine_stats st;
         syn_engine_get_stats(e, &st);
-        if (reuse) assert_true(st.n_cached_tokens >= 48 * N);
-        if (cache && !reuse) assert_int_equal(st.n_cached_tokens + st.kv_blocks_cached, 0);
+        if (cache) assert_true(st.n_cached_tokens >= 48 * N);
+        assert_int_equal(st.kv_snapshots > 0, cache && snapshots);
+        syn_engine_free(e);
+    }
+}
+
+/* One request on e, alone: its tokens and logits are want's; returns the prompt positions it
+ * reused (result) after checking that the engine computed only the others (stats). */
+static size_t run_alone_checked(syn_engine *e, const job *j, const trace *want, const char *what) {
+    trace got;
+    memset(&got, 0, sizeof got);
+    syn_engine_stats before, after;
+    syn_engine_get_stats(e, &before);
+    syn_request *r = NULL;
+    syn_request_result res;
+    syn_request_params p = request_of(j, &got);
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    assert_int_equal(res.status, SYN_OK);
+    assert_same_run(want, &got, what, 0);
+    syn_engine_get_stats(e, &after);
+    assert_int_equal(after.n_cached_tokens - before.n_cached_tokens, res.n_cached_tokens);
+    assert_int_equal(after.n_prompt_tokens - before.n_prompt_tokens,
+                     j->n_prompt - res.n_cached_tokens);
+    const size_t cached = res.n_cached_tokens;
+    syn_request_free(r);
+    return cached;
+}
+
+/* Overwrites the one slot's memory (ring or recurrent state) with another sequence's: a 10-token
+ * prompt (no block boundary: no snapshot) and 240 generated tokens, past every ring block. */
+static void run_other(syn_engine *e, const fixture *f) {
+    const job other = {.prompt = f->tokens + 3900,
+                       .n_prompt = 10,
+                       .max_tokens = 240,
+                       .sampling = syn_sampler_default_params(),
+                       .ignore_eos = true};
+    syn_request *r = NULL;
+    syn_request_result res;
+    syn_request_params p = request_of(&other, NULL);
+    assert_int_equal(syn_engine_submit(e, &p, &r), SYN_OK);
+    assert_int_equal(syn_request_wait(r, &res), SYN_OK);
+    assert_int_equal(res.n_tokens, 240);
+    syn_request_free(r);
+}
+
+/* gemma3 and qwen35 keep per-sequence memory outside the KV blocks (the sliding-window layers'
+ * ring, the recurrent state): a cached prefix resumes only after a block with a snapshot of it,
+ * taken at a prompt's last block boundary before its last token, and restored into the slot
+ * (which another sequence used in between). With one slot (one snapshot),
+ * at step sizes that split the prompt or not: the same prompt again and a longer one resume at
+ * 192 of 200 positions; a prompt that forks at 100 finds cached blocks but no snapshot and
+ * computes everything; a snapshot taken by a newer prompt leaves the older chain without one,
+ * until the older prompt computed again takes it back. Every run is bitwise the syn_context one. */
+static void test_prefix_snapshots(void **state) {
+    const fixture *f = *state;
+    enum { A = 200, MORE = 50, FORK = 100, N = 3 };
+    int32_t longer[A + MORE], fork[A];
+    memcpy(longer, f->tokens + 100, sizeof(int32_t) * A);
+    memcpy(longer + A, f->tokens + 3000, sizeof(int32_t) * MORE);
+    memcpy(fork, f->tokens + 100, sizeof(int32_t) * FORK);
+    memcpy(fork + FORK, f->tokens + 3500, sizeof(int32_t) * (A - FORK));
+    const int32_t *prompts[N] = {f->tokens + 100, longer, fork};
+    const size_t lens[N] = {A, A + MORE, A};
+    job jobs[N];
+    trace want[N];
+    for (size_t k = 0; k < N; k++) {
+        jobs[k] = (job){.prompt = prompts[k],
+                        .n_prompt = lens[k],
+                        .max_tokens = 8,
+                        .sampling = syn_sampler_default_params(),
+                        .ignore_eos = true};
+        jobs[k].sampling.seed = 31 + k;
+        reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+    }
+    const int32_t steps[] = {16, 40, 512};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        syn_engine_params ep = engine_params(1, 2, steps[i]);
+        syn_engine *e = NULL;
+        assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+        syn_engine_stats st;
+        syn_engine_get_stats(e, &st);
+        assert_true(st.kv_snapshot_bytes > 0);
+        assert_int_equal(run_alone_checked(e, &jobs[0], &want[0], "first"), 0);
+        syn_engine_get_stats(e, &st);
+        assert_int_equal(st.kv_snapshots, 1);
+        run_other(e, f);
+        assert_int_equal(run_alone_checked(e, &jobs[0], &want[0], "again"), 192);
+        run_other(e, f);
+        assert_int_equal(run_alone_checked(e, &jobs[1], &want[1], "longer"), 192);
+        /* the longer prompt's snapshot (at 240) took the only one: 200 tokens start over */
+        assert_int_equal(run_alone_checked(e, &jobs[0], &want[0], "no snapshot"), 0);
+        run_other(e, f);
+        assert_int_equal(run_alone_checked(e, &jobs[0], &want[0], "taken back"), 192);
+        assert_int_equal(run_alone_checked(e, &jobs[2], &want[2], "fork"), 0);
+        syn_engine_get_stats(e, &st);
+        assert_int_equal(st.kv_snapshots, 1);
+        assert_true(st.kv_blocks_cached >= 12 + 3);
         syn_engine_free(e);
     }
 }
@@ -1737,22 +1834,22 @@ int main(void) {
         cmocka_unit_test(test_huge_kv_budget_costs_nothing),
     };
     const struct CMUnitTest swa_tests[] = {
-        cmocka_unit_test(test_parity_batches),  cmocka_unit_test(test_parity_f16_kv),
-        cmocka_unit_test(test_prefix_reuse),    cmocka_unit_test(test_preemption_parity),
-        cmocka_unit_test(test_swa_ring_memory), cmocka_unit_test(test_embedding_parity),
+        cmocka_unit_test(test_parity_batches),    cmocka_unit_test(test_parity_f16_kv),
+        cmocka_unit_test(test_prefix_reuse),      cmocka_unit_test(test_prefix_snapshots),
+        cmocka_unit_test(test_preemption_parity), cmocka_unit_test(test_swa_ring_memory),
+        cmocka_unit_test(test_embedding_parity),
     };
     const struct CMUnitTest phi3_tests[] = {
         cmocka_unit_test(test_parity_batches),
         cmocka_unit_test(test_parity_f16_kv),
         cmocka_unit_test(test_embedding_parity),
     };
-    /* Alone-vs-batched and preemption parity with per-sequence recurrent state (the prefix cache
-     * is off for such models, so the prefix tests do not apply). */
+    /* Per-sequence recurrent state: alone-vs-batched, prefix reuse after snapshots of it, and
+     * preemption parity. */
     const struct CMUnitTest recurrent[] = {
-        cmocka_unit_test(test_parity_batches),
-        cmocka_unit_test(test_parity_f16_kv),
-        cmocka_unit_test(test_embedding_parity),
-        cmocka_unit_test(test_preemption_parity),
+        cmocka_unit_test(test_parity_batches),   cmocka_unit_test(test_parity_f16_kv),
+        cmocka_unit_test(test_prefix_reuse),     cmocka_unit_test(test_prefix_snapshots),
+        cmocka_unit_test(test_embedding_parity), cmocka_unit_test(test_preemption_parity),
     };
     int failed = cmocka_run_group_tests_name("engine", tests, setup, teardown);
     failed += cmocka_run_group_tests_name("engine, gemma3", swa_tests, setup_gemma3, teardown);
