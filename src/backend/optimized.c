@@ -1419,13 +1419,14 @@ static size_t opt_kv_block_bytes(const void *opaque) {
     return s->own_block_bytes;
 }
 
-/* ring_span for slices of up to seq_tokens of one sequence (a slice has at most OPT_MAX_BATCH). */
+/* ring_span for slices of up to seq_tokens of one sequence (forward_tokens cuts a batch into
+ * slices of at most ring_slice tokens). */
 static uint32_t opt_ring_blocks(const void *opaque, uint32_t seq_tokens, size_t *block_bytes) {
     const opt_state *s = opaque;
     *block_bytes = s->ring_block_bytes;
     if (s->ring_blocks == 0) return 0;
     const uint32_t slice = seq_tokens < 1               ? 1
-                           : seq_tokens > OPT_MAX_BATCH ? OPT_MAX_BATCH
+                           : seq_tokens > s->ring_slice ? s->ring_slice
                                                         : seq_tokens;
     return ring_span(s, slice);
 }
@@ -1452,8 +1453,11 @@ static syn_status forward_tokens(opt_state *s, const syn_batch *b, void *const *
     if (st == SYN_OK) st = grow_batch(s, b->n < OPT_MAX_BATCH ? b->n : OPT_MAX_BATCH);
     const size_t n_vocab = (size_t)s->model->hp.n_vocab, n_embd = (size_t)s->model->hp.n_embd;
     size_t n_out = 0, n_hid = 0; /* logits and hidden rows written by earlier slices */
-    for (size_t start = 0; st == SYN_OK && start < b->n; start += OPT_MAX_BATCH) {
-        const size_t len = b->n - start < OPT_MAX_BATCH ? b->n - start : OPT_MAX_BATCH;
+    /* sliding-window layers: slices of about W / 4, so that a ring of the window and one slice
+     * holds what a slice attends to (an engine step may carry far more of one sequence) */
+    const size_t cap = s->ring_blocks ? s->ring_slice : OPT_MAX_BATCH;
+    for (size_t start = 0; st == SYN_OK && start < b->n; start += cap) {
+        const size_t len = b->n - start < cap ? b->n - start : cap;
         st = forward_slice(s, b, ring, start, len, b->logits + n_out * n_vocab,
                            b->want_hidden ? b->hidden + n_hid * n_embd : NULL);
         for (size_t t = start; t < start + len; t++) {

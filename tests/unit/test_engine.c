@@ -936,32 +936,23 @@ static void test_preemption_parity(void **state) {
 }
 
 /* gemma3's local layers live in one ring per slot, not in the pool's blocks: a block holds the
- * global layers' K and V only, and two sequences far longer than the ring (the window of 8 and a
- * 16-token step: (8 + 14) / 16 + 2 = 3 blocks) keep it at that size, with the tokens and logits of
- * syn_context. */
+ * global layers' K and V only, and two sequences far longer than the ring keep it at its size,
+ * with the tokens and logits of syn_context. The ring holds the window and one slice of a
+ * sequence's tokens, which the backend cuts at about W / 4 (16 for the window of 8) whatever the
+ * step carries: (8 + 14) / 16 + 2 = 3 blocks for 16- and 512-token steps alike. */
 static void test_swa_ring_memory(void **state) {
     const fixture *f = *state;
     const syn_hparams *hp = &f->model->hp;
-    enum { N = 2, STEP = 16 };
+    enum { N = 2 };
     int32_t n_local = 0;
     for (int32_t l = 0; l < hp->n_layer; l++)
         n_local += syn_layer_is_local(hp, l);
     assert_true(n_local > 0 && n_local < hp->n_attn_layers);
+    assert_int_equal(hp->swa_window, 8);
     const size_t layer_bytes = 2 * SYN_KV_BLOCK * (size_t)hp->kv_dim * sizeof(float);
-    const size_t ring_blocks = ((size_t)hp->swa_window + STEP - 2) / SYN_KV_BLOCK + 2;
-    syn_engine *e = NULL;
-    syn_engine_params ep = engine_params(N, 2, STEP);
-    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
-    syn_engine_stats st;
-    syn_engine_get_stats(e, &st);
-    assert_int_equal(st.kv_block_bytes, layer_bytes * (size_t)(hp->n_attn_layers - n_local));
-    assert_int_equal(st.kv_ring_bytes, ring_blocks * layer_bytes * (size_t)n_local);
-    assert_int_equal(st.kv_rings, 0);
-
+    const size_t ring_blocks = (8 + 16 - 2) / SYN_KV_BLOCK + 2;
     job jobs[N];
-    trace want[N], got[N];
-    syn_request *reqs[N];
-    memset(got, 0, sizeof got);
+    trace want[N];
     for (size_t k = 0; k < N; k++) {
         jobs[k] = (job){.prompt = f->tokens + 500 * k,
                         .n_prompt = 200 + 100 * k,
@@ -971,19 +962,33 @@ static void test_swa_ring_memory(void **state) {
         jobs[k].sampling.seed = 5 + k;
         reference(f, &jobs[k], SYN_KV_F32, &want[k]);
     }
-    for (size_t k = 0; k < N; k++) { /* together, so that each takes a slot */
-        syn_request_params p = request_of(&jobs[k], &got[k]);
-        assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
+    const int32_t steps[] = {16, 512};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        syn_engine *e = NULL;
+        syn_engine_params ep = engine_params(N, 2, steps[i]);
+        assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+        syn_engine_stats st;
+        syn_engine_get_stats(e, &st);
+        assert_int_equal(st.kv_block_bytes, layer_bytes * (size_t)(hp->n_attn_layers - n_local));
+        assert_int_equal(st.kv_ring_bytes, ring_blocks * layer_bytes * (size_t)n_local);
+        assert_int_equal(st.kv_rings, 0);
+        trace got[N];
+        syn_request *reqs[N];
+        memset(got, 0, sizeof got);
+        for (size_t k = 0; k < N; k++) { /* together, so that each takes a slot */
+            syn_request_params p = request_of(&jobs[k], &got[k]);
+            assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
+        }
+        for (size_t k = 0; k < N; k++) {
+            syn_request_result res;
+            assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+            assert_same_run(&want[k], &got[k], "ring", k);
+            syn_request_free(reqs[k]);
+        }
+        syn_engine_get_stats(e, &st);
+        assert_int_equal(st.kv_rings, N); /* one per slot, whatever the sequences' length */
+        syn_engine_free(e);
     }
-    for (size_t k = 0; k < N; k++) {
-        syn_request_result res;
-        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
-        assert_same_run(&want[k], &got[k], "ring", k);
-        syn_request_free(reqs[k]);
-    }
-    syn_engine_get_stats(e, &st);
-    assert_int_equal(st.kv_rings, N); /* one per slot, whatever the sequences' length */
-    syn_engine_free(e);
 }
 
 /* A generated request's tokens (after wait), copied out. */
