@@ -39,7 +39,7 @@ check "the chat page is the built-in HTML" grep -q '<title>Synapse chat</title>'
 api GET /metrics && expect_status 200 "GET /metrics"
 for m in synapse_requests_total synapse_requests_running synapse_requests_queued synapse_prompt_tokens_total \
     synapse_generated_tokens_total synapse_decode_tokens_per_second synapse_kv_blocks_used synapse_kv_blocks_free \
-    synapse_prefix_cache_hit_tokens_total; do
+    synapse_prefix_cache_hit_tokens_total synapse_prefix_snapshots; do
     check "/metrics has $m" grep -q "^# TYPE $m " "$tmp/body"
 done
 

@@ -116,6 +116,9 @@ static void model_metrics(text_buf *b, server *srv) {
         {"synapse_kv_blocks_cached", "gauge", "KV-cache blocks held by the prefix cache."},
         {"synapse_preemptions_total", "counter",
          "Times a request gave up its KV blocks to older ones."},
+        {"synapse_prefix_snapshots", "gauge",
+         "Snapshots of per-sequence memory (recurrent state, sliding-window ring) the prefix "
+         "cache holds."},
     };
     for (size_t k = 0; k < sizeof metrics / sizeof metrics[0]; k++) {
         metric_head(b, metrics[k].name, metrics[k].type, metrics[k].help);
@@ -134,6 +137,7 @@ static void model_metrics(text_buf *b, server *srv) {
                 (double)e->kv_blocks_total - e->kv_blocks_used,
                 e->kv_blocks_cached,
                 (double)e->n_preempted,
+                e->kv_snapshots,
             };
             char labels[96];
             snprintf(labels, sizeof labels, "model=\"%s\"",
