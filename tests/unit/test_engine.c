@@ -683,7 +683,9 @@ static void run_other(syn_engine *e, const fixture *f) {
  * at step sizes that split the prompt or not: the same prompt again and a longer one resume at
  * 192 of 200 positions; a prompt that forks at 100 finds cached blocks but no snapshot and
  * computes everything; a snapshot taken by a newer prompt leaves the older chain without one,
- * until the older prompt computed again takes it back. Every run is bitwise the syn_context one. */
+ * until the older prompt computed again takes it back. Three equal prompts computed together in
+ * three slots leave one snapshot on the chain the first of them cached, which the longer prompt
+ * then resumes at. Every run is bitwise the syn_context one. */
 static void test_prefix_snapshots(void **state) {
     const fixture *f = *state;
     enum { A = 200, MORE = 50, FORK = 100, N = 3 };
@@ -730,6 +732,28 @@ static void test_prefix_snapshots(void **state) {
         assert_true(st.kv_blocks_cached >= 12 + 3);
         syn_engine_free(e);
     }
+    enum { SAME = 3 };
+    syn_engine_params ep = engine_params(SAME, 2, 64);
+    syn_engine *e = NULL;
+    assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
+    trace got[SAME];
+    syn_request *reqs[SAME];
+    memset(got, 0, sizeof got);
+    for (size_t k = 0; k < SAME; k++) {
+        syn_request_params p = request_of(&jobs[0], &got[k]);
+        assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
+    }
+    for (size_t k = 0; k < SAME; k++) {
+        syn_request_result res;
+        assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
+        assert_same_run(&want[0], &got[k], "equal prompts together", k);
+        syn_request_free(reqs[k]);
+    }
+    syn_engine_stats st;
+    syn_engine_get_stats(e, &st);
+    assert_int_equal(st.kv_snapshots, 1);
+    assert_int_equal(run_alone_checked(e, &jobs[1], &want[1], "longer after them"), 192);
+    syn_engine_free(e);
 }
 
 /* With a budget of 128 blocks, ten 300-token prompts (18 full blocks each) cannot all stay cached:
