@@ -557,7 +557,9 @@ typedef struct syn_engine_params {
                              * the blocks in use take memory. Default 1024 */
     int32_t
         max_step_tokens; /* tokens per step, n_parallel..SYN_ENGINE_MAX_STEP_TOKENS. Default 512 */
-    bool prefix_cache;   /* reuse cached KV blocks of earlier prompts. Default true */
+    bool prefix_cache;   /* reuse cached KV blocks of earlier prompts (gemma3, qwen35: up to the
+                          * last matched block carrying a snapshot of the sequence's own memory,
+                          * syn_engine_stats.kv_snapshots). Default true */
     syn_compute_pool *pool; /* NULL (default): the engine's own n_threads threads; else these
                              * shared threads (n_threads must then be 0 or the pool's count) */
 } syn_engine_params;
