@@ -679,13 +679,13 @@ static void run_other(syn_engine *e, const fixture *f) {
 /* gemma3 and qwen35 keep per-sequence memory outside the KV blocks (the sliding-window layers'
  * ring, the recurrent state): a cached prefix resumes only after a block with a snapshot of it,
  * taken at a prompt's last block boundary before its last token, and restored into the slot
- * (which another sequence used in between). With one slot (one snapshot),
- * at step sizes that split the prompt or not: the same prompt again and a longer one resume at
- * 192 of 200 positions; a prompt that forks at 100 finds cached blocks but no snapshot and
- * computes everything; a snapshot taken by a newer prompt leaves the older chain without one,
- * until the older prompt computed again takes it back. Three equal prompts computed together in
- * three slots leave one snapshot on the chain the first of them cached, which the longer prompt
- * then resumes at. Every run is bitwise the syn_context one. */
+ * (which another sequence used in between). With one slot (one snapshot), at step sizes that
+ * split the prompt or not (the 40-token steps with F16 KV): the same prompt again and a longer
+ * one resume at 192 of 200 positions; a prompt that forks at 100 finds cached blocks but no
+ * snapshot and computes everything; a snapshot taken by a newer prompt leaves the older chain
+ * without one, until the older prompt computed again takes it back. Three equal prompts computed
+ * together in three slots leave one snapshot on the chain the first of them cached, which the
+ * longer prompt then resumes at. Every run is bitwise the syn_context one. */
 static void test_prefix_snapshots(void **state) {
     const fixture *f = *state;
     enum { A = 200, MORE = 50, FORK = 100, N = 3 };
@@ -697,7 +697,7 @@ static void test_prefix_snapshots(void **state) {
     const int32_t *prompts[N] = {f->tokens + 100, longer, fork};
     const size_t lens[N] = {A, A + MORE, A};
     job jobs[N];
-    trace want[N];
+    trace want[N], want16[N]; /* F32 and F16 KV */
     for (size_t k = 0; k < N; k++) {
         jobs[k] = (job){.prompt = prompts[k],
                         .n_prompt = lens[k],
@@ -706,27 +706,30 @@ static void test_prefix_snapshots(void **state) {
                         .ignore_eos = true};
         jobs[k].sampling.seed = 31 + k;
         reference(f, &jobs[k], SYN_KV_F32, &want[k]);
+        reference(f, &jobs[k], SYN_KV_F16, &want16[k]);
     }
     const int32_t steps[] = {16, 40, 512};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
         syn_engine_params ep = engine_params(1, 2, steps[i]);
+        ep.kv_type = i == 1 ? SYN_KV_F16 : SYN_KV_F32;
+        const trace *w = i == 1 ? want16 : want;
         syn_engine *e = NULL;
         assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
         syn_engine_stats st;
         syn_engine_get_stats(e, &st);
         assert_true(st.kv_snapshot_bytes > 0);
-        assert_int_equal(run_alone_checked(e, &jobs[0], &want[0], "first"), 0);
+        assert_int_equal(run_alone_checked(e, &jobs[0], &w[0], "first"), 0);
         syn_engine_get_stats(e, &st);
         assert_int_equal(st.kv_snapshots, 1);
         run_other(e, f);
-        assert_int_equal(run_alone_checked(e, &jobs[0], &want[0], "again"), 192);
+        assert_int_equal(run_alone_checked(e, &jobs[0], &w[0], "again"), 192);
         run_other(e, f);
-        assert_int_equal(run_alone_checked(e, &jobs[1], &want[1], "longer"), 192);
+        assert_int_equal(run_alone_checked(e, &jobs[1], &w[1], "longer"), 192);
         /* the longer prompt's snapshot (at 240) took the only one: 200 tokens start over */
-        assert_int_equal(run_alone_checked(e, &jobs[0], &want[0], "no snapshot"), 0);
+        assert_int_equal(run_alone_checked(e, &jobs[0], &w[0], "no snapshot"), 0);
         run_other(e, f);
-        assert_int_equal(run_alone_checked(e, &jobs[0], &want[0], "taken back"), 192);
-        assert_int_equal(run_alone_checked(e, &jobs[2], &want[2], "fork"), 0);
+        assert_int_equal(run_alone_checked(e, &jobs[0], &w[0], "taken back"), 192);
+        assert_int_equal(run_alone_checked(e, &jobs[2], &w[2], "fork"), 0);
         syn_engine_get_stats(e, &st);
         assert_int_equal(st.kv_snapshots, 1);
         assert_true(st.kv_blocks_cached >= 12 + 3);
