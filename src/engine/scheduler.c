@@ -27,8 +27,9 @@
  * Models with per-sequence memory in the slots (qwen35's recurrent state, gemma3's ring of the
  * sliding-window layers) resume a cached prefix only after a block carrying a snapshot of that
  * memory (kv_pool.h): a prefill slice ends at the prompt's last block boundary before its last
- * token, the memory there is copied to the cached block ending there, and a request matching that
- * block copies it back into its slot and computes on from the boundary. Both memories advance
+ * token (and where the prompt leaves a cached chain whose end has no snapshot), the memory there
+ * is copied to the cached block ending there, and a request matching that block copies it back
+ * into its slot and computes on from the boundary. Both memories advance
  * position by position as functions of the tokens alone, so this is bitwise the full computation.
  */
 #include "engine/scheduler.h"
@@ -371,7 +372,9 @@ static void activate(syn_engine *e, syn_request *r) {
  * blocks in the prefix cache; when it still needs logits (nothing generated yet), at least its
  * last prompt token is computed. A model with per-sequence memory resumes only after the last
  * matched block with a snapshot, and its prefill takes one at its prompt's last block boundary
- * before the last token (which the same prompt again resumes at). */
+ * before the last token (which the same prompt again resumes at) and one where it leaves a cached
+ * chain whose end had none (a prefix prompts share, such as a system prompt, resumed by the next
+ * one that shares it). */
 static void admit_locked(syn_engine *e) {
     while (e->q_head && e->n_active < (uint32_t)e->params.n_parallel) {
         syn_request *r = e->q_head;
@@ -382,6 +385,7 @@ static void admit_locked(syn_engine *e) {
         if (e->params.prefix_cache && reuse)
             matched = kv_pool_lookup(e->pool, r->ids, (r->n_fill - wants_logits) / SYN_KV_BLOCK,
                                      r->block_ids);
+        const uint32_t branch = matched * SYN_KV_BLOCK;
         if (e->snap_bytes)
             while (matched > 0 && !kv_pool_snapshot(e->pool, r->block_ids[matched - 1]))
                 kv_pool_unref(e->pool, r->block_ids[--matched]);
@@ -408,10 +412,11 @@ static void admit_locked(syn_engine *e) {
             r->n_cached = r->n_past;
             e->stats.n_cached_tokens += r->n_cached;
         }
-        const uint32_t snap = r->n_prompt ? (uint32_t)(r->n_prompt - 1) / SYN_KV_BLOCK : 0;
-        r->snap_pos = e->params.prefix_cache && e->snap_bytes && snap * SYN_KV_BLOCK > r->n_past
-                          ? snap * SYN_KV_BLOCK
-                          : 0;
+        const uint32_t last =
+            r->n_prompt ? (uint32_t)(r->n_prompt - 1) / SYN_KV_BLOCK * SYN_KV_BLOCK : 0;
+        const bool snaps = e->params.prefix_cache && e->snap_bytes;
+        r->snap_pos[0] = snaps && branch > r->n_past && branch != last ? branch : 0;
+        r->snap_pos[1] = snaps && last > r->n_past ? last : 0;
         activate(e, r);
         if (e->slot_used && take_slot(e, r) != SYN_OK)
             mark_finished(r, SYN_FINISH_ERROR, SYN_ERR_NO_MEMORY, syn_last_error());
@@ -793,14 +798,17 @@ static void publish_blocks(syn_engine *e, syn_request *r) {
     }
 }
 
-/* r's prefill has reached snap_pos: its slot memory there becomes the snapshot of the cached
- * block ending there (r's own, or the equal one of a sequence that cached it first), unless that
- * block has one. */
-static void take_snapshot(syn_engine *e, syn_request *r) {
-    const int32_t id = kv_pool_find(e->pool, r->ids, r->snap_pos / SYN_KV_BLOCK);
-    char *snap = id >= 0 ? kv_pool_snapshot_take(e->pool, id) : NULL;
-    if (snap) snapshot_save(e, r, r->snap_pos, snap);
-    r->snap_pos = 0;
+/* r's prefill has reached one of its snap_pos: its slot memory there becomes the snapshot of the
+ * cached block ending there (r's own, or the equal one of a sequence that cached it first),
+ * unless that block has one. */
+static void take_snapshots(syn_engine *e, syn_request *r) {
+    for (int i = 0; i < 2; i++) {
+        if (r->snap_pos[i] != r->n_past) continue;
+        const int32_t id = kv_pool_find(e->pool, r->ids, r->n_past / SYN_KV_BLOCK);
+        char *snap = id >= 0 ? kv_pool_snapshot_take(e->pool, id) : NULL;
+        if (snap) snapshot_save(e, r, r->n_past, snap);
+        r->snap_pos[i] = 0;
+    }
 }
 
 /* One batched forward pass and what follows it. */
@@ -822,8 +830,9 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
         if (r->phase != PHASE_PREFILL) continue;
         const size_t left = r->n_fill - r->n_past, room = (size_t)e->params.max_step_tokens - n;
         uint32_t k = (uint32_t)(left < room ? left : room);
-        if (r->snap_pos > r->n_past && r->n_past + k > r->snap_pos)
-            k = r->snap_pos - r->n_past; /* the slice ends where the snapshot is taken */
+        for (int s = 0; s < 2; s++) /* the slice ends where a snapshot is taken */
+            if (r->snap_pos[s] > r->n_past && r->n_past + k > r->snap_pos[s])
+                k = r->snap_pos[s] - r->n_past;
         /* resumed (n_out > 0) or embedding: no logits */
         add_tokens(e, r, &n, &n_logits, &n_hidden, k, k == left && r->n_out == 0 && !r->embed);
     }
@@ -864,7 +873,7 @@ static void step(syn_engine *e, uint64_t step_index, bool inject_failure) {
             else if (r->phase == PHASE_PREFILL && r->n_past == r->n_fill && r->n_out > 0)
                 r->phase = PHASE_DECODE; /* a preempted request caught up */
             if (e->params.prefix_cache) publish_blocks(e, r);
-            if (r->snap_pos && r->n_past == r->snap_pos) take_snapshot(e, r);
+            if (r->snap_pos[0] || r->snap_pos[1]) take_snapshots(e, r);
         }
     }
     const double ms = syn_now_ms() - t0;

@@ -77,7 +77,10 @@ struct syn_request {
                            * preemption the prompt and all but the last generated token */
     size_t n_out;         /* generated tokens, in ids after the prompt */
     size_t n_cached;      /* prompt positions reused from the prefix cache */
-    uint32_t snap_pos;    /* the block boundary whose snapshot this prefill takes, 0: none */
+    /* block boundaries where this prefill takes snapshots (0: none): where its prompt left the
+     * cached chain it matched (a prefix other prompts share), and its prompt's last boundary
+     * before its last token */
+    uint32_t snap_pos[2];
     req_phase phase;
     uint32_t step_tokens; /* tokens in the current step */
     bool step_logits;     /* the current step computes its logits ... */

@@ -735,6 +735,32 @@ static void test_prefix_snapshots(void **state) {
         assert_true(st.kv_blocks_cached >= 12 + 3);
         syn_engine_free(e);
     }
+    /* A shared 100-token prefix (a system prompt) with three different endings: the second prompt
+     * finds its 6 full blocks cached without a snapshot, computes everything and leaves one where
+     * it leaves that chain, at 96, which the third resumes at. */
+    enum { SYS = 100 };
+    int32_t sys[3][SYS + 40];
+    job shared[3];
+    trace want_shared[3];
+    for (size_t k = 0; k < 3; k++) {
+        memcpy(sys[k], f->tokens + 1200, sizeof(int32_t) * SYS);
+        memcpy(sys[k] + SYS, f->tokens + 2200 + 100 * k, sizeof(int32_t) * 40);
+        shared[k] = (job){.prompt = sys[k],
+                          .n_prompt = SYS + 30 + 10 * (k % 2),
+                          .max_tokens = 6,
+                          .sampling = syn_sampler_default_params(),
+                          .ignore_eos = true};
+        shared[k].sampling.temperature = 0.0f;
+        reference(f, &shared[k], SYN_KV_F32, &want_shared[k]);
+    }
+    syn_engine_params two = engine_params(2, 2, 64);
+    syn_engine *e2 = NULL;
+    assert_int_equal(syn_engine_new(f->model, &two, &e2), SYN_OK);
+    assert_int_equal(run_alone_checked(e2, &shared[0], &want_shared[0], "system prompt 1"), 0);
+    assert_int_equal(run_alone_checked(e2, &shared[1], &want_shared[1], "system prompt 2"), 0);
+    assert_int_equal(run_alone_checked(e2, &shared[2], &want_shared[2], "system prompt 3"), 96);
+    syn_engine_free(e2);
+
     enum { SAME = 3 };
     syn_engine_params ep = engine_params(SAME, 2, 64);
     syn_engine *e = NULL;
