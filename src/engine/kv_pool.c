@@ -265,11 +265,16 @@ static void grow_buckets(kv_pool *p) {
     p->n_buckets = n;
 }
 
-bool kv_pool_publish(kv_pool *p, int32_t parent, const int32_t *tokens, int32_t id) {
+int32_t kv_pool_publish(kv_pool *p, int32_t parent, const int32_t *tokens, int32_t id) {
     kv_block *b = &p->blocks[id];
-    if (b->cached || (parent >= 0 && !p->blocks[parent].cached)) return false;
+    if (b->cached || (parent >= 0 && !p->blocks[parent].cached)) return -1;
     const uint64_t hash = entry_hash(parent, tokens);
-    if (find_entry(p, parent, tokens, hash) >= 0) return false;
+    const int32_t equal = find_entry(p, parent, tokens, hash);
+    if (equal >= 0) {
+        ref(p, equal);
+        p->blocks[equal].last_use = ++p->tick;
+        return equal;
+    }
     grow_buckets(p);
     b->cached = true;
     b->refs++; /* the cache's reference; the publisher holds one, so it is not evictable yet */
@@ -283,7 +288,7 @@ bool kv_pool_publish(kv_pool *p, int32_t parent, const int32_t *tokens, int32_t 
     *head = id;
     if (parent >= 0) p->blocks[parent].n_children++;
     p->n_cached++;
-    return true;
+    return id;
 }
 
 void kv_pool_set_snapshots(kv_pool *p, size_t bytes, uint32_t max) {

@@ -63,9 +63,11 @@ uint32_t kv_pool_lookup(kv_pool *p, const int32_t *tokens, uint32_t max_blocks, 
 int32_t kv_pool_find(kv_pool *p, const int32_t *tokens, uint32_t n_blocks);
 
 /* Enters block id (full, its keys and values final) into the cache as tokens[SYN_KV_BLOCK] after
- * parent (-1: the first block of a sequence). Returns false, changing nothing, when the parent is
- * not cached, the block already is, or an equal entry exists. */
-bool kv_pool_publish(kv_pool *p, int32_t parent, const int32_t *tokens, int32_t id);
+ * parent (-1: the first block of a sequence). Returns the cached block holding those tokens after
+ * parent: id, or an equal entry cached first, on which a reference is then taken for the caller
+ * (both hold bitwise the same keys and values, so the caller may drop id for it); -1, changing
+ * nothing, when the parent is not cached or id already is. */
+int32_t kv_pool_publish(kv_pool *p, int32_t parent, const int32_t *tokens, int32_t id);
 
 /* Snapshots: a sequence's own memory outside the blocks (a recurrent state, the sliding-window
  * layers' last positions) as it stood right after a cached block, attached to that block, so that

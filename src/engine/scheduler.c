@@ -785,16 +785,26 @@ static void pool_step(syn_engine *e, syn_request *r) {
     mark_finished(r, SYN_FINISH_LENGTH, SYN_OK, NULL);
 }
 
-/* Enters r's newly completed full blocks into the prefix cache. */
+/* Enters r's newly completed full blocks into the prefix cache; where an equal block is cached
+ * already (another sequence computed the same tokens), r shares it instead, so that the blocks
+ * after it still enter the cache as its children. */
 static void publish_blocks(syn_engine *e, syn_request *r) {
     const uint32_t full = r->n_past / SYN_KV_BLOCK;
     while (!r->publish_blocked && r->n_published < full) {
         const uint32_t b = r->n_published;
         const int32_t parent = b ? r->block_ids[b - 1] : -1;
-        if (!kv_pool_publish(e->pool, parent, r->ids + (size_t)b * SYN_KV_BLOCK, r->block_ids[b]))
+        const int32_t at =
+            kv_pool_publish(e->pool, parent, r->ids + (size_t)b * SYN_KV_BLOCK, r->block_ids[b]);
+        if (at < 0) {
             r->publish_blocked = true;
-        else
-            r->n_published++;
+            break;
+        }
+        if (at != r->block_ids[b]) { /* the same keys and values, cached first: share them */
+            kv_pool_unref(e->pool, r->block_ids[b]);
+            r->block_ids[b] = at;
+            r->block_data[b] = kv_pool_data(e->pool, at);
+        }
+        r->n_published++;
     }
 }
 

@@ -70,8 +70,9 @@ struct syn_request {
     void **block_data;  /* [max_blocks] their memory: the table the backend reads */
     uint32_t n_blocks;
     uint32_t reserved;    /* blocks still to draw from the pool's reservation */
-    uint32_t n_published; /* leading blocks entered into the prefix cache */
-    bool publish_blocked; /* an equal chain was cached by another sequence first */
+    uint32_t n_published; /* leading blocks the prefix cache holds (an equal block cached first
+                           * by another sequence replaces the request's own) */
+    bool publish_blocked; /* a block could not be entered (its parent is not cached) */
     uint32_t n_past;      /* positions whose keys and values are stored */
     uint32_t n_fill;      /* positions to compute before decoding (re)starts: n_prompt, or after a
                            * preemption the prompt and all but the last generated token */

@@ -735,9 +735,11 @@ static void test_prefix_snapshots(void **state) {
         assert_true(st.kv_blocks_cached >= 12 + 3);
         syn_engine_free(e);
     }
-    /* A shared 100-token prefix (a system prompt) with three different endings: the second prompt
-     * finds its 6 full blocks cached without a snapshot, computes everything and leaves one where
-     * it leaves that chain, at 96, which the third resumes at. */
+    /* A shared 100-token prefix (a system prompt) with three different endings, in three slots
+     * (three snapshots): the second prompt finds its 6 full blocks cached without a snapshot,
+     * computes everything and leaves one where it leaves that chain, at 96, which the third
+     * resumes at. The second again resumes at its own end (128): its blocks after the shared ones
+     * entered the cache as children of the equal blocks the first had cached. */
     enum { SYS = 100 };
     int32_t sys[3][SYS + 40];
     job shared[3];
@@ -753,12 +755,14 @@ static void test_prefix_snapshots(void **state) {
         shared[k].sampling.temperature = 0.0f;
         reference(f, &shared[k], SYN_KV_F32, &want_shared[k]);
     }
-    syn_engine_params two = engine_params(2, 2, 64);
+    syn_engine_params three = engine_params(3, 2, 64);
     syn_engine *e2 = NULL;
-    assert_int_equal(syn_engine_new(f->model, &two, &e2), SYN_OK);
+    assert_int_equal(syn_engine_new(f->model, &three, &e2), SYN_OK);
     assert_int_equal(run_alone_checked(e2, &shared[0], &want_shared[0], "system prompt 1"), 0);
     assert_int_equal(run_alone_checked(e2, &shared[1], &want_shared[1], "system prompt 2"), 0);
     assert_int_equal(run_alone_checked(e2, &shared[2], &want_shared[2], "system prompt 3"), 96);
+    assert_int_equal(run_alone_checked(e2, &shared[1], &want_shared[1], "system prompt 2 again"),
+                     128);
     syn_engine_free(e2);
 
     enum { SAME = 3 };
