@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test suite and ends with one summary line: "N passed, N failed".
 #   1. unit tests (cmocka), release build          build/tests/test_*
-#   2. the same unit tests under ASan + UBSan       build-debug/tests/test_*
+#   2. the same unit tests under ASan + UBSan       build-debug/tests/test_* (two at a time)
 #   3. command-line tests                           tests/cli/test_*.sh (against build/synapse)
 #   0. the source layout (make format-check)
 #   4. the GGUF reader, the server's request parser, the tokenizer, the model output reader and the
@@ -22,19 +22,28 @@ record() { # name status
     if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$1"); fi
 }
 
-run_cmocka() { # binary label
-    local bin=$1 label=$2 log="$log_dir/$(basename "$1").$2.log"
-    local start=$SECONDS
-    "$bin" >"$log" 2>&1
-    local rc=$?
-    local p f
+# cmocka_start BINARY LABEL: runs the binary in the background; its output and "status seconds"
+# land in the log directory for cmocka_report.
+cmocka_start() {
+    local out="$log_dir/$(basename "$1").$2"
+    (
+        local start=$SECONDS
+        "$1" >"$out.log" 2>&1
+        echo "$? $((SECONDS - start))" >"$out.rc"
+    ) &
+}
+
+# cmocka_report BINARY LABEL: adds a finished binary's counts to the totals.
+cmocka_report() {
+    local bin=$1 label=$2 log="$log_dir/$(basename "$1").$2.log" rc secs p f
+    read -r rc secs <"$log_dir/$(basename "$1").$2.rc"
     # a binary may run several groups, each ending with its own summary lines
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{n += $1} END {print n + 0}')
     f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{n += $1} END {print n + 0}')
     p=${p:-0}; f=${f:-0}
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # crashed before cmocka's summary
     passed=$((passed + p)); failed=$((failed + f))
-    printf '%-6s %-40s %3d passed %3d failed  (%ds)\n' "$label" "$(basename "$bin")" "$p" "$f" $((SECONDS - start))
+    printf '%-6s %-40s %3d passed %3d failed  (%ds)\n' "$label" "$(basename "$bin")" "$p" "$f" "$secs"
     if [ "$f" -ne 0 ]; then failures+=("$label/$(basename "$bin")"); cat "$log"; fi
 }
 
@@ -49,8 +58,23 @@ else
     grep -m 20 'warning:' "$log_dir/format.log"
 fi
 
-for t in build/tests/test_*; do [ -x "$t" ] && run_cmocka "$t" unit; done
-for t in build-debug/tests/test_*; do [ -x "$t" ] && run_cmocka "$t" asan; done
+# The release binaries one at a time (some compare timings); the sanitizer builds two at a time,
+# one per core of the machines CI runs on, where they are the slowest part of the run.
+for t in build/tests/test_*; do
+    [ -x "$t" ] || continue
+    cmocka_start "$t" unit
+    wait
+    cmocka_report "$t" unit
+done
+asan_bins=()
+for t in build-debug/tests/test_*; do
+    [ -x "$t" ] || continue
+    asan_bins+=("$t")
+    cmocka_start "$t" asan
+    [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
+done
+wait
+for t in "${asan_bins[@]}"; do cmocka_report "$t" asan; done
 
 for t in tests/cli/test_*.sh; do
     [ -f "$t" ] || continue
