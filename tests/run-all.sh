@@ -76,20 +76,48 @@ done
 wait
 for t in "${asan_bins[@]}"; do cmocka_report "$t" asan; done
 
+# cli_start SCRIPT: runs a command-line test in the background, its output and "status seconds"
+# in the log directory for cli_report.
+cli_start() {
+    local out="$log_dir/$(basename "$1")"
+    (
+        local start=$SECONDS
+        SYNAPSE=build/synapse bash "$1" >"$out.log" 2>&1
+        echo "$? $((SECONDS - start))" >"$out.rc"
+    ) &
+}
+
+cli_report() { # SCRIPT
+    local log="$log_dir/$(basename "$1").log" rc secs
+    read -r rc secs <"$log_dir/$(basename "$1").rc"
+    if [ "$rc" -eq 77 ]; then # the script's own "skipped" (e.g. an optional real model not given)
+        skipped=$((skipped + 1))
+        printf '%-6s %-40s %s\n' cli "$(basename "$1")" "skipped ($(tail -n1 "$log"))"
+        return
+    fi
+    record "cli/$(basename "$1")" "$rc"
+    printf '%-6s %-40s %s  (%ds)\n' cli "$(basename "$1")" "$([ "$rc" -eq 0 ] && echo ok || echo FAILED)" "$secs"
+    [ "$rc" -eq 0 ] || cat "$log"
+}
+
+# The longest scripts that time nothing (the ARM kernels under qemu, gen-model's full-size
+# presets, phi3's and the tokenizer's command lines) run two at a time; the others, some of which
+# measure the server under load or a process's memory, one at a time.
+paired=(tests/cli/test_arm_kernels.sh tests/cli/test_cli_gen_model.sh
+    tests/cli/test_cli_phi3.sh tests/cli/test_cli_tokenize.sh)
+for ((i = 0; i < ${#paired[@]}; i += 2)); do
+    cli_start "${paired[i]}"
+    cli_start "${paired[i + 1]}"
+    wait
+    cli_report "${paired[i]}"
+    cli_report "${paired[i + 1]}"
+done
 for t in tests/cli/test_*.sh; do
     [ -f "$t" ] || continue
-    start=$SECONDS
-    log="$log_dir/$(basename "$t").log"
-    SYNAPSE=build/synapse bash "$t" >"$log" 2>&1
-    rc=$?
-    if [ $rc -eq 77 ]; then # the script's own "skipped" (e.g. an optional real model not given)
-        skipped=$((skipped + 1))
-        printf '%-6s %-40s %s\n' cli "$(basename "$t")" "skipped ($(tail -n1 "$log"))"
-        continue
-    fi
-    record "cli/$(basename "$t")" $rc
-    printf '%-6s %-40s %s  (%ds)\n' cli "$(basename "$t")" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" $((SECONDS - start))
-    [ $rc -eq 0 ] || cat "$log"
+    [[ " ${paired[*]} " == *" $t "* ]] && continue
+    cli_start "$t"
+    wait
+    cli_report "$t"
 done
 
 # run_fuzzer NAME SEED_DIR SECONDS MAX_LEN: one libFuzzer target for a bounded time, on a copy of
@@ -114,18 +142,18 @@ if command -v clang >/dev/null; then
         # tokenizer.
         gguf_seeds=$(mktemp -d)
         cp tests/data/fuzz-seed.gguf "$gguf_seeds/"
-        run_fuzzer fuzz_gguf "$gguf_seeds" "${SYNAPSE_FUZZ_SECONDS:-40}" 65536
+        run_fuzzer fuzz_gguf "$gguf_seeds" "${SYNAPSE_FUZZ_SECONDS:-25}" 65536
         rm -rf "$gguf_seeds"
         # The server's request parser (JSON body -> engine request), seeded with valid bodies.
-        run_fuzzer fuzz_openai_request tests/fuzz/openai-seeds "${SYNAPSE_FUZZ_SECONDS:-20}" 8192
+        run_fuzzer fuzz_openai_request tests/fuzz/openai-seeds "${SYNAPSE_FUZZ_SECONDS:-15}" 8192
         # The tokenizer (text -> ids -> text, checked against utf8proc), seeded with the texts of
         # tests/data/qwen2-tokenizer-cases.json.
-        run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-15}" 4096
+        run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-10}" 4096
         # The same texts through Gemma 3's SentencePiece vocabulary (a vocabulary-only file).
         SYNAPSE_FUZZ_MODEL=tests/data/vocab/npm-gemma3-spm.vocab.gguf \
-            run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-10}" 4096
-        run_fuzzer fuzz_chat_output tests/fuzz/chat-output-seeds "${SYNAPSE_FUZZ_SECONDS:-10}" 4096
-        run_fuzzer fuzz_template tests/data/templates "${SYNAPSE_FUZZ_SECONDS:-20}" 65536
+            run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-6}" 4096
+        run_fuzzer fuzz_chat_output tests/fuzz/chat-output-seeds "${SYNAPSE_FUZZ_SECONDS:-6}" 4096
+        run_fuzzer fuzz_template tests/data/templates "${SYNAPSE_FUZZ_SECONDS:-12}" 65536
     else
         record fuzz/build 1
         printf '%-6s %-40s %s\n' fuzz "make fuzz" FAILED
