@@ -802,18 +802,23 @@ static int parse_fields(oa_request *r, oa_error *err) {
     return 0;
 }
 
+/* The request body as JSON (duplicate keys refused), or NULL with a 400 naming where it breaks. */
+static json_t *load_body(const char *body, size_t len, oa_error *err) {
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        oa_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                     "the body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+                     jerr.column);
+    return root;
+}
+
 int oa_request_parse(oa_kind kind, const char *body, size_t len, oa_request *out, oa_error *err) {
     oa_request r = {
         .kind = kind, .max_tokens = -1, .top_logprobs = -1, .parallel_tool_calls = true, .n = 1};
     r.sampling = syn_sampler_default_params();
-    json_error_t jerr;
-    r.root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!r.root) {
-        oa_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                     "the body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-                     jerr.column);
-        return -1;
-    }
+    r.root = load_body(body, len, err);
+    if (!r.root) return -1;
     int rc = 0;
     if (kind == OA_MESSAGES || kind == OA_MESSAGES_COUNT) {
         rc = anthropic_to_chat(&r.root, kind == OA_MESSAGES_COUNT, err);
@@ -929,14 +934,8 @@ static int embed_fields(oa_embed_request *r, oa_error *err) {
 
 int oa_embed_request_parse(const char *body, size_t len, oa_embed_request *out, oa_error *err) {
     oa_embed_request r = {0};
-    json_error_t jerr;
-    r.root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!r.root) {
-        oa_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                     "the body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-                     jerr.column);
-        return -1;
-    }
+    r.root = load_body(body, len, err);
+    if (!r.root) return -1;
     if (embed_fields(&r, err) != 0) {
         oa_embed_request_free(&r);
         return -1;
