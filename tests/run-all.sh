@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test suite and ends with one summary line: "N passed, N failed".
 #   1. unit tests (cmocka), release build          build/tests/test_*
-#   2. the same unit tests under ASan + UBSan       build-debug/tests/test_* (two at a time)
+#   2. the same unit tests under ASan + UBSan       build-debug/tests/test_*
 #   3. command-line tests                           tests/cli/test_*.sh (against build/synapse)
+#   (each two at a time, but the scripts that measure time or load)
 #   0. the source layout (make format-check)
 #   4. the GGUF reader, the server's request parser, the tokenizer, the model output reader and the
 #      template engine fuzzed for a bounded time
@@ -58,23 +59,21 @@ else
     grep -m 20 'warning:' "$log_dir/format.log"
 fi
 
-# The release binaries one at a time (some compare timings); the sanitizer builds two at a time,
-# one per core of the machines CI runs on, where they are the slowest part of the run.
-for t in build/tests/test_*; do
-    [ -x "$t" ] || continue
-    cmocka_start "$t" unit
+# The unit tests two at a time, one per core of the machines CI runs on (their few timings are
+# bounds far above what a shared core gives), the release build first and then the sanitizer build,
+# where they are the slowest part of the run.
+for build in build build-debug; do
+    label=$([ "$build" = build ] && echo unit || echo asan)
+    bins=()
+    for t in "$build"/tests/test_*; do
+        [ -x "$t" ] || continue
+        bins+=("$t")
+        cmocka_start "$t" "$label"
+        [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
+    done
     wait
-    cmocka_report "$t" unit
+    for t in "${bins[@]}"; do cmocka_report "$t" "$label"; done
 done
-asan_bins=()
-for t in build-debug/tests/test_*; do
-    [ -x "$t" ] || continue
-    asan_bins+=("$t")
-    cmocka_start "$t" asan
-    [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
-done
-wait
-for t in "${asan_bins[@]}"; do cmocka_report "$t" asan; done
 
 # cli_start SCRIPT: runs a command-line test in the background, its output and "status seconds"
 # in the log directory for cli_report.
@@ -100,39 +99,52 @@ cli_report() { # SCRIPT
     [ "$rc" -eq 0 ] || cat "$log"
 }
 
-# The longest scripts that time nothing (the ARM kernels under qemu, gen-model's full-size
-# presets, phi3's and the tokenizer's command lines) run two at a time; the others, some of which
-# measure the server under load or a process's memory, one at a time.
-paired=(tests/cli/test_arm_kernels.sh tests/cli/test_cli_gen_model.sh
-    tests/cli/test_cli_phi3.sh tests/cli/test_cli_tokenize.sh)
-for ((i = 0; i < ${#paired[@]}; i += 2)); do
-    cli_start "${paired[i]}"
-    cli_start "${paired[i + 1]}"
-    wait
-    cli_report "${paired[i]}"
-    cli_report "${paired[i + 1]}"
-done
+# Scripts that measure time or load (a bench, the server under load, timeouts of the cluster)
+# run one at a time, after the others, which run two at a time (each server on a port of its own).
+timed=(tests/cli/test_cli_bench.sh tests/cli/test_cli_memory.sh tests/cli/test_serve_load.sh
+    tests/cli/test_cluster.sh)
+untimed=()
 for t in tests/cli/test_*.sh; do
-    [ -f "$t" ] || continue
-    [[ " ${paired[*]} " == *" $t "* ]] && continue
+    [[ " ${timed[*]} " == *" $t "* ]] || untimed+=("$t")
+done
+for t in "${untimed[@]}"; do
+    cli_start "$t"
+    [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
+done
+wait
+for t in "${untimed[@]}"; do cli_report "$t"; done
+for t in "${timed[@]}"; do
     cli_start "$t"
     wait
     cli_report "$t"
 done
 
-# run_fuzzer NAME SEED_DIR SECONDS MAX_LEN: one libFuzzer target for a bounded time, on a copy of
-# its seed corpus.
-run_fuzzer() {
-    local name=$1 seeds=$2 seconds=$3 max_len=$4 start=$SECONDS corpus rc
-    corpus=$(mktemp -d)
-    cp -r "$seeds"/. "$corpus/"
-    build-fuzz/"$name" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 "$corpus" \
-        >>"$log_dir/$name.log" 2>&1
-    rc=$?
-    rm -rf "$corpus"
-    record "fuzz/$name" $rc
-    printf '%-6s %-40s %s  (%ds)\n' fuzz "$name" "$([ $rc -eq 0 ] && echo ok || echo FAILED)" $((SECONDS - start))
-    [ $rc -eq 0 ] || tail -n 40 "$log_dir/$name.log"
+# fuzz_start LABEL NAME SEED_DIR SECONDS MAX_LEN: one libFuzzer target in the background for a
+# bounded time, on a copy of its seed corpus; its log and "status seconds" go to the log directory
+# under LABEL. At most two run at once (the machines CI runs on have two cores).
+fuzz_labels=()
+fuzz_start() {
+    local label=$1 name=$2 seeds=$3 seconds=$4 max_len=$5
+    fuzz_labels+=("$label")
+    (
+        local start=$SECONDS corpus rc
+        corpus=$(mktemp -d)
+        cp -r "$seeds"/. "$corpus/"
+        build-fuzz/"$name" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 \
+            "$corpus" >"$log_dir/fuzz.$label.log" 2>&1
+        rc=$?
+        rm -rf "$corpus"
+        echo "$rc $((SECONDS - start))" >"$log_dir/fuzz.$label.rc"
+    ) &
+    [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
+}
+
+fuzz_report() { # LABEL
+    local rc secs
+    read -r rc secs <"$log_dir/fuzz.$1.rc"
+    record "fuzz/$1" "$rc"
+    printf '%-6s %-40s %s  (%ds)\n' fuzz "$1" "$([ "$rc" -eq 0 ] && echo ok || echo FAILED)" "$secs"
+    [ "$rc" -eq 0 ] || tail -n 40 "$log_dir/fuzz.$1.log"
 }
 
 if command -v clang >/dev/null; then
@@ -142,18 +154,24 @@ if command -v clang >/dev/null; then
         # tokenizer.
         gguf_seeds=$(mktemp -d)
         cp tests/data/fuzz-seed.gguf "$gguf_seeds/"
-        run_fuzzer fuzz_gguf "$gguf_seeds" "${SYNAPSE_FUZZ_SECONDS:-25}" 65536
-        rm -rf "$gguf_seeds"
+        fuzz_start fuzz_gguf fuzz_gguf "$gguf_seeds" "${SYNAPSE_FUZZ_SECONDS:-25}" 65536
         # The server's request parser (JSON body -> engine request), seeded with valid bodies.
-        run_fuzzer fuzz_openai_request tests/fuzz/openai-seeds "${SYNAPSE_FUZZ_SECONDS:-15}" 8192
+        fuzz_start fuzz_openai_request fuzz_openai_request tests/fuzz/openai-seeds \
+            "${SYNAPSE_FUZZ_SECONDS:-15}" 8192
         # The tokenizer (text -> ids -> text, checked against utf8proc), seeded with the texts of
         # tests/data/qwen2-tokenizer-cases.json.
-        run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-10}" 4096
+        fuzz_start fuzz_tokenizer fuzz_tokenizer tests/fuzz/tokenizer-seeds \
+            "${SYNAPSE_FUZZ_SECONDS:-10}" 4096
         # The same texts through Gemma 3's SentencePiece vocabulary (a vocabulary-only file).
         SYNAPSE_FUZZ_MODEL=tests/data/vocab/npm-gemma3-spm.vocab.gguf \
-            run_fuzzer fuzz_tokenizer tests/fuzz/tokenizer-seeds "${SYNAPSE_FUZZ_SECONDS:-6}" 4096
-        run_fuzzer fuzz_chat_output tests/fuzz/chat-output-seeds "${SYNAPSE_FUZZ_SECONDS:-6}" 4096
-        run_fuzzer fuzz_template tests/data/templates "${SYNAPSE_FUZZ_SECONDS:-12}" 65536
+            fuzz_start fuzz_tokenizer_spm fuzz_tokenizer tests/fuzz/tokenizer-seeds \
+            "${SYNAPSE_FUZZ_SECONDS:-6}" 4096
+        fuzz_start fuzz_chat_output fuzz_chat_output tests/fuzz/chat-output-seeds \
+            "${SYNAPSE_FUZZ_SECONDS:-6}" 4096
+        fuzz_start fuzz_template fuzz_template tests/data/templates "${SYNAPSE_FUZZ_SECONDS:-12}" 65536
+        wait
+        rm -rf "$gguf_seeds"
+        for label in "${fuzz_labels[@]}"; do fuzz_report "$label"; done
     else
         record fuzz/build 1
         printf '%-6s %-40s %s\n' fuzz "make fuzz" FAILED
