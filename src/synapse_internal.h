@@ -44,6 +44,13 @@ typedef struct syn_model_work {
 } syn_model_work;
 void syn_model_get_work(const syn_model *model, syn_model_work *out);
 
+/* Waits until the model's background thread (page warm-up, interleaved copies) has finished:
+ * what the benchmark and the tests measure or check is then the steady state. */
+void syn_model_wait_background(syn_model *model);
+
+/* Bytes of the model's interleaved copies (syn_model_params.interleave); 0: none. */
+size_t syn_model_interleaved_bytes(const syn_model *model);
+
 /* Writes x[n] as ggml_type into dst (ggml_row_size(ggml_type, n) bytes); n is a multiple of the
  * type's block size. Types: F32, Q8_0 (ggml's own rule, bit for bit), Q4_0, Q4_1, Q5_0, Q5_1,
  * Q4_K, Q5_K, Q6_K; false (nothing written) for any other. Deterministic: the same floats give

@@ -286,35 +286,33 @@ static void opt_destroy(void *opaque) {
     free(s);
 }
 
-static bool needs_copy(const syn_tensor *t) {
-    return t->type != GGML_TYPE_F32 || (uintptr_t)t->data % _Alignof(float) != 0;
-}
+/* Bytes of the float32 copy of vector tensor t (0: absent). */
+static size_t vec_floats(const syn_tensor *t) { return t->data ? (size_t)t->ne[0] : 0; }
 
-/* A float32 view of vector tensor t ([ne0]) when it is F32 and aligned, else a converted copy
- * taken from *store (advanced past it); NULL when the model lacks t. */
+/* A float32 copy of vector tensor t ([ne0]) taken from *store (advanced past it); NULL when the
+ * model lacks t. Copies, never views of the mapping: once the model's interleaved copies have
+ * released the file's pages, a view would map a whole 2 MiB page back in for a 3.5 KiB norm. */
 static const float *vec_view(const syn_tensor *t, float **store) {
     if (!t->data) return NULL;
-    if (!needs_copy(t)) return t->data;
     float *dst = *store;
     syn_tensor_row(t, 0, dst);
     *store += t->ne[0];
     return dst;
 }
 
-/* Binds the norm weights and biases (views where possible). */
+/* Binds the norm weights and biases (copies). */
 static syn_status bind_vectors(opt_state *s) {
     const struct syn_model *m = s->model;
     const syn_hparams *hp = &m->hp;
     const syn_tensor *factors = syn_model_rope_factors(m, s->n_ctx);
-    size_t copies = needs_copy(&m->output_norm) ? (size_t)hp->n_embd : 0;
-    if (factors->data && needs_copy(factors)) copies += (size_t)factors->ne[0];
+    size_t copies = vec_floats(&m->output_norm) + vec_floats(factors);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const syn_layer *L = &m->layers[l];
         const syn_tensor *v[9] = {&L->attn_norm,    &L->ffn_norm, &L->bq,     &L->bk,
                                   &L->bv,           &L->q_norm,   &L->k_norm, &L->post_attn_norm,
                                   &L->post_ffn_norm};
         for (int i = 0; i < 9; i++)
-            if (v[i]->data && needs_copy(v[i])) copies += (size_t)v[i]->ne[0];
+            copies += vec_floats(v[i]);
     }
     s->vecs = calloc((size_t)(uint32_t)hp->n_layer, sizeof *s->vecs); /* n_layer >= 1 (loader) */
     s->vec_copies = copies ? malloc(sizeof(float) * copies) : NULL;
@@ -435,11 +433,9 @@ static syn_status check_model(const struct syn_model *m, const syn_kernels *k) {
     /* In the order the forward pass reads them, so the tensor named is the first it cannot run. */
     syn_status st = SYN_OK;
     for (int32_t l = 0; st == SYN_OK && l < hp->n_layer; l++) {
-        const syn_layer *L = &m->layers[l];
-        const syn_tensor *w[] = {&L->wq,      &L->wk,     &L->wv,       &L->wo,
-                                 &L->ssm_qkv, &L->ssm_z,  &L->ssm_beta, &L->ssm_alpha,
-                                 &L->ssm_out, &L->w_gate, &L->w_up,     &L->w_down};
-        for (size_t i = 0; st == SYN_OK && i < sizeof w / sizeof w[0]; i++)
+        const syn_tensor *w[SYN_LAYER_MATRICES];
+        syn_layer_matrices(&m->layers[l], w);
+        for (size_t i = 0; st == SYN_OK && i < SYN_LAYER_MATRICES; i++)
             st = check_matrix(w[i], k);
     }
     return st == SYN_OK ? check_matrix(&m->output, k) : st;
@@ -491,11 +487,9 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     s->group = hp->n_head / hp->n_head_kv;
     s->fmt_all = fmt_of(&model->output);
     for (int32_t l = 0; l < hp->n_layer; l++) {
-        const syn_layer *L = &model->layers[l];
-        const syn_tensor *w[] = {&L->wq,      &L->wk,     &L->wv,       &L->wo,
-                                 &L->ssm_qkv, &L->ssm_z,  &L->ssm_beta, &L->ssm_alpha,
-                                 &L->ssm_out, &L->w_gate, &L->w_up,     &L->w_down};
-        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        const syn_tensor *w[SYN_LAYER_MATRICES];
+        syn_layer_matrices(&model->layers[l], w);
+        for (size_t i = 0; i < SYN_LAYER_MATRICES; i++)
             s->fmt_all |= fmt_of(w[i]);
     }
     const size_t elem = cfg->kv_type == SYN_KV_F16 ? sizeof(uint16_t) : sizeof(float);
@@ -762,10 +756,36 @@ static void mat_rows(const opt_state *s, const syn_tensor *w, const opt_acts *in
         const void *act = fmt == OPT_FMT_Q8_K   ? (const void *)in->q->k
                           : fmt == OPT_FMT_Q8_1 ? (const void *)&q8_1
                                                 : (const void *)in->q->q;
-        if (in->n == 1)
-            tk->matvec(nb, w->data, (size_t)w->row_bytes, r0, r1, act, y);
-        else /* a decode step of k sequences: one pass over the weights for all k tokens */
-            tk->matmul(nb, w->data, (size_t)w->row_bytes, r0, r1, act, (int64_t)in->n, y, y_stride);
+        /* the x16 copy's whole groups inside [r0, r1) once it is published, the rows elsewhere:
+         * the same bits either way (kernels.h) */
+        const int64_t packed = atomic_load_explicit(&w->x16_rows, memory_order_acquire);
+        const syn_x16_kernels *xk = &s->k.x16[w->type];
+        const int64_t n_groups = w->ne[1] / SYN_X16_ROWS;
+        /* x16 is read only once x16_rows has published it */
+        const uint8_t *x16 = packed > 0 ? w->x16 : NULL;
+        const syn_x16 packed_w = {
+            x16, x16 ? (const uint16_t *)(x16 + syn_x16_codes_bytes(n_groups, nb)) : NULL};
+        int64_t g0 = r1, g1 = r1;
+        if (packed > 0 && xk->matvec) {
+            g0 = (r0 + SYN_X16_ROWS - 1) / SYN_X16_ROWS * SYN_X16_ROWS;
+            g1 = r1 / SYN_X16_ROWS * SYN_X16_ROWS;
+            g1 = g1 < packed ? g1 : packed;
+            if (g1 <= g0) g0 = g1 = r1;
+        }
+        const int64_t span[3][2] = {{r0, g0}, {g0, g1}, {g1, r1}};
+        for (int i = 0; i < 3; i++) {
+            const int64_t a0 = span[i][0], a1 = span[i][1];
+            if (a1 <= a0) continue;
+            if (in->n == 1 && i == 1)
+                xk->matvec(nb, &packed_w, a0, a1, act, y);
+            else if (in->n == 1)
+                tk->matvec(nb, w->data, (size_t)w->row_bytes, a0, a1, act, y);
+            else if (i == 1) /* a decode step of k sequences: one pass over the weights */
+                xk->matmul(nb, &packed_w, a0, a1, act, (int64_t)in->n, y, y_stride);
+            else
+                tk->matmul(nb, w->data, (size_t)w->row_bytes, a0, a1, act, (int64_t)in->n, y,
+                           y_stride);
+        }
         return;
     }
     float *row = s->row_tmp[thread];

@@ -96,6 +96,43 @@ typedef struct syn_type_kernels {
     syn_matmul_fn matmul;
 } syn_type_kernels;
 
+/* The x16 layout of a Q8_0 matrix: its rows interleaved in groups of 16, so that one 64-byte load
+ * holds the same four codes of 16 rows and VPDPBUSD leaves each row's block sum in its own lane:
+ * decode then needs no horizontal sums and prefill no transposition. Two arrays, each read front
+ * to back by a decode of all the rows (two streams however short the rows are):
+ *     codes  [n_groups][n_blocks][8][16][4] u8: group g, block k, dword j, lane i: codes 4j ..
+ *            4j + 3 of row 16g + i's block k, each plus 128 (VPDPBUSD's unsigned operand; the
+ *            sums start from -128 * sum(a)); 64-byte aligned
+ *     scales [n_groups][n_blocks][16] fp16: row 16g + i's block k's d
+ * the same bytes as the rows (34 per block). Rows past the last whole group stay in the rows. */
+enum { SYN_X16_ROWS = 16 };
+
+typedef struct syn_x16 {
+    const uint8_t *codes;
+    const uint16_t *scales;
+} syn_x16;
+
+/* Bytes of the codes (x16_codes_bytes) and scales of n_groups groups of n_blocks blocks. */
+size_t syn_x16_codes_bytes(int64_t n_groups, int64_t n_blocks);
+size_t syn_x16_scales_bytes(int64_t n_groups, int64_t n_blocks);
+
+/* Writes groups [g0, g1) of the Q8_0 matrix w (kernels.h's row layout) into codes and scales,
+ * the arrays of the whole matrix. */
+void syn_pack_q8_0_x16(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t g0, int64_t g1,
+                       uint8_t *codes, uint16_t *scales);
+
+/* matvec / matmul over rows [r0, r1) of an x16 matrix, r0 and r1 multiples of 16: the same
+ * outputs, bit for bit, as the type's kernels on its rows. */
+typedef void (*syn_matvec_x16_fn)(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,
+                                  const void *act, float *y);
+typedef void (*syn_matmul_x16_fn)(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,
+                                  const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+
+typedef struct syn_x16_kernels {
+    syn_matvec_x16_fn matvec;
+    syn_matmul_x16_fn matmul;
+} syn_x16_kernels;
+
 typedef struct syn_kernels {
     syn_isa_tier isa;
 
@@ -110,6 +147,8 @@ typedef struct syn_kernels {
 
     /* Per weight type (enum ggml_type): every quantized type of the weight-type table. */
     syn_type_kernels mat[GGML_TYPE_COUNT];
+    /* Per weight type, the kernels of its x16 layout; NULL where the tier reads only rows. */
+    syn_x16_kernels x16[GGML_TYPE_COUNT];
 
     /* The float32 kernels (floats.h): bitwise the same on every tier. */
     syn_attention_fn attention;

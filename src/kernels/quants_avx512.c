@@ -144,6 +144,129 @@ void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_by
                prep_offset, dot_block);
 }
 
+/* ---- The x16 layout (kernels.h) ----------------------------------------------------------
+ * A group's block k is lane_tile16's transposed tile as it is (its 8 code vectors 64 bytes
+ * apart), so decode streams the codes front to back with one VPDPBUSD per 64 bytes and no
+ * horizontal sums, and prefill runs lane_run16 on the layout without transposing. */
+
+enum { X16_SPAN = 2048 }; /* activation blocks prepared at once (bounds the stack buffer) */
+
+SYN_K_INLINE const uint8_t *x16_codes_at(const syn_x16 *w, int64_t n_blocks, int64_t g, int64_t k) {
+    return w->codes + ((size_t)g * (size_t)n_blocks + (size_t)k) * SYN_X16_ROWS * QK8_0;
+}
+
+SYN_K_INLINE const uint16_t *x16_scales_at(const syn_x16 *w, int64_t n_blocks, int64_t g,
+                                           int64_t k) {
+    return w->scales + ((size_t)g * (size_t)n_blocks + (size_t)k) * SYN_X16_ROWS;
+}
+
+/* acc plus one block of a group (codes c, scales sc) times activation block q: lane i, row i's
+ * kernels.h step. */
+SYN_K_INLINE __m512 x16_block(__m512 acc, const uint8_t *c, const uint16_t *sc, const int8_t *q,
+                              const x86_act_aux *x) {
+    __m512i half[2] = {_mm512_set1_epi32(x->corr), _mm512_setzero_si512()};
+    SYN_K_UNROLL(8)
+    for (int j = 0; j < 8; j++)
+        half[j & 1] = x86_dpbusd_bcast(half[j & 1], _mm512_load_si512(c + j * 64), q + 4 * j);
+    const __m512i isum = _mm512_add_epi32(half[0], half[1]);
+    const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc)),
+                                   _mm512_set1_ps(x->d));
+    return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), s));
+}
+
+/* Rows up to X16_SPAN blocks (every model's but the widest FFNs) run as one loop over all the
+ * blocks of all the groups, with no loop end between groups: each group's sums are stored after
+ * every block (the last store is the result) and restarted by a mask. A loop per group, whose
+ * exit every 28 blocks the CPU mispredicted, streamed 40 % slower (docs/BENCHMARKS.md). */
+void syn_matvec_x16_q8_0_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,
+                                const void *act, float *y) {
+    const block_q8_0 *a = act; /* the Q8_0 activation row */
+    const int64_t g0 = r0 / SYN_X16_ROWS, g1 = r1 / SYN_X16_ROWS;
+    x86_act_aux aux[X16_SPAN];
+    if (n_blocks <= X16_SPAN) {
+        x86_span_aux(a, n_blocks, 0, 1, 0, n_blocks, 128, aux);
+        const uint8_t *c = x16_codes_at(w, n_blocks, g0, 0);
+        const uint16_t *sc = x16_scales_at(w, n_blocks, g0, 0);
+        float *yg = y + g0 * SYN_X16_ROWS;
+        __m512 acc = _mm512_setzero_ps();
+        int64_t k = 0;
+        const int64_t n = (g1 - g0) * n_blocks;
+        for (int64_t i = 0; i < n; i++, c += SYN_X16_ROWS * QK8_0, sc += SYN_X16_ROWS) {
+            acc = x16_block(acc, c, sc, a[k].qs, &aux[k]);
+            _mm512_storeu_ps(yg, acc);
+            const int64_t last = k == n_blocks - 1; /* arithmetic, not a branch */
+            acc = _mm512_maskz_mov_ps((__mmask16)(last - 1), acc);
+            yg += SYN_X16_ROWS * last;
+            k = (k + 1) * (1 - last);
+        }
+        return;
+    }
+    for (int64_t k0 = 0; k0 < n_blocks; k0 += X16_SPAN) {
+        const int64_t kb = n_blocks - k0 < X16_SPAN ? n_blocks - k0 : X16_SPAN;
+        x86_span_aux(a, n_blocks, 0, 1, k0, kb, 128, aux);
+        for (int64_t g = g0; g < g1; g++) {
+            const uint8_t *c = x16_codes_at(w, n_blocks, g, k0);
+            const uint16_t *sc = x16_scales_at(w, n_blocks, g, k0);
+            float *yg = y + g * SYN_X16_ROWS;
+            __m512 acc = k0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(yg);
+            for (int64_t k = 0; k < kb; k++)
+                acc = x16_block(acc, c + k * SYN_X16_ROWS * QK8_0, sc + k * SYN_X16_ROWS,
+                                a[k0 + k].qs, &aux[k]);
+            _mm512_storeu_ps(yg, acc);
+        }
+    }
+}
+
+/* x86_matmul_lanes's step order over the x16 groups of rows [r0, r1), each step's tile read in
+ * place: its scales converted to floats, the next step's codes prefetched by lane_run16. */
+void syn_matmul_x16_q8_0_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,
+                                const void *act, int64_t n_tokens, float *y, int64_t y_stride) {
+    const block_q8_0 *a = act; /* the Q8_0 activation rows */
+    if (n_tokens < 2) {        /* as syn_matmul_q8_0_avx512's min_lanes */
+        for (int64_t t = 0; t < n_tokens; t++)
+            syn_matvec_x16_q8_0_avx512(n_blocks, w, r0, r1, a + t * n_blocks, y + t * y_stride);
+        return;
+    }
+    x86_act_aux aux[X86_MM_TC * X86_MM_KS];
+    __m512 dw[X86_MM_KS];
+    const int64_t ks = n_tokens >= X86_MM_LONG ? X86_MM_KS : X86_MM_KS / 2;
+    const int64_t g0 = r0 / SYN_X16_ROWS, n_tiles = (r1 - r0) / SYN_X16_ROWS;
+    const int64_t n_spans = (n_blocks + ks - 1) / ks;
+    for (int64_t c0 = 0; c0 < n_tokens; c0 += X86_MM_TC) {
+        const int64_t nt = n_tokens - c0 < X86_MM_TC ? n_tokens - c0 : X86_MM_TC;
+        const bool tiles_outer = nt * n_spans <= X86_MM_TC;
+        if (tiles_outer) {
+            for (int64_t sp = 0; sp < n_spans; sp++) {
+                const int64_t k0 = sp * ks, kb = n_blocks - k0 < ks ? n_blocks - k0 : ks;
+                x86_span_aux(a, n_blocks, c0, nt, k0, kb, 128, aux + sp * nt * X86_MM_KS);
+            }
+        }
+        for (int64_t step = 0; step < n_tiles * n_spans; step++) {
+            const int64_t tile = tiles_outer ? step / n_spans : step % n_tiles;
+            const int64_t sp = tiles_outer ? step % n_spans : step / n_tiles;
+            const int64_t next_tile = tiles_outer ? (step + 1) / n_spans : (step + 1) % n_tiles;
+            const int64_t next_sp = tiles_outer ? (step + 1) % n_spans : (step + 1) / n_tiles;
+            const int64_t k0 = sp * ks, kb = n_blocks - k0 < ks ? n_blocks - k0 : ks;
+            if (!tiles_outer && tile == 0) x86_span_aux(a, n_blocks, c0, nt, k0, kb, 128, aux);
+            const x86_act_aux *xa = tiles_outer ? aux + sp * nt * X86_MM_KS : aux;
+            const uint16_t *sc = x16_scales_at(w, n_blocks, g0 + tile, k0);
+            for (int64_t k = 0; k < kb; k++)
+                dw[k] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + k * 16)));
+            /* the next step's codes as 8 "rows" of kb lines, so lane_run16 fetches all of them */
+            x86_tile_ref next = {0};
+            if (step + 1 < n_tiles * n_spans) {
+                const int64_t nk0 = next_sp * ks, nkb = n_blocks - nk0 < ks ? n_blocks - nk0 : ks;
+                next = (x86_tile_ref){(const char *)x16_codes_at(w, n_blocks, g0 + next_tile, nk0),
+                                      8, nkb * 64, (size_t)nkb * 64};
+            }
+            const int64_t r = r0 + tile * SYN_X16_ROWS;
+            lane_run16(kb, k0 == 0, (const __m256i *)x16_codes_at(w, n_blocks, g0 + tile, k0),
+                       (const __m256 *)dw, a + c0 * n_blocks + k0, n_blocks, xa, nt,
+                       y + c0 * y_stride + r, y_stride, SYN_X16_ROWS, &next);
+        }
+    }
+}
+
 /* Unsigned codes (Q4_0, Q5_0, Q4_1, Q5_1) straight into VPDPBUSD. */
 SYN_K_INLINE __m256i dot_unsigned(__m256i u, __m256i a, __m256i c) { return dpbusd(c, u, a); }
 X86_CODES_MATVECS(avx512, dot_unsigned)

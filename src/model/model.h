@@ -25,6 +25,13 @@ typedef struct syn_tensor {
     int64_t ne[2];      /* ne[0]: row length; ne[1]: rows (1 for vectors) */
     uint64_t row_bytes; /* bytes of one row */
     const void *data;   /* inside the mapping; NULL: the tensor is absent */
+    /* The x16 copy of a Q8_0 matrix's whole groups of 16 rows (kernels.h): its codes, its scales
+     * right after them (those of every whole group). The model's background thread writes it
+     * group range by group range and publishes the rows written so far in x16_rows (release;
+     * read it with acquire before x16): rows below x16_rows read the copy, the others the rows at
+     * data (which stay valid, though the file pages under the copied ones are released). */
+    const uint8_t *x16;
+    _Atomic int64_t x16_rows;
 } syn_tensor;
 
 typedef struct syn_hparams {
@@ -139,11 +146,20 @@ struct syn_model {
     uint64_t n_params;     /* elements of the bound tensors (tied output counted once) */
     uint64_t weight_bytes; /* bytes of the bound tensors */
     char *tensor_names;    /* the pool behind every syn_tensor.name */
-    /* Background page warm-up (syn_model_params.prefetch); syn_model_free stops and joins it. */
+    /* Background thread: page warm-up (syn_model_params.prefetch) and the x16 copies
+     * (syn_model_params.interleave); syn_model_free stops and joins it. */
     pthread_t prefetch_thread;
     bool prefetch_started;
+    bool prefetch_warm, prefetch_interleave; /* what it does */
     atomic_bool prefetch_stop;
+    void *x16_arena; /* the x16 copies, x16_bytes of anonymous memory; NULL: none */
+    size_t x16_bytes;
 };
+
+/* The matrices of layer L that the backends multiply by (absent ones have data NULL), in forward
+ * order; SYN_LAYER_MATRICES of them. */
+enum { SYN_LAYER_MATRICES = 12 };
+void syn_layer_matrices(const syn_layer *L, const syn_tensor *out[SYN_LAYER_MATRICES]);
 
 /* syn_model_load on an already parsed file (what syn_model_load runs after opening the file; tests
  * and the fuzzer call it on files built in memory). Takes ownership of f: on error it is closed, on

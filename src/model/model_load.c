@@ -2,14 +2,17 @@
  * tensor views checked against them and the weight-type table (wtype.h), tokenizer. */
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "core/file_map.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/model_phi3.h"
 #include "model/wtype.h"
@@ -22,7 +25,7 @@ enum {
 };
 
 syn_model_params syn_model_default_params(void) {
-    return (syn_model_params){.prefetch = true, .huge_pages = true};
+    return (syn_model_params){.prefetch = true, .huge_pages = true, .interleave = true};
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -498,21 +501,162 @@ static void prefetch_range(syn_model *m, const syn_tensor *t, long page) {
     (void)sink;
 }
 
+/* ---- The x16 copies (kernels.h) -------------------------------------------------------------- */
+
+/* Whether the background thread interleaves t: a Q8_0 matrix of at least one group of 16 rows,
+ * read by a tier that has x16 kernels for Q8_0 (the best this CPU runs). */
+static bool interleaves(const syn_tensor *t, const syn_kernels *k) {
+    return t->data && t->type == GGML_TYPE_Q8_0 && t->ne[1] >= SYN_X16_ROWS &&
+           k->x16[GGML_TYPE_Q8_0].matvec;
+}
+
+/* The codes, then the scales (kernels.h), of t's copy. */
+static size_t x16_bytes(const syn_tensor *t) {
+    const int64_t n_groups = t->ne[1] / SYN_X16_ROWS, nb = t->ne[0] / QK8_0;
+    const size_t b = syn_x16_codes_bytes(n_groups, nb) + syn_x16_scales_bytes(n_groups, nb);
+    return (b + 63) / 64 * 64;
+}
+
+/* Calls fn on each matrix the backends multiply by, in forward order (the output last, once
+ * when tied). */
+static void for_each_matrix(syn_model *m, void (*fn)(syn_model *, syn_tensor *, void *),
+                            void *ctx) {
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const syn_tensor *w[SYN_LAYER_MATRICES];
+        syn_layer_matrices(&m->layers[il], w);
+        for (size_t i = 0; i < SYN_LAYER_MATRICES; i++)
+            if (w[i]->data) fn(m, (syn_tensor *)w[i], ctx);
+    }
+    fn(m, &m->output, ctx);
+}
+
+typedef struct x16_pass {
+    syn_kernels k;
+    size_t bytes;     /* sizing pass: the arena's bytes */
+    uint8_t *next;    /* packing pass: where the next copy goes */
+    syn_tensor *prev; /* the matrix copied before the current one */
+    long page;
+} x16_pass;
+
+static void size_x16(syn_model *m, syn_tensor *t, void *ctx) {
+    (void)m;
+    x16_pass *p = ctx;
+    if (interleaves(t, &p->k)) p->bytes += x16_bytes(t);
+}
+
+enum {
+    X16_PACK_GROUPS = 64, /* groups written and published at a time */
+    X16_DELAY_MS = 500,   /* from loading to the first copy */
+};
+
+/* Releases the file pages wholly inside rows [r0, r1) of t (a mapped file only). */
+static void release_rows(const syn_model *m, const syn_tensor *t, int64_t r0, int64_t r1,
+                         uintptr_t page) {
+    if (!m->gguf->owns_mapping) return;
+    const uintptr_t begin = (uintptr_t)t->data + (uintptr_t)r0 * t->row_bytes;
+    const uintptr_t end = (uintptr_t)t->data + (uintptr_t)r1 * t->row_bytes;
+    const uintptr_t lo = (begin + page - 1) & ~(page - 1), hi = end & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* Writes t's copy X16_PACK_GROUPS groups at a time (stopping early when asked), publishing each
+ * range once written and releasing the file pages wholly inside its rows: decode reads the copy
+ * of those rows from then on, and the process holds about one range twice at most. */
+static void pack_x16(syn_model *m, syn_tensor *t, void *ctx) {
+    x16_pass *p = ctx;
+    if (!interleaves(t, &p->k)) return;
+    const int64_t n_groups = t->ne[1] / SYN_X16_ROWS, nb = t->ne[0] / QK8_0;
+    uint8_t *codes = p->next;
+    uint16_t *scales = (uint16_t *)(codes + syn_x16_codes_bytes(n_groups, nb));
+    p->next += x16_bytes(t);
+    /* a tied embedding reads its rows through the same copy (syn_tensor_row) */
+    syn_tensor *twin = m->tied_output && t == &m->output ? &m->tok_embd : NULL;
+    t->x16 = codes;
+    if (twin) twin->x16 = codes;
+    const uintptr_t page = (uintptr_t)p->page;
+    for (int64_t g = 0; g < n_groups; g += X16_PACK_GROUPS) {
+        if (atomic_load_explicit(&m->prefetch_stop, memory_order_relaxed)) return;
+        const int64_t g1 = g + X16_PACK_GROUPS < n_groups ? g + X16_PACK_GROUPS : n_groups;
+        syn_pack_q8_0_x16(nb, t->data, (size_t)t->row_bytes, g, g1, codes, scales);
+        atomic_store_explicit(&t->x16_rows, g1 * SYN_X16_ROWS, memory_order_release);
+        if (twin) atomic_store_explicit(&twin->x16_rows, g1 * SYN_X16_ROWS, memory_order_release);
+        release_rows(m, t, g * SYN_X16_ROWS, g1 * SYN_X16_ROWS, page);
+    }
+    /* A huge page across the previous matrix's end was mapped again by decode reading this one's
+     * rows; they are copied now, so it goes for good. */
+    if (p->prev) release_rows(m, p->prev, 0, atomic_load(&p->prev->x16_rows), page);
+    p->prev = t;
+}
+
+/* The arena for every copy (2 MiB aligned, in huge pages where the kernel gives them), then the
+ * copies in forward order. False: none was made. */
+static bool interleave_all(syn_model *m, long page) {
+    x16_pass p = {.page = page};
+    if (syn_kernels_get(syn_isa_tier_best(), &p.k) != SYN_OK) return false;
+    for_each_matrix(m, size_x16, &p);
+    if (p.bytes == 0) return false;
+    const size_t huge = 2u << 20, len = (p.bytes + huge - 1) / huge * huge;
+    uint8_t *raw =
+        mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return false;
+    uint8_t *base = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+    if (base > raw) munmap(raw, (size_t)(base - raw));
+    munmap(base + len, (size_t)(raw + huge - base));
+    madvise(base, len, MADV_HUGEPAGE);
+    m->x16_arena = base;
+    m->x16_bytes = len;
+    p.next = base;
+    for_each_matrix(m, pack_x16, &p);
+    if (p.prev) release_rows(m, p.prev, 0, atomic_load(&p.prev->x16_rows), (uintptr_t)page);
+    return true;
+}
+
 static void *prefetch_main(void *arg) {
     syn_model *m = arg;
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) page = 4096;
+    /* The copies first, with the CPU's spare time only (SCHED_IDLE), and from X16_DELAY_MS after
+     * loading: a short run is not slowed (started at once at normal priority, the copies cost a
+     * 13-token run a third of its wall time; at idle priority still a tenth, their memory traffic
+     * competing with decode's, docs/BENCHMARKS.md), and a server writes them while it waits for
+     * requests. Once they are made decode reads no file page of theirs, and warming the rest
+     * would only map back the pages they released. */
+    if (m->prefetch_interleave) {
+        for (int i = 0; i < X16_DELAY_MS; i++) { /* in 1 ms naps: syn_model_free waits for one */
+            if (atomic_load_explicit(&m->prefetch_stop, memory_order_relaxed)) return NULL;
+            nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+        }
+        struct sched_param idle = {0}, normal = {0};
+        const bool lowered = pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) == 0;
+        const bool made = interleave_all(m, page);
+        if (lowered) pthread_setschedparam(pthread_self(), SCHED_OTHER, &normal);
+        if (made) return NULL;
+    }
+    if (!m->prefetch_warm) return NULL;
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const syn_layer *L = &m->layers[il];
         size_t n_rules;
         const syn_tensor_rule *rules = layer_rules(m, il, &n_rules);
-        for (size_t i = 0; i < n_rules; i++)
-            prefetch_range(m, (const syn_tensor *)((const char *)L + rules[i].slot), page);
+        for (size_t i = 0; i < n_rules; i++) {
+            const syn_tensor *t = (const syn_tensor *)((const char *)L + rules[i].slot);
+            if (!atomic_load_explicit(&t->x16_rows, memory_order_relaxed))
+                prefetch_range(m, t, page);
+        }
     }
     prefetch_range(m, &m->output_norm, page);
-    prefetch_range(m, m->tied_output ? &m->tok_embd : &m->output, page);
+    const syn_tensor *out = m->tied_output ? &m->tok_embd : &m->output;
+    if (!atomic_load_explicit(&m->output.x16_rows, memory_order_relaxed))
+        prefetch_range(m, out, page);
     return NULL;
 }
+
+void syn_model_wait_background(syn_model *model) {
+    if (!model || !model->prefetch_started) return;
+    pthread_join(model->prefetch_thread, NULL);
+    model->prefetch_started = false;
+}
+
+size_t syn_model_interleaved_bytes(const syn_model *model) { return model ? model->x16_bytes : 0; }
 
 /* ---------------------------------------------------------------------------------------------
  * Load and free
@@ -556,8 +700,10 @@ syn_status syn_model_load_gguf(gguf_file *f, const syn_model_params *params, syn
         syn_model_free(m);
         return st;
     }
-    /* Warming pages only pays for a file mapping; a failed thread start just skips it. */
-    if (p.prefetch && f->owns_mapping)
+    /* Warming pages only pays for a file mapping; a failed thread start just skips both. */
+    m->prefetch_warm = p.prefetch && f->owns_mapping;
+    m->prefetch_interleave = p.interleave;
+    if (m->prefetch_warm || m->prefetch_interleave)
         m->prefetch_started = pthread_create(&m->prefetch_thread, NULL, prefetch_main, m) == 0;
     *out = m;
     return SYN_OK;
@@ -585,6 +731,7 @@ void syn_model_free(syn_model *model) {
         atomic_store(&model->prefetch_stop, true);
         pthread_join(model->prefetch_thread, NULL);
     }
+    if (model->x16_arena) munmap(model->x16_arena, model->x16_bytes);
     tokenizer_free(model->tokenizer);
     free(model->layers);
     free(model->tensor_names);

@@ -13,6 +13,11 @@ M=$TINY_Q8
 capture "$SYNAPSE" bench -m "$M" -t 1 -p 5 -n 4 -r 2 --json
 check "bench --json exits 0" test "$rc" -eq 0
 cp "$tmp/out" "$tmp/bench.json"
+# the model's interleaved copies (README "Interleaved weights") are waited for, and said on stderr
+if grep -qw avx512_vnni /proc/cpuinfo; then
+    check "bench waits for the interleaved copies and says so on stderr" \
+        grep -q '^interleaved copies: [0-9]* MiB, waited [0-9]* ms for them$' "$tmp/err"
+fi
 check "the output is a JSON array of two results, pp5 then tg4" \
     test "$(jq -c '[.[].test]' "$tmp/bench.json" 2>/dev/null)" = '["pp5","tg4"]'
 check "n_prompt/n_gen/n_depth/n_threads/reps describe the tests" \

@@ -81,6 +81,10 @@ for model in $TINY_Q8 $TINY_F32; do
     capture "$SYNAPSE" run -m "$model" --tokens 785,6722,315,9625,374 -n 12 --temp 0 --ignore-eos --no-huge-pages --json
     check "$(basename "$model") --no-huge-pages gives the default's tokens" \
         test "$rc" -eq 0 -a -n "$huge_ids" -a "$(jq -c .generated_ids "$tmp/out" 2>/dev/null)" = "$huge_ids"
+    # --no-interleave reads the rows only (the copies' kernels give the same bits: test_optimized)
+    capture "$SYNAPSE" run -m "$model" --tokens 785,6722,315,9625,374 -n 12 --temp 0 --ignore-eos --no-interleave --json
+    check "$(basename "$model") --no-interleave gives the default's tokens" \
+        test "$rc" -eq 0 -a -n "$huge_ids" -a "$(jq -c .generated_ids "$tmp/out" 2>/dev/null)" = "$huge_ids"
 done
 # An f16 KV cache runs on the optimized backend and is refused by the reference one.
 capture "$SYNAPSE" run -m "$TINY_Q8" --tokens 785,6722,315,9625,374 -n 4 --temp 0 --kv-type f16 --json

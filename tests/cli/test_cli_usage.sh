@@ -48,6 +48,8 @@ expect_error_mentions "--bogus" "unknown option is named"
 expect_exit 2 "stray argument" "$SYNAPSE" run -m "$M" -p x extra
 expect_exit 2 "--no-huge-pages takes no value" "$SYNAPSE" run -m "$M" -p x --no-huge-pages=1
 expect_error_mentions "--no-huge-pages=1" "the malformed flag is named"
+expect_exit 2 "--no-interleave takes no value" "$SYNAPSE" run -m "$M" -p x --no-interleave=1
+expect_error_mentions "--no-interleave=1" "the malformed flag is named"
 expect_exit 2 "--no-huge-pages on inspect (which always maps 4 KiB pages)" "$SYNAPSE" inspect -m "$M" --no-huge-pages
 expect_exit 2 "-n abc" "$SYNAPSE" run -m "$M" -p x -n abc
 expect_error_mentions "-n" "-n abc names the option"

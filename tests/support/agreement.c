@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "synapse_internal.h"
 #include "test_util.h"
 
 static int top1_index(const float *logits, int n) {
@@ -119,6 +120,7 @@ static bool run_prompts(const char *file, json_t *prompts, const syn_context_par
         fprintf(stderr, "agreement: cannot load %s: %s\n", file, syn_last_error());
         return false;
     }
+    syn_model_wait_background(model); /* the interleaved copies, so every run reads them */
     double sum_abs = 0.0;
     long n_abs = 0;
     bool ok = json_is_array(prompts);

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "synapse_internal.h"
+
 const char *test_data_path(const char *name) {
     static char path[4096];
     const char *dir = getenv("SYNAPSE_TEST_DATA");
@@ -65,6 +67,7 @@ syn_model *test_load_model(const char *name) {
     syn_model *model = NULL;
     if (syn_model_load(test_data_path(name), &mp, &model) != SYN_OK)
         fprintf(stderr, "cannot load %s: %s\n", name, syn_last_error());
+    syn_model_wait_background(model); /* the interleaved copies, so every run reads them */
     return model;
 }
 

@@ -81,6 +81,7 @@ static void test_f16_kv_vs_llama_cpp(void **state) {
 /* ---- determinism and tiers ------------------------------------------------------------------- */
 
 typedef struct fixture {
+    const char *file;
     syn_model *model;
     int32_t n_vocab;
     int32_t tokens[600]; /* a deterministic token sequence */
@@ -89,6 +90,7 @@ typedef struct fixture {
 static int setup_model(void **state, const char *file) {
     fixture *f = calloc(1, sizeof *f);
     if (!f) return -1;
+    f->file = file;
     f->model = test_load_model(file);
     if (!f->model) {
         free(f);
@@ -297,6 +299,39 @@ static void test_tiers_agree(void **state) {
     }
 }
 
+/* The interleaved copies (syn_model_params.interleave, the default) exist where the CPU's best
+ * tier reads them (of the Q8_0 matrices), and give the logits of the rows bit for bit, one token at
+ * a time (matvec) and in chunks (matmul), at 1 and 2 threads. */
+static void test_interleaved_equals_rows(void **state) {
+    const fixture *f = *state;
+    const size_t n = 40;
+    syn_model_params mp = syn_model_default_params();
+    mp.prefetch = false;
+    mp.interleave = false;
+    fixture rows = *f;
+    assert_int_equal(syn_model_load(test_data_path(f->file), &mp, &rows.model), SYN_OK);
+    assert_int_equal(syn_model_interleaved_bytes(rows.model), 0);
+    const size_t interleaved = syn_model_interleaved_bytes(f->model);
+    printf("%s: %zu bytes of interleaved copies\n", f->file, interleaved);
+    if (syn_isa_tier_best() == SYN_TIER_AVX512_VNNI && strstr(f->file, "q8_0"))
+        assert_true(interleaved > 0);
+    for (int threads = 1; threads <= 2; threads++) {
+        syn_context_params p = optimized_params();
+        p.n_threads = threads;
+        const size_t chunks[] = {1, 17};
+        for (size_t c = 0; c < 2; c++) {
+            float *want = run_chunks(&rows, p, n, chunks[c], true);
+            float *got = run_chunks(f, p, n, chunks[c], true);
+            char what[64];
+            snprintf(what, sizeof what, "interleaved, chunk %zu, %d threads", chunks[c], threads);
+            assert_bitwise_equal(want, got, n * (size_t)f->n_vocab, what);
+            free(want);
+            free(got);
+        }
+    }
+    syn_model_free(rows.model);
+}
+
 /* A tier this CPU lacks is an error, never a fallback; auto resolves to a real tier. */
 static void test_unavailable_tier_fails(void **state) {
     const fixture *f = *state;
@@ -362,6 +397,7 @@ int main(void) {
         cmocka_unit_test(test_truncate_rewinds),
         cmocka_unit_test(test_long_context_vs_reference),
         cmocka_unit_test(test_tiers_agree),
+        cmocka_unit_test(test_interleaved_equals_rows),
         cmocka_unit_test(test_unavailable_tier_fails),
         cmocka_unit_test(test_reference_rejects_f16_kv),
     };
@@ -370,6 +406,7 @@ int main(void) {
         cmocka_unit_test(test_decode_equals_prefill),
         cmocka_unit_test(test_truncate_rewinds),
         cmocka_unit_test(test_tiers_agree),
+        cmocka_unit_test(test_interleaved_equals_rows),
     };
     int failed = cmocka_run_group_tests_name("agreement", agreement, NULL, NULL);
     failed += cmocka_run_group_tests_name("determinism and tiers", on_model, setup_q8, teardown);

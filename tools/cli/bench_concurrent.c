@@ -169,7 +169,7 @@ int bench_concurrent(const bench_opts *o) {
     const int32_t n_threads = o->threads[0], n_gen = o->gens[0];
     syn_model *model = NULL;
     /* No background prefetch: no thread may compete with the measurements. */
-    int rc = load_model(o->g.model_path, false, o->g.huge_pages, &model);
+    int rc = load_model(o->g.model_path, false, o->g.huge_pages, o->g.interleave, &model);
     if (rc != EXIT_OK) return rc;
     bench_model m;
     bench_describe_model(model, o->g.model_path, &m);

@@ -150,8 +150,14 @@ static int run_series(const bench_opts *o, int32_t n_threads, int32_t n_gen, e2e
                           "--kv-type",
                           o->g.kv_type == SYN_KV_F16 ? "f16" : "f32",
                           "--json",
-                          o->g.huge_pages ? NULL : "--no-huge-pages",
+                          NULL,
+                          NULL,
                           NULL};
+    size_t n_args = 0;
+    while (argv[n_args])
+        n_args++;
+    if (!o->g.huge_pages) argv[n_args++] = "--no-huge-pages";
+    if (!o->g.interleave) argv[n_args++] = "--no-interleave";
     for (int32_t rep = -1; rep < o->reps; rep++) {
         e2e_run run = {0};
         /* posix_spawn takes char *const[] for historical reasons; it does not write them. */

@@ -41,7 +41,8 @@ int bench_schema(const bench_opts *o) {
     int rc = read_file(o->json_schema, &schema, &len);
     if (rc != EXIT_OK) return rc;
     syn_model *model = NULL;
-    if ((rc = load_model(o->g.model_path, false, o->g.huge_pages, &model)) != EXIT_OK) {
+    if ((rc = load_model(o->g.model_path, false, o->g.huge_pages, o->g.interleave, &model)) !=
+        EXIT_OK) {
         free(schema);
         return rc;
     }

@@ -502,7 +502,7 @@ static int bench_threads(const syn_model *model, const bench_opts *o, int32_t n_
 static int bench_speed(const bench_opts *o) {
     syn_model *model = NULL;
     /* No background prefetch: no thread may compete with the measurements. */
-    int rc = load_model(o->g.model_path, false, o->g.huge_pages, &model);
+    int rc = load_model(o->g.model_path, false, o->g.huge_pages, o->g.interleave, &model);
     if (rc != EXIT_OK) return rc;
     bench_model m;
     bench_describe_model(model, o->g.model_path, &m);
@@ -538,6 +538,11 @@ static int bench_speed(const bench_opts *o) {
     for (size_t i = 0; i < n_tests; i++)
         results[i].ts = samples + i * (size_t)o->reps;
     bench_random_tokens(ids, n_ids, m.info.n_vocab);
+    const double t0 = syn_now_ms();
+    syn_model_wait_background(model); /* the interleaved copies, before anything is measured */
+    if (syn_model_interleaved_bytes(model) > 0)
+        fprintf(stderr, "interleaved copies: %.0f MiB, waited %.0f ms for them\n",
+                (double)syn_model_interleaved_bytes(model) / 1048576.0, syn_now_ms() - t0);
     if ((rc = membw_new(BW_BYTES, &buf)) != EXIT_OK) goto done;
     /* The int8 peak where the contexts run an x86 tier (the scalar and ARM tiers have none). */
     syn_isa_tier tier;

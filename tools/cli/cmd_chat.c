@@ -34,7 +34,7 @@ const char usage_chat[] =
     "                          the cache and how many were processed\n"
     "  -t, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed, "
     "--backend,\n"
-    "  --isa, --kv-type, --no-huge-pages: as for synapse run\n";
+    "  --isa, --kv-type, --no-huge-pages, --no-interleave: as for synapse run\n";
 
 typedef struct chat_opts {
     gen_opts g;
@@ -182,7 +182,8 @@ static int chat(const chat_opts *o) {
     token_vec history = {0};
     char *line = NULL;
     size_t line_cap = 0;
-    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
+    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages,
+                        o->g.interleave, &model);
     if (rc != EXIT_OK) return rc;
     syn_model_info info;
     syn_model_get_info(model, &info);

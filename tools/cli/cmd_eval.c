@@ -129,7 +129,8 @@ static int eval(const eval_opts *o) {
     float *logits = NULL;
     scored *all = NULL, *top = NULL;
     json_t *positions = NULL;
-    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
+    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages,
+                        o->g.interleave, &model);
     if (rc != EXIT_OK) return rc;
     if ((rc = check_token_ids(syn_model_tokenizer(model), o->tokens, o->n_tokens)) != EXIT_OK)
         goto done;

@@ -295,7 +295,7 @@ int cmd_inspect(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc != EXIT_OK) return rc == ARGS_HELP ? EXIT_OK : rc;
     syn_model *model = NULL;
-    if ((rc = load_model(o.model_path, false, false, &model)) != EXIT_OK) return rc;
+    if ((rc = load_model(o.model_path, false, false, false, &model)) != EXIT_OK) return rc;
     syn_model_info info;
     syn_model_get_info(model, &info);
     rc = o.json ? print_inspect_json(o.model_path, model, &info)

@@ -238,7 +238,8 @@ static int run(const run_opts *o) {
     token_vec prompt = {0}, all = {0};
     gen_result res = {0};
     double t0 = syn_now_ms();
-    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
+    int rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages,
+                        o->g.interleave, &model);
     if (rc != EXIT_OK) return rc;
     double load_ms = syn_now_ms() - t0;
 

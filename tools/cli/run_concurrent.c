@@ -302,7 +302,8 @@ int run_concurrent(const run_opts *o) {
     if (rc == EXIT_OK && len == 0)
         rc = fail_runtime("'%s' has no non-empty line: there is nothing to run", o->file);
     if (rc == EXIT_OK)
-        rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages, &model);
+        rc = load_model(o->g.model_path, prefetch_pays(o->g.n_threads), o->g.huge_pages,
+                        o->g.interleave, &model);
     if (rc == EXIT_OK) {
         syn_engine_params ep = syn_engine_default_params();
         ep.n_parallel = o->concurrent;

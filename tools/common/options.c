@@ -16,6 +16,7 @@ void gen_opts_init(gen_opts *o, int32_t n_predict) {
     o->isa = defaults.isa;
     o->kv_type = defaults.kv_type;
     o->huge_pages = syn_model_default_params().huge_pages;
+    o->interleave = syn_model_default_params().interleave;
     o->sampling = syn_sampler_default_params();
 }
 
@@ -85,6 +86,10 @@ int parse_gen_opt(arg_iter *it, const char *arg, unsigned groups, gen_opts *o) {
         }
         if (strcmp(arg, "--no-huge-pages") == 0) {
             o->huge_pages = false;
+            return EXIT_OK;
+        }
+        if (strcmp(arg, "--no-interleave") == 0) {
+            o->interleave = false;
             return EXIT_OK;
         }
     }

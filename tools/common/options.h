@@ -28,6 +28,7 @@ typedef struct gen_opts {
     syn_isa_tier isa;    /* --isa */
     syn_kv_type kv_type; /* --kv-type */
     bool huge_pages;     /* false with --no-huge-pages */
+    bool interleave;     /* false with --no-interleave */
     syn_sampler_params sampling;
     char
         *chat_template; /* --chat-template-file's source (owned: gen_opts_free); NULL: the GGUF's */
@@ -37,7 +38,7 @@ typedef struct gen_opts {
 enum {
     GEN_MODEL = 1 << 0,   /* -m */
     GEN_THREADS = 1 << 1, /* -t */
-    GEN_BACKEND = 1 << 2, /* --backend, --isa, --kv-type, --no-huge-pages */
+    GEN_BACKEND = 1 << 2, /* --backend, --isa, --kv-type, --no-huge-pages, --no-interleave */
     GEN_COMPUTE = GEN_THREADS | GEN_BACKEND,
     GEN_CTX = 1 << 3,      /* -c */
     GEN_SAMPLING = 1 << 4, /* -n, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
@@ -56,7 +57,10 @@ enum {
     "  --no-huge-pages         map the weights in 4 KiB pages and leave the file's page cache "    \
     "as\n"                                                                                         \
     "                          it is (default: 2 MiB pages where the kernel allows; README\n"      \
-    "                          \"Huge pages\")\n"
+    "                          \"Huge pages\")\n"                                                  \
+    "  --no-interleave         read the Q8_0 matrices as the file lays them out (default: an\n"    \
+    "                          interleaved copy where the kernel tier has one; README\n"           \
+    "                          \"Interleaved weights\")\n"
 
 /* parse_gen_opt's answer when arg is none of the accepted options. */
 enum { OPT_NOMATCH = -2 };

@@ -131,11 +131,12 @@ void guard_mapped_file(const char *path) {
     sigaction(SIGBUS, &sa, NULL);
 }
 
-int load_model(const char *path, bool prefetch, bool huge_pages, syn_model **out) {
+int load_model(const char *path, bool prefetch, bool huge_pages, bool interleave, syn_model **out) {
     guard_mapped_file(path);
     syn_model_params params = syn_model_default_params();
     params.prefetch = prefetch;
     params.huge_pages = huge_pages;
+    params.interleave = interleave;
     if (syn_model_load(path, &params, out) != SYN_OK) return fail_lib("cannot load '%s'", path);
     return EXIT_OK;
 }

@@ -22,8 +22,9 @@ bool prefetch_pays(int32_t n_threads);
 void guard_mapped_file(const char *path);
 
 /* Loads path under guard_mapped_file (prefetching weights in the background when prefetch;
- * syn_model_params.huge_pages as huge_pages); the error "cannot load 'PATH': <cause>" (exit 1). */
-int load_model(const char *path, bool prefetch, bool huge_pages, syn_model **out);
+ * syn_model_params.huge_pages and .interleave as given); the error "cannot load 'PATH': <cause>"
+ * (exit 1). */
+int load_model(const char *path, bool prefetch, bool huge_pages, bool interleave, syn_model **out);
 
 /* Loads the tokenizer of path alone (syn_tokenizer_load: any architecture, or a vocabulary-only
  * file) under guard_mapped_file; the error "cannot load the tokenizer of 'PATH': <cause>". */

@@ -49,7 +49,7 @@ const char usage_serve[] =
     "10)\n"
     "  --max-body MiB          largest request body, else 413 (default 8)\n"
     "  --max-connections N     open connections at most (default 256)\n"
-    "  --isa TIER, --kv-type TYPE, --no-huge-pages   as for run\n"
+    "  --isa TIER, --kv-type TYPE, --no-huge-pages, --no-interleave   as for run\n"
     "  Models can also be loaded and removed while serving: POST /admin/models {\"path\",\n"
     "  \"alias\"} and DELETE /admin/models/ALIAS (README \"Serving over HTTP\").\n";
 
@@ -176,6 +176,7 @@ static int parse_serve_args(int argc, char **argv, server_opts *o, gen_opts *g) 
     o->isa = g->isa;
     o->kv_type = g->kv_type;
     o->huge_pages = g->huge_pages;
+    o->interleave = g->interleave;
     o->chat_template = g->chat_template;
     g->chat_template = NULL;
     return EXIT_OK;

@@ -50,6 +50,7 @@ int models_load(server *srv, const char *path, const char *alias, char *err, siz
     syn_model_params mp = syn_model_default_params();
     mp.prefetch = prefetch_pays(o->n_threads); /* only when a core is left for it, as run does */
     mp.huge_pages = o->huge_pages;
+    mp.interleave = o->interleave;
     if (syn_model_load(path, &mp, &m->model) != SYN_OK) {
         snprintf(err, cap, "cannot load '%s': %s", path, syn_last_error());
         model_destroy(m);

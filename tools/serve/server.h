@@ -61,6 +61,7 @@ typedef struct server_opts {
     size_t max_body_bytes; /* larger bodies get 413 */
     uint32_t max_connections;
     bool huge_pages;
+    bool interleave;
     syn_isa_tier isa;
     syn_kv_type kv_type;
     char *chat_template; /* --chat-template-file's source for every model (owned); NULL: each
