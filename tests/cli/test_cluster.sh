@@ -326,6 +326,9 @@ converse header
 converse user
 
 # ---- streaming passes through unbuffered ---------------------------------------------------
+# Chunks spread over the generation (a buffering proxy would deliver them together at its end):
+# the first before a third of the span, the span itself at least 20 ms (the tiny model streams
+# 400 tokens in under 100 ms on a CPU with the interleaved kernels).
 stream_body=$(jq -cn '{model: "a", messages: [{role: "user", content: "Tell a long story."}], temperature: 0,
     max_tokens: 400, stream: true}')
 t0=${EPOCHREALTIME/./}
@@ -337,7 +340,7 @@ chunks=$(wc -l <"$tmp/stream.times")
 first_ms=$((($(head -n 1 "$tmp/stream.times") - t0) / 1000))
 last_ms=$((($(tail -n 1 "$tmp/stream.times") - t0) / 1000))
 check "a 400-token stream through HAProxy: $chunks chunks, the first after $first_ms ms, the last after $last_ms ms" \
-    test "$chunks" -gt 100 -a $((last_ms - first_ms)) -ge 100 -a $((first_ms * 3)) -lt "$last_ms"
+    test "$chunks" -gt 100 -a $((last_ms - first_ms)) -ge 20 -a $((first_ms * 3)) -lt "$last_ms"
 
 # ---- node 1 killed during 200 curl requests and 200 openai-client requests -----------------
 for w in 1 2 3 4; do

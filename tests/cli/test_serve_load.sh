@@ -88,9 +88,10 @@ check "SIGTERM: exit 0" test "$rc" -eq 0
 check "nothing listens after the stop" sh -c "! curl -s -o /dev/null 'http://127.0.0.1:$port/health'"
 
 # --timeout bounds idle clients, not generations: with one slot and --timeout 1, a stream that
-# waits over a second in the queue (nothing sent meanwhile) and a long one both complete.
-start_server idle -m "$TINY_Q8" --parallel 1 -c 4096 --timeout 1
-curl -sN -H 'Content-Type: application/json' -d '{"prompt": "Once upon a time", "temperature": 0, "max_tokens": 3000, "stream": true}' \
+# waits over a second in the queue (nothing sent meanwhile) and a long one both complete. 8000
+# tokens: the tiny model decodes 3000 in under a second with the interleaved kernels.
+start_server idle -m "$TINY_Q8" --parallel 1 -c 8192 --timeout 1
+curl -sN -H 'Content-Type: application/json' -d '{"prompt": "Once upon a time", "temperature": 0, "max_tokens": 8000, "stream": true}' \
     "http://127.0.0.1:$port/v1/completions" >"$tmp/long1" &
 first=$!
 sleep 0.2
@@ -101,7 +102,7 @@ wait "$first" "$second"
 check "a stream generating for longer than --timeout completes" sh -c "tail -n 2 '$tmp/long1' | grep -qx 'data: \[DONE\]'"
 check "a stream queued for longer than --timeout completes" sh -c "tail -n 2 '$tmp/queued1' | grep -qx 'data: \[DONE\]'"
 check "... and waited in the queue meanwhile (the long one took over a second)" \
-    grep -qE 'POST /v1/completions 200 prompt=[0-9]+ completion=3000 ([1-9][0-9]{3,}|[0-9]{5,})\.[0-9] ms' "$tmp/idle.log"
+    grep -qE 'POST /v1/completions 200 prompt=[0-9]+ completion=8000 ([1-9][0-9]{3,}|[0-9]{5,})\.[0-9] ms' "$tmp/idle.log"
 stop_server "$pid"
 
 # SIGTERM with a request longer than --grace: it is cancelled when the grace ends, its client gets

@@ -540,9 +540,9 @@ static int bench_speed(const bench_opts *o) {
     bench_random_tokens(ids, n_ids, m.info.n_vocab);
     const double t0 = syn_now_ms();
     syn_model_wait_background(model); /* the interleaved copies, before anything is measured */
-    if (syn_model_interleaved_bytes(model) > 0)
-        fprintf(stderr, "interleaved copies: %.0f MiB, waited %.0f ms for them\n",
-                (double)syn_model_interleaved_bytes(model) / 1048576.0, syn_now_ms() - t0);
+    if (!o->json && syn_model_interleaved_bytes(model) > 0)
+        printf("interleaved copies: %.0f MiB, waited %.0f ms for them\n",
+               (double)syn_model_interleaved_bytes(model) / 1048576.0, syn_now_ms() - t0);
     if ((rc = membw_new(BW_BYTES, &buf)) != EXIT_OK) goto done;
     /* The int8 peak where the contexts run an x86 tier (the scalar and ARM tiers have none). */
     syn_isa_tier tier;
