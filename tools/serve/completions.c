@@ -1169,10 +1169,7 @@ static syn_status output_constraint(const completion *c, syn_request_params *p, 
 
 enum MHD_Result handle_completions(http_request *hr, oa_kind kind) {
     server *srv = hr->srv;
-    if (!atomic_load(&srv->ready) || atomic_load(&srv->stopping))
-        return http_send_error(hr, 503, "server_error", NULL, "unavailable",
-                               atomic_load(&srv->stopping) ? "the server is shutting down"
-                                                           : "the model is loading");
+    if (!serve_accepting(srv)) return serve_send_unavailable(hr);
     oa_error err;
     oa_request req;
     if (oa_request_parse(kind, http_body(hr), hr->body.len, &req, &err) != 0)

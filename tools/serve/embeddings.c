@@ -161,10 +161,7 @@ static enum MHD_Result respond(http_request *hr, const served_model *m, const oa
 
 enum MHD_Result handle_embeddings(http_request *hr) {
     server *srv = hr->srv;
-    if (!atomic_load(&srv->ready) || atomic_load(&srv->stopping))
-        return http_send_error(hr, 503, "server_error", NULL, "unavailable",
-                               atomic_load(&srv->stopping) ? "the server is shutting down"
-                                                           : "the model is loading");
+    if (!serve_accepting(srv)) return serve_send_unavailable(hr);
     oa_error err;
     oa_embed_request req;
     if (oa_embed_request_parse(http_body(hr), hr->body.len, &req, &err) != 0)

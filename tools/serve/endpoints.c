@@ -306,9 +306,7 @@ enum MHD_Result handle_detokenize(http_request *hr) {
 
 enum MHD_Result handle_messages_count_tokens(http_request *hr) {
     server *srv = hr->srv;
-    if (!atomic_load(&srv->ready))
-        return http_send_error(hr, 503, "server_error", NULL, "unavailable",
-                               "the model is loading");
+    if (!serve_accepting(srv)) return serve_send_unavailable(hr);
     oa_error err;
     oa_request req;
     if (oa_request_parse(OA_MESSAGES_COUNT, http_body(hr), hr->body.len, &req, &err) != 0)

@@ -148,3 +148,13 @@ void models_free_all(server *srv) {
         m = next;
     }
 }
+
+bool serve_accepting(const server *srv) {
+    return atomic_load(&srv->ready) && !atomic_load(&srv->stopping);
+}
+
+enum MHD_Result serve_send_unavailable(http_request *hr) {
+    return http_send_error(hr, 503, "server_error", NULL, "unavailable",
+                           atomic_load(&hr->srv->stopping) ? "the server is shutting down"
+                                                           : "the model is loading");
+}

@@ -231,6 +231,10 @@ bool http_client_alive(http_request *hr);
  * ("model", or the node's only one), held until models_release, or NULL with a 400/404 sent. */
 json_t *serve_json_body(http_request *hr);
 served_model *serve_body_model(http_request *hr, json_t *body);
+/* models.c: whether the server takes generation requests now (its models loaded, not
+ * stopping); if not, the 503 to send, naming which. */
+bool serve_accepting(const server *srv);
+enum MHD_Result serve_send_unavailable(http_request *hr);
 
 /* Endpoint handlers (the body is complete when they run). */
 /* The route table (routes.c): every path the server answers. */
