@@ -760,11 +760,8 @@ static void mat_rows(const opt_state *s, const syn_tensor *w, const opt_acts *in
          * the same bits either way (kernels.h) */
         const int64_t packed = atomic_load_explicit(&w->x16_rows, memory_order_acquire);
         const syn_x16_kernels *xk = &s->k.x16[w->type];
-        const int64_t n_groups = w->ne[1] / SYN_X16_ROWS;
-        /* x16 is read only once x16_rows has published it */
-        const uint8_t *x16 = packed > 0 ? w->x16 : NULL;
-        const syn_x16 packed_w = {
-            x16, x16 ? (const uint16_t *)(x16 + syn_x16_codes_bytes(n_groups, nb)) : NULL};
+        /* read only once x16_rows has published it */
+        const syn_x16 packed_w = packed > 0 ? syn_tensor_x16(w) : (syn_x16){0};
         int64_t g0 = r1, g1 = r1;
         if (packed > 0 && xk->matvec) {
             g0 = (r0 + SYN_X16_ROWS - 1) / SYN_X16_ROWS * SYN_X16_ROWS;

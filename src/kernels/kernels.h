@@ -112,7 +112,7 @@ typedef struct syn_x16 {
     const uint16_t *scales;
 } syn_x16;
 
-/* Bytes of the codes (x16_codes_bytes) and scales of n_groups groups of n_blocks blocks. */
+/* Bytes of the codes and of the scales of n_groups groups of n_blocks blocks. */
 size_t syn_x16_codes_bytes(int64_t n_groups, int64_t n_blocks);
 size_t syn_x16_scales_bytes(int64_t n_groups, int64_t n_blocks);
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "gguf/gguf.h"
+#include "kernels/kernels.h"
 #include "model/arch.h"
 #include "synapse.h"
 
@@ -155,6 +156,10 @@ struct syn_model {
     void *x16_arena; /* the x16 copies, x16_bytes of anonymous memory; NULL: none */
     size_t x16_bytes;
 };
+
+/* The x16 copy of t as the kernels take it: codes at t->x16, scales after the codes of every
+ * whole group. Call only once x16_rows (acquire) is above 0. */
+syn_x16 syn_tensor_x16(const syn_tensor *t);
 
 /* The matrices of layer L that the backends multiply by (absent ones have data NULL), in forward
  * order; SYN_LAYER_MATRICES of them. */

@@ -566,13 +566,14 @@ static void pack_x16(syn_model *m, syn_tensor *t, void *ctx) {
     x16_pass *p = ctx;
     if (!interleaves(t, &p->k)) return;
     const int64_t n_groups = t->ne[1] / SYN_X16_ROWS, nb = t->ne[0] / QK8_0;
-    uint8_t *codes = p->next;
-    uint16_t *scales = (uint16_t *)(codes + syn_x16_codes_bytes(n_groups, nb));
+    t->x16 = p->next;
     p->next += x16_bytes(t);
     /* a tied embedding reads its rows through the same copy (syn_tensor_row) */
     syn_tensor *twin = m->tied_output && t == &m->output ? &m->tok_embd : NULL;
-    t->x16 = codes;
-    if (twin) twin->x16 = codes;
+    if (twin) twin->x16 = t->x16;
+    const syn_x16 x = syn_tensor_x16(t);
+    uint8_t *codes = (uint8_t *)x.codes;
+    uint16_t *scales = (uint16_t *)x.scales;
     const uintptr_t page = (uintptr_t)p->page;
     for (int64_t g = 0; g < n_groups; g += X16_PACK_GROUPS) {
         if (atomic_load_explicit(&m->prefetch_stop, memory_order_relaxed)) return;
@@ -637,16 +638,11 @@ static void *prefetch_main(void *arg) {
         const syn_layer *L = &m->layers[il];
         size_t n_rules;
         const syn_tensor_rule *rules = layer_rules(m, il, &n_rules);
-        for (size_t i = 0; i < n_rules; i++) {
-            const syn_tensor *t = (const syn_tensor *)((const char *)L + rules[i].slot);
-            if (!atomic_load_explicit(&t->x16_rows, memory_order_relaxed))
-                prefetch_range(m, t, page);
-        }
+        for (size_t i = 0; i < n_rules; i++)
+            prefetch_range(m, (const syn_tensor *)((const char *)L + rules[i].slot), page);
     }
     prefetch_range(m, &m->output_norm, page);
-    const syn_tensor *out = m->tied_output ? &m->tok_embd : &m->output;
-    if (!atomic_load_explicit(&m->output.x16_rows, memory_order_relaxed))
-        prefetch_range(m, out, page);
+    prefetch_range(m, m->tied_output ? &m->tok_embd : &m->output, page);
     return NULL;
 }
 
