@@ -189,6 +189,13 @@ static const syn_kernels k_avx2 = {
     .dn_conv = syn_dn_conv_avx2,
 };
 
+/* The types whose x16 layout (kernels.h) the AVX-512 VNNI tier reads. */
+#define X16_AVX512                                                                                 \
+    {                                                                                              \
+        [GGML_TYPE_Q8_0] = {syn_matvec_x16_q8_0_avx512, syn_matmul_x16_q8_0_avx512},               \
+        [GGML_TYPE_Q5_0] = {syn_matvec_x16_q5_0_avx512, syn_matmul_x16_q5_0_avx512},               \
+    }
+
 /* AVX-512 VNNI without GFNI: AVX2's quantizers, its own matrix kernels. */
 static const syn_kernels k_avx512_vnni = {
     .isa = SYN_TIER_AVX512_VNNI,
@@ -206,8 +213,7 @@ static const syn_kernels k_avx512_vnni = {
             [GGML_TYPE_Q5_K] = {.matvec = syn_matvec_q5_k_avx512, .matmul = syn_matmul_q5_k_avx512},
             [GGML_TYPE_Q6_K] = {.matvec = syn_matvec_q6_k_avx512, .matmul = syn_matmul_q6_k_avx512},
         },
-    .x16 = {[GGML_TYPE_Q8_0] = {.matvec = syn_matvec_x16_q8_0_avx512,
-                                .matmul = syn_matmul_x16_q8_0_avx512}},
+    .x16 = X16_AVX512,
     .attention = syn_attention_avx512,
     .swiglu = syn_swiglu_avx512,
     .geglu = syn_geglu_avx512,
@@ -241,8 +247,7 @@ static const syn_kernels k_avx512_vnni_gfni = {
             [GGML_TYPE_Q6_K] = {.matvec = syn_matvec_q6_k_avx512_gfni,
                                 .matmul = syn_matmul_q6_k_avx512_gfni},
         },
-    .x16 = {[GGML_TYPE_Q8_0] = {.matvec = syn_matvec_x16_q8_0_avx512,
-                                .matmul = syn_matmul_x16_q8_0_avx512}},
+    .x16 = X16_AVX512,
     .attention = syn_attention_avx512,
     .swiglu = syn_swiglu_avx512,
     .geglu = syn_geglu_avx512,

@@ -96,30 +96,42 @@ typedef struct syn_type_kernels {
     syn_matmul_fn matmul;
 } syn_type_kernels;
 
-/* The x16 layout of a Q8_0 matrix: its rows interleaved in groups of 16, so that one 64-byte load
- * holds the same four codes of 16 rows and VPDPBUSD leaves each row's block sum in its own lane:
- * decode then needs no horizontal sums and prefill no transposition. Two arrays, each read front
- * to back by a decode of all the rows (two streams however short the rows are):
- *     codes  [n_groups][n_blocks][8][16][4] u8: group g, block k, dword j, lane i: codes 4j ..
- *            4j + 3 of row 16g + i's block k, each plus 128 (VPDPBUSD's unsigned operand; the
- *            sums start from -128 * sum(a)); 64-byte aligned
- *     scales [n_groups][n_blocks][16] fp16: row 16g + i's block k's d
- * the same bytes as the rows (34 per block). Rows past the last whole group stay in the rows. */
+/* The x16 layouts: a matrix's rows interleaved in groups of 16, so that one 64-byte load holds
+ * the same four codes (or packed bytes) of 16 rows and VPDPBUSD leaves each row's block sum in its
+ * own lane: decode then needs no horizontal sums and prefill no transposition. Two arrays, each
+ * read front to back by a decode of all the rows (two streams however short the rows are), block
+ * k of group g at (g * n_blocks + k) times the type's bytes per group block in each:
+ *   Q8_0  codes  [8][16][4] u8: dword j, lane i: codes 4j .. 4j + 3 of row 16g + i's block k,
+ *                each plus 128 (VPDPBUSD's unsigned operand; the sums start from -128 * sum(a))
+ *         scales [16] fp16: row 16g + i's d
+ *   Q5_0  codes  [4][16][4] u8, then [8] u64: vector v, lane i: row 16g + i's qs bytes 4v .. 4v + 3
+ *                as stored (low nibbles: elements 4v .. 4v + 3, high: 16 + 4v ..); mask j, bit
+ *                4i + b: the fifth bit of row 16g + i's element 4j + b (so that mask j adds 16
+ *                to the bytes of dword j's codes); the codes q are unsigned, the sums start from
+ *                -16 * sum(a)
+ *         scales [16] fp16: row 16g + i's d
+ * the same bytes as the rows (34 and 22 per block of 32). Codes arrays are 64-byte aligned. Rows
+ * past the last whole group stay in the rows. */
 enum { SYN_X16_ROWS = 16 };
 
 typedef struct syn_x16 {
     const uint8_t *codes;
-    const uint16_t *scales;
+    const uint8_t *scales;
 } syn_x16;
 
-/* Bytes of the codes and of the scales of n_groups groups of n_blocks blocks. */
-size_t syn_x16_codes_bytes(int64_t n_groups, int64_t n_blocks);
-size_t syn_x16_scales_bytes(int64_t n_groups, int64_t n_blocks);
+/* Bytes of one group's block in type's codes array and in its scales array; 0 where the type has
+ * no x16 layout. */
+size_t syn_x16_code_bytes(uint32_t type);
+size_t syn_x16_scale_bytes(uint32_t type);
 
-/* Writes groups [g0, g1) of the Q8_0 matrix w (kernels.h's row layout) into codes and scales,
- * the arrays of the whole matrix. */
-void syn_pack_q8_0_x16(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t g0, int64_t g1,
-                       uint8_t *codes, uint16_t *scales);
+/* Writes groups [g0, g1) of matrix w (rows of n_blocks blocks of type, kernels.h's row layout)
+ * into codes and scales, the arrays of the whole matrix. type must have an x16 layout. */
+void syn_x16_pack(uint32_t type, int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t g0,
+                  int64_t g1, uint8_t *codes, uint8_t *scales);
+
+/* Row r's block k read back from x as the file stores it (block: the type's block bytes). */
+void syn_x16_block(uint32_t type, const syn_x16 *x, int64_t n_blocks, int64_t r, int64_t k,
+                   void *block);
 
 /* matvec / matmul over rows [r0, r1) of an x16 matrix, r0 and r1 multiples of 16: the same
  * outputs, bit for bit, as the type's kernels on its rows. */

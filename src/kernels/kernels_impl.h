@@ -197,10 +197,13 @@ void syn_k_matmul_unpacked(const syn_k_via_q8_0 *v, int64_t n_blocks, const void
 syn_status syn_kernels_get_build(syn_isa_tier isa, bool gfni, syn_kernels *out);
 
 #if defined(__x86_64__)
-void syn_matvec_x16_q8_0_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,
-                                const void *act, float *y);
-void syn_matmul_x16_q8_0_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+#define SYN_K_DECLARE_X16(T)                                                                       \
+    void syn_matvec_x16_##T##_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,   \
+                                     const void *act, float *y);                                   \
+    void syn_matmul_x16_##T##_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,   \
+                                     const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+SYN_K_DECLARE_X16(q8_0)
+SYN_K_DECLARE_X16(q5_0)
 #endif
 
 #if defined(__x86_64__)

@@ -144,30 +144,70 @@ void syn_matmul_q8_0_avx512_ymm(int64_t n_blocks, const void *w, size_t w_row_by
                prep_offset, dot_block);
 }
 
-/* ---- The x16 layout (kernels.h) ----------------------------------------------------------
- * A group's block k is lane_tile16's transposed tile as it is (its 8 code vectors 64 bytes
- * apart), so decode streams the codes front to back with one VPDPBUSD per 64 bytes and no
- * horizontal sums, and prefill runs lane_run16 on the layout without transposing. */
+/* ---- The x16 layouts (kernels.h) ---------------------------------------------------------
+ * A group's block, its codes made unsigned, is lane_tile16's transposed tile (8 code vectors, 64
+ * bytes apart): Q8_0's is stored so and read in place, Q5_0's is unpacked in registers (nibbles
+ * and fifth-bit masks). Decode streams the codes front to back with one VPDPBUSD per 64 bytes of
+ * codes and no horizontal sums, and prefill runs lane_run16 on the tiles without transposing. */
 
 enum { X16_SPAN = 2048 }; /* activation blocks prepared at once (bounds the stack buffer) */
 
-SYN_K_INLINE const uint8_t *x16_codes_at(const syn_x16 *w, int64_t n_blocks, int64_t g, int64_t k) {
-    return w->codes + ((size_t)g * (size_t)n_blocks + (size_t)k) * SYN_X16_ROWS * QK8_0;
+/* How the kernels read one type's layout: bytes per group block of codes, the bias B of its
+ * unsigned codes (the sums start from -B * sum(a)), its 8 code vectors from a block's codes, and
+ * whether the stored codes are those vectors already. */
+typedef void (*x16_codes_fn)(const uint8_t *c, __m512i v[8]);
+typedef struct x16_type {
+    size_t code_bytes;
+    int32_t bias;
+    x16_codes_fn codes;
+    bool in_place;
+} x16_type;
+
+SYN_K_INLINE void x16_codes_q8_0(const uint8_t *c, __m512i v[8]) {
+    SYN_K_UNROLL(8)
+    for (int j = 0; j < 8; j++)
+        v[j] = _mm512_load_si512(c + j * 64);
+}
+
+SYN_K_INLINE void x16_codes_q5_0(const uint8_t *c, __m512i v[8]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+    SYN_K_UNROLL(4)
+    for (int j = 0; j < 4; j++) {
+        const __m512i packed = _mm512_load_si512(c + j * 64);
+        v[j] = _mm512_and_si512(packed, low4);
+        v[j + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
+    }
+    SYN_K_UNROLL(8)
+    for (int j = 0; j < 8; j++) {
+        uint64_t m;
+        memcpy(&m, c + 4 * 64 + 8 * j, sizeof m);
+        v[j] = _mm512_mask_add_epi8(v[j], (__mmask64)m, v[j], sixteen);
+    }
+}
+
+#define X16_Q8_0 ((x16_type){(size_t)SYN_X16_ROWS * QK8_0, 128, x16_codes_q8_0, true})
+#define X16_Q5_0 ((x16_type){4 * 64 + 8 * 8, 16, x16_codes_q5_0, false})
+
+SYN_K_INLINE const uint8_t *x16_codes_at(const syn_x16 *w, const x16_type xt, int64_t n_blocks,
+                                         int64_t g, int64_t k) {
+    return w->codes + ((size_t)g * (size_t)n_blocks + (size_t)k) * xt.code_bytes;
 }
 
 SYN_K_INLINE const uint16_t *x16_scales_at(const syn_x16 *w, int64_t n_blocks, int64_t g,
                                            int64_t k) {
-    return w->scales + ((size_t)g * (size_t)n_blocks + (size_t)k) * SYN_X16_ROWS;
+    return (const uint16_t *)w->scales + ((size_t)g * (size_t)n_blocks + (size_t)k) * SYN_X16_ROWS;
 }
 
 /* acc plus one block of a group (codes c, scales sc) times activation block q: lane i, row i's
  * kernels.h step. */
-SYN_K_INLINE __m512 x16_block(__m512 acc, const uint8_t *c, const uint16_t *sc, const int8_t *q,
-                              const x86_act_aux *x) {
+SYN_K_INLINE __m512 x16_block(__m512 acc, const x16_type xt, const uint8_t *c, const uint16_t *sc,
+                              const int8_t *q, const x86_act_aux *x) {
+    __m512i v[8];
+    xt.codes(c, v);
     __m512i half[2] = {_mm512_set1_epi32(x->corr), _mm512_setzero_si512()};
     SYN_K_UNROLL(8)
     for (int j = 0; j < 8; j++)
-        half[j & 1] = x86_dpbusd_bcast(half[j & 1], _mm512_load_si512(c + j * 64), q + 4 * j);
+        half[j & 1] = x86_dpbusd_bcast(half[j & 1], v[j], q + 4 * j);
     const __m512i isum = _mm512_add_epi32(half[0], half[1]);
     const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc)),
                                    _mm512_set1_ps(x->d));
@@ -178,21 +218,20 @@ SYN_K_INLINE __m512 x16_block(__m512 acc, const uint8_t *c, const uint16_t *sc, 
  * blocks of all the groups, with no loop end between groups: each group's sums are stored after
  * every block (the last store is the result) and restarted by a mask. A loop per group, whose
  * exit every 28 blocks the CPU mispredicted, streamed 40 % slower (docs/BENCHMARKS.md). */
-void syn_matvec_x16_q8_0_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,
-                                const void *act, float *y) {
-    const block_q8_0 *a = act; /* the Q8_0 activation row */
+SYN_K_INLINE void x16_matvec(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,
+                             const block_q8_0 *a, float *y, const x16_type xt) {
     const int64_t g0 = r0 / SYN_X16_ROWS, g1 = r1 / SYN_X16_ROWS;
     x86_act_aux aux[X16_SPAN];
     if (n_blocks <= X16_SPAN) {
-        x86_span_aux(a, n_blocks, 0, 1, 0, n_blocks, 128, aux);
-        const uint8_t *c = x16_codes_at(w, n_blocks, g0, 0);
+        x86_span_aux(a, n_blocks, 0, 1, 0, n_blocks, xt.bias, aux);
+        const uint8_t *c = x16_codes_at(w, xt, n_blocks, g0, 0);
         const uint16_t *sc = x16_scales_at(w, n_blocks, g0, 0);
         float *yg = y + g0 * SYN_X16_ROWS;
         __m512 acc = _mm512_setzero_ps();
         int64_t k = 0;
         const int64_t n = (g1 - g0) * n_blocks;
-        for (int64_t i = 0; i < n; i++, c += SYN_X16_ROWS * QK8_0, sc += SYN_X16_ROWS) {
-            acc = x16_block(acc, c, sc, a[k].qs, &aux[k]);
+        for (int64_t i = 0; i < n; i++, c += xt.code_bytes, sc += SYN_X16_ROWS) {
+            acc = x16_block(acc, xt, c, sc, a[k].qs, &aux[k]);
             _mm512_storeu_ps(yg, acc);
             const int64_t last = k == n_blocks - 1; /* arithmetic, not a branch */
             acc = _mm512_maskz_mov_ps((__mmask16)(last - 1), acc);
@@ -203,69 +242,78 @@ void syn_matvec_x16_q8_0_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, 
     }
     for (int64_t k0 = 0; k0 < n_blocks; k0 += X16_SPAN) {
         const int64_t kb = n_blocks - k0 < X16_SPAN ? n_blocks - k0 : X16_SPAN;
-        x86_span_aux(a, n_blocks, 0, 1, k0, kb, 128, aux);
+        x86_span_aux(a, n_blocks, 0, 1, k0, kb, xt.bias, aux);
         for (int64_t g = g0; g < g1; g++) {
-            const uint8_t *c = x16_codes_at(w, n_blocks, g, k0);
+            const uint8_t *c = x16_codes_at(w, xt, n_blocks, g, k0);
             const uint16_t *sc = x16_scales_at(w, n_blocks, g, k0);
             float *yg = y + g * SYN_X16_ROWS;
             __m512 acc = k0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(yg);
             for (int64_t k = 0; k < kb; k++)
-                acc = x16_block(acc, c + k * SYN_X16_ROWS * QK8_0, sc + k * SYN_X16_ROWS,
+                acc = x16_block(acc, xt, c + k * xt.code_bytes, sc + k * SYN_X16_ROWS,
                                 a[k0 + k].qs, &aux[k]);
             _mm512_storeu_ps(yg, acc);
         }
     }
 }
 
-/* x86_matmul_lanes's step order over the x16 groups of rows [r0, r1), each step's tile read in
- * place: its scales converted to floats, the next step's codes prefetched by lane_run16. */
-void syn_matmul_x16_q8_0_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,
-                                const void *act, int64_t n_tokens, float *y, int64_t y_stride) {
-    const block_q8_0 *a = act; /* the Q8_0 activation rows */
-    if (n_tokens < 2) {        /* as syn_matmul_q8_0_avx512's min_lanes */
+/* x86_lane_plan's steps over the x16 groups of rows [r0, r1): each step's tile read in place
+ * (Q8_0) or unpacked into a buffer (the others), its scales converted to floats, the next step's
+ * codes prefetched by lane_run16. Fewer than 2 tokens take the matvec, as
+ * syn_matmul_q8_0_avx512's min_lanes. */
+SYN_K_INLINE void x16_matmul(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,
+                             const block_q8_0 *a, int64_t n_tokens, float *y, int64_t y_stride,
+                             const x16_type xt) {
+    if (n_tokens < 2) {
         for (int64_t t = 0; t < n_tokens; t++)
-            syn_matvec_x16_q8_0_avx512(n_blocks, w, r0, r1, a + t * n_blocks, y + t * y_stride);
+            x16_matvec(n_blocks, w, r0, r1, a + t * n_blocks, y + t * y_stride, xt);
         return;
     }
     x86_act_aux aux[X86_MM_TC * X86_MM_KS];
     __m512 dw[X86_MM_KS];
-    const int64_t ks = n_tokens >= X86_MM_LONG ? X86_MM_KS : X86_MM_KS / 2;
+    __m512i tile[X86_MM_KS * 8]; /* unpacked codes (not in_place) */
     const int64_t g0 = r0 / SYN_X16_ROWS, n_tiles = (r1 - r0) / SYN_X16_ROWS;
-    const int64_t n_spans = (n_blocks + ks - 1) / ks;
     for (int64_t c0 = 0; c0 < n_tokens; c0 += X86_MM_TC) {
-        const int64_t nt = n_tokens - c0 < X86_MM_TC ? n_tokens - c0 : X86_MM_TC;
-        const bool tiles_outer = nt * n_spans <= X86_MM_TC;
-        if (tiles_outer) {
-            for (int64_t sp = 0; sp < n_spans; sp++) {
-                const int64_t k0 = sp * ks, kb = n_blocks - k0 < ks ? n_blocks - k0 : ks;
-                x86_span_aux(a, n_blocks, c0, nt, k0, kb, 128, aux + sp * nt * X86_MM_KS);
-            }
-        }
-        for (int64_t step = 0; step < n_tiles * n_spans; step++) {
-            const int64_t tile = tiles_outer ? step / n_spans : step % n_tiles;
-            const int64_t sp = tiles_outer ? step % n_spans : step / n_tiles;
-            const int64_t next_tile = tiles_outer ? (step + 1) / n_spans : (step + 1) % n_tiles;
-            const int64_t next_sp = tiles_outer ? (step + 1) % n_spans : (step + 1) / n_tiles;
-            const int64_t k0 = sp * ks, kb = n_blocks - k0 < ks ? n_blocks - k0 : ks;
-            if (!tiles_outer && tile == 0) x86_span_aux(a, n_blocks, c0, nt, k0, kb, 128, aux);
-            const x86_act_aux *xa = tiles_outer ? aux + sp * nt * X86_MM_KS : aux;
-            const uint16_t *sc = x16_scales_at(w, n_blocks, g0 + tile, k0);
-            for (int64_t k = 0; k < kb; k++)
+        const x86_lane_plan plan = x86_lane_plan_of(n_blocks, n_tiles, n_tokens, c0);
+        for (int64_t step = 0; step < n_tiles * plan.n_spans; step++) {
+            int64_t t, k0, kb, next_t, next_k0, next_kb;
+            x86_plan_step(&plan, step, &t, &k0, &kb);
+            x86_plan_step(&plan, step + 1, &next_t, &next_k0, &next_kb);
+            const x86_act_aux *xa = x86_plan_aux(&plan, step, a, xt.bias, aux);
+            const uint8_t *c = x16_codes_at(w, xt, n_blocks, g0 + t, k0);
+            const uint16_t *sc = x16_scales_at(w, n_blocks, g0 + t, k0);
+            for (int64_t k = 0; k < kb; k++) {
                 dw[k] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + k * 16)));
-            /* the next step's codes as 8 "rows" of kb lines, so lane_run16 fetches all of them */
-            x86_tile_ref next = {0};
-            if (step + 1 < n_tiles * n_spans) {
-                const int64_t nk0 = next_sp * ks, nkb = n_blocks - nk0 < ks ? n_blocks - nk0 : ks;
-                next = (x86_tile_ref){(const char *)x16_codes_at(w, n_blocks, g0 + next_tile, nk0),
-                                      8, nkb * 64, (size_t)nkb * 64};
+                if (!xt.in_place) xt.codes(c + k * xt.code_bytes, tile + 8 * k);
             }
-            const int64_t r = r0 + tile * SYN_X16_ROWS;
-            lane_run16(kb, k0 == 0, (const __m256i *)x16_codes_at(w, n_blocks, g0 + tile, k0),
-                       (const __m256 *)dw, a + c0 * n_blocks + k0, n_blocks, xa, nt,
+            /* the next step's codes as 8 "rows", so that lane_run16 fetches all of them */
+            x86_tile_ref next = {0};
+            if (step + 1 < n_tiles * plan.n_spans) {
+                const int64_t row = next_kb * (int64_t)xt.code_bytes / 8;
+                next = (x86_tile_ref){
+                    (const char *)x16_codes_at(w, xt, n_blocks, g0 + next_t, next_k0), 8, row,
+                    (size_t)row};
+            }
+            const int64_t r = r0 + t * SYN_X16_ROWS;
+            lane_run16(kb, k0 == 0, xt.in_place ? (const __m256i *)c : (const __m256i *)tile,
+                       (const __m256 *)dw, a + c0 * n_blocks + k0, n_blocks, xa, plan.nt,
                        y + c0 * y_stride + r, y_stride, SYN_X16_ROWS, &next);
         }
     }
 }
+
+#define X16_KERNELS(T, XT)                                                                         \
+    void syn_matvec_x16_##T##_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,   \
+                                     const void *act, float *y) {                                  \
+        x16_matvec(n_blocks, w, r0, r1, act, y, XT);                                               \
+    }                                                                                              \
+    void syn_matmul_x16_##T##_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,   \
+                                     const void *act, int64_t n_tokens, float *y,                  \
+                                     int64_t y_stride) {                                           \
+        x16_matmul(n_blocks, w, r0, r1, act, n_tokens, y, y_stride, XT);                           \
+    }
+
+X16_KERNELS(q8_0, X16_Q8_0)
+X16_KERNELS(q5_0, X16_Q5_0)
 
 /* Unsigned codes (Q4_0, Q5_0, Q4_1, Q5_1) straight into VPDPBUSD. */
 SYN_K_INLINE __m256i dot_unsigned(__m256i u, __m256i a, __m256i c) { return dpbusd(c, u, a); }

@@ -875,14 +875,62 @@ SYN_K_INLINE void x86_span_aux(const block_q8_0 *a, int64_t n_blocks, int64_t c0
     }
 }
 
+/* The step order of a lane matmul's token chunk: (row tile, span) steps, each tile's weights
+ * made ready once for every token of the chunk. When the activation's corrections of every span
+ * fit aux at once (few tokens), a row tile's spans one after the other, which reads the weights
+ * front to back as matvec does; otherwise (many tokens) span by span over all tiles, with that
+ * span's corrections. Spans are of 32 blocks when a tile serves many tokens (an 896-wide row tile
+ * is then one contiguous read), of 16 for a few tokens (where 32 are slower); aux keeps its
+ * X86_MM_KS stride either way. */
+typedef struct x86_lane_plan {
+    int64_t ks, n_tiles, n_spans, n_blocks;
+    int64_t c0, nt; /* the chunk's tokens */
+    bool tiles_outer;
+} x86_lane_plan;
+
+SYN_K_INLINE x86_lane_plan x86_lane_plan_of(int64_t n_blocks, int64_t n_tiles, int64_t n_tokens,
+                                            int64_t c0) {
+    const int64_t ks = n_tokens >= X86_MM_LONG ? X86_MM_KS : X86_MM_KS / 2;
+    const int64_t n_spans = (n_blocks + ks - 1) / ks;
+    const int64_t nt = n_tokens - c0 < X86_MM_TC ? n_tokens - c0 : X86_MM_TC;
+    return (x86_lane_plan){ks, n_tiles, n_spans, n_blocks, c0, nt, nt * n_spans <= X86_MM_TC};
+}
+
+/* Step s's row tile and span (s may be the step after the last: then *tile == n_tiles or
+ * *sp == n_spans), and the span's blocks [*k0, *k0 + *kb). */
+SYN_K_INLINE void x86_plan_step(const x86_lane_plan *p, int64_t s, int64_t *tile, int64_t *k0,
+                                int64_t *kb) {
+    *tile = p->tiles_outer ? s / p->n_spans : s % p->n_tiles;
+    const int64_t sp = p->tiles_outer ? s % p->n_spans : s / p->n_tiles;
+    *k0 = sp * p->ks;
+    *kb = p->n_blocks - *k0 < p->ks ? p->n_blocks - *k0 : p->ks;
+}
+
+/* The corrections step s reads (tokens of the chunk, its span's blocks), computed where the plan
+ * needs them: all spans at the chunk's first step, or each span at its first tile. */
+SYN_K_INLINE const x86_act_aux *x86_plan_aux(const x86_lane_plan *p, int64_t s,
+                                             const block_q8_0 *a, int32_t bias,
+                                             x86_act_aux *aux) {
+    int64_t tile, k0, kb;
+    x86_plan_step(p, s, &tile, &k0, &kb);
+    if (p->tiles_outer) {
+        if (s == 0) {
+            for (int64_t sp = 0; sp < p->n_spans; sp++) {
+                const int64_t s0 = sp * p->ks, n = p->n_blocks - s0 < p->ks ? p->n_blocks - s0 : p->ks;
+                x86_span_aux(a, p->n_blocks, p->c0, p->nt, s0, n, bias, aux + sp * p->nt * X86_MM_KS);
+            }
+        }
+        return aux + k0 / p->ks * p->nt * X86_MM_KS;
+    }
+    if (tile == 0) x86_span_aux(a, p->n_blocks, p->c0, p->nt, k0, kb, bias, aux);
+    return aux;
+}
+
 /* Matmul over rows [r0, r1) and n_tokens tokens in row tiles of 8 * n_vec rows and token tiles of
- * n_tok (n_vec <= 2, n_tok <= 4), or the tier's run for the token loop if not NULL. Each (row
- * tile, span) step transposes the tile's weights once for every token of the chunk, and
- * prefetches the weights of the step after it, so a call with few tokens, whose compute per
- * weight byte is small, still reads the weights at close to memory speed. Step order: when the
- * activation's corrections of every span fit aux at once (few tokens), a row tile's spans one
- * after the other, which reads the weights front to back as matvec does; otherwise (many tokens)
- * span by span over all tiles, with that span's corrections. */
+ * n_tok (n_vec <= 2, n_tok <= 4), or the tier's run for the token loop if not NULL, in
+ * x86_lane_plan's step order. Each step transposes the tile's weights once for every token of the
+ * chunk, and prefetches the weights of the step after it, so a call with few tokens, whose
+ * compute per weight byte is small, still reads the weights at close to memory speed. */
 SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row_bytes, int64_t r0,
                                    int64_t r1, const block_q8_0 *a, int64_t n_tokens, float *y,
                                    int64_t y_stride, const x86_wblocks wb, const int n_vec,
@@ -890,33 +938,17 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
     x86_act_aux aux[X86_MM_TC * X86_MM_KS];
     __m256i wp[X86_MM_KS * 2 * 8];
     __m256 dwp[X86_MM_KS * 2];
-    /* Spans of 32 blocks when a transposed tile serves many tokens (an 896-wide row tile is then
-     * one contiguous read), of 16 for a few tokens (where 32 are slower). aux keeps its X86_MM_KS
-     * stride either way. */
-    const int64_t ks = n_tokens >= X86_MM_LONG ? X86_MM_KS : X86_MM_KS / 2;
     const int64_t tile_rows = 8 * n_vec, n_tiles = (r1 - r0 + tile_rows - 1) / tile_rows;
-    const int64_t n_spans = (n_blocks + ks - 1) / ks;
     for (int64_t c0 = 0; c0 < n_tokens; c0 += X86_MM_TC) {
-        const int64_t nt = n_tokens - c0 < X86_MM_TC ? n_tokens - c0 : X86_MM_TC;
-        const bool tiles_outer = nt * n_spans <= X86_MM_TC; /* every span's aux fits at once */
-        if (tiles_outer) {
-            for (int64_t sp = 0; sp < n_spans; sp++) {
-                const int64_t k0 = sp * ks, kb = n_blocks - k0 < ks ? n_blocks - k0 : ks;
-                x86_span_aux(a, n_blocks, c0, nt, k0, kb, wb.bias, aux + sp * nt * X86_MM_KS);
-            }
-        }
-        for (int64_t step = 0; step < n_tiles * n_spans; step++) {
-            /* step -> (row tile, span) in the chosen order; likewise the next step, to prefetch */
-            const int64_t tile = tiles_outer ? step / n_spans : step % n_tiles;
-            const int64_t sp = tiles_outer ? step % n_spans : step / n_tiles;
-            const int64_t next_tile = tiles_outer ? (step + 1) / n_spans : (step + 1) % n_tiles;
-            const int64_t next_sp = tiles_outer ? (step + 1) % n_spans : (step + 1) / n_tiles;
-            const int64_t r = r0 + tile * tile_rows, k0 = sp * ks,
-                          kb = n_blocks - k0 < ks ? n_blocks - k0 : ks;
-            if (!tiles_outer && tile == 0) x86_span_aux(a, n_blocks, c0, nt, k0, kb, wb.bias, aux);
-            const x86_act_aux *xa = tiles_outer ? aux + sp * nt * X86_MM_KS : aux;
+        const x86_lane_plan plan = x86_lane_plan_of(n_blocks, n_tiles, n_tokens, c0);
+        for (int64_t step = 0; step < n_tiles * plan.n_spans; step++) {
+            int64_t tile, k0, kb, next_tile, next_k0, next_kb;
+            x86_plan_step(&plan, step, &tile, &k0, &kb);
+            x86_plan_step(&plan, step + 1, &next_tile, &next_k0, &next_kb);
+            const x86_act_aux *xa = x86_plan_aux(&plan, step, a, wb.bias, aux);
+            const int64_t r = r0 + tile * tile_rows;
             const x86_tile_ref next = x86_tile_at(w, w_row_bytes, r0 + next_tile * tile_rows, r1,
-                                                  tile_rows, next_sp * ks, ks, n_blocks, wb);
+                                                  tile_rows, next_k0, plan.ks, n_blocks, wb);
             /* A tier's own token loop prefetches the next tile's rows past its first 8 (from its
              * first token tile), so that lines are asked for while the tokens run too, not only
              * while the tile is transposed (docs/BENCHMARKS.md; every prefetch from the token loop
@@ -930,11 +962,12 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
             }
             x86_transpose_tile(w, w_row_bytes, r, r1, k0, kb, &head, wb, wp, dwp, n_vec);
             if (run) {
-                run(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, xa, nt,
+                run(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, xa, plan.nt,
                     y + c0 * y_stride + r, y_stride, r1 - r, &rest);
             } else {
-                x86_lane_all_tokens(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, xa, nt,
-                                    y + c0 * y_stride + r, y_stride, r1 - r, n_vec, n_tok, dp);
+                x86_lane_all_tokens(kb, k0 == 0, wp, dwp, a + c0 * n_blocks + k0, n_blocks, xa,
+                                    plan.nt, y + c0 * y_stride + r, y_stride, r1 - r, n_vec, n_tok,
+                                    dp);
             }
         }
     }

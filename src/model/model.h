@@ -26,7 +26,8 @@ typedef struct syn_tensor {
     int64_t ne[2];      /* ne[0]: row length; ne[1]: rows (1 for vectors) */
     uint64_t row_bytes; /* bytes of one row */
     const void *data;   /* inside the mapping; NULL: the tensor is absent */
-    /* The x16 copy of a Q8_0 matrix's whole groups of 16 rows (kernels.h): its codes, its scales
+    /* The x16 copy of a matrix's whole groups of 16 rows (kernels.h's layout of its type, where
+     * the best tier reads one): its codes, its scales
      * right after them (those of every whole group). The model's background thread writes it
      * group range by group range and publishes the rows written so far in x16_rows (release;
      * read it with acquire before x16): rows below x16_rows read the copy, the others the rows at
@@ -156,6 +157,9 @@ struct syn_model {
     void *x16_arena; /* the x16 copies, x16_bytes of anonymous memory; NULL: none */
     size_t x16_bytes;
 };
+
+/* Blocks per row of t (a quantized or float matrix: ne[0] / the type's block size). */
+int64_t syn_tensor_blocks(const syn_tensor *t);
 
 /* The x16 copy of t as the kernels take it: codes at t->x16, scales after the codes of every
  * whole group. Call only once x16_rows (acquire) is above 0. */

@@ -503,17 +503,16 @@ static void prefetch_range(syn_model *m, const syn_tensor *t, long page) {
 
 /* ---- The x16 copies (kernels.h) -------------------------------------------------------------- */
 
-/* Whether the background thread interleaves t: a Q8_0 matrix of at least one group of 16 rows,
- * read by a tier that has x16 kernels for Q8_0 (the best this CPU runs). */
+/* Whether the background thread interleaves t: a matrix of at least one group of 16 rows whose
+ * type the best tier this CPU runs reads in an x16 layout. */
 static bool interleaves(const syn_tensor *t, const syn_kernels *k) {
-    return t->data && t->type == GGML_TYPE_Q8_0 && t->ne[1] >= SYN_X16_ROWS &&
-           k->x16[GGML_TYPE_Q8_0].matvec;
+    return t->data && t->ne[1] >= SYN_X16_ROWS && k->x16[t->type].matvec;
 }
 
 /* The codes, then the scales (kernels.h), of t's copy. */
 static size_t x16_bytes(const syn_tensor *t) {
-    const int64_t n_groups = t->ne[1] / SYN_X16_ROWS, nb = t->ne[0] / QK8_0;
-    const size_t b = syn_x16_codes_bytes(n_groups, nb) + syn_x16_scales_bytes(n_groups, nb);
+    const size_t blocks = (size_t)(t->ne[1] / SYN_X16_ROWS) * (size_t)syn_tensor_blocks(t);
+    const size_t b = blocks * (syn_x16_code_bytes(t->type) + syn_x16_scale_bytes(t->type));
     return (b + 63) / 64 * 64;
 }
 
@@ -565,20 +564,19 @@ static void release_rows(const syn_model *m, const syn_tensor *t, int64_t r0, in
 static void pack_x16(syn_model *m, syn_tensor *t, void *ctx) {
     x16_pass *p = ctx;
     if (!interleaves(t, &p->k)) return;
-    const int64_t n_groups = t->ne[1] / SYN_X16_ROWS, nb = t->ne[0] / QK8_0;
+    const int64_t n_groups = t->ne[1] / SYN_X16_ROWS, nb = syn_tensor_blocks(t);
     t->x16 = p->next;
     p->next += x16_bytes(t);
     /* a tied embedding reads its rows through the same copy (syn_tensor_row) */
     syn_tensor *twin = m->tied_output && t == &m->output ? &m->tok_embd : NULL;
     if (twin) twin->x16 = t->x16;
     const syn_x16 x = syn_tensor_x16(t);
-    uint8_t *codes = (uint8_t *)x.codes;
-    uint16_t *scales = (uint16_t *)x.scales;
+    uint8_t *codes = (uint8_t *)x.codes, *scales = (uint8_t *)x.scales;
     const uintptr_t page = (uintptr_t)p->page;
     for (int64_t g = 0; g < n_groups; g += X16_PACK_GROUPS) {
         if (atomic_load_explicit(&m->prefetch_stop, memory_order_relaxed)) return;
         const int64_t g1 = g + X16_PACK_GROUPS < n_groups ? g + X16_PACK_GROUPS : n_groups;
-        syn_pack_q8_0_x16(nb, t->data, (size_t)t->row_bytes, g, g1, codes, scales);
+        syn_x16_pack(t->type, nb, t->data, (size_t)t->row_bytes, g, g1, codes, scales);
         atomic_store_explicit(&t->x16_rows, g1 * SYN_X16_ROWS, memory_order_release);
         if (twin) atomic_store_explicit(&twin->x16_rows, g1 * SYN_X16_ROWS, memory_order_release);
         release_rows(m, t, g * SYN_X16_ROWS, g1 * SYN_X16_ROWS, page);

@@ -4,9 +4,13 @@
 #include "model/model.h"
 #include "model/wtype.h"
 
+int64_t syn_tensor_blocks(const syn_tensor *t) {
+    return t->ne[0] / (int64_t)ggml_block_size(t->type);
+}
+
 syn_x16 syn_tensor_x16(const syn_tensor *t) {
-    const int64_t n_groups = t->ne[1] / SYN_X16_ROWS, nb = t->ne[0] / QK8_0;
-    return (syn_x16){t->x16, (const uint16_t *)(t->x16 + syn_x16_codes_bytes(n_groups, nb))};
+    const size_t blocks = (size_t)(t->ne[1] / SYN_X16_ROWS) * (size_t)syn_tensor_blocks(t);
+    return (syn_x16){t->x16, t->x16 + blocks * syn_x16_code_bytes(t->type)};
 }
 
 void syn_tensor_row(const syn_tensor *t, int64_t row, float *dst) {
@@ -18,16 +22,12 @@ void syn_tensor_row(const syn_tensor *t, int64_t row, float *dst) {
     }
     if (row < atomic_load_explicit(&t->x16_rows, memory_order_acquire)) {
         /* from the x16 copy (kernels.h), block by block through the rows' own dequantizer */
-        const int64_t nb = t->ne[0] / QK8_0, g = row / SYN_X16_ROWS, lane = row % SYN_X16_ROWS;
+        const int64_t nb = syn_tensor_blocks(t), per_block = (int64_t)ggml_block_size(t->type);
         const syn_x16 x = syn_tensor_x16(t);
+        uint8_t block[256];
         for (int64_t k = 0; k < nb; k++) {
-            const size_t at = (size_t)(g * nb + k);
-            block_q8_0 b = {.d = x.scales[at * SYN_X16_ROWS + (size_t)lane]};
-            const uint8_t *c = x.codes + at * SYN_X16_ROWS * QK8_0 + (size_t)lane * 4;
-            for (int j = 0; j < 8; j++)
-                for (int i = 0; i < 4; i++)
-                    b.qs[4 * j + i] = (int8_t)(c[j * SYN_X16_ROWS * 4 + i] ^ 0x80);
-            wt->dequantize_row(&b, dst + k * QK8_0, QK8_0);
+            syn_x16_block(t->type, &x, nb, row, k, block);
+            wt->dequantize_row(block, dst + k * per_block, per_block);
         }
         return;
     }

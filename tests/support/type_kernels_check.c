@@ -125,6 +125,81 @@ static const void *act_arg(const type_case *tc, const act_set *a, int64_t t, int
         printf("\n");                                                                              \
     } while (0)
 
+/* Where tier k reads an x16 layout of tc's type (kernels.h): w's whole groups packed, every row's
+ * blocks read back (syn_x16_block) equal the file's, and k's x16 matmul and matvec (the last
+ * token) over whole-group row ranges (all, the first group, the last) equal scalar's outputs on
+ * the rows bitwise and leave the outputs of the other rows alone. */
+static int check_x16(const syn_kernels *k, const syn_kernels *ref, const char *name,
+                     const type_case *tc, const unsigned char *w, size_t row_bytes, int64_t n_rows,
+                     int64_t n_blocks, int64_t n_tokens, const act_set *a, const void *act,
+                     int *n_passed) {
+    const syn_x16_kernels *xk = &k->x16[tc->type];
+    const int64_t n_groups = n_rows / SYN_X16_ROWS;
+    if (!xk->matvec || n_groups == 0) return 0;
+    int n_failed = 0;
+    const size_t blocks = (size_t)(n_groups * n_blocks);
+    const size_t code_bytes = (syn_x16_code_bytes(tc->type) * blocks + 63) / 64 * 64;
+    uint8_t *codes = aligned_alloc(64, code_bytes);
+    uint8_t *scales = malloc(syn_x16_scale_bytes(tc->type) * blocks);
+    const size_t n_out = (size_t)(n_rows * n_tokens);
+    float *want = malloc(sizeof(float) * n_out), *got = malloc(sizeof(float) * n_out);
+    unsigned char block[256];
+    if (!codes || !scales || !want || !got) {
+        FAIL("out of memory");
+        goto done;
+    }
+    syn_x16_pack(tc->type, n_blocks, w, row_bytes, 0, n_groups, codes, scales);
+    const syn_x16 x = {codes, scales};
+    int bad_blocks = 0;
+    for (int64_t r = 0; r < n_groups * SYN_X16_ROWS; r++) {
+        for (int64_t b = 0; b < n_blocks; b++) {
+            syn_x16_block(tc->type, &x, n_blocks, r, b, block);
+            if (memcmp(block, w + (size_t)r * row_bytes + (size_t)b * tc->block_bytes,
+                       tc->block_bytes) != 0)
+                bad_blocks++;
+        }
+    }
+    if (bad_blocks) FAIL("%s %s x16: %d blocks read back differ", name, tc->name, bad_blocks);
+    ref->mat[tc->type].matmul(n_blocks, w, row_bytes, 0, n_rows, act, n_tokens, want, n_rows);
+    const int64_t ranges[][2] = {{0, n_groups * SYN_X16_ROWS},
+                                 {0, SYN_X16_ROWS},
+                                 {(n_groups - 1) * SYN_X16_ROWS, n_groups * SYN_X16_ROWS}};
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        const int64_t r0 = ranges[i][0], r1 = ranges[i][1];
+        for (size_t o = 0; o < n_out; o++)
+            got[o] = -1.0f;
+        xk->matmul(n_blocks, &x, r0, r1, act, n_tokens, got, n_rows);
+        int bad = 0, bad_mv = 0;
+        for (int64_t t = 0; t < n_tokens; t++)
+            for (int64_t r = 0; r < n_rows; r++) {
+                const float v = r >= r0 && r < r1 ? want[t * n_rows + r] : -1.0f;
+                if (memcmp(&got[t * n_rows + r], &v, sizeof v) != 0) bad++;
+            }
+        const int64_t t = n_tokens - 1;
+        for (int64_t r = 0; r < n_rows; r++)
+            got[r] = -1.0f;
+        syn_act_q8_1 tmp;
+        xk->matvec(n_blocks, &x, r0, r1, act_arg(tc, a, t, n_blocks, &tmp), got);
+        for (int64_t r = 0; r < n_rows; r++) {
+            const float v = r >= r0 && r < r1 ? want[t * n_rows + r] : -1.0f;
+            if (memcmp(&got[r], &v, sizeof v) != 0) bad_mv++;
+        }
+        if (bad || bad_mv)
+            FAIL("%s %s x16: %lld rows x %lld blocks x %lld tokens, rows [%lld, %lld): %d matmul "
+                 "and %d matvec outputs differ from scalar",
+                 name, tc->name, (long long)n_rows, (long long)n_blocks, (long long)n_tokens,
+                 (long long)r0, (long long)r1, bad, bad_mv);
+        else
+            (*n_passed)++;
+    }
+done:
+    free(codes);
+    free(scales);
+    free(want);
+    free(got);
+    return n_failed;
+}
+
 /* One shape: matvec and matmul of tier k equal scalar's bitwise, and matmul equals k's matvec. */
 static int check_shape(const syn_kernels *k, const syn_kernels *ref, const char *name,
                        const type_case *tc, int64_t n_rows, int64_t n_blocks, int64_t n_tokens,
@@ -188,6 +263,8 @@ static int check_shape(const syn_kernels *k, const syn_kernels *ref, const char 
              bad_mv);
     else
         (*n_passed)++;
+    n_failed += check_x16(k, ref, name, tc, w, row_bytes, n_rows, n_blocks, n_tokens, &a, act,
+                          n_passed);
 done:
     free(w);
     free(x);
@@ -242,6 +319,24 @@ int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char 
     for (size_t c = 0; c < 4; c++)
         for (size_t i = 0; i < 2; i++)
             n_failed += check_shape(k, ref, name, &cases[c], 3, long_rows[i], 2, n_passed);
+    return n_failed;
+}
+
+int type_kernels_check_x16(const syn_kernels *k, const syn_kernels *ref, const char *name,
+                           uint32_t type, int *n_passed) {
+    int n_failed = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const type_case *tc = &cases[c];
+        if (tc->type != type) continue;
+        const int64_t kq = tc->block_elems == QK_K ? 8 : 1;
+        /* several groups; rows past the decode's one-loop span (2048 blocks of 32); two token
+         * chunks (300 tokens); one group of one block */
+        const int64_t shapes[][3] = {
+            {48, 28, 9}, {64, 2100 / kq, 3}, {32, 40, 300}, {16, 1, 17}};
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            n_failed += check_shape(k, ref, name, tc, shapes[i][0], shapes[i][1], shapes[i][2],
+                                    n_passed);
+    }
     return n_failed;
 }
 

@@ -291,73 +291,36 @@ static void test_long_rows_and_many_tokens(void **state) {
     }
 }
 
-/* The x16 layout: every tier that reads it gives, through matvec and matmul, the scalar tier's
- * outputs on the rows bit for bit, over row ranges of whole groups (first, middle, last, all),
- * rows longer than the decode's single pass (2100 blocks), token counts around the lane tiles and
- * past a token chunk (300), and leaves the outputs outside its rows alone. */
+/* The x16 layouts: every tier that reads one gives, through matvec and matmul, the scalar tier's
+ * outputs on the rows bit for bit (tests/support/type_kernels_check.c: row ranges of whole groups,
+ * rows longer than the decode's single pass, token counts around the lane tiles and past a token
+ * chunk, rows read back from the layout). AVX-512 VNNI reads those of Q8_0 and Q5_0. */
 static void test_x16_layout(void **state) {
     (void)state;
     syn_kernels tiers[SYN_TIER_COUNT];
     const int n_tiers = available_tiers(tiers);
-    static const int64_t shapes[][3] = {{48, 28, 9}, {64, 2100, 3}, {32, 40, 300}, {16, 1, 17}};
-    int checked = 0;
-    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
-        problem p = make_problem(shapes[sh][0], shapes[sh][1], shapes[sh][2], 6);
-        const int64_t n_groups = p.n_rows / SYN_X16_ROWS;
-        uint8_t *codes = aligned_alloc(64, syn_x16_codes_bytes(n_groups, p.n_blocks));
-        uint16_t *scales = malloc(syn_x16_scales_bytes(n_groups, p.n_blocks));
-        assert_non_null(codes);
-        assert_non_null(scales);
-        syn_pack_q8_0_x16(p.n_blocks, p.w, p.row_bytes, 0, n_groups, codes, scales);
-        const syn_x16 packed = {codes, scales};
-        const size_t n_out = (size_t)(p.n_rows * p.n_tokens);
-        float *ref = scalar_matmul(&tiers[0], &p), *got = malloc(sizeof(float) * n_out);
-        assert_non_null(got);
-        const int64_t ranges[][2] = {{0, p.n_rows}, {0, 16}, {p.n_rows - 16, p.n_rows}};
-        for (int k = 0; k < n_tiers; k++) {
-            const syn_x16_kernels *xk = &tiers[k].x16[GGML_TYPE_Q8_0];
-            if (!xk->matvec) continue;
-            const char *name = syn_isa_tier_name(tiers[k].isa);
-            for (size_t rr = 0; rr < sizeof ranges / sizeof ranges[0]; rr++) {
-                const int64_t r0 = ranges[rr][0], r1 = ranges[rr][1];
-                for (size_t i = 0; i < n_out; i++)
-                    got[i] = -1.0f;
-                xk->matmul(p.n_blocks, &packed, r0, r1, p.a, p.n_tokens, got, p.n_rows);
-                for (int64_t t = 0; t < p.n_tokens; t++) {
-                    for (int64_t r = 0; r < p.n_rows; r++) {
-                        const size_t i = (size_t)(t * p.n_rows + r);
-                        const float want = r >= r0 && r < r1 ? ref[i] : -1.0f;
-                        if (memcmp(&got[i], &want, sizeof want) != 0)
-                            fail_msg("%s x16 matmul %lld x %lld blocks x %lld tokens, rows "
-                                     "[%lld, %lld), token %lld row %lld: %a vs %a",
-                                     name, (long long)p.n_rows, (long long)p.n_blocks,
-                                     (long long)p.n_tokens, (long long)r0, (long long)r1,
-                                     (long long)t, (long long)r, got[i], want);
-                    }
-                }
-                const int64_t t = p.n_tokens - 1;
-                for (int64_t r = 0; r < p.n_rows; r++)
-                    got[r] = -1.0f;
-                xk->matvec(p.n_blocks, &packed, r0, r1, p.a + t * p.n_blocks, got);
-                for (int64_t r = 0; r < p.n_rows; r++) {
-                    const float want = r >= r0 && r < r1 ? ref[t * p.n_rows + r] : -1.0f;
-                    if (memcmp(&got[r], &want, sizeof want) != 0)
-                        fail_msg("%s x16 matvec %lld blocks, rows [%lld, %lld), row %lld: %a vs %a",
-                                 name, (long long)p.n_blocks, (long long)r0, (long long)r1,
-                                 (long long)r, got[r], want);
-                }
-            }
-            checked++;
+    int n_passed = 0, n_types = 0;
+    for (int k = 1; k < n_tiers; k++) {
+        for (uint32_t type = 0; type < GGML_TYPE_COUNT; type++) {
+            if (!tiers[k].x16[type].matvec) continue;
+            assert_non_null(tiers[k].x16[type].matmul);
+            assert_true(syn_x16_code_bytes(type) > 0);
+            assert_int_equal(type_kernels_check_x16(&tiers[k], &tiers[0],
+                                                    syn_isa_tier_name(tiers[k].isa), type,
+                                                    &n_passed),
+                             0);
+            n_types++;
         }
-        free(ref);
-        free(got);
-        free(codes);
-        free(scales);
-        free_problem(&p);
     }
-    print_message("x16 kernels checked on %d tier-shape pairs\n", checked);
+    print_message("x16 kernels: %d checks passed over %d tier-type pairs\n", n_passed, n_types);
 #if defined(__x86_64__)
-    if (syn_isa_tier_available(SYN_TIER_AVX512_VNNI)) assert_int_equal(checked, 4);
+    if (syn_isa_tier_available(SYN_TIER_AVX512_VNNI)) {
+        syn_kernels k;
+        assert_int_equal(syn_kernels_get(SYN_TIER_AVX512_VNNI, &k), SYN_OK);
+        assert_non_null(k.x16[GGML_TYPE_Q8_0].matvec);
+        assert_non_null(k.x16[GGML_TYPE_Q5_0].matvec);
+        assert_true(n_passed >= 2 * 4 * 3); /* 2 types x 4 shapes x 3 row ranges */
+    }
 #endif
 }
 

@@ -115,6 +115,9 @@ static int setup_qwen3_q8(void **state) { return setup_model(state, "arch/qwen3-
 /* llama: adjacent-pair RoPE with rope_freqs, no biases, untied output. */
 static int setup_llama_q8(void **state) { return setup_model(state, "arch/llama-s5-q8_0.gguf"); }
 
+/* qwen2 in Q5_0 (its output in Q6_K): the x16 layout of the 5-bit codes. */
+static int setup_qwen2_q5_0(void **state) { return setup_model(state, "arch/qwen2-s5-q5_0.gguf"); }
+
 /* gemma3: sliding window of 8 on layers 0 and 1, post norms, GELU, Q4_K / Q6_K weights. */
 static int setup_gemma3_q4_k_m(void **state) {
     return setup_model(state, "arch2/gemma3-s5-q4_k_m.gguf");
@@ -301,7 +304,7 @@ static void test_tiers_agree(void **state) {
 }
 
 /* The interleaved copies (syn_model_params.interleave, the default) exist where the CPU's best
- * tier reads them (of the Q8_0 matrices), and give the logits of the rows bit for bit, one token at
+ * tier reads them (the types it has x16 kernels for), and give the logits of the rows bit for bit, one token at
  * a time (matvec) and in chunks (matmul), at 1 and 2 threads; a row read back from a copy
  * (syn_tensor_row: the reference backend, a tied embedding) is the file's row. */
 static void test_interleaved_equals_rows(void **state) {
@@ -315,7 +318,8 @@ static void test_interleaved_equals_rows(void **state) {
     assert_int_equal(syn_model_interleaved_bytes(rows.model), 0);
     const size_t interleaved = syn_model_interleaved_bytes(f->model);
     printf("%s: %zu bytes of interleaved copies\n", f->file, interleaved);
-    if (syn_isa_tier_best() == SYN_TIER_AVX512_VNNI && strstr(f->file, "q8_0"))
+    if (syn_isa_tier_best() == SYN_TIER_AVX512_VNNI &&
+        (strstr(f->file, "q8_0") || strstr(f->file, "q5_0")))
         assert_true(interleaved > 0);
     for (int threads = 1; threads <= 2; threads++) {
         syn_context_params p = optimized_params();
@@ -434,6 +438,8 @@ int main(void) {
                                           setup_qwen3_q8, teardown);
     failed += cmocka_run_group_tests_name("determinism and tiers, llama q8_0", on_arch_model,
                                           setup_llama_q8, teardown);
+    failed += cmocka_run_group_tests_name("determinism and tiers, qwen2 q5_0", on_arch_model,
+                                          setup_qwen2_q5_0, teardown);
     failed += cmocka_run_group_tests_name("determinism and tiers, phi3 q4_k_m", on_arch_model,
                                           setup_phi3_q4_k_m, teardown);
     /* gemma3's truncation starts over when the sliding window is lost: test_gemma3.c */
