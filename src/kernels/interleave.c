@@ -5,12 +5,18 @@
 
 #include "kernels/kernels_impl.h"
 
-enum { X16_Q5_0_MASKS = 4 * 64 }; /* where a Q5_0 group block's fifth-bit masks start */
+enum {
+    X16_VEC = SYN_X16_ROWS * 4, /* one vector: a dword of each of the 16 rows */
+    X16_Q5_0_MASKS = 4 * X16_VEC, /* where a Q5_0 group block's fifth-bit masks start */
+    X16_Q6_K_HALF = 24 * X16_VEC, /* a Q6_K group block's codes of one 128-element half */
+};
 
 size_t syn_x16_code_bytes(uint32_t type) {
     switch (type) {
     case GGML_TYPE_Q8_0: return (size_t)SYN_X16_ROWS * QK8_0;
     case GGML_TYPE_Q5_0: return X16_Q5_0_MASKS + 8 * sizeof(uint64_t);
+    case GGML_TYPE_Q4_K: return 32 * X16_VEC;
+    case GGML_TYPE_Q6_K: return 2 * X16_Q6_K_HALF;
     default: return 0;
     }
 }
@@ -19,8 +25,18 @@ size_t syn_x16_scale_bytes(uint32_t type) {
     switch (type) {
     case GGML_TYPE_Q8_0:
     case GGML_TYPE_Q5_0: return (size_t)SYN_X16_ROWS * sizeof(uint16_t);
+    case GGML_TYPE_Q4_K: return 4 * X16_VEC;
+    case GGML_TYPE_Q6_K: return 4 * X16_VEC + SYN_X16_ROWS * sizeof(uint16_t);
     default: return 0;
     }
+}
+
+/* Copies 4 bytes between lane i of the vector at vec and the block's bytes at b, either way. */
+static void lane_dword(uint8_t *vec, int i, uint8_t *b, bool pack) {
+    if (pack)
+        memcpy(vec + 4 * i, b, 4);
+    else
+        memcpy(b, vec + 4 * i, 4);
 }
 
 /* Row i of a group block (codes c, scales s) from or to block b. */
@@ -66,6 +82,28 @@ static void q5_0_lane(uint8_t *c, uint8_t *s, int i, block_q5_0 *b, bool pack) {
     }
 }
 
+static void q4_k_lane(uint8_t *c, uint8_t *s, int i, block_q4_k *b, bool pack) {
+    for (int v = 0; v < 32; v++) /* the packed codes, dword by dword */
+        lane_dword(c + v * X16_VEC, i, b->qs + 4 * v, pack);
+    for (int m = 0; m < 4; m++) /* d | dmin, then the 12 scale bytes */
+        lane_dword(s + m * X16_VEC, i, (uint8_t *)b + 4 * m, pack);
+}
+
+static void q6_k_lane(uint8_t *c, uint8_t *s, int i, block_q6_k *b, bool pack) {
+    for (int v = 0; v < 32; v++) /* ql: per half h, dword k of bytes 0..31, then of 32..63 */
+        lane_dword(c + (v / 16) * X16_Q6_K_HALF + (v % 8) * 3 * X16_VEC + (v % 16 / 8) * X16_VEC,
+                   i, b->ql + 4 * v, pack);
+    for (int u = 0; u < 16; u++) /* qh: per half, dword k after ql's two */
+        lane_dword(c + (u / 8) * X16_Q6_K_HALF + (u % 8) * 3 * X16_VEC + 2 * X16_VEC, i,
+                   b->qh + 4 * u, pack);
+    for (int q = 0; q < 4; q++)
+        lane_dword(s + q * X16_VEC, i, (uint8_t *)b->scales + 4 * q, pack);
+    if (pack)
+        memcpy(s + 4 * X16_VEC + 2 * i, &b->d, sizeof b->d);
+    else
+        memcpy(&b->d, s + 4 * X16_VEC + 2 * i, sizeof b->d);
+}
+
 /* Copies row 16g + i's block k between the rows' block b and the layout, either way. */
 static void x16_lane(uint32_t type, uint8_t *codes, uint8_t *scales, int64_t n_blocks, int64_t g,
                      int i, int64_t k, void *b, bool pack) {
@@ -75,6 +113,8 @@ static void x16_lane(uint32_t type, uint8_t *codes, uint8_t *scales, int64_t n_b
     switch (type) {
     case GGML_TYPE_Q8_0: q8_0_lane(c, s, i, b, pack); break;
     case GGML_TYPE_Q5_0: q5_0_lane(c, s, i, b, pack); break;
+    case GGML_TYPE_Q4_K: q4_k_lane(c, s, i, b, pack); break;
+    case GGML_TYPE_Q6_K: q6_k_lane(c, s, i, b, pack); break;
     default: break;
     }
 }

@@ -110,8 +110,17 @@ typedef struct syn_type_kernels {
  *                to the bytes of dword j's codes); the codes q are unsigned, the sums start from
  *                -16 * sum(a)
  *         scales [16] fp16: row 16g + i's d
- * the same bytes as the rows (34 and 22 per block of 32). Codes arrays are 64-byte aligned. Rows
- * past the last whole group stay in the rows. */
+ *   Q4_K  codes  [32][16][4] u8: vector v, lane i: row 16g + i's qs bytes 4v .. 4v + 3 as stored
+ *                (vector 8p + k: codes 64p + 4k .. in the low nibbles, 64p + 32 + 4k .. in the
+ *                high)
+ *         scales [4][16][4] u8: vector m, lane i: bytes 4m .. 4m + 3 of row 16g + i's block
+ *                (d | dmin, then the 12 packed scale and min bytes)
+ *   Q6_K  codes  per half h of the block, per k < 8: three vectors, of ql bytes 64h + 4k ..,
+ *                ql bytes 64h + 32 + 4k .. and qh bytes 32h + 4k .. (lane i: row 16g + i's)
+ *         scales [4][16][4] i8: vector q, lane i: row 16g + i's scales 4q .. 4q + 3; then [16]
+ *                fp16: row 16g + i's d
+ * the same bytes as the rows (34 and 22 per block of 32, 144 and 210 per block of 256). Codes
+ * arrays are 64-byte aligned. Rows past the last whole group stay in the rows. */
 enum { SYN_X16_ROWS = 16 };
 
 typedef struct syn_x16 {

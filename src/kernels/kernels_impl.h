@@ -204,6 +204,8 @@ syn_status syn_kernels_get_build(syn_isa_tier isa, bool gfni, syn_kernels *out);
                                      const void *act, int64_t n_tokens, float *y, int64_t y_stride);
 SYN_K_DECLARE_X16(q8_0)
 SYN_K_DECLARE_X16(q5_0)
+SYN_K_DECLARE_X16(q4_k)
+SYN_K_DECLARE_X16(q6_k)
 #endif
 
 #if defined(__x86_64__)

@@ -253,12 +253,16 @@ enum {
     KL_TC = 64,   /* tokens per chunk: their outputs stay in cache across the row's super-blocks */
 };
 
+/* A tile's scales, lane i row i's (Q6_K: sc and d only). */
+typedef struct kl_heads {
+    __m512i sc[16]; /* row i's scale of sub-block j (Q4_K / Q5_K: 8 of 32; Q6_K: 16 of 16) */
+    __m512i mn[4];  /* Q4_K / Q5_K: row i's mins 2m (low int16) and 2m + 1 (high) */
+    __m512 d, dmin; /* f32 of row i's d and dmin */
+} kl_heads;
+
 typedef struct kl_tile {
     __m512i w[8 * 8]; /* [8g + k]: lane i = dword k of row i's codes 32g .. 32g + 31 */
-    __m512i
-        sc[16];    /* lane i: row i's scale of sub-block j (Q4_K / Q5_K: 8 of 32; Q6_K: 16 of 16) */
-    __m512i mn[4]; /* Q4_K / Q5_K, lane i: row i's mins 2m (low int16) and 2m + 1 (high) */
-    __m512 d, dmin; /* lane i: f32 of row i's d and dmin */
+    kl_heads h;
 } kl_tile;
 
 /* Dword k of 32 bytes at offset at of each of the 16 rows, as lane i of out[k]. */
@@ -274,41 +278,82 @@ SYN_K_INLINE void kl_transpose16(const char *const rows[KL_ROWS], size_t at, __m
         out[k] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[k]), hi[k], 1);
 }
 
+/* Q6_K's unsigned codes of a half h of the block, out[c][k] lane i = dword k of row i's codes
+ * 128h + 32c .. + 31, assembled lane-wise from ql's dwords 64h + 4k (l0) and 64h + 32 + 4k (l1)
+ * and qh's 32h + 4k: low nibbles of ql, 2-bit fields of qh. */
+SYN_K_INLINE void kl_codes_q6_k(const __m512i l0[8], const __m512i l1[8], const __m512i qh[8],
+                                __m512i out[4][8]) {
+    /* each code: bits 0-3 selected from the nibble's byte (VPTERNLOGD 0xCA: low4 ? x : y), bits
+     * 4-5 from qh shifted there, bits 6-7 cleared */
+    const __m512i low4 = _mm512_set1_epi8(0x0F), low6 = _mm512_set1_epi8(0x3F);
+    SYN_K_UNROLL(8)
+    for (int k = 0; k < 8; k++) {
+        const __m512i hb = qh[k];
+        out[0][k] = _mm512_and_si512(
+            _mm512_ternarylogic_epi32(low4, l0[k], _mm512_slli_epi16(hb, 4), 0xCA), low6);
+        out[1][k] = _mm512_and_si512(
+            _mm512_ternarylogic_epi32(low4, l1[k], _mm512_slli_epi16(hb, 2), 0xCA), low6);
+        out[2][k] = _mm512_and_si512(
+            _mm512_ternarylogic_epi32(low4, _mm512_srli_epi16(l0[k], 4), hb, 0xCA), low6);
+        out[3][k] = _mm512_and_si512(_mm512_ternarylogic_epi32(low4, _mm512_srli_epi16(l1[k], 4),
+                                                               _mm512_srli_epi16(hb, 2), 0xCA),
+                                     low6);
+    }
+}
+
+/* Q6_K's 16 int8 scales from lane i's dwords sw[q] = row i's scales 4q .. 4q + 3, each
+ * sign-extended from its byte. */
+SYN_K_INLINE void kl_scales_q6_k(const __m512i sw[4], kl_heads *h) {
+    for (int q = 0; q < 4; q++)
+        for (int j = 0; j < 4; j++)
+            h->sc[4 * q + j] = _mm512_srai_epi32(_mm512_slli_epi32(sw[q], 24 - 8 * j), 24);
+}
+
 /* kl_fill for Q6_K in the manner of kl_fill_k45: ql and qh transposed as they are, the 6-bit
- * codes assembled lane-wise (low nibbles of ql, 2-bit fields of qh); the 16 int8 scales and d
- * gathered as 4 + 1 dwords per row (d's from 2 bytes before it: the dword after would run past the
- * block). dmin and mn stay unset: Q6_K's kl_tokens reads neither. */
+ * codes assembled lane-wise; the 16 int8 scales and d gathered as 4 + 1 dwords per row (d's from
+ * 2 bytes before it: the dword after would run past the block). dmin and mn stay unset: Q6_K's
+ * kl_tokens reads neither. */
 SYN_K_INLINE void kl_fill_q6_k(const char *const rows[KL_ROWS], __m512i row_offsets, kl_tile *t) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
     for (int h = 0; h < 2; h++) {
         __m512i l0[8], l1[8], qh[8];
         kl_transpose16(rows, offsetof(block_q6_k, ql) + (size_t)64 * (size_t)h, l0);
         kl_transpose16(rows, offsetof(block_q6_k, ql) + (size_t)64 * (size_t)h + 32, l1);
         kl_transpose16(rows, offsetof(block_q6_k, qh) + (size_t)32 * (size_t)h, qh);
-        for (int k = 0; k < 8; k++) {
-            const __m512i hb = qh[k];
-            t->w[8 * (4 * h + 0) + k] = _mm512_or_si512(
-                _mm512_and_si512(l0[k], low4), _mm512_slli_epi16(_mm512_and_si512(hb, low2), 4));
-            t->w[8 * (4 * h + 1) + k] = _mm512_or_si512(
-                _mm512_and_si512(l1[k], low4),
-                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 2), low2), 4));
-            t->w[8 * (4 * h + 2) + k] = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(l0[k], 4), low4),
-                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), low2), 4));
-            t->w[8 * (4 * h + 3) + k] = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(l1[k], 4), low4),
-                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 6), low2), 4));
-        }
+        kl_codes_q6_k(l0, l1, qh, (__m512i(*)[8])(t->w + 32 * h));
     }
-    for (int q = 0; q < 4; q++) { /* scales 4q .. 4q + 3, sign-extended from each byte */
-        const __m512i sw =
+    __m512i sw[4];
+    for (int q = 0; q < 4; q++)
+        sw[q] =
             _mm512_i32gather_epi32(row_offsets, rows[0] + offsetof(block_q6_k, scales) + 4 * q, 1);
-        for (int j = 0; j < 4; j++)
-            t->sc[4 * q + j] = _mm512_srai_epi32(_mm512_slli_epi32(sw, 24 - 8 * j), 24);
-    }
+    kl_scales_q6_k(sw, &t->h);
     const __m512i dd =
         _mm512_i32gather_epi32(row_offsets, rows[0] + offsetof(block_q6_k, d) - 2, 1);
-    t->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    t->h.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+}
+
+/* Q4_K / Q5_K's scales, mins, d and dmin from lane i's dwords of row i's block head: dd = d |
+ * dmin, w0..w2 = the 12 packed scale bytes, decoded lane-wise as syn_k_scales_k45 does per row. */
+SYN_K_INLINE void kl_heads_k45(__m512i dd, __m512i w0, __m512i w1, __m512i w2, kl_heads *h) {
+    const __m512i lo6 = _mm512_set1_epi32(0x3F3F3F3F), lo4 = _mm512_set1_epi32(0x0F0F0F0F),
+                  lo2 = _mm512_set1_epi32(0x03030303), byte = _mm512_set1_epi32(0xFF);
+    const __m512i s_lo = _mm512_and_si512(w0, lo6), m_lo = _mm512_and_si512(w1, lo6);
+    const __m512i s_hi =
+        _mm512_or_si512(_mm512_and_si512(w2, lo4),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 6), lo2), 4));
+    const __m512i m_hi =
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), lo4),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 6), lo2), 4));
+    for (int j = 0; j < 4; j++) {
+        h->sc[j] = _mm512_and_si512(_mm512_srli_epi32(s_lo, 8 * j), byte);
+        h->sc[4 + j] = _mm512_and_si512(_mm512_srli_epi32(s_hi, 8 * j), byte);
+    }
+    for (int m = 0; m < 4; m++) { /* mins 2m and 2m + 1 into the low bytes of the int16 halves */
+        const __m512i pair = _mm512_srli_epi32(m < 2 ? m_lo : m_hi, 16 * (m % 2));
+        const __m512i second = _mm512_and_si512(_mm512_srli_epi32(pair, 8), byte);
+        h->mn[m] = _mm512_or_si512(_mm512_and_si512(pair, byte), _mm512_slli_epi32(second, 16));
+    }
+    h->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    h->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
 }
 
 /* kl_fill for Q4_K and Q5_K (five), the tile built from the rows' bytes as they are: the 16 rows'
@@ -344,33 +389,11 @@ SYN_K_INLINE void kl_fill_k45(const char *const rows[KL_ROWS], __m512i row_offse
      * offsets) */
     _Static_assert(offsetof(block_q5_k, scales) == offsetof(block_q4_k, scales),
                    "Q4_K and Q5_K share their head");
-    const __m512i dd = _mm512_i32gather_epi32(row_offsets, rows[0], 1);
-    const __m512i w0 =
-        _mm512_i32gather_epi32(row_offsets, rows[0] + offsetof(block_q4_k, scales), 1);
-    const __m512i w1 =
-        _mm512_i32gather_epi32(row_offsets, rows[0] + offsetof(block_q4_k, scales) + 4, 1);
-    const __m512i w2 =
-        _mm512_i32gather_epi32(row_offsets, rows[0] + offsetof(block_q4_k, scales) + 8, 1);
-    const __m512i lo6 = _mm512_set1_epi32(0x3F3F3F3F), lo4 = _mm512_set1_epi32(0x0F0F0F0F),
-                  lo2 = _mm512_set1_epi32(0x03030303), byte = _mm512_set1_epi32(0xFF);
-    const __m512i s_lo = _mm512_and_si512(w0, lo6), m_lo = _mm512_and_si512(w1, lo6);
-    const __m512i s_hi =
-        _mm512_or_si512(_mm512_and_si512(w2, lo4),
-                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 6), lo2), 4));
-    const __m512i m_hi =
-        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), lo4),
-                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 6), lo2), 4));
-    for (int j = 0; j < 4; j++) {
-        t->sc[j] = _mm512_and_si512(_mm512_srli_epi32(s_lo, 8 * j), byte);
-        t->sc[4 + j] = _mm512_and_si512(_mm512_srli_epi32(s_hi, 8 * j), byte);
-    }
-    for (int m = 0; m < 4; m++) { /* mins 2m and 2m + 1 into the low bytes of the int16 halves */
-        const __m512i pair = _mm512_srli_epi32(m < 2 ? m_lo : m_hi, 16 * (m % 2));
-        const __m512i second = _mm512_and_si512(_mm512_srli_epi32(pair, 8), byte);
-        t->mn[m] = _mm512_or_si512(_mm512_and_si512(pair, byte), _mm512_slli_epi32(second, 16));
-    }
-    t->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-    t->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    const char *sc = rows[0] + offsetof(block_q4_k, scales);
+    kl_heads_k45(_mm512_i32gather_epi32(row_offsets, rows[0], 1),
+                 _mm512_i32gather_epi32(row_offsets, sc, 1),
+                 _mm512_i32gather_epi32(row_offsets, sc + 4, 1),
+                 _mm512_i32gather_epi32(row_offsets, sc + 8, 1), &t->h);
 }
 
 /* The tile of rows [r, r + 16) (clamped to r1 - 1) at super-block b; prefetches the next
@@ -403,6 +426,52 @@ typedef struct kl_prefetch {
     size_t row_bytes, bytes;
 } kl_prefetch;
 
+/* isum plus row i's sub-block sums of the 32 codes of chunk g (wv[k] lane i: dword k of them)
+ * with token at, each times its scale: Q4_K / Q5_K's sub-block g, Q6_K's 2g and 2g + 1 (dwords
+ * 0-3 and 4-7, each started from its -32 * bsum). */
+SYN_K_INLINE __m512i kl_chunk(uint32_t type, const __m512i wv[8], const kl_heads *h,
+                              const block_q8_k *at, int g, __m512i isum) {
+    const int8_t *q = at->qs + 32 * g;
+    if (type == GGML_TYPE_Q6_K) {
+        __m512i s0 = _mm512_set1_epi32(-32 * at->bsums[2 * g]),
+                s1 = _mm512_set1_epi32(-32 * at->bsums[2 * g + 1]);
+        SYN_K_UNROLL(4)
+        for (int k = 0; k < 4; k++) {
+            s0 = x86_dpbusd_bcast(s0, wv[k], q + 4 * k);
+            s1 = x86_dpbusd_bcast(s1, wv[4 + k], q + 16 + 4 * k);
+        }
+        return _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(s0, h->sc[2 * g]),
+                                                       _mm512_mullo_epi32(s1, h->sc[2 * g + 1])));
+    }
+    __m512i s2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    SYN_K_UNROLL(8)
+    for (int k = 0; k < 8; k++)
+        s2[k & 1] = x86_dpbusd_bcast(s2[k & 1], wv[k], q + 4 * k);
+    return _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(s2[0], s2[1]), h->sc[g]));
+}
+
+/* acc after lane i's kernels.h float steps of one super-block with token at: plus isum times
+ * f32(d) * at.d, then (Q4_K / Q5_K) minus the mins' sum times f32(dmin) * at.d. */
+SYN_K_INLINE __m512 kl_step(uint32_t type, const kl_heads *h, __m512i isum, const block_q8_k *at,
+                            __m512 acc) {
+    const __m512 ad = _mm512_set1_ps(at->d);
+    const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(h->d, ad));
+    acc = _mm512_add_ps(acc, p);
+    if (type != GGML_TYPE_Q6_K) {
+        __m512i msum = _mm512_setzero_si512();
+        SYN_K_UNROLL(4)
+        for (int mi = 0; mi < 4; mi++) {
+            const int32_t b0 = at->bsums[4 * mi] + at->bsums[4 * mi + 1],
+                          b1 = at->bsums[4 * mi + 2] + at->bsums[4 * mi + 3];
+            const int32_t pair = (int32_t)(((uint32_t)b0 & 0xFFFFu) | (uint32_t)b1 << 16);
+            msum = _mm512_add_epi32(msum, _mm512_madd_epi16(h->mn[mi], _mm512_set1_epi32(pair)));
+        }
+        const __m512 q = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(h->dmin, ad));
+        acc = _mm512_sub_ps(acc, q);
+    }
+    return acc;
+}
+
 /* Tokens [0, n_tok) of a (their Q8_K block of this super-block a[t * a_stride]) against the tile:
  * y[t * y_stride + i] for the tile's n_rows lanes, from 0 at the first super-block, else continued.
  * Step g prefetches *pf's row g, so those lines are asked for while the tokens run. */
@@ -422,60 +491,89 @@ SYN_K_INLINE void kl_tokens(uint32_t type, const kl_tile *tile, const block_q8_k
         for (int k = 0; k < 8; k++)
             wv[k] = _mm512_load_si512((const void *)&tile->w[8 * g + k]);
         SYN_K_UNROLL(4)
-        for (int t = 0; t < n_tok; t++) {
-            const block_q8_k *at = &a[t * a_stride];
-            const int8_t *q = at->qs + 32 * g;
-            if (type == GGML_TYPE_Q6_K) {
-                /* two sub-blocks of 16: dwords 0-3 and 4-7, each started from its -32 * bsum */
-                __m512i s0 = _mm512_set1_epi32(-32 * at->bsums[2 * g]),
-                        s1 = _mm512_set1_epi32(-32 * at->bsums[2 * g + 1]);
-                SYN_K_UNROLL(4)
-                for (int k = 0; k < 4; k++) {
-                    s0 = x86_dpbusd_bcast(s0, wv[k], q + 4 * k);
-                    s1 = x86_dpbusd_bcast(s1, wv[4 + k], q + 16 + 4 * k);
-                }
-                isum[t] = _mm512_add_epi32(
-                    isum[t], _mm512_add_epi32(_mm512_mullo_epi32(s0, tile->sc[2 * g]),
-                                              _mm512_mullo_epi32(s1, tile->sc[2 * g + 1])));
-            } else {
-                __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-                SYN_K_UNROLL(8)
-                for (int k = 0; k < 8; k++)
-                    s[k & 1] = x86_dpbusd_bcast(s[k & 1], wv[k], q + 4 * k);
-                isum[t] = _mm512_add_epi32(
-                    isum[t], _mm512_mullo_epi32(_mm512_add_epi32(s[0], s[1]), tile->sc[g]));
-            }
-        }
+        for (int t = 0; t < n_tok; t++)
+            isum[t] = kl_chunk(type, wv, &tile->h, &a[t * a_stride], g, isum[t]);
     }
     const __mmask16 m = n_rows >= KL_ROWS ? (__mmask16)0xFFFF : (__mmask16)((1u << n_rows) - 1);
     SYN_K_UNROLL(4)
     for (int t = 0; t < n_tok; t++) {
-        const block_q8_k *at = &a[t * a_stride];
         float *yt = y + t * y_stride;
-        __m512 acc = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, yt);
-        const __m512 ad = _mm512_set1_ps(at->d);
-        const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(tile->d, ad));
-        acc = _mm512_add_ps(acc, p);
-        if (type != GGML_TYPE_Q6_K) {
-            __m512i msum = _mm512_setzero_si512();
-            SYN_K_UNROLL(4)
-            for (int mi = 0; mi < 4; mi++) {
-                const int32_t b0 = at->bsums[4 * mi] + at->bsums[4 * mi + 1],
-                              b1 = at->bsums[4 * mi + 2] + at->bsums[4 * mi + 3];
-                const int32_t pair = (int32_t)(((uint32_t)b0 & 0xFFFFu) | (uint32_t)b1 << 16);
-                msum = _mm512_add_epi32(msum,
-                                        _mm512_madd_epi16(tile->mn[mi], _mm512_set1_epi32(pair)));
-            }
-            const __m512 q = _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(tile->dmin, ad));
-            acc = _mm512_sub_ps(acc, q);
-        }
-        _mm512_mask_storeu_ps(yt, m, acc);
+        const __m512 acc = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, yt);
+        _mm512_mask_storeu_ps(yt, m, kl_step(type, &tile->h, isum[t], &a[t * a_stride], acc));
     }
 }
 
+/* ---- The x16 layouts of Q4_K and Q6_K (kernels.h) ---------------------------------------------
+ * A group block holds what kl_fill gathers and transposes from 16 rows, already in lanes: the
+ * codes' dwords (Q4_K's packed nibbles, Q6_K's ql and qh) and the heads' dwords. */
+enum {
+    KX_Q4_K_CODES = 2048, /* bytes of a group block's codes and scales (kernels.h) */
+    KX_Q4_K_SCALES = 256,
+    KX_Q6_K_CODES = 3072,
+    KX_Q6_K_SCALES = 288,
+};
+
+SYN_K_INLINE size_t kx_code_bytes(uint32_t type) {
+    return type == GGML_TYPE_Q6_K ? KX_Q6_K_CODES : KX_Q4_K_CODES;
+}
+
+SYN_K_INLINE size_t kx_scale_bytes(uint32_t type) {
+    return type == GGML_TYPE_Q6_K ? KX_Q6_K_SCALES : KX_Q4_K_SCALES;
+}
+
+SYN_K_INLINE __m512i kx_load(const uint8_t *p) { return _mm512_loadu_si512((const void *)p); }
+
+/* The heads of a group block from its scales s. */
+SYN_K_INLINE void kx_heads(uint32_t type, const uint8_t *s, kl_heads *h) {
+    if (type == GGML_TYPE_Q6_K) {
+        const __m512i sw[4] = {kx_load(s), kx_load(s + 64), kx_load(s + 128), kx_load(s + 192)};
+        kl_scales_q6_k(sw, h);
+        h->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + 256)));
+    } else {
+        kl_heads_k45(kx_load(s), kx_load(s + 64), kx_load(s + 128), kx_load(s + 192), h);
+    }
+}
+
+/* Q6_K's codes of half hh of a group block (codes c) as kl_codes_q6_k's out. */
+SYN_K_INLINE void kx_codes_q6_k(const uint8_t *c, int hh, __m512i out[4][8]) {
+    __m512i l0[8], l1[8], qh[8];
+    SYN_K_UNROLL(8)
+    for (int k = 0; k < 8; k++) {
+        l0[k] = kx_load(c + hh * 1536 + 192 * k);
+        l1[k] = kx_load(c + hh * 1536 + 192 * k + 64);
+        qh[k] = kx_load(c + hh * 1536 + 192 * k + 128);
+    }
+    kl_codes_q6_k(l0, l1, qh, out);
+}
+
+/* Q4_K's codes of sub-blocks 2p (low nibbles) and 2p + 1 (high) of a group block (codes c). */
+SYN_K_INLINE void kx_codes_q4_k(const uint8_t *c, int p, __m512i lo[8], __m512i hi[8]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    SYN_K_UNROLL(8)
+    for (int k = 0; k < 8; k++) {
+        const __m512i packed = kx_load(c + (8 * p + k) * 64);
+        lo[k] = _mm512_and_si512(packed, low4);
+        hi[k] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
+    }
+}
+
+/* kl_fill of a group block (codes c, scales s). */
+SYN_K_INLINE void kx_fill(uint32_t type, const uint8_t *c, const uint8_t *s, kl_tile *t) {
+    if (type == GGML_TYPE_Q6_K) {
+        for (int hh = 0; hh < 2; hh++)
+            kx_codes_q6_k(c, hh, (__m512i(*)[8])(t->w + 32 * hh));
+    } else {
+        for (int p = 0; p < 4; p++)
+            kx_codes_q4_k(c, p, t->w + 16 * p, t->w + 16 * p + 8);
+    }
+    kx_heads(type, s, &t->h);
+}
+
+/* Rows in lanes over rows [r0, r1) of the rows at w (x NULL) or of x's groups (r0, r1 multiples of
+ * 16): each super-block of a 16-row tile made a kl_tile once, for every token of a chunk. */
 SYN_K_INLINE void kl_matmul(uint32_t type, int64_t n_blocks, const void *w, size_t w_row_bytes,
-                            int64_t r0, int64_t r1, const block_q8_k *a, int64_t n_tokens, float *y,
-                            int64_t y_stride) {
+                            const syn_x16 *x, int64_t r0, int64_t r1, const block_q8_k *a,
+                            int64_t n_tokens, float *y, int64_t y_stride) {
     const size_t block_bytes = type == GGML_TYPE_Q4_K   ? sizeof(block_q4_k)
                                : type == GGML_TYPE_Q5_K ? sizeof(block_q5_k)
                                                         : sizeof(block_q6_k);
@@ -485,18 +583,26 @@ SYN_K_INLINE void kl_matmul(uint32_t type, int64_t n_blocks, const void *w, size
         for (int64_t r = r0; r < r1; r += KL_ROWS) {
             for (int64_t b = 0; b < n_blocks; b++) {
                 /* A call of one chunk (a decode step of several sequences, a short prompt) reads
-                 * the weights once, from memory: a whole tile's rows 8-15 have their next
-                 * super-block prefetched by the first token call, so the lines are asked for while
-                 * the tokens run too, as in x86_matmul_lanes. Longer calls find the weights in
-                 * cache from their second chunk on, where the split cost prefill
-                 * (docs/BENCHMARKS.md). */
+                 * the weights once, from memory: a whole tile's rows 8-15 (of x: the next group
+                 * block's codes) have their next super-block prefetched by the first token call,
+                 * so the lines are asked for while the tokens run too, as in x86_matmul_lanes.
+                 * Longer calls find the weights in cache from their second chunk on, where the
+                 * split cost prefill (docs/BENCHMARKS.md). */
                 const bool split = n_tokens <= KL_TC && r + KL_ROWS <= r1 && b + 1 < n_blocks;
-                kl_prefetch pf = {split ? (const char *)w + (size_t)(r + 8) * w_row_bytes +
-                                              (size_t)(b + 1) * block_bytes
-                                        : NULL,
-                                  w_row_bytes, block_bytes};
-                kl_fill(type, w, w_row_bytes, block_bytes, r, r1, b, n_blocks, split ? 8 : KL_ROWS,
-                        &tile);
+                kl_prefetch pf = {NULL, w_row_bytes, block_bytes};
+                if (x) {
+                    const size_t at = (size_t)(r / KL_ROWS * n_blocks + b);
+                    const uint8_t *c = x->codes + at * kx_code_bytes(type);
+                    kx_fill(type, c, x->scales + at * kx_scale_bytes(type), &tile);
+                    pf = (kl_prefetch){split ? (const char *)c + kx_code_bytes(type) : NULL,
+                                       kx_code_bytes(type) / 8, kx_code_bytes(type) / 8};
+                } else {
+                    if (split)
+                        pf.p = (const char *)w + (size_t)(r + 8) * w_row_bytes +
+                               (size_t)(b + 1) * block_bytes;
+                    kl_fill(type, w, w_row_bytes, block_bytes, r, r1, b, n_blocks,
+                            split ? 8 : KL_ROWS, &tile);
+                }
                 const block_q8_k *ab = a + c0 * n_blocks + b;
                 float *yr = y + c0 * y_stride + r;
                 const int64_t n_rows = r1 - r;
@@ -523,6 +629,70 @@ SYN_K_INLINE void kl_matmul(uint32_t type, int64_t n_blocks, const void *w, size
     }
 }
 
+/* Decode over x's groups of rows [r0, r1): one loop over all the blocks of all the groups, as the
+ * Q8_0 x16 matvec (quants_avx512.c), each block's sums in lanes straight from the layout. */
+SYN_K_INLINE void kx_matvec(uint32_t type, int64_t n_blocks, const syn_x16 *x, int64_t r0,
+                            int64_t r1, const block_q8_k *a, float *y) {
+    const int64_t g0 = r0 / KL_ROWS, n = (r1 / KL_ROWS - g0) * n_blocks;
+    const uint8_t *c = x->codes + (size_t)(g0 * n_blocks) * kx_code_bytes(type);
+    const uint8_t *s = x->scales + (size_t)(g0 * n_blocks) * kx_scale_bytes(type);
+    float *yg = y + g0 * KL_ROWS;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++, c += kx_code_bytes(type), s += kx_scale_bytes(type)) {
+        kl_heads h;
+        kx_heads(type, s, &h);
+        __m512i isum = _mm512_setzero_si512();
+        if (type == GGML_TYPE_Q6_K) {
+            for (int hh = 0; hh < 2; hh++) {
+                __m512i cw[4][8];
+                kx_codes_q6_k(c, hh, cw);
+                SYN_K_UNROLL(4)
+                for (int q = 0; q < 4; q++)
+                    isum = kl_chunk(type, cw[q], &h, &a[k], 4 * hh + q, isum);
+            }
+        } else {
+            SYN_K_UNROLL(4)
+            for (int p = 0; p < 4; p++) {
+                __m512i lo[8], hi[8];
+                kx_codes_q4_k(c, p, lo, hi);
+                isum = kl_chunk(type, lo, &h, &a[k], 2 * p, isum);
+                isum = kl_chunk(type, hi, &h, &a[k], 2 * p + 1, isum);
+            }
+        }
+        acc = kl_step(type, &h, isum, &a[k], acc);
+        _mm512_storeu_ps(yg, acc);
+        const int64_t last = k == n_blocks - 1; /* arithmetic, not a branch */
+        acc = _mm512_maskz_mov_ps((__mmask16)(last - 1), acc);
+        yg += KL_ROWS * last;
+        k = (k + 1) * (1 - last);
+    }
+}
+
+/* Matmul of x's groups: the lane tiles from 2 tokens (a tile costs no transposition here), the
+ * matvec for one. */
+SYN_K_INLINE void kx_matmul(uint32_t type, int64_t n_blocks, const syn_x16 *x, int64_t r0,
+                            int64_t r1, const block_q8_k *a, int64_t n_tokens, float *y,
+                            int64_t y_stride) {
+    if (n_tokens < 2) {
+        for (int64_t t = 0; t < n_tokens; t++)
+            kx_matvec(type, n_blocks, x, r0, r1, a + t * n_blocks, y + t * y_stride);
+        return;
+    }
+    kl_matmul(type, n_blocks, NULL, 0, x, r0, r1, a, n_tokens, y, y_stride);
+}
+
+#define KQ_X16_KERNELS(T, TYPE, sfx)                                                               \
+    void syn_matvec_x16_##T##_##sfx(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,    \
+                                    const void *act, float *y) {                                   \
+        kx_matvec(TYPE, n_blocks, w, r0, r1, act, y);                                              \
+    }                                                                                              \
+    void syn_matmul_x16_##T##_##sfx(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,    \
+                                    const void *act, int64_t n_tokens, float *y,                   \
+                                    int64_t y_stride) {                                            \
+        kx_matmul(TYPE, n_blocks, w, r0, r1, act, n_tokens, y, y_stride);                          \
+    }
+
 /* Matmul of a k-quant: rows in lanes once a tile's transposition (kl_fill's, of the stored bytes)
  * is shared by enough tokens (kl_min_tokens: where that path measured faster, docs/BENCHMARKS.md;
  * near the threshold the two are within the host's noise of each other), else a row against
@@ -533,7 +703,7 @@ SYN_K_INLINE void k_matmul_any(uint32_t type, int64_t n_blocks, const void *w, s
                                int64_t r0, int64_t r1, const block_q8_k *a, int64_t n_tokens,
                                float *y, int64_t y_stride) {
     if (n_tokens >= kl_min_tokens(type) && w_row_bytes <= (size_t)INT32_MAX / KL_ROWS)
-        kl_matmul(type, n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride);
+        kl_matmul(type, n_blocks, w, w_row_bytes, NULL, r0, r1, a, n_tokens, y, y_stride);
     else
         k_matmul(type, n_blocks, w, w_row_bytes, r0, r1, a, n_tokens, y, y_stride);
 }

@@ -143,7 +143,7 @@ static int check_x16(const syn_kernels *k, const syn_kernels *ref, const char *n
     uint8_t *scales = malloc(syn_x16_scale_bytes(tc->type) * blocks);
     const size_t n_out = (size_t)(n_rows * n_tokens);
     float *want = malloc(sizeof(float) * n_out), *got = malloc(sizeof(float) * n_out);
-    unsigned char block[256];
+    _Alignas(8) unsigned char block[256];
     if (!codes || !scales || !want || !got) {
         FAIL("out of memory");
         goto done;
