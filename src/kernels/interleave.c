@@ -16,6 +16,7 @@ size_t syn_x16_code_bytes(uint32_t type) {
     case GGML_TYPE_Q8_0: return (size_t)SYN_X16_ROWS * QK8_0;
     case GGML_TYPE_Q5_0: return X16_Q5_0_MASKS + 8 * sizeof(uint64_t);
     case GGML_TYPE_Q4_K: return 32 * X16_VEC;
+    case GGML_TYPE_Q5_K: return 40 * X16_VEC;
     case GGML_TYPE_Q6_K: return 2 * X16_Q6_K_HALF;
     default: return 0;
     }
@@ -25,7 +26,8 @@ size_t syn_x16_scale_bytes(uint32_t type) {
     switch (type) {
     case GGML_TYPE_Q8_0:
     case GGML_TYPE_Q5_0: return (size_t)SYN_X16_ROWS * sizeof(uint16_t);
-    case GGML_TYPE_Q4_K: return 4 * X16_VEC;
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K: return 4 * X16_VEC;
     case GGML_TYPE_Q6_K: return 4 * X16_VEC + SYN_X16_ROWS * sizeof(uint16_t);
     default: return 0;
     }
@@ -89,6 +91,15 @@ static void q4_k_lane(uint8_t *c, uint8_t *s, int i, block_q4_k *b, bool pack) {
         lane_dword(s + m * X16_VEC, i, (uint8_t *)b + 4 * m, pack);
 }
 
+static void q5_k_lane(uint8_t *c, uint8_t *s, int i, block_q5_k *b, bool pack) {
+    for (int v = 0; v < 32; v++) /* the packed codes, as Q4_K's */
+        lane_dword(c + v * X16_VEC, i, b->qs + 4 * v, pack);
+    for (int k = 0; k < 8; k++) /* the fifth bits */
+        lane_dword(c + (32 + k) * X16_VEC, i, b->qh + 4 * k, pack);
+    for (int m = 0; m < 4; m++) /* d | dmin, then the 12 scale bytes, as Q4_K's */
+        lane_dword(s + m * X16_VEC, i, (uint8_t *)b + 4 * m, pack);
+}
+
 static void q6_k_lane(uint8_t *c, uint8_t *s, int i, block_q6_k *b, bool pack) {
     for (int v = 0; v < 32; v++) /* ql: per half h, dword k of bytes 0..31, then of 32..63 */
         lane_dword(c + (v / 16) * X16_Q6_K_HALF + (v % 8) * 3 * X16_VEC + (v % 16 / 8) * X16_VEC,
@@ -114,6 +125,7 @@ static void x16_lane(uint32_t type, uint8_t *codes, uint8_t *scales, int64_t n_b
     case GGML_TYPE_Q8_0: q8_0_lane(c, s, i, b, pack); break;
     case GGML_TYPE_Q5_0: q5_0_lane(c, s, i, b, pack); break;
     case GGML_TYPE_Q4_K: q4_k_lane(c, s, i, b, pack); break;
+    case GGML_TYPE_Q5_K: q5_k_lane(c, s, i, b, pack); break;
     case GGML_TYPE_Q6_K: q6_k_lane(c, s, i, b, pack); break;
     default: break;
     }

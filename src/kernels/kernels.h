@@ -115,11 +115,15 @@ typedef struct syn_type_kernels {
  *                high)
  *         scales [4][16][4] u8: vector m, lane i: bytes 4m .. 4m + 3 of row 16g + i's block
  *                (d | dmin, then the 12 packed scale and min bytes)
+ *   Q5_K  codes  Q4_K's 32 vectors, then [8][16][4] u8: vector k, lane i: row 16g + i's qh bytes
+ *                4k .. 4k + 3 (bit 2p of a byte: the fifth bit of the code in vector 8p + k's low
+ *                nibble, bit 2p + 1: in its high nibble)
+ *         scales as Q4_K's
  *   Q6_K  codes  per half h of the block, per k < 8: three vectors, of ql bytes 64h + 4k ..,
  *                ql bytes 64h + 32 + 4k .. and qh bytes 32h + 4k .. (lane i: row 16g + i's)
  *         scales [4][16][4] i8: vector q, lane i: row 16g + i's scales 4q .. 4q + 3; then [16]
  *                fp16: row 16g + i's d
- * the same bytes as the rows (34 and 22 per block of 32, 144 and 210 per block of 256). Codes
+ * the same bytes as the rows (34 and 22 per block of 32, 144, 176 and 210 per block of 256). Codes
  * arrays are 64-byte aligned. Rows past the last whole group stay in the rows. */
 enum { SYN_X16_ROWS = 16 };
 

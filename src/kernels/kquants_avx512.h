@@ -503,18 +503,22 @@ SYN_K_INLINE void kl_tokens(uint32_t type, const kl_tile *tile, const block_q8_k
     }
 }
 
-/* ---- The x16 layouts of Q4_K and Q6_K (kernels.h) ---------------------------------------------
+/* ---- The x16 layouts of Q4_K, Q5_K and Q6_K (kernels.h) ---------------------------------------
  * A group block holds what kl_fill gathers and transposes from 16 rows, already in lanes: the
- * codes' dwords (Q4_K's packed nibbles, Q6_K's ql and qh) and the heads' dwords. */
+ * codes' dwords (Q4_K's packed nibbles, Q5_K's and its qh, Q6_K's ql and qh) and the heads'
+ * dwords. */
 enum {
     KX_Q4_K_CODES = 2048, /* bytes of a group block's codes and scales (kernels.h) */
-    KX_Q4_K_SCALES = 256,
+    KX_Q4_K_SCALES = 256, /* Q5_K's too */
+    KX_Q5_K_CODES = 2560,
     KX_Q6_K_CODES = 3072,
     KX_Q6_K_SCALES = 288,
 };
 
 SYN_K_INLINE size_t kx_code_bytes(uint32_t type) {
-    return type == GGML_TYPE_Q6_K ? KX_Q6_K_CODES : KX_Q4_K_CODES;
+    return type == GGML_TYPE_Q6_K   ? KX_Q6_K_CODES
+           : type == GGML_TYPE_Q5_K ? KX_Q5_K_CODES
+                                    : KX_Q4_K_CODES;
 }
 
 SYN_K_INLINE size_t kx_scale_bytes(uint32_t type) {
@@ -546,14 +550,30 @@ SYN_K_INLINE void kx_codes_q6_k(const uint8_t *c, int hh, __m512i out[4][8]) {
     kl_codes_q6_k(l0, l1, qh, out);
 }
 
-/* Q4_K's codes of sub-blocks 2p (low nibbles) and 2p + 1 (high) of a group block (codes c). */
-SYN_K_INLINE void kx_codes_q4_k(const uint8_t *c, int p, __m512i lo[8], __m512i hi[8]) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
+/* Q4_K's or Q5_K's codes of sub-blocks 2p (low nibbles) and 2p + 1 (high) of a group block
+ * (codes c); Q5_K's fifth bits (bits 2p and 2p + 1 of its qh bytes) shifted to bit 4 and each
+ * code's bits 0-3 selected from its nibble (VPTERNLOGD 0xCA: low4 ? nibble : shifted qh). */
+SYN_K_INLINE void kx_codes_k45(uint32_t type, const uint8_t *c, int p, __m512i lo[8],
+                               __m512i hi[8]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), low5 = _mm512_set1_epi8(0x1F);
     SYN_K_UNROLL(8)
     for (int k = 0; k < 8; k++) {
         const __m512i packed = kx_load(c + (8 * p + k) * 64);
-        lo[k] = _mm512_and_si512(packed, low4);
-        hi[k] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
+        const __m512i high = _mm512_srli_epi16(packed, 4);
+        if (type != GGML_TYPE_Q5_K) {
+            lo[k] = _mm512_and_si512(packed, low4);
+            hi[k] = _mm512_and_si512(high, low4);
+            continue;
+        }
+        const __m512i qh = kx_load(c + KX_Q4_K_CODES + 64 * k);
+        /* bit 2p to bit 4, bit 2p + 1 to bit 4: 16-bit shifts, whose bits carried across a byte
+         * land in bits 0-3 (taken from the nibble) or 5-7 (cleared) */
+        const __m512i b_lo = 2 * p <= 4 ? _mm512_slli_epi16(qh, 4 - 2 * p)
+                                        : _mm512_srli_epi16(qh, 2 * p - 4);
+        const __m512i b_hi = 2 * p + 1 <= 4 ? _mm512_slli_epi16(qh, 3 - 2 * p)
+                                            : _mm512_srli_epi16(qh, 2 * p - 3);
+        lo[k] = _mm512_and_si512(_mm512_ternarylogic_epi32(low4, packed, b_lo, 0xCA), low5);
+        hi[k] = _mm512_and_si512(_mm512_ternarylogic_epi32(low4, high, b_hi, 0xCA), low5);
     }
 }
 
@@ -564,7 +584,7 @@ SYN_K_INLINE void kx_fill(uint32_t type, const uint8_t *c, const uint8_t *s, kl_
             kx_codes_q6_k(c, hh, (__m512i(*)[8])(t->w + 32 * hh));
     } else {
         for (int p = 0; p < 4; p++)
-            kx_codes_q4_k(c, p, t->w + 16 * p, t->w + 16 * p + 8);
+            kx_codes_k45(type, c, p, t->w + 16 * p, t->w + 16 * p + 8);
     }
     kx_heads(type, s, &t->h);
 }
@@ -655,7 +675,7 @@ SYN_K_INLINE void kx_matvec(uint32_t type, int64_t n_blocks, const syn_x16 *x, i
             SYN_K_UNROLL(4)
             for (int p = 0; p < 4; p++) {
                 __m512i lo[8], hi[8];
-                kx_codes_q4_k(c, p, lo, hi);
+                kx_codes_k45(type, c, p, lo, hi);
                 isum = kl_chunk(type, lo, &h, &a[k], 2 * p, isum);
                 isum = kl_chunk(type, hi, &h, &a[k], 2 * p + 1, isum);
             }
