@@ -221,7 +221,8 @@ ARM_CC    ?= aarch64-linux-gnu-gcc
 ARM_QEMU  ?= qemu-aarch64
 ARM_BUILD ?= build-arm
 ARM_SRC_ALL := $(filter-out %_avx2.c %_avx512.c %_avxvnni.c,$(sort $(wildcard src/kernels/*.c))) \
-               src/core/error.c tests/arm/test_kernels_arm.c tests/support/type_kernels_check.c
+               src/core/error.c src/gguf/ggml_types.c tests/arm/test_kernels_arm.c \
+               tests/support/type_kernels_check.c
 ARM_OBJ   := $(ARM_SRC_ALL:%.c=$(ARM_BUILD)/%.o)
 ARM_TEST  := $(ARM_BUILD)/test_kernels_arm
 ARM_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-format-truncation \

@@ -76,6 +76,28 @@ enum { SYN_HUGE_PAGE_BYTES = 2 << 20 };
  * AnonHugePages of /proc/self/smaps); 0 where that file cannot be read. */
 size_t syn_file_map_huge_bytes(const void *base, size_t size);
 
+/* ---- Step times (synapse bench --profile) ---- */
+
+/* One named step of the optimized backend's forward pass (one thread-pool job: "qkv",
+ * "attention", "ffn", ...): its wall time summed over its runs, and the int8 multiply-adds of the
+ * quantized matrices it multiplies by (0 where it multiplies by none). */
+typedef struct syn_step_time {
+    const char *step;
+    uint64_t ns, runs, macs;
+} syn_step_time;
+
+enum { SYN_MAX_STEPS = 24 };
+
+typedef struct syn_step_times {
+    bool on;  /* the forward passes time their steps while true */
+    size_t n; /* steps seen, in the order of their first run; set 0 to start over */
+    syn_step_time steps[SYN_MAX_STEPS];
+} syn_step_times;
+
+/* ctx's step times, all off and empty at creation; NULL for a backend that keeps none (the
+ * reference backend). */
+syn_step_times *syn_context_step_times(syn_context *ctx);
+
 /* ---- Time ---- */
 
 /* Milliseconds on CLOCK_MONOTONIC, from an arbitrary origin: only differences mean anything. The

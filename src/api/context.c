@@ -126,6 +126,11 @@ const float *syn_context_logits(const syn_context *ctx) {
 
 const char *syn_context_isa_name(const syn_context *ctx) { return ctx ? ctx->isa_name : "none"; }
 
+syn_step_times *syn_context_step_times(syn_context *ctx) {
+    if (!ctx || !ctx->backend->step_times) return NULL;
+    return ctx->backend->step_times(ctx->backend_state);
+}
+
 uint32_t syn_context_n_past(const syn_context *ctx) { return ctx ? ctx->n_past : 0; }
 uint32_t syn_context_n_ctx(const syn_context *ctx) { return ctx ? ctx->n_ctx : 0; }
 

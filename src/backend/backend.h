@@ -99,6 +99,9 @@ typedef struct syn_backend_ops {
      * such layer. */
     uint32_t (*ring_blocks)(const void *state, uint32_t seq_tokens, size_t *block_bytes);
     syn_status (*forward_batch)(void *state, const syn_batch *batch);
+
+    /* The state's step times (synapse_internal.h), NULL when the backend keeps none. */
+    struct syn_step_times *(*step_times)(void *state);
 } syn_backend_ops;
 
 extern const syn_backend_ops syn_reference_backend;

@@ -69,6 +69,7 @@
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
 #include "model/wtype.h"
+#include "synapse_internal.h"
 #include "threads/threadpool.h"
 
 _Static_assert((int)SYN_KV_BLOCK == (int)SYN_ATTN_BLOCK,
@@ -109,6 +110,7 @@ typedef struct opt_layer_vecs {
 typedef struct opt_state {
     const struct syn_model *model;
     syn_kernels k;
+    syn_step_times *times; /* synapse_internal.h: what run() records while times->on */
     syn_threadpool *pool;
     bool owns_pool; /* false: a syn_compute_pool's threads, shared with other engines */
     int n_threads;
@@ -263,6 +265,7 @@ static void opt_destroy(void *opaque) {
     free(s->row_tmp);
     free(s->attn_tmp);
     free(s->vecs);
+    free(s->times);
     free(s->vec_copies);
     free(s->rope_scaled);
     free(s->rope_cos);
@@ -475,7 +478,11 @@ static syn_status opt_create(const struct syn_model *model, const syn_backend_co
     if (st == SYN_OK) st = check_model(model, &kernels);
     if (st != SYN_OK) return st;
     opt_state *s = calloc(1, sizeof *s);
-    if (!s) return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
+    if (s) s->times = calloc(1, sizeof *s->times);
+    if (!s || !s->times) {
+        free(s);
+        return syn_fail(SYN_ERR_NO_MEMORY, "optimized backend: out of memory");
+    }
     const syn_hparams *hp = &model->hp;
     s->model = model;
     s->kv_type = cfg->kv_type;
@@ -1191,19 +1198,45 @@ static int job_output(void *ctx, int64_t chunk, int thread) {
  * Forward
  * ------------------------------------------------------------------------------------------- */
 
+/* Adds one run of step (ns of wall time, macs int8 multiply-adds) to s's step times. */
+static void record_step(const opt_state *s, const char *step, uint64_t ns, uint64_t macs) {
+    syn_step_times *t = s->times;
+    size_t i = 0;
+    while (i < t->n && strcmp(t->steps[i].step, step) != 0)
+        i++;
+    if (i == t->n) {
+        if (t->n == SYN_MAX_STEPS) return;
+        t->steps[t->n++] = (syn_step_time){.step = step};
+    }
+    t->steps[i].ns += ns;
+    t->steps[i].runs++;
+    t->steps[i].macs += macs;
+}
+
+/* Runs one step of the forward pass on the pool; macs: the int8 multiply-adds of the quantized
+ * matrices it multiplies by (mat_macs), for the step times. */
 static syn_status run(const opt_state *s, int64_t n_chunks, syn_chunk_fn fn, void *job,
-                      const char *step) {
+                      const char *step, uint64_t macs) {
+    const bool timed = s->times->on;
+    const uint64_t t0 = timed ? syn_now_ns() : 0;
     int rc = syn_threadpool_run(s->pool, n_chunks, fn, job);
     if (rc != 0)
         return syn_fail(SYN_ERR_INTERNAL, "optimized backend: step '%s' failed (%d)", step, rc);
+    if (timed) record_step(s, step, syn_now_ns() - t0, macs);
     return SYN_OK;
+}
+
+/* The int8 multiply-adds of n tokens' rows times the quantized matrix w (0 for a float one or
+ * none). */
+static uint64_t mat_macs(const syn_tensor *w, size_t n) {
+    return w->data && fmt_of(w) ? (uint64_t)n * (uint64_t)w->ne[0] * (uint64_t)w->ne[1] : 0;
 }
 
 /* h (and hq in formats fmt) = rmsnorm of n_tok rows of x: rows[t], or the first n_tok when NULL. */
 static syn_status norm_rows(const opt_state *s, const float *w, const size_t *rows, size_t n_tok,
                             unsigned fmt) {
     norm_job j = {.s = s, .w = w, .rows = rows, .fmt = fmt};
-    return run(s, (int64_t)n_tok, job_norm, &j, "norm");
+    return run(s, (int64_t)n_tok, job_norm, &j, "norm", 0);
 }
 
 /* Projection job of a recurrent layer: one chunk per rows_per_chunk rows of one of its input
@@ -1277,17 +1310,21 @@ static syn_status forward_recurrent(const opt_state *s, const opt_slice *sl, int
                                                 proj.rows_per_chunk[i];
     }
     syn_status st = norm_rows(s, s->vecs[l].attn_norm, NULL, sl->n, in_fmt);
-    if (st == SYN_OK) st = run(s, proj.first[4], job_proj, &proj, "delta-net projections");
+    uint64_t proj_macs = 0;
+    for (int i = 0; i < 4; i++)
+        proj_macs += mat_macs(proj.w[i], sl->n);
+    if (st == SYN_OK)
+        st = run(s, proj.first[4], job_proj, &proj, "delta-net projections", proj_macs);
     dn_job dn = {.s = s, .layer = l, .seqs = {.n = sl->n, .pos = sl->pos, .states = sl->rstates}};
     const int64_t conv_chunks =
         (hp->ssm_conv_dim + OPT_DN_CONV_CHANNELS - 1) / OPT_DN_CONV_CHANNELS;
-    if (st == SYN_OK) st = run(s, conv_chunks, job_dn_conv, &dn, "delta-net convolution");
-    if (st == SYN_OK) st = run(s, hp->ssm_n_v_heads, job_dn_head, &dn, "delta-net recurrence");
+    if (st == SYN_OK) st = run(s, conv_chunks, job_dn_conv, &dn, "delta-net convolution", 0);
+    if (st == SYN_OK) st = run(s, hp->ssm_n_v_heads, job_dn_head, &dn, "delta-net recurrence", 0);
     const unsigned out_fmt = fmt_of(&L->ssm_out);
     if (st == SYN_OK && out_fmt) {
         quant_job q = {
             .s = s, .src = s->dn_out, .dst = &s->hq, .fmt = out_fmt, .dim = hp->ssm_inner};
-        st = run(s, (int64_t)sl->n, job_quantize, &q, "quantize");
+        st = run(s, (int64_t)sl->n, job_quantize, &q, "quantize", 0);
     }
     const int64_t res_rows = rows_per_chunk(s, sl->n, ne, OPT_TILE_ROWS);
     residual_job out = {
@@ -1296,7 +1333,9 @@ static syn_status forward_recurrent(const opt_state *s, const opt_slice *sl, int
         .in = {.n = sl->n, .f = s->dn_out, .q = &s->hq},
         .rows_per_chunk = res_rows,
     };
-    if (st == SYN_OK) st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &out, "ssm_out");
+    if (st == SYN_OK)
+        st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &out, "ssm_out",
+                 mat_macs(&L->ssm_out, sl->n));
     return st;
 }
 
@@ -1316,7 +1355,9 @@ static syn_status forward_attention(const opt_state *s, const opt_slice *sl, int
         .in = normed,
         .heads_per_chunk = qkv_heads_per_chunk(s, sl->n),
     };
-    if (st == SYN_OK) st = run(s, qkv_n_chunks(&qkv), job_qkv, &qkv, "qkv");
+    if (st == SYN_OK)
+        st = run(s, qkv_n_chunks(&qkv), job_qkv, &qkv, "qkv",
+                 mat_macs(&L->wq, sl->n) + mat_macs(&L->wk, sl->n) + mat_macs(&L->wv, sl->n));
 
     /* The attention chunk of a (token, kv head) quantizes its heads' output itself when they are
      * whole blocks of every format wo takes; otherwise a step of its own does. */
@@ -1324,10 +1365,10 @@ static syn_status forward_attention(const opt_state *s, const opt_slice *sl, int
     const bool fused = wo_fmt && ((int64_t)s->group * hp->head_dim) % fmt_block(wo_fmt) == 0;
     attn_job attn = {.s = s, .layer = l, .sl = *sl, .quant_fmt = fused ? wo_fmt : 0};
     if (st == SYN_OK)
-        st = run(s, (int64_t)sl->n * hp->n_head_kv, job_attention, &attn, "attention");
+        st = run(s, (int64_t)sl->n * hp->n_head_kv, job_attention, &attn, "attention", 0);
     if (st == SYN_OK && wo_fmt && !fused) {
         quant_job q = {.s = s, .src = s->attn, .dst = &s->hq, .fmt = wo_fmt, .dim = s->q_dim};
-        st = run(s, (int64_t)sl->n, job_quantize, &q, "quantize");
+        st = run(s, (int64_t)sl->n, job_quantize, &q, "quantize", 0);
     }
     const int64_t res_rows = rows_per_chunk(s, sl->n, ne, OPT_TILE_ROWS); /* wo, w_down */
     const opt_layer_vecs *V = &s->vecs[l];
@@ -1338,10 +1379,12 @@ static syn_status forward_attention(const opt_state *s, const opt_slice *sl, int
         .rows_per_chunk = res_rows,
         .proj_only = V->post_attn_norm != NULL,
     };
-    if (st == SYN_OK) st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &wo, "wo");
+    if (st == SYN_OK)
+        st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &wo, "wo",
+                 mat_macs(&L->wo, sl->n));
     post_norm_job post_attn = {.s = s, .w = V->post_attn_norm};
     if (st == SYN_OK && wo.proj_only)
-        st = run(s, (int64_t)sl->n, job_post_norm, &post_attn, "post-attention norm");
+        st = run(s, (int64_t)sl->n, job_post_norm, &post_attn, "post-attention norm", 0);
     return st;
 }
 
@@ -1364,7 +1407,9 @@ static syn_status forward_layer(const opt_state *s, const opt_slice *sl, int32_t
         .rows_per_chunk = ffn_rows_per_chunk(s, &L->w_down, sl->n),
     };
     const int64_t ffn_chunks = (nff + ffn.rows_per_chunk - 1) / ffn.rows_per_chunk;
-    if (st == SYN_OK) st = run(s, ffn_chunks, job_ffn, &ffn, "ffn");
+    if (st == SYN_OK)
+        st = run(s, ffn_chunks, job_ffn, &ffn, "ffn",
+                 mat_macs(&L->w_gate, sl->n) + mat_macs(&L->w_up, sl->n));
     residual_job down = {
         .s = s,
         .w = &L->w_down,
@@ -1372,10 +1417,12 @@ static syn_status forward_layer(const opt_state *s, const opt_slice *sl, int32_t
         .rows_per_chunk = res_rows,
         .proj_only = V->post_ffn_norm != NULL,
     };
-    if (st == SYN_OK) st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &down, "down");
+    if (st == SYN_OK)
+        st = run(s, (ne + res_rows - 1) / res_rows, job_residual, &down, "down",
+                 mat_macs(&L->w_down, sl->n));
     post_norm_job post_ffn = {.s = s, .w = V->post_ffn_norm};
     if (st == SYN_OK && down.proj_only)
-        st = run(s, (int64_t)sl->n, job_post_norm, &post_ffn, "post-FFN norm");
+        st = run(s, (int64_t)sl->n, job_post_norm, &post_ffn, "post-FFN norm", 0);
     return st;
 }
 
@@ -1427,7 +1474,8 @@ static syn_status forward_slice(const opt_state *s, const syn_batch *b, void *co
     output_job out = {.s = s, .in = {.n = n_out, .f = s->h, .q = &s->hq}, .logits = logits};
     const int64_t n_chunks =
         (m->output.ne[1] + OPT_OUT_ROWS_PER_CHUNK - 1) / OPT_OUT_ROWS_PER_CHUNK;
-    if (st == SYN_OK) st = run(s, n_chunks, job_output, &out, "output");
+    if (st == SYN_OK)
+        st = run(s, n_chunks, job_output, &out, "output", mat_macs(&m->output, n_out));
     return st;
 }
 
@@ -1580,6 +1628,8 @@ static syn_status opt_forward_hidden(void *opaque, const int32_t *tokens, size_t
     return run_own(opaque, tokens, n, pos0, hidden, NULL, false);
 }
 
+static syn_step_times *opt_step_times(void *opaque) { return ((opt_state *)opaque)->times; }
+
 const syn_backend_ops syn_optimized_backend = {
     .name = "optimized",
     .create = opt_create,
@@ -1592,4 +1642,5 @@ const syn_backend_ops syn_optimized_backend = {
     .recurrent_state_bytes = opt_recurrent_state_bytes,
     .ring_blocks = opt_ring_blocks,
     .forward_batch = opt_forward_batch,
+    .step_times = opt_step_times,
 };

@@ -6,7 +6,7 @@
 #include "kernels/kernels_impl.h"
 
 enum {
-    X16_VEC = SYN_X16_ROWS * 4, /* one vector: a dword of each of the 16 rows */
+    X16_VEC = SYN_X16_ROWS * 4,   /* one vector: a dword of each of the 16 rows */
     X16_Q5_0_MASKS = 4 * X16_VEC, /* where a Q5_0 group block's fifth-bit masks start */
     X16_Q6_K_HALF = 24 * X16_VEC, /* a Q6_K group block's codes of one 128-element half */
 };
@@ -102,8 +102,8 @@ static void q5_k_lane(uint8_t *c, uint8_t *s, int i, block_q5_k *b, bool pack) {
 
 static void q6_k_lane(uint8_t *c, uint8_t *s, int i, block_q6_k *b, bool pack) {
     for (int v = 0; v < 32; v++) /* ql: per half h, dword k of bytes 0..31, then of 32..63 */
-        lane_dword(c + (v / 16) * X16_Q6_K_HALF + (v % 8) * 3 * X16_VEC + (v % 16 / 8) * X16_VEC,
-                   i, b->ql + 4 * v, pack);
+        lane_dword(c + (v / 16) * X16_Q6_K_HALF + (v % 8) * 3 * X16_VEC + (v % 16 / 8) * X16_VEC, i,
+                   b->ql + 4 * v, pack);
     for (int u = 0; u < 16; u++) /* qh: per half, dword k after ql's two */
         lane_dword(c + (u / 8) * X16_Q6_K_HALF + (u % 8) * 3 * X16_VEC + 2 * X16_VEC, i,
                    b->qh + 4 * u, pack);

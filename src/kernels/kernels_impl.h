@@ -201,7 +201,8 @@ syn_status syn_kernels_get_build(syn_isa_tier isa, bool gfni, syn_kernels *out);
     void syn_matvec_x16_##T##_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,   \
                                      const void *act, float *y);                                   \
     void syn_matmul_x16_##T##_avx512(int64_t n_blocks, const syn_x16 *w, int64_t r0, int64_t r1,   \
-                                     const void *act, int64_t n_tokens, float *y, int64_t y_stride);
+                                     const void *act, int64_t n_tokens, float *y,                  \
+                                     int64_t y_stride);
 SYN_K_DECLARE_X16(q8_0)
 SYN_K_DECLARE_X16(q5_0)
 SYN_K_DECLARE_X16(q4_k)

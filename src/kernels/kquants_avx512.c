@@ -1,6 +1,6 @@
 /* kquants_avx512.c: the AVX-512 VNNI tier's k-quant kernels (kquants_avx512.h), without GFNI, and
- * the x16 layouts' kernels of Q4_K, Q5_K and Q6_K, which both of the tier's tables take (they unpack no
- * nibble that GFNI would do in fewer instructions: one AND per code vector). */
+ * the x16 layouts' kernels of Q4_K, Q5_K and Q6_K, which both of the tier's tables take (they
+ * unpack no nibble that GFNI would do in fewer instructions: one AND per code vector). */
 #include "kernels/kquants_avx512.h"
 
 KQ_AVX512_KERNELS(avx512)

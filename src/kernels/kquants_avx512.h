@@ -568,10 +568,10 @@ SYN_K_INLINE void kx_codes_k45(uint32_t type, const uint8_t *c, int p, __m512i l
         const __m512i qh = kx_load(c + KX_Q4_K_CODES + 64 * k);
         /* bit 2p to bit 4, bit 2p + 1 to bit 4: 16-bit shifts, whose bits carried across a byte
          * land in bits 0-3 (taken from the nibble) or 5-7 (cleared) */
-        const __m512i b_lo = 2 * p <= 4 ? _mm512_slli_epi16(qh, 4 - 2 * p)
-                                        : _mm512_srli_epi16(qh, 2 * p - 4);
-        const __m512i b_hi = 2 * p + 1 <= 4 ? _mm512_slli_epi16(qh, 3 - 2 * p)
-                                            : _mm512_srli_epi16(qh, 2 * p - 3);
+        const __m512i b_lo =
+            2 * p <= 4 ? _mm512_slli_epi16(qh, 4 - 2 * p) : _mm512_srli_epi16(qh, 2 * p - 4);
+        const __m512i b_hi =
+            2 * p + 1 <= 4 ? _mm512_slli_epi16(qh, 3 - 2 * p) : _mm512_srli_epi16(qh, 2 * p - 3);
         lo[k] = _mm512_and_si512(_mm512_ternarylogic_epi32(low4, packed, b_lo, 0xCA), low5);
         hi[k] = _mm512_and_si512(_mm512_ternarylogic_epi32(low4, high, b_hi, 0xCA), low5);
     }

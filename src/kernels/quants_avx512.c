@@ -249,8 +249,8 @@ SYN_K_INLINE void x16_matvec(int64_t n_blocks, const syn_x16 *w, int64_t r0, int
             float *yg = y + g * SYN_X16_ROWS;
             __m512 acc = k0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(yg);
             for (int64_t k = 0; k < kb; k++)
-                acc = x16_block(acc, xt, c + k * xt.code_bytes, sc + k * SYN_X16_ROWS,
-                                a[k0 + k].qs, &aux[k]);
+                acc = x16_block(acc, xt, c + k * xt.code_bytes, sc + k * SYN_X16_ROWS, a[k0 + k].qs,
+                                &aux[k]);
             _mm512_storeu_ps(yg, acc);
         }
     }

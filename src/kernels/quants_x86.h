@@ -908,16 +908,17 @@ SYN_K_INLINE void x86_plan_step(const x86_lane_plan *p, int64_t s, int64_t *tile
 
 /* The corrections step s reads (tokens of the chunk, its span's blocks), computed where the plan
  * needs them: all spans at the chunk's first step, or each span at its first tile. */
-SYN_K_INLINE const x86_act_aux *x86_plan_aux(const x86_lane_plan *p, int64_t s,
-                                             const block_q8_0 *a, int32_t bias,
-                                             x86_act_aux *aux) {
+SYN_K_INLINE const x86_act_aux *x86_plan_aux(const x86_lane_plan *p, int64_t s, const block_q8_0 *a,
+                                             int32_t bias, x86_act_aux *aux) {
     int64_t tile, k0, kb;
     x86_plan_step(p, s, &tile, &k0, &kb);
     if (p->tiles_outer) {
         if (s == 0) {
             for (int64_t sp = 0; sp < p->n_spans; sp++) {
-                const int64_t s0 = sp * p->ks, n = p->n_blocks - s0 < p->ks ? p->n_blocks - s0 : p->ks;
-                x86_span_aux(a, p->n_blocks, p->c0, p->nt, s0, n, bias, aux + sp * p->nt * X86_MM_KS);
+                const int64_t s0 = sp * p->ks,
+                              n = p->n_blocks - s0 < p->ks ? p->n_blocks - s0 : p->ks;
+                x86_span_aux(a, p->n_blocks, p->c0, p->nt, s0, n, bias,
+                             aux + sp * p->nt * X86_MM_KS);
             }
         }
         return aux + k0 / p->ks * p->nt * X86_MM_KS;

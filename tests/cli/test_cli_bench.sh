@@ -101,6 +101,31 @@ if grep -qw avx512_vnni /proc/cpuinfo; then
         grep -q '^interleaved copies: [0-9]* MiB, waited [0-9]* ms for them$' "$tmp/out"
 fi
 
+# --- --profile: the steps of one more run of each test ----------------------------------------
+capture "$SYNAPSE" bench -m "$M" -t 1 -p 16 -n 2 -r 1 --profile
+check "--profile exits 0" test "$rc" -eq 0
+check "--profile: one profile per test, after the table" \
+    test "$(grep -c '^profile of \(pp16\|tg2\), 1 thread: one more run, [0-9.]* ms timed' "$tmp/out")" -eq 2
+# Rows "  step runs ms share [G MAC/s [of peak]]" of one test's profile.
+profile_rows() { awk -v t="$1" '/^profile of /{p = ($3 == t ",")} p && /^  [a-z]/ && $1 != "step"' "$tmp/out"; }
+n_layer=$(jq .hparams.n_layer "$tmp/inspect.json")
+check "pp16: qkv, attention, wo, ffn and down ran once per layer ($n_layer)" \
+    test "$(profile_rows pp16 | awk '$1 ~ /^(qkv|attention|wo|ffn|down)$/ {print $1 "=" $2}' | sort | tr '\n' ' ')" = "attention=$n_layer down=$n_layer ffn=$n_layer qkv=$n_layer wo=$n_layer "
+check "tg2: the two decode calls only (not the 1-token prompt): qkv ran 2 x $n_layer times" \
+    test "$(profile_rows tg2 | awk '$1 == "qkv" {print $2}')" = "$((2 * n_layer))"
+check "pp16: the output projection ran once (the last token's logits)" \
+    test "$(profile_rows pp16 | awk '$1 == "output" {print $2}')" = 1
+check "the shares of a profile add up to 100 % (rounding aside)" \
+    test "$(profile_rows pp16 | awk '{gsub("%", "", $4); s += $4} END {print (s > 99.5 && s < 100.5)}')" = 1
+check "the matrix steps show their int8 rate; the others none" \
+    test "$(profile_rows pp16 | awk '($1 ~ /^(qkv|wo|ffn|down|output)$/) != (NF >= 5) {bad = 1} END {print bad + 0}')" = 0
+if grep -q 'G int8 MAC/s (avx' "$tmp/out"; then
+    check "the matrix steps' rate is a share of the in-run int8 peak" \
+        test "$(profile_rows pp16 | awk 'NF == 6 && $6 ~ /^[0-9]+%$/' | wc -l)" -ge 4
+fi
+expect_exit 2 "--profile --json" "$SYNAPSE" bench -m "$M" -t 1 -p 5 -n 0 -r 1 --profile --json
+expect_error_mentions "--json" "--profile names what it does not combine with"
+
 # --- --e2e -------------------------------------------------------------------------------------
 capture "$SYNAPSE" bench --e2e -m "$M" -t 1 -n 4 -c 64 -r 2 --json
 check "--e2e --json exits 0" test "$rc" -eq 0

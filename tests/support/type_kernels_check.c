@@ -263,8 +263,8 @@ static int check_shape(const syn_kernels *k, const syn_kernels *ref, const char 
              bad_mv);
     else
         (*n_passed)++;
-    n_failed += check_x16(k, ref, name, tc, w, row_bytes, n_rows, n_blocks, n_tokens, &a, act,
-                          n_passed);
+    n_failed +=
+        check_x16(k, ref, name, tc, w, row_bytes, n_rows, n_blocks, n_tokens, &a, act, n_passed);
 done:
     free(w);
     free(x);
@@ -331,11 +331,10 @@ int type_kernels_check_x16(const syn_kernels *k, const syn_kernels *ref, const c
         const int64_t kq = tc->block_elems == QK_K ? 8 : 1;
         /* several groups; rows past the decode's one-loop span (2048 blocks of 32); two token
          * chunks (300 tokens); one group of one block */
-        const int64_t shapes[][3] = {
-            {48, 28, 9}, {64, 2100 / kq, 3}, {32, 40, 300}, {16, 1, 17}};
+        const int64_t shapes[][3] = {{48, 28, 9}, {64, 2100 / kq, 3}, {32, 40, 300}, {16, 1, 17}};
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-            n_failed += check_shape(k, ref, name, tc, shapes[i][0], shapes[i][1], shapes[i][2],
-                                    n_passed);
+            n_failed +=
+                check_shape(k, ref, name, tc, shapes[i][0], shapes[i][1], shapes[i][2], n_passed);
     }
     return n_failed;
 }

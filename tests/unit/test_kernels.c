@@ -294,7 +294,8 @@ static void test_long_rows_and_many_tokens(void **state) {
 /* The x16 layouts: every tier that reads one gives, through matvec and matmul, the scalar tier's
  * outputs on the rows bit for bit (tests/support/type_kernels_check.c: row ranges of whole groups,
  * rows longer than the decode's single pass, token counts around the lane tiles and past a token
- * chunk, rows read back from the layout). AVX-512 VNNI reads those of Q8_0, Q5_0, Q4_K, Q5_K and Q6_K.
+ * chunk, rows read back from the layout). AVX-512 VNNI reads those of Q8_0, Q5_0, Q4_K, Q5_K and
+ * Q6_K.
  */
 static void test_x16_layout(void **state) {
     (void)state;

@@ -309,9 +309,9 @@ static void test_tiers_agree(void **state) {
 }
 
 /* The interleaved copies (syn_model_params.interleave, the default) exist where the CPU's best
- * tier reads them (the types it has x16 kernels for), and give the logits of the rows bit for bit, one token at
- * a time (matvec) and in chunks (matmul), at 1 and 2 threads; a row read back from a copy
- * (syn_tensor_row: the reference backend, a tied embedding) is the file's row. */
+ * tier reads them (the types it has x16 kernels for), and give the logits of the rows bit for bit,
+ * one token at a time (matvec) and in chunks (matmul), at 1 and 2 threads; a row read back from a
+ * copy (syn_tensor_row: the reference backend, a tied embedding) is the file's row. */
 static void test_interleaved_equals_rows(void **state) {
     const fixture *f = *state;
     const size_t n = 40;

@@ -33,6 +33,7 @@ typedef struct bench_opts {
     const char *json_schema; /* --json-schema FILE */
     bool e2e;                /* --e2e */
     bool json;               /* --json */
+    bool profile;            /* --profile */
 } bench_opts;
 
 typedef struct bench_stats {

@@ -19,7 +19,7 @@
 
 const char usage_bench[] =
     "synapse bench -m MODEL [-t 1,2] [-p 5,64,512] [-n 64] [-d 0] [-r 5] [--backend NAME]\n"
-    "              [--isa TIER] [--kv-type TYPE] [--json]\n"
+    "              [--isa TIER] [--kv-type TYPE] [--json | --profile]\n"
     "synapse bench --e2e -m MODEL [-t 1,2] [-n 64] [-c 4096] [-r 5] [--backend NAME] [--isa TIER]\n"
     "              [--kv-type TYPE] [--json]\n"
     "  Speed tests in the manner of llama-bench, for every thread count in -t and depth in -d:\n"
@@ -51,6 +51,12 @@ const char usage_bench[] =
     "  -n, --n-gen LIST        decode lengths (default 64; 0: none)\n"
     "  -d, --n-depth LIST      cached tokens before each test (default 0)\n"
     "  -r, --repetitions N     counted runs per test, N >= 1 (default 5)\n" USAGE_BACKEND_OPTS
+    "  --profile               after the table, each test's steps (optimized backend): one more\n"
+    "                          run with every thread-pool step of the forward pass timed (qkv,\n"
+    "                          attention, wo, ffn, down, norm, quantize, output, ...), each\n"
+    "                          step's runs, milliseconds and share, and for the steps that\n"
+    "                          multiply by quantized matrices their int8 multiply-adds per\n"
+    "                          second against the in-run int8 peak\n"
     "  --json                  an array of result objects: {\"model_file\", \"model_type\",\n"
     "                          \"model_size\", \"model_n_params\", \"backend\", \"isa\", "
     "\"kv_type\",\n"
@@ -197,6 +203,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->e2e = true;
         } else if (strcmp(arg, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(arg, "--profile") == 0) {
+            o->profile = true;
         } else {
             return args_unknown(arg);
         }
@@ -220,6 +228,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         if (o->n_gens > 1 || (o->gens && o->gens[0] < 2))
             return fail_usage("--json-schema takes one token count of at least 2 (-n N)");
     }
+    if (o->profile && (o->concurrent || o->e2e || o->json_schema || o->json))
+        return fail_usage("--profile prints the in-process tests' steps as tables: --concurrent, "
+                          "--e2e, --json-schema and --json do not apply");
     if (o->e2e && (prompts_given || depths_given))
         return fail_usage("--e2e runs a fixed %d-token prompt: -p and -d do not apply",
                           BENCH_E2E_PROMPT_LEN);
@@ -260,6 +271,8 @@ typedef struct bench_result {
     syn_kv_type kv_type;
     double *ts; /* [reps] tokens per second */
     bench_stats st;
+    syn_step_times prof; /* --profile: the steps of one more run, and its wall time */
+    double prof_ms;
 } bench_result;
 
 /* KV bytes one step of r (a tg test) reads: its mean depth's positions of every layer, at most
@@ -421,38 +434,79 @@ static json_t *result_json(const bench_model *m, const bench_opts *o, const benc
         (json_int_t)m->macs_per_token, "efficiency", eff, "cpu", json_text(cpu));
 }
 
-/* Runs r's test once as a warm-up and then reps times, from depth r->depth each time (the cache
- * below it is kept), filling r->ts. */
-static int time_test(syn_context *ctx, const int32_t *ids, int32_t reps, bench_result *r) {
+/* One run of r's test from depth r->depth (the cache below it is kept); *ms: its timed part,
+ * during which times (when not NULL) is on. */
+static int run_test(syn_context *ctx, const int32_t *ids, const bench_result *r,
+                    syn_step_times *times, double *ms) {
     char name[48];
     test_name(r, name, sizeof name);
+    if (syn_context_truncate(ctx, (uint32_t)r->depth) != SYN_OK)
+        return fail_lib("%s: cannot rewind the cache", name);
+    /* A sliding-window cache (gemma3) that lost the window below the depth starts over: the depth
+     * is filled again, untimed, with the tokens that filled it. */
+    if (syn_context_n_past(ctx) < (uint32_t)r->depth &&
+        syn_context_decode(ctx, ids, (size_t)r->depth, NULL) != SYN_OK)
+        return fail_lib("%s: cannot fill the cache to depth %d again", name, (int)r->depth);
+    /* a tg test's untimed 1-token prompt */
+    syn_status st = r->tg ? syn_context_decode(ctx, ids, 1, NULL) : SYN_OK;
+    if (times) times->on = true;
+    const double t0 = syn_now_ms();
+    if (!r->tg) st = syn_context_decode(ctx, ids, (size_t)r->n_tokens, NULL);
+    for (int32_t i = 0; r->tg && st == SYN_OK && i < r->n_tokens; i++)
+        st = syn_context_decode(ctx, &ids[i + 1], 1, NULL);
+    const double t1 = syn_now_ms();
+    if (times) times->on = false;
+    if (st != SYN_OK)
+        return fail_lib("%s: decoding failed at position %u", name, syn_context_n_past(ctx));
+    *ms = t1 - t0;
+    return EXIT_OK;
+}
+
+/* Runs r's test once as a warm-up and then reps times, filling r->ts; with profile, once more
+ * with the backend's step times on (r->prof, r->prof_ms; none recorded by the reference). */
+static int time_test(syn_context *ctx, const int32_t *ids, int32_t reps, bool profile,
+                     bench_result *r) {
     for (int32_t rep = -1; rep < reps; rep++) {
-        if (syn_context_truncate(ctx, (uint32_t)r->depth) != SYN_OK)
-            return fail_lib("%s: cannot rewind the cache", name);
-        /* A sliding-window cache (gemma3) that lost the window below the depth starts over: the
-         * depth is filled again, untimed, with the tokens that filled it. */
-        if (syn_context_n_past(ctx) < (uint32_t)r->depth &&
-            syn_context_decode(ctx, ids, (size_t)r->depth, NULL) != SYN_OK)
-            return fail_lib("%s: cannot fill the cache to depth %d again", name, (int)r->depth);
-        syn_status st = SYN_OK;
-        double t0 = 0, t1 = 0;
-        if (!r->tg) {
-            t0 = syn_now_ms();
-            st = syn_context_decode(ctx, ids, (size_t)r->n_tokens, NULL);
-            t1 = syn_now_ms();
-        } else {
-            st = syn_context_decode(ctx, ids, 1, NULL); /* the untimed 1-token prompt */
-            t0 = syn_now_ms();
-            for (int32_t i = 0; st == SYN_OK && i < r->n_tokens; i++)
-                st = syn_context_decode(ctx, &ids[i + 1], 1, NULL);
-            t1 = syn_now_ms();
-        }
-        if (st != SYN_OK)
-            return fail_lib("%s: decoding failed at position %u", name, syn_context_n_past(ctx));
-        if (rep >= 0) r->ts[rep] = t1 > t0 ? (double)r->n_tokens * 1e3 / (t1 - t0) : 0.0;
+        double ms = 0;
+        int rc = run_test(ctx, ids, r, NULL, &ms);
+        if (rc != EXIT_OK) return rc;
+        if (rep >= 0) r->ts[rep] = ms > 0 ? (double)r->n_tokens * 1e3 / ms : 0.0;
     }
     r->st = bench_stats_of(r->ts, (size_t)reps);
-    return EXIT_OK;
+    syn_step_times *times = syn_context_step_times(ctx);
+    if (!profile || !times) return EXIT_OK;
+    times->n = 0;
+    int rc = run_test(ctx, ids, r, times, &r->prof_ms);
+    r->prof = *times;
+    return rc;
+}
+
+/* --profile: r's steps in its timed part (a tg test's N decode calls, not its 1-token prompt),
+ * each with its share of the steps' time and, for the matrix steps, its int8 multiply-add rate
+ * against the in-run peak. */
+static void print_profile(const bench_result *r) {
+    char name[48];
+    test_name(r, name, sizeof name);
+    double steps_ms = 0;
+    for (size_t i = 0; i < r->prof.n; i++)
+        steps_ms += (double)r->prof.steps[i].ns / 1e6;
+    printf("\nprofile of %s, %d thread%s: one more run, %.1f ms timed, %.1f ms of it in the "
+           "steps below",
+           name, r->n_threads, r->n_threads == 1 ? "" : "s", r->prof_ms, steps_ms);
+    if (r->peak_gmacs > 0) printf(" (int8 peak %.0f G MAC/s, %s)", r->peak_gmacs, r->peak_isa);
+    printf("\n  %-24s %6s %9s %7s %12s %8s\n", "step", "runs", "ms", "share", "G MAC/s", "of peak");
+    for (size_t i = 0; i < r->prof.n; i++) {
+        const syn_step_time *st = &r->prof.steps[i];
+        const double ms = (double)st->ns / 1e6;
+        printf("  %-24s %6" PRIu64 " %9.2f %6.1f%%", st->step, st->runs, ms,
+               steps_ms > 0 ? 100.0 * ms / steps_ms : 0.0);
+        if (st->macs > 0 && st->ns > 0) {
+            const double gmacs = (double)st->macs / (double)st->ns;
+            printf(" %12.1f", gmacs);
+            if (r->peak_gmacs > 0) printf(" %7.0f%%", 100.0 * gmacs / r->peak_gmacs);
+        }
+        printf("\n");
+    }
 }
 
 static int32_t max_of(const int32_t *v, size_t n) {
@@ -490,7 +544,7 @@ static int bench_threads(const syn_model *model, const bench_opts *o, int32_t n_
                 r->depth = depth;
                 r->isa = syn_context_isa_name(ctx);
                 r->kv_type = g.kv_type;
-                if ((rc = time_test(ctx, ids, o->reps, r)) != EXIT_OK) break;
+                if ((rc = time_test(ctx, ids, o->reps, o->profile, r)) != EXIT_OK) break;
                 ++*n_results;
             }
         }
@@ -591,6 +645,8 @@ static int bench_speed(const bench_opts *o) {
     if (rc != EXIT_OK) goto done;
     if (!o->json) {
         print_bandwidth(&m, o, ceil, strategies, n_strategies, buf, model);
+        for (size_t i = 0; o->profile && i < n_results; i++)
+            if (results[i].prof.n > 0) print_profile(&results[i]);
         rc = check_stdout();
     } else {
         json_t *arr = json_array();

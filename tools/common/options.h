@@ -58,9 +58,9 @@ enum {
     "as\n"                                                                                         \
     "                          it is (default: 2 MiB pages where the kernel allows; README\n"      \
     "                          \"Huge pages\")\n"                                                  \
-    "  --no-interleave         read the Q8_0 matrices as the file lays them out (default: an\n"    \
-    "                          interleaved copy where the kernel tier has one; README\n"           \
-    "                          \"Interleaved weights\")\n"
+    "  --no-interleave         read every matrix as the file lays it out (default: an\n"           \
+    "                          interleaved copy of each matrix whose type the kernel tier\n"       \
+    "                          reads so; README \"Interleaved weights\")\n"
 
 /* parse_gen_opt's answer when arg is none of the accepted options. */
 enum { OPT_NOMATCH = -2 };
