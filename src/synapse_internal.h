@@ -92,10 +92,12 @@ typedef struct syn_step_times {
     bool on;  /* the forward passes time their steps while true */
     size_t n; /* steps seen, in the order of their first run; set 0 to start over */
     syn_step_time steps[SYN_MAX_STEPS];
+    uint64_t other_ns; /* steps past the SYN_MAX_STEPS-th name (none today), together */
 } syn_step_times;
 
 /* ctx's step times, all off and empty at creation; NULL for a backend that keeps none (the
- * reference backend). */
+ * reference backend). A step's time is the wall time of its thread-pool job, so on a pool shared
+ * by several engines it includes the wait for the others' jobs. */
 syn_step_times *syn_context_step_times(syn_context *ctx);
 
 /* ---- Time ---- */

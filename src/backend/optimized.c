@@ -1205,7 +1205,10 @@ static void record_step(const opt_state *s, const char *step, uint64_t ns, uint6
     while (i < t->n && strcmp(t->steps[i].step, step) != 0)
         i++;
     if (i == t->n) {
-        if (t->n == SYN_MAX_STEPS) return;
+        if (t->n == SYN_MAX_STEPS) {
+            t->other_ns += ns;
+            return;
+        }
         t->steps[t->n++] = (syn_step_time){.step = step};
     }
     t->steps[i].ns += ns;

@@ -194,6 +194,9 @@ static const syn_kernels k_avx2 = {
     {                                                                                              \
         [GGML_TYPE_Q8_0] = {syn_matvec_x16_q8_0_avx512, syn_matmul_x16_q8_0_avx512},               \
         [GGML_TYPE_Q5_0] = {syn_matvec_x16_q5_0_avx512, syn_matmul_x16_q5_0_avx512},               \
+        [GGML_TYPE_Q4_0] = {syn_matvec_x16_q4_0_avx512, syn_matmul_x16_q4_0_avx512},               \
+        [GGML_TYPE_Q5_1] = {syn_matvec_x16_q5_1_avx512, syn_matmul_x16_q5_1_avx512},               \
+        [GGML_TYPE_Q4_1] = {syn_matvec_x16_q4_1_avx512, syn_matmul_x16_q4_1_avx512},               \
         [GGML_TYPE_Q4_K] = {syn_matvec_x16_q4_k_avx512, syn_matmul_x16_q4_k_avx512},               \
         [GGML_TYPE_Q5_K] = {syn_matvec_x16_q5_k_avx512, syn_matmul_x16_q5_k_avx512},               \
         [GGML_TYPE_Q6_K] = {syn_matvec_x16_q6_k_avx512, syn_matmul_x16_q6_k_avx512},               \

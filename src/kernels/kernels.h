@@ -110,6 +110,10 @@ typedef struct syn_type_kernels {
  *                to the bytes of dword j's codes); the codes q are unsigned, the sums start from
  *                -16 * sum(a)
  *         scales [16] fp16: row 16g + i's d
+ *   Q4_0  codes  Q5_0's 4 vectors without the masks (the sums start from -8 * sum(a))
+ *         scales as Q5_0's
+ *   Q5_1, Q4_1  codes as Q5_0's, Q4_0's (the unsigned codes' sums start from 0)
+ *         scales [16] fp16 d, then [16] fp16 m
  *   Q4_K  codes  [32][16][4] u8: vector v, lane i: row 16g + i's qs bytes 4v .. 4v + 3 as stored
  *                (vector 8p + k: codes 64p + 4k .. in the low nibbles, 64p + 32 + 4k .. in the
  *                high)
@@ -123,9 +127,27 @@ typedef struct syn_type_kernels {
  *                ql bytes 64h + 32 + 4k .. and qh bytes 32h + 4k .. (lane i: row 16g + i's)
  *         scales [4][16][4] i8: vector q, lane i: row 16g + i's scales 4q .. 4q + 3; then [16]
  *                fp16: row 16g + i's d
- * the same bytes as the rows (34 and 22 per block of 32, 144, 176 and 210 per block of 256). Codes
+ * the same bytes as the rows (34, 22, 18, 24 and 20 per block of 32; 144, 176 and 210 per block
+ * of 256). Codes
  * arrays are 64-byte aligned. Rows past the last whole group stay in the rows. */
-enum { SYN_X16_ROWS = 16 };
+enum {
+    SYN_X16_ROWS = 16,
+    SYN_X16_VEC = SYN_X16_ROWS * 4, /* one 64-byte vector of a layout: a dword of each row */
+    /* bytes of one group block in each type's codes array, and where its parts start */
+    SYN_X16_Q8_0_CODES = 8 * SYN_X16_VEC,
+    SYN_X16_Q5_0_MASKS = 4 * SYN_X16_VEC,
+    SYN_X16_Q5_0_CODES = SYN_X16_Q5_0_MASKS + 8 * 8, /* and Q5_1's */
+    SYN_X16_Q4_0_CODES = 4 * SYN_X16_VEC,            /* and Q4_1's */
+    SYN_X16_Q4_K_CODES = 32 * SYN_X16_VEC,
+    SYN_X16_Q5_K_CODES = 40 * SYN_X16_VEC, /* its qh vectors from SYN_X16_Q4_K_CODES */
+    SYN_X16_Q6_K_HALF = 24 * SYN_X16_VEC,  /* each half's: 8 x (ql, ql, qh) */
+    SYN_X16_Q6_K_CODES = 2 * SYN_X16_Q6_K_HALF,
+    /* and in its scales array */
+    SYN_X16_D_SCALES = SYN_X16_ROWS * 2,  /* Q8_0, Q5_0, Q4_0: 16 fp16 d */
+    SYN_X16_DM_SCALES = SYN_X16_ROWS * 4, /* Q5_1, Q4_1: 16 fp16 d, then 16 fp16 m */
+    SYN_X16_K45_SCALES = 4 * SYN_X16_VEC,
+    SYN_X16_Q6_K_SCALES = 4 * SYN_X16_VEC + SYN_X16_ROWS * 2,
+};
 
 typedef struct syn_x16 {
     const uint8_t *codes;

@@ -205,6 +205,9 @@ syn_status syn_kernels_get_build(syn_isa_tier isa, bool gfni, syn_kernels *out);
                                      int64_t y_stride);
 SYN_K_DECLARE_X16(q8_0)
 SYN_K_DECLARE_X16(q5_0)
+SYN_K_DECLARE_X16(q4_0)
+SYN_K_DECLARE_X16(q5_1)
+SYN_K_DECLARE_X16(q4_1)
 SYN_K_DECLARE_X16(q4_k)
 SYN_K_DECLARE_X16(q5_k)
 SYN_K_DECLARE_X16(q6_k)

@@ -507,22 +507,14 @@ SYN_K_INLINE void kl_tokens(uint32_t type, const kl_tile *tile, const block_q8_k
  * A group block holds what kl_fill gathers and transposes from 16 rows, already in lanes: the
  * codes' dwords (Q4_K's packed nibbles, Q5_K's and its qh, Q6_K's ql and qh) and the heads'
  * dwords. */
-enum {
-    KX_Q4_K_CODES = 2048, /* bytes of a group block's codes and scales (kernels.h) */
-    KX_Q4_K_SCALES = 256, /* Q5_K's too */
-    KX_Q5_K_CODES = 2560,
-    KX_Q6_K_CODES = 3072,
-    KX_Q6_K_SCALES = 288,
-};
-
 SYN_K_INLINE size_t kx_code_bytes(uint32_t type) {
-    return type == GGML_TYPE_Q6_K   ? KX_Q6_K_CODES
-           : type == GGML_TYPE_Q5_K ? KX_Q5_K_CODES
-                                    : KX_Q4_K_CODES;
+    return type == GGML_TYPE_Q6_K   ? SYN_X16_Q6_K_CODES
+           : type == GGML_TYPE_Q5_K ? SYN_X16_Q5_K_CODES
+                                    : SYN_X16_Q4_K_CODES;
 }
 
 SYN_K_INLINE size_t kx_scale_bytes(uint32_t type) {
-    return type == GGML_TYPE_Q6_K ? KX_Q6_K_SCALES : KX_Q4_K_SCALES;
+    return type == GGML_TYPE_Q6_K ? SYN_X16_Q6_K_SCALES : SYN_X16_K45_SCALES;
 }
 
 SYN_K_INLINE __m512i kx_load(const uint8_t *p) { return _mm512_loadu_si512((const void *)p); }
@@ -530,11 +522,13 @@ SYN_K_INLINE __m512i kx_load(const uint8_t *p) { return _mm512_loadu_si512((cons
 /* The heads of a group block from its scales s. */
 SYN_K_INLINE void kx_heads(uint32_t type, const uint8_t *s, kl_heads *h) {
     if (type == GGML_TYPE_Q6_K) {
-        const __m512i sw[4] = {kx_load(s), kx_load(s + 64), kx_load(s + 128), kx_load(s + 192)};
+        const __m512i sw[4] = {kx_load(s), kx_load(s + SYN_X16_VEC), kx_load(s + 2 * SYN_X16_VEC),
+                               kx_load(s + 3 * SYN_X16_VEC)};
         kl_scales_q6_k(sw, h);
-        h->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + 256)));
+        h->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + 4 * SYN_X16_VEC)));
     } else {
-        kl_heads_k45(kx_load(s), kx_load(s + 64), kx_load(s + 128), kx_load(s + 192), h);
+        kl_heads_k45(kx_load(s), kx_load(s + SYN_X16_VEC), kx_load(s + 2 * SYN_X16_VEC),
+                     kx_load(s + 3 * SYN_X16_VEC), h);
     }
 }
 
@@ -543,9 +537,10 @@ SYN_K_INLINE void kx_codes_q6_k(const uint8_t *c, int hh, __m512i out[4][8]) {
     __m512i l0[8], l1[8], qh[8];
     SYN_K_UNROLL(8)
     for (int k = 0; k < 8; k++) {
-        l0[k] = kx_load(c + hh * 1536 + 192 * k);
-        l1[k] = kx_load(c + hh * 1536 + 192 * k + 64);
-        qh[k] = kx_load(c + hh * 1536 + 192 * k + 128);
+        const uint8_t *at = c + hh * SYN_X16_Q6_K_HALF + k * 3 * SYN_X16_VEC;
+        l0[k] = kx_load(at);
+        l1[k] = kx_load(at + SYN_X16_VEC);
+        qh[k] = kx_load(at + 2 * SYN_X16_VEC);
     }
     kl_codes_q6_k(l0, l1, qh, out);
 }
@@ -558,14 +553,14 @@ SYN_K_INLINE void kx_codes_k45(uint32_t type, const uint8_t *c, int p, __m512i l
     const __m512i low4 = _mm512_set1_epi8(0x0F), low5 = _mm512_set1_epi8(0x1F);
     SYN_K_UNROLL(8)
     for (int k = 0; k < 8; k++) {
-        const __m512i packed = kx_load(c + (8 * p + k) * 64);
+        const __m512i packed = kx_load(c + (8 * p + k) * SYN_X16_VEC);
         const __m512i high = _mm512_srli_epi16(packed, 4);
         if (type != GGML_TYPE_Q5_K) {
             lo[k] = _mm512_and_si512(packed, low4);
             hi[k] = _mm512_and_si512(high, low4);
             continue;
         }
-        const __m512i qh = kx_load(c + KX_Q4_K_CODES + 64 * k);
+        const __m512i qh = kx_load(c + SYN_X16_Q4_K_CODES + k * SYN_X16_VEC);
         /* bit 2p to bit 4, bit 2p + 1 to bit 4: 16-bit shifts, whose bits carried across a byte
          * land in bits 0-3 (taken from the nibble) or 5-7 (cleared) */
         const __m512i b_lo =
@@ -603,23 +598,27 @@ SYN_K_INLINE void kl_matmul(uint32_t type, int64_t n_blocks, const void *w, size
         for (int64_t r = r0; r < r1; r += KL_ROWS) {
             for (int64_t b = 0; b < n_blocks; b++) {
                 /* A call of one chunk (a decode step of several sequences, a short prompt) reads
-                 * the weights once, from memory: a whole tile's rows 8-15 (of x: the next group
-                 * block's codes) have their next super-block prefetched by the first token call,
-                 * so the lines are asked for while the tokens run too, as in x86_matmul_lanes.
-                 * Longer calls find the weights in cache from their second chunk on, where the
-                 * split cost prefill (docs/BENCHMARKS.md). */
+                 * the weights once, from memory: the first token call prefetches the next
+                 * super-block of a whole tile's rows 8-15 (of x: the next group block's codes,
+                 * as 8 "rows" of an eighth each), so the lines are asked for while the tokens run
+                 * too, as in x86_matmul_lanes. Longer calls find the weights in cache from their
+                 * second chunk on, where the split cost prefill (docs/BENCHMARKS.md): kl_fill then
+                 * prefetches all 16 rows' next super-block itself, while x's codes, one
+                 * contiguous stream, are left to the hardware prefetcher. */
                 const bool split = n_tokens <= KL_TC && r + KL_ROWS <= r1 && b + 1 < n_blocks;
-                kl_prefetch pf = {NULL, w_row_bytes, block_bytes};
+                kl_prefetch pf;
                 if (x) {
                     const size_t at = (size_t)(r / KL_ROWS * n_blocks + b);
                     const uint8_t *c = x->codes + at * kx_code_bytes(type);
                     kx_fill(type, c, x->scales + at * kx_scale_bytes(type), &tile);
-                    pf = (kl_prefetch){split ? (const char *)c + kx_code_bytes(type) : NULL,
-                                       kx_code_bytes(type) / 8, kx_code_bytes(type) / 8};
+                    const size_t eighth = kx_code_bytes(type) / 8;
+                    pf = (kl_prefetch){split ? (const char *)c + kx_code_bytes(type) : NULL, eighth,
+                                       eighth};
                 } else {
-                    if (split)
-                        pf.p = (const char *)w + (size_t)(r + 8) * w_row_bytes +
-                               (size_t)(b + 1) * block_bytes;
+                    pf = (kl_prefetch){split ? (const char *)w + (size_t)(r + 8) * w_row_bytes +
+                                                   (size_t)(b + 1) * block_bytes
+                                             : NULL,
+                                       w_row_bytes, block_bytes};
                     kl_fill(type, w, w_row_bytes, block_bytes, r, r1, b, n_blocks,
                             split ? 8 : KL_ROWS, &tile);
                 }
@@ -649,44 +648,48 @@ SYN_K_INLINE void kl_matmul(uint32_t type, int64_t n_blocks, const void *w, size
     }
 }
 
-/* Decode over x's groups of rows [r0, r1): one loop over all the blocks of all the groups, as the
- * Q8_0 x16 matvec (quants_avx512.c), each block's sums in lanes straight from the layout. */
+/* x86_x16_decode's step for a k-quant: group block i (from codes c0, scales s0) with
+ * activation block k. */
+typedef struct kx_decode {
+    uint32_t type;
+    const uint8_t *c0, *s0;
+    const block_q8_k *a;
+} kx_decode;
+
+SYN_K_INLINE void kx_decode_step(const void *ctx, __m512 acc[2], int64_t i, int64_t k) {
+    const kx_decode *d = ctx;
+    const uint32_t type = d->type;
+    const uint8_t *c = d->c0 + (size_t)i * kx_code_bytes(type);
+    kl_heads h;
+    kx_heads(type, d->s0 + (size_t)i * kx_scale_bytes(type), &h);
+    __m512i isum = _mm512_setzero_si512();
+    if (type == GGML_TYPE_Q6_K) {
+        for (int hh = 0; hh < 2; hh++) {
+            __m512i cw[4][8];
+            kx_codes_q6_k(c, hh, cw);
+            SYN_K_UNROLL(4)
+            for (int q = 0; q < 4; q++)
+                isum = kl_chunk(type, cw[q], &h, &d->a[k], 4 * hh + q, isum);
+        }
+    } else {
+        SYN_K_UNROLL(4)
+        for (int p = 0; p < 4; p++) {
+            __m512i lo[8], hi[8];
+            kx_codes_k45(type, c, p, lo, hi);
+            isum = kl_chunk(type, lo, &h, &d->a[k], 2 * p, isum);
+            isum = kl_chunk(type, hi, &h, &d->a[k], 2 * p + 1, isum);
+        }
+    }
+    acc[0] = kl_step(type, &h, isum, &d->a[k], acc[0]);
+}
+
+/* Decode over x's groups of rows [r0, r1), each block's sums in lanes straight from the layout. */
 SYN_K_INLINE void kx_matvec(uint32_t type, int64_t n_blocks, const syn_x16 *x, int64_t r0,
                             int64_t r1, const block_q8_k *a, float *y) {
-    const int64_t g0 = r0 / KL_ROWS, n = (r1 / KL_ROWS - g0) * n_blocks;
-    const uint8_t *c = x->codes + (size_t)(g0 * n_blocks) * kx_code_bytes(type);
-    const uint8_t *s = x->scales + (size_t)(g0 * n_blocks) * kx_scale_bytes(type);
-    float *yg = y + g0 * KL_ROWS;
-    __m512 acc = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (int64_t i = 0; i < n; i++, c += kx_code_bytes(type), s += kx_scale_bytes(type)) {
-        kl_heads h;
-        kx_heads(type, s, &h);
-        __m512i isum = _mm512_setzero_si512();
-        if (type == GGML_TYPE_Q6_K) {
-            for (int hh = 0; hh < 2; hh++) {
-                __m512i cw[4][8];
-                kx_codes_q6_k(c, hh, cw);
-                SYN_K_UNROLL(4)
-                for (int q = 0; q < 4; q++)
-                    isum = kl_chunk(type, cw[q], &h, &a[k], 4 * hh + q, isum);
-            }
-        } else {
-            SYN_K_UNROLL(4)
-            for (int p = 0; p < 4; p++) {
-                __m512i lo[8], hi[8];
-                kx_codes_k45(type, c, p, lo, hi);
-                isum = kl_chunk(type, lo, &h, &a[k], 2 * p, isum);
-                isum = kl_chunk(type, hi, &h, &a[k], 2 * p + 1, isum);
-            }
-        }
-        acc = kl_step(type, &h, isum, &a[k], acc);
-        _mm512_storeu_ps(yg, acc);
-        const int64_t last = k == n_blocks - 1; /* arithmetic, not a branch */
-        acc = _mm512_maskz_mov_ps((__mmask16)(last - 1), acc);
-        yg += KL_ROWS * last;
-        k = (k + 1) * (1 - last);
-    }
+    const int64_t g0 = r0 / KL_ROWS;
+    const kx_decode d = {type, x->codes + (size_t)(g0 * n_blocks) * kx_code_bytes(type),
+                         x->scales + (size_t)(g0 * n_blocks) * kx_scale_bytes(type), a};
+    x86_x16_decode(g0, r1 / KL_ROWS, n_blocks, y, kx_decode_step, &d, false);
 }
 
 /* Matmul of x's groups: the lane tiles from 2 tokens (a tile costs no transposition here), the

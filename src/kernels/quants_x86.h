@@ -565,6 +565,32 @@ SYN_K_INLINE __m512i x86_dpbusd_bcast(__m512i acc, __m512i u8, const int8_t *s8)
             : [u8] "v"(u8), [s8] "m"(*(const int8_t(*)[4])s8));
     return acc;
 }
+
+/* The decode loop of the x16 layouts (kernels.h), for every type: groups [g0, g1) of n_blocks
+ * blocks each, one loop over all their (group, block) pairs in storage order with no loop end
+ * between groups: step(ctx, acc, i, k) for pair i (block k of its group) updates the group's 16
+ * sums (acc[0]; with mins, Q4_1's and Q5_1's acc_m in acc[1]), which are stored at y + 16g after
+ * every block (the last store is the result: acc[0], or acc[0] + acc[1] with mins) and restarted
+ * by a mask. A loop per group, whose exit every 28 blocks the CPU mispredicted, streamed 40 %
+ * slower (docs/BENCHMARKS.md). */
+typedef void (*x86_x16_step_fn)(const void *ctx, __m512 acc[2], int64_t i, int64_t k);
+
+SYN_K_INLINE void x86_x16_decode(int64_t g0, int64_t g1, int64_t n_blocks, float *y,
+                                 x86_x16_step_fn step, const void *ctx, const bool mins) {
+    float *yg = y + g0 * SYN_X16_ROWS;
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t k = 0;
+    const int64_t n = (g1 - g0) * n_blocks;
+    for (int64_t i = 0; i < n; i++) {
+        step(ctx, acc, i, k);
+        _mm512_storeu_ps(yg, mins ? _mm512_add_ps(acc[0], acc[1]) : acc[0]);
+        const int64_t last = k == n_blocks - 1; /* arithmetic, not a branch */
+        acc[0] = _mm512_maskz_mov_ps((__mmask16)(last - 1), acc[0]);
+        if (mins) acc[1] = _mm512_maskz_mov_ps((__mmask16)(last - 1), acc[1]);
+        yg += SYN_X16_ROWS * last;
+        k = (k + 1) * (1 - last);
+    }
+}
 #endif
 
 /* Per (token, block): the offset correction -128 * sum(qs) and f32(d). */
@@ -906,14 +932,14 @@ SYN_K_INLINE void x86_plan_step(const x86_lane_plan *p, int64_t s, int64_t *tile
     *kb = p->n_blocks - *k0 < p->ks ? p->n_blocks - *k0 : p->ks;
 }
 
-/* The corrections step s reads (tokens of the chunk, its span's blocks), computed where the plan
- * needs them: all spans at the chunk's first step, or each span at its first tile. */
-SYN_K_INLINE const x86_act_aux *x86_plan_aux(const x86_lane_plan *p, int64_t s, const block_q8_0 *a,
-                                             int32_t bias, x86_act_aux *aux) {
-    int64_t tile, k0, kb;
-    x86_plan_step(p, s, &tile, &k0, &kb);
+/* The corrections the step at (tile, blocks [k0, k0 + kb)) reads (tokens of the chunk, its
+ * span's blocks), computed where the plan needs them: all spans at the chunk's first step, or
+ * each span at its first tile. */
+SYN_K_INLINE const x86_act_aux *x86_plan_aux(const x86_lane_plan *p, int64_t tile, int64_t k0,
+                                             int64_t kb, const block_q8_0 *a, int32_t bias,
+                                             x86_act_aux *aux) {
     if (p->tiles_outer) {
-        if (s == 0) {
+        if (tile == 0 && k0 == 0) {
             for (int64_t sp = 0; sp < p->n_spans; sp++) {
                 const int64_t s0 = sp * p->ks,
                               n = p->n_blocks - s0 < p->ks ? p->n_blocks - s0 : p->ks;
@@ -946,7 +972,7 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
             int64_t tile, k0, kb, next_tile, next_k0, next_kb;
             x86_plan_step(&plan, step, &tile, &k0, &kb);
             x86_plan_step(&plan, step + 1, &next_tile, &next_k0, &next_kb);
-            const x86_act_aux *xa = x86_plan_aux(&plan, step, a, wb.bias, aux);
+            const x86_act_aux *xa = x86_plan_aux(&plan, tile, k0, kb, a, wb.bias, aux);
             const int64_t r = r0 + tile * tile_rows;
             const x86_tile_ref next = x86_tile_at(w, w_row_bytes, r0 + next_tile * tile_rows, r1,
                                                   tile_rows, next_k0, plan.ks, n_blocks, wb);

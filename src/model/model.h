@@ -27,11 +27,11 @@ typedef struct syn_tensor {
     uint64_t row_bytes; /* bytes of one row */
     const void *data;   /* inside the mapping; NULL: the tensor is absent */
     /* The x16 copy of a matrix's whole groups of 16 rows (kernels.h's layout of its type, where
-     * the best tier reads one): its codes, its scales
-     * right after them (those of every whole group). The model's background thread writes it
-     * group range by group range and publishes the rows written so far in x16_rows (release;
-     * read it with acquire before x16): rows below x16_rows read the copy, the others the rows at
-     * data (which stay valid, though the file pages under the copied ones are released). */
+     * the best tier reads one): its codes, its scales right after them (those of every whole
+     * group). The model's background thread writes it group range by group range and publishes
+     * the rows written so far in x16_rows (release; read it with acquire before x16): rows below
+     * x16_rows read the copy, the others the rows at data (which stay valid, though the file
+     * pages under the copied ones are released). */
     const uint8_t *x16;
     _Atomic int64_t x16_rows;
 } syn_tensor;

@@ -506,7 +506,8 @@ static void prefetch_range(syn_model *m, const syn_tensor *t, long page) {
 /* Whether the background thread interleaves t: a matrix of at least one group of 16 rows whose
  * type the best tier this CPU runs reads in an x16 layout. */
 static bool interleaves(const syn_tensor *t, const syn_kernels *k) {
-    return t->data && t->ne[1] >= SYN_X16_ROWS && k->x16[t->type].matvec;
+    return t->data && t->ne[1] >= SYN_X16_ROWS && k->x16[t->type].matvec &&
+           syn_x16_code_bytes(t->type) > 0;
 }
 
 /* The codes, then the scales (kernels.h), of t's copy. */

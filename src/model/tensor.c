@@ -24,7 +24,8 @@ void syn_tensor_row(const syn_tensor *t, int64_t row, float *dst) {
         /* from the x16 copy (kernels.h), block by block through the rows' own dequantizer */
         const int64_t nb = syn_tensor_blocks(t), per_block = (int64_t)ggml_block_size(t->type);
         const syn_x16 x = syn_tensor_x16(t);
-        _Alignas(8) uint8_t block[256]; /* any type's block */
+        _Alignas(8) uint8_t block[256];
+        _Static_assert(sizeof(block_q6_k) <= sizeof block, "the largest block of a layout");
         for (int64_t k = 0; k < nb; k++) {
             syn_x16_block(t->type, &x, nb, row, k, block);
             wt->dequantize_row(block, dst + k * per_block, per_block);

@@ -125,6 +125,8 @@ if grep -q 'G int8 MAC/s (avx' "$tmp/out"; then
 fi
 expect_exit 2 "--profile --json" "$SYNAPSE" bench -m "$M" -t 1 -p 5 -n 0 -r 1 --profile --json
 expect_error_mentions "--json" "--profile names what it does not combine with"
+expect_exit 2 "--profile --backend reference" "$SYNAPSE" bench -m "$M" -t 1 -p 5 -n 0 -r 1 --profile --backend reference
+expect_error_mentions "reference backend" "the refusal says the reference backend keeps no step times"
 
 # --- --e2e -------------------------------------------------------------------------------------
 capture "$SYNAPSE" bench --e2e -m "$M" -t 1 -n 4 -c 64 -r 2 --json

@@ -129,6 +129,8 @@ static const void *act_arg(const type_case *tc, const act_set *a, int64_t t, int
  * blocks read back (syn_x16_block) equal the file's, and k's x16 matmul and matvec (the last
  * token) over whole-group row ranges (all, the first group, the last) equal scalar's outputs on
  * the rows bitwise and leave the outputs of the other rows alone. */
+static int x16_passed; /* check_x16's passed checks, for type_kernels_check_x16 */
+
 static int check_x16(const syn_kernels *k, const syn_kernels *ref, const char *name,
                      const type_case *tc, const unsigned char *w, size_t row_bytes, int64_t n_rows,
                      int64_t n_blocks, int64_t n_tokens, const act_set *a, const void *act,
@@ -189,8 +191,10 @@ static int check_x16(const syn_kernels *k, const syn_kernels *ref, const char *n
                  "and %d matvec outputs differ from scalar",
                  name, tc->name, (long long)n_rows, (long long)n_blocks, (long long)n_tokens,
                  (long long)r0, (long long)r1, bad, bad_mv);
-        else
+        else {
             (*n_passed)++;
+            x16_passed++;
+        }
     }
 done:
     free(codes);
@@ -323,8 +327,9 @@ int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char 
 }
 
 int type_kernels_check_x16(const syn_kernels *k, const syn_kernels *ref, const char *name,
-                           uint32_t type, int *n_passed) {
+                           uint32_t type, int *n_passed, int *n_x16_passed) {
     int n_failed = 0;
+    const int x16_before = x16_passed;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const type_case *tc = &cases[c];
         if (tc->type != type) continue;
@@ -336,6 +341,7 @@ int type_kernels_check_x16(const syn_kernels *k, const syn_kernels *ref, const c
             n_failed +=
                 check_shape(k, ref, name, tc, shapes[i][0], shapes[i][1], shapes[i][2], n_passed);
     }
+    *n_x16_passed += x16_passed - x16_before;
     return n_failed;
 }
 

@@ -12,10 +12,11 @@ int type_kernels_check(const syn_kernels *k, const syn_kernels *ref, const char 
                        int *n_passed);
 
 /* Where tier k reads the x16 layout of type: its shapes (several groups, long rows, two token
- * chunks, one block), each also through check_shape's row kernels; returns the failed checks. Every
- * check of type_kernels_check covers the x16 kernels too where its shape has a whole group. */
+ * chunks, one block), each also through check_shape's row kernels; returns the failed checks and
+ * adds the passed x16 checks (three row ranges per shape) to *n_x16_passed as well. Every check
+ * of type_kernels_check covers the x16 kernels too where its shape has a whole group. */
 int type_kernels_check_x16(const syn_kernels *k, const syn_kernels *ref, const char *name,
-                           uint32_t type, int *n_passed);
+                           uint32_t type, int *n_passed, int *n_x16_passed);
 
 /* Checks the scalar specification itself against float64 arithmetic on the same codes and the
  * Q8_K quantizer against its rule's properties; returns the number of failed checks. */

@@ -294,14 +294,13 @@ static void test_long_rows_and_many_tokens(void **state) {
 /* The x16 layouts: every tier that reads one gives, through matvec and matmul, the scalar tier's
  * outputs on the rows bit for bit (tests/support/type_kernels_check.c: row ranges of whole groups,
  * rows longer than the decode's single pass, token counts around the lane tiles and past a token
- * chunk, rows read back from the layout). AVX-512 VNNI reads those of Q8_0, Q5_0, Q4_K, Q5_K and
- * Q6_K.
+ * chunk, rows read back from the layout). AVX-512 VNNI reads those of every quantized type.
  */
 static void test_x16_layout(void **state) {
     (void)state;
     syn_kernels tiers[SYN_TIER_COUNT];
     const int n_tiers = available_tiers(tiers);
-    int n_passed = 0, n_types = 0;
+    int n_passed = 0, n_x16 = 0, n_types = 0;
     for (int k = 1; k < n_tiers; k++) {
         for (uint32_t type = 0; type < GGML_TYPE_COUNT; type++) {
             if (!tiers[k].x16[type].matvec) continue;
@@ -309,22 +308,25 @@ static void test_x16_layout(void **state) {
             assert_true(syn_x16_code_bytes(type) > 0);
             assert_int_equal(type_kernels_check_x16(&tiers[k], &tiers[0],
                                                     syn_isa_tier_name(tiers[k].isa), type,
-                                                    &n_passed),
+                                                    &n_passed, &n_x16),
                              0);
             n_types++;
         }
     }
-    print_message("x16 kernels: %d checks passed over %d tier-type pairs\n", n_passed, n_types);
+    print_message("x16 kernels: %d x16 checks (and %d of the rows) passed over %d tier-type "
+                  "pairs\n",
+                  n_x16, n_passed - n_x16, n_types);
+    assert_int_equal(n_x16, n_types * 4 * 3); /* 4 shapes x 3 row ranges each */
 #if defined(__x86_64__)
     if (syn_isa_tier_available(SYN_TIER_AVX512_VNNI)) {
         syn_kernels k;
         assert_int_equal(syn_kernels_get(SYN_TIER_AVX512_VNNI, &k), SYN_OK);
-        assert_non_null(k.x16[GGML_TYPE_Q8_0].matvec);
-        assert_non_null(k.x16[GGML_TYPE_Q5_0].matvec);
-        assert_non_null(k.x16[GGML_TYPE_Q4_K].matvec);
-        assert_non_null(k.x16[GGML_TYPE_Q5_K].matvec);
-        assert_non_null(k.x16[GGML_TYPE_Q6_K].matvec);
-        assert_true(n_passed >= 5 * 4 * 3); /* 5 types x 4 shapes x 3 row ranges */
+        static const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_0,
+                                         GGML_TYPE_Q4_1, GGML_TYPE_Q5_1, GGML_TYPE_Q4_K,
+                                         GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+            assert_non_null(k.x16[types[i]].matvec);
+        assert_true(n_types >= 8);
     }
 #endif
 }

@@ -118,6 +118,9 @@ static int setup_llama_q8(void **state) { return setup_model(state, "arch/llama-
 /* qwen2 in Q5_0 (its output in Q6_K): the x16 layout of the 5-bit codes. */
 static int setup_qwen2_q5_0(void **state) { return setup_model(state, "arch/qwen2-s5-q5_0.gguf"); }
 
+/* qwen2 in Q4_0 (its output in Q6_K). */
+static int setup_qwen2_q4_0(void **state) { return setup_model(state, "arch/qwen2-s5-q4_0.gguf"); }
+
 /* qwen2 in Q5_K (its output and two FFN-down matrices in Q6_K). */
 static int setup_qwen2_q5_k_m(void **state) {
     return setup_model(state, "arch/qwen2-s5-q5_k_m.gguf");
@@ -446,6 +449,8 @@ int main(void) {
     const struct CMUnitTest on_x16_model[] = {cmocka_unit_test(test_interleaved_equals_rows)};
     failed += cmocka_run_group_tests_name("interleaved copies, qwen2 q5_k_m", on_x16_model,
                                           setup_qwen2_q5_k_m, teardown);
+    failed += cmocka_run_group_tests_name("interleaved copies, qwen2 q4_0", on_x16_model,
+                                          setup_qwen2_q4_0, teardown);
     failed += cmocka_run_group_tests_name("determinism and tiers, phi3 q4_k_m", on_arch_model,
                                           setup_phi3_q4_k_m, teardown);
     /* gemma3's truncation starts over when the sliding window is lost: test_gemma3.c */

@@ -231,6 +231,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     if (o->profile && (o->concurrent || o->e2e || o->json_schema || o->json))
         return fail_usage("--profile prints the in-process tests' steps as tables: --concurrent, "
                           "--e2e, --json-schema and --json do not apply");
+    if (o->profile && o->g.backend != SYN_BACKEND_OPTIMIZED)
+        return fail_usage("--profile times the optimized backend's steps: the reference backend "
+                          "keeps none");
     if (o->e2e && (prompts_given || depths_given))
         return fail_usage("--e2e runs a fixed %d-token prompt: -p and -d do not apply",
                           BENCH_E2E_PROMPT_LEN);
@@ -476,6 +479,7 @@ static int time_test(syn_context *ctx, const int32_t *ids, int32_t reps, bool pr
     syn_step_times *times = syn_context_step_times(ctx);
     if (!profile || !times) return EXIT_OK;
     times->n = 0;
+    times->other_ns = 0;
     int rc = run_test(ctx, ids, r, times, &r->prof_ms);
     r->prof = *times;
     return rc;
@@ -487,7 +491,7 @@ static int time_test(syn_context *ctx, const int32_t *ids, int32_t reps, bool pr
 static void print_profile(const bench_result *r) {
     char name[48];
     test_name(r, name, sizeof name);
-    double steps_ms = 0;
+    double steps_ms = (double)r->prof.other_ns / 1e6;
     for (size_t i = 0; i < r->prof.n; i++)
         steps_ms += (double)r->prof.steps[i].ns / 1e6;
     printf("\nprofile of %s, %d thread%s: one more run, %.1f ms timed, %.1f ms of it in the "
@@ -507,6 +511,9 @@ static void print_profile(const bench_result *r) {
         }
         printf("\n");
     }
+    if (r->prof.other_ns > 0)
+        printf("  %-24s %6s %9.2f %6.1f%%\n", "(other steps)", "", (double)r->prof.other_ns / 1e6,
+               100.0 * (double)r->prof.other_ns / 1e6 / steps_ms);
 }
 
 static int32_t max_of(const int32_t *v, size_t n) {
