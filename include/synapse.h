@@ -90,12 +90,12 @@ typedef struct syn_model_params {
      * or read with read()), that cache is dropped once and the file read back; later loads map it
      * directly. false: 4 KiB pages, the page cache left alone. README "Huge pages" has details. */
     bool huge_pages;
-    /* Copy the matrices, in the background after loading, into the interleaved layouts the
-     * CPU's fastest kernels stream (default true; only where that tier has such kernels, x86
-     * AVX-512 VNNI, and for the types it has them for: Q8_0, Q5_0, Q4_K, Q5_K, Q6_K). Until a
-     * matrix's copy is ready its rows are read as they are, with the same results bit for bit; once
-     * it is, the file pages it replaces are released, so the resident memory stays near the file's
-     * size. false: the rows only. README "Interleaved weights". */
+    /* Copy the quantized matrices, in the background after loading, into the interleaved
+     * layouts the CPU's fastest kernels stream (default true; only where that tier has such
+     * kernels: x86 AVX-512 VNNI). Until a matrix's copy is ready its rows are read as they are,
+     * with the same results bit for bit; once it is, the file pages it replaces are released, so
+     * the resident memory stays near the file's size. false: the rows only. README "Interleaved
+     * weights". */
     bool interleave;
 } syn_model_params;
 

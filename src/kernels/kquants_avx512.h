@@ -503,7 +503,7 @@ SYN_K_INLINE void kl_tokens(uint32_t type, const kl_tile *tile, const block_q8_k
     }
 }
 
-/* ---- The x16 layouts of Q4_K, Q5_K and Q6_K (kernels.h) ---------------------------------------
+/* ---- The x16 layouts of Q4_K, Q5_K and Q6_K (kernels.h) -----------------------------------------
  * A group block holds what kl_fill gathers and transposes from 16 rows, already in lanes: the
  * codes' dwords (Q4_K's packed nibbles, Q5_K's and its qh, Q6_K's ql and qh) and the heads'
  * dwords. */
