@@ -310,26 +310,24 @@ SYN_K_INLINE void x16_lanes(int64_t n_blocks, const syn_x16 *w, int64_t r0, int6
     for (int64_t c0 = 0; c0 < n_tokens; c0 += X86_MM_TC) {
         const x86_lane_plan plan = x86_lane_plan_of(n_blocks, n_tiles, n_tokens, c0);
         for (int64_t step = 0; step < n_tiles * plan.n_spans; step++) {
-            int64_t tile, k0, kb, next_tile, next_k0, next_kb;
-            x86_plan_step(&plan, step, &tile, &k0, &kb);
-            x86_plan_step(&plan, step + 1, &next_tile, &next_k0, &next_kb);
-            const x86_act_aux *xa = x86_plan_aux(&plan, tile, k0, kb, a, xt.bias, aux);
-            const uint8_t *c = x16_codes_at(w, xt, n_blocks, g0 + tile, k0);
-            for (int64_t k = 0; k < kb; k++) {
-                dw[k] = x16_f16(x16_scales_at(w, xt, n_blocks, g0 + tile, k0 + k));
+            const x86_lane_step st = x86_plan_at(&plan, step, a, xt.bias, aux);
+            const uint8_t *c = x16_codes_at(w, xt, n_blocks, g0 + st.tile, st.k0);
+            for (int64_t k = 0; k < st.kb; k++) {
+                dw[k] = x16_f16(x16_scales_at(w, xt, n_blocks, g0 + st.tile, st.k0 + k));
                 if (!xt.in_place) xt.codes(c + k * xt.code_bytes, unpacked + 8 * k);
             }
             /* the next step's codes as 8 "rows", so that lane_run16 fetches all of them */
             x86_tile_ref next = {0};
             if (step + 1 < n_tiles * plan.n_spans) {
-                const int64_t row = next_kb * (int64_t)xt.code_bytes / 8;
+                const int64_t row = st.next_kb * (int64_t)xt.code_bytes / 8;
                 next = (x86_tile_ref){
-                    (const char *)x16_codes_at(w, xt, n_blocks, g0 + next_tile, next_k0), 8, row,
-                    (size_t)row};
+                    (const char *)x16_codes_at(w, xt, n_blocks, g0 + st.next_tile, st.next_k0), 8,
+                    row, (size_t)row};
             }
-            const int64_t r = r0 + tile * SYN_X16_ROWS;
-            lane_run16(kb, k0 == 0, xt.in_place ? (const __m256i *)c : (const __m256i *)unpacked,
-                       (const __m256 *)dw, a + c0 * n_blocks + k0, n_blocks, xa, plan.nt,
+            const int64_t r = r0 + st.tile * SYN_X16_ROWS;
+            lane_run16(st.kb, st.k0 == 0,
+                       xt.in_place ? (const __m256i *)c : (const __m256i *)unpacked,
+                       (const __m256 *)dw, a + c0 * n_blocks + st.k0, n_blocks, st.aux, plan.nt,
                        y + c0 * y_stride + r, y_stride, SYN_X16_ROWS, &next);
         }
     }

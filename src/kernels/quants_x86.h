@@ -923,7 +923,7 @@ SYN_K_INLINE x86_lane_plan x86_lane_plan_of(int64_t n_blocks, int64_t n_tiles, i
 }
 
 /* Step s's row tile and span (s may be the step after the last: then *tile == n_tiles or
- * *sp == n_spans), and the span's blocks [*k0, *k0 + *kb). */
+ * *k0 >= n_blocks), and the span's blocks [*k0, *k0 + *kb). */
 SYN_K_INLINE void x86_plan_step(const x86_lane_plan *p, int64_t s, int64_t *tile, int64_t *k0,
                                 int64_t *kb) {
     *tile = p->tiles_outer ? s / p->n_spans : s % p->n_tiles;
@@ -932,14 +932,24 @@ SYN_K_INLINE void x86_plan_step(const x86_lane_plan *p, int64_t s, int64_t *tile
     *kb = p->n_blocks - *k0 < p->ks ? p->n_blocks - *k0 : p->ks;
 }
 
-/* The corrections the step at (tile, blocks [k0, k0 + kb)) reads (tokens of the chunk, its
- * span's blocks), computed where the plan needs them: all spans at the chunk's first step, or
- * each span at its first tile. */
-SYN_K_INLINE const x86_act_aux *x86_plan_aux(const x86_lane_plan *p, int64_t tile, int64_t k0,
-                                             int64_t kb, const block_q8_0 *a, int32_t bias,
-                                             x86_act_aux *aux) {
+/* One step of the plan as a driver runs it: its tile and span, the next step's (to prefetch),
+ * and the corrections it reads. */
+typedef struct x86_lane_step {
+    int64_t tile, k0, kb;
+    int64_t next_tile, next_k0, next_kb;
+    const x86_act_aux *aux;
+} x86_lane_step;
+
+/* Step s of the plan, its corrections computed into aux where the plan needs them: all spans'
+ * at the chunk's first step, or each span's at its first tile. */
+SYN_K_INLINE x86_lane_step x86_plan_at(const x86_lane_plan *p, int64_t s, const block_q8_0 *a,
+                                       int32_t bias, x86_act_aux *aux) {
+    x86_lane_step st;
+    x86_plan_step(p, s, &st.tile, &st.k0, &st.kb);
+    x86_plan_step(p, s + 1, &st.next_tile, &st.next_k0, &st.next_kb);
+    st.aux = aux;
     if (p->tiles_outer) {
-        if (tile == 0 && k0 == 0) {
+        if (s == 0) {
             for (int64_t sp = 0; sp < p->n_spans; sp++) {
                 const int64_t s0 = sp * p->ks,
                               n = p->n_blocks - s0 < p->ks ? p->n_blocks - s0 : p->ks;
@@ -947,10 +957,11 @@ SYN_K_INLINE const x86_act_aux *x86_plan_aux(const x86_lane_plan *p, int64_t til
                              aux + sp * p->nt * X86_MM_KS);
             }
         }
-        return aux + k0 / p->ks * p->nt * X86_MM_KS;
+        st.aux = aux + st.k0 / p->ks * p->nt * X86_MM_KS;
+    } else if (st.tile == 0) {
+        x86_span_aux(a, p->n_blocks, p->c0, p->nt, st.k0, st.kb, bias, aux);
     }
-    if (tile == 0) x86_span_aux(a, p->n_blocks, p->c0, p->nt, k0, kb, bias, aux);
-    return aux;
+    return st;
 }
 
 /* Matmul over rows [r0, r1) and n_tokens tokens in row tiles of 8 * n_vec rows and token tiles of
@@ -969,13 +980,11 @@ SYN_K_INLINE void x86_matmul_lanes(int64_t n_blocks, const void *w, size_t w_row
     for (int64_t c0 = 0; c0 < n_tokens; c0 += X86_MM_TC) {
         const x86_lane_plan plan = x86_lane_plan_of(n_blocks, n_tiles, n_tokens, c0);
         for (int64_t step = 0; step < n_tiles * plan.n_spans; step++) {
-            int64_t tile, k0, kb, next_tile, next_k0, next_kb;
-            x86_plan_step(&plan, step, &tile, &k0, &kb);
-            x86_plan_step(&plan, step + 1, &next_tile, &next_k0, &next_kb);
-            const x86_act_aux *xa = x86_plan_aux(&plan, tile, k0, kb, a, wb.bias, aux);
-            const int64_t r = r0 + tile * tile_rows;
-            const x86_tile_ref next = x86_tile_at(w, w_row_bytes, r0 + next_tile * tile_rows, r1,
-                                                  tile_rows, next_k0, plan.ks, n_blocks, wb);
+            const x86_lane_step st = x86_plan_at(&plan, step, a, wb.bias, aux);
+            const int64_t r = r0 + st.tile * tile_rows, k0 = st.k0, kb = st.kb;
+            const x86_act_aux *xa = st.aux;
+            const x86_tile_ref next = x86_tile_at(w, w_row_bytes, r0 + st.next_tile * tile_rows, r1,
+                                                  tile_rows, st.next_k0, plan.ks, n_blocks, wb);
             /* A tier's own token loop prefetches the next tile's rows past its first 8 (from its
              * first token tile), so that lines are asked for while the tokens run too, not only
              * while the tile is transposed (docs/BENCHMARKS.md; every prefetch from the token loop
