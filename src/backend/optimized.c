@@ -289,7 +289,7 @@ static void opt_destroy(void *opaque) {
     free(s);
 }
 
-/* Bytes of the float32 copy of vector tensor t (0: absent). */
+/* Floats of the float32 copy of vector tensor t (0: absent). */
 static size_t vec_floats(const syn_tensor *t) { return t->data ? (size_t)t->ne[0] : 0; }
 
 /* A float32 copy of vector tensor t ([ne0]) taken from *store (advanced past it); NULL when the

@@ -154,6 +154,9 @@ struct syn_model {
     bool prefetch_started;
     bool prefetch_warm, prefetch_interleave; /* what it does */
     atomic_bool prefetch_stop;
+    /* Its wait before the copies, which syn_model_free cuts short (CLOCK_MONOTONIC timeouts). */
+    pthread_mutex_t prefetch_lock;
+    pthread_cond_t prefetch_wake;
     void *x16_arena; /* the x16 copies, x16_bytes of anonymous memory; NULL: none */
     size_t x16_bytes;
 };

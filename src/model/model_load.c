@@ -1,5 +1,6 @@
 /* model_load.c: loads a GGUF model of an architecture of the table (arch.h): hyperparameters,
  * tensor views checked against them and the weight-type table (wtype.h), tokenizer. */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <sched.h>
@@ -611,6 +612,24 @@ static bool interleave_all(syn_model *m, long page) {
     return true;
 }
 
+/* Waits ms milliseconds, or less when syn_model_free asks the thread to stop: true when asked. */
+static bool wait_unless_stopped(syn_model *m, long ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += ms % 1000 * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&m->prefetch_lock);
+    int rc = 0; /* 0 again after a spurious wake-up; ETIMEDOUT (or an error) ends the wait */
+    while (!atomic_load(&m->prefetch_stop) && rc == 0)
+        rc = pthread_cond_timedwait(&m->prefetch_wake, &m->prefetch_lock, &until);
+    pthread_mutex_unlock(&m->prefetch_lock);
+    return atomic_load(&m->prefetch_stop);
+}
+
 static void *prefetch_main(void *arg) {
     syn_model *m = arg;
     long page = sysconf(_SC_PAGESIZE);
@@ -622,10 +641,7 @@ static void *prefetch_main(void *arg) {
      * requests. Once they are made decode reads no file page of theirs, and warming the rest
      * would only map back the pages they released. */
     if (m->prefetch_interleave) {
-        for (int i = 0; i < X16_DELAY_MS; i++) { /* in 1 ms naps: syn_model_free waits for one */
-            if (atomic_load_explicit(&m->prefetch_stop, memory_order_relaxed)) return NULL;
-            nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
-        }
+        if (wait_unless_stopped(m, X16_DELAY_MS)) return NULL;
         struct sched_param idle = {0}, normal = {0};
         const bool lowered = pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) == 0;
         const bool made = interleave_all(m, page);
@@ -680,6 +696,12 @@ syn_status syn_model_load_gguf(gguf_file *f, const syn_model_params *params, syn
     }
     m->gguf = f;
     atomic_init(&m->prefetch_stop, false);
+    pthread_condattr_t wake_attr;
+    pthread_condattr_init(&wake_attr);
+    pthread_condattr_setclock(&wake_attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&m->prefetch_lock, NULL);
+    pthread_cond_init(&m->prefetch_wake, &wake_attr);
+    pthread_condattr_destroy(&wake_attr);
 
     syn_status st = read_hparams(f, &m->arch, &m->hp);
     if (st == SYN_OK) st = bind_tensors(m);
@@ -723,9 +745,14 @@ uint64_t syn_model_huge_page_bytes(const syn_model *model) {
 void syn_model_free(syn_model *model) {
     if (!model) return;
     if (model->prefetch_started) {
+        pthread_mutex_lock(&model->prefetch_lock);
         atomic_store(&model->prefetch_stop, true);
+        pthread_cond_signal(&model->prefetch_wake);
+        pthread_mutex_unlock(&model->prefetch_lock);
         pthread_join(model->prefetch_thread, NULL);
     }
+    pthread_cond_destroy(&model->prefetch_wake);
+    pthread_mutex_destroy(&model->prefetch_lock);
     if (model->x16_arena) munmap(model->x16_arena, model->x16_bytes);
     tokenizer_free(model->tokenizer);
     free(model->layers);
