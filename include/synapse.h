@@ -799,10 +799,12 @@ typedef struct syn_run_stats {
 } syn_run_stats;
 
 /* Runs n requests through the engine, n_parallel at a time (the rest queue in order), and waits
- * for all. requests[n] receives the handles (read each with syn_request_wait, then free it);
- * stats, if not NULL, the aggregate figures (meaningful when nothing else uses the engine
- * meanwhile). When a submission fails, the requests already submitted are cancelled and freed,
- * every requests[i] is NULL, and the error names the failing index. */
+ * for all. The n enter the queue together: the scheduler admits as many as slots and KV blocks
+ * allow in the same step (with syn_engine_submit called n times, the first may start alone).
+ * requests[n] receives the handles (read each with syn_request_wait, then free it); stats, if not
+ * NULL, the aggregate figures (meaningful when nothing else uses the engine meanwhile). When a
+ * request is refused, none is submitted, every requests[i] is NULL, and the error names the
+ * failing index. */
 SYN_API syn_status syn_engine_run(syn_engine *engine, const syn_request_params *params, size_t n,
                                   syn_request **requests, syn_run_stats *stats);
 

@@ -353,12 +353,8 @@ static syn_status grammar_init(syn_engine *e, const syn_request_params *p, syn_r
     return SYN_OK;
 }
 
-syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_request **out) {
-    syn_clear_error();
-    if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_engine_submit: out is NULL");
-    *out = NULL;
-    if (!e || !p)
-        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_engine_submit: engine or params is NULL");
+/* Validates p and builds its request, not yet queued, into *out. */
+static syn_status request_new(syn_engine *e, const syn_request_params *p, syn_request **out) {
     int32_t *prompt = NULL;
     size_t n = 0;
     syn_status st = build_prompt(e, p, &prompt, &n);
@@ -430,22 +426,53 @@ syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_req
         request_destroy(r);
         return st;
     }
-    r->t_submit = syn_now_ms();
     r->refs = 2; /* the handle and the engine */
-
-    pthread_mutex_lock(&e->mutex);
-    if (e->stopping) {
-        pthread_mutex_unlock(&e->mutex);
-        request_destroy(r);
-        return syn_fail(SYN_ERR_STATE, "syn_engine_submit: the engine is shutting down");
-    }
-    e->refs++;
-    r->seq = e->next_seq++;
-    queue_push_back_locked(e, r);
-    pthread_cond_broadcast(&e->work);
-    pthread_mutex_unlock(&e->mutex);
     *out = r;
     return SYN_OK;
+}
+
+/* Builds the requests of params[n] into reqs[n] and queues them in one critical section, so the
+ * scheduler admits them in the same pass (as slots and blocks allow), never the first alone
+ * while the others are still being built. On error none is queued, every reqs[i] is NULL and,
+ * with an item name ("request", "input"), the message names the failing one. */
+static syn_status submit_together(syn_engine *e, const syn_request_params *params, size_t n,
+                                  const char *item, syn_request **reqs) {
+    for (size_t i = 0; i < n; i++)
+        reqs[i] = NULL;
+    syn_status st = SYN_OK;
+    for (size_t i = 0; st == SYN_OK && i < n; i++) {
+        st = request_new(e, &params[i], &reqs[i]);
+        if (st != SYN_OK && item) syn_fail_context(st, "%s %zu of %zu", item, i, n);
+    }
+    pthread_mutex_lock(&e->mutex);
+    if (st == SYN_OK && e->stopping)
+        st = syn_fail(SYN_ERR_STATE, "syn_engine_submit: the engine is shutting down");
+    if (st == SYN_OK) {
+        const double now = syn_now_ms();
+        for (size_t i = 0; i < n; i++) {
+            e->refs++;
+            reqs[i]->t_submit = now;
+            reqs[i]->seq = e->next_seq++;
+            queue_push_back_locked(e, reqs[i]);
+        }
+        pthread_cond_broadcast(&e->work);
+    }
+    pthread_mutex_unlock(&e->mutex);
+    if (st != SYN_OK)
+        for (size_t i = 0; i < n; i++) {
+            if (reqs[i]) request_destroy(reqs[i]);
+            reqs[i] = NULL;
+        }
+    return st;
+}
+
+syn_status syn_engine_submit(syn_engine *e, const syn_request_params *p, syn_request **out) {
+    syn_clear_error();
+    if (!out) return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_engine_submit: out is NULL");
+    *out = NULL;
+    if (!e || !p)
+        return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_engine_submit: engine or params is NULL");
+    return submit_together(e, p, 1, NULL, out);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -533,22 +560,11 @@ syn_status syn_engine_run(syn_engine *e, const syn_request_params *params, size_
     syn_clear_error();
     if (!e || (n && (!params || !requests)))
         return syn_fail(SYN_ERR_INVALID_ARGUMENT, "syn_engine_run: NULL argument");
-    for (size_t i = 0; i < n; i++)
-        requests[i] = NULL;
     syn_engine_stats before, after;
     syn_engine_get_stats(e, &before);
     const double t0 = syn_now_ms();
-    for (size_t i = 0; i < n; i++) {
-        syn_status st = syn_engine_submit(e, &params[i], &requests[i]);
-        if (st != SYN_OK) {
-            syn_fail_context(st, "request %zu of %zu", i, n);
-            for (size_t j = 0; j < i; j++) {
-                syn_request_free(requests[j]); /* cancels it; sets no error */
-                requests[j] = NULL;
-            }
-            return st;
-        }
-    }
+    syn_status st = n ? submit_together(e, params, n, "request", requests) : SYN_OK;
+    if (st != SYN_OK) return st;
     syn_run_stats s = {0};
     for (size_t i = 0; i < n; i++) {
         syn_request_result res;
@@ -604,14 +620,17 @@ syn_status syn_embed(syn_engine *e, const syn_embed_params *params, const syn_em
                         params->dimensions, n_embd);
     const size_t d = params->dimensions ? (size_t)params->dimensions : (size_t)n_embd;
     syn_request **reqs = calloc(n, sizeof *reqs);
-    if (!reqs) return syn_fail(SYN_ERR_NO_MEMORY, "syn_embed: out of memory for %zu inputs", n);
-    syn_status st = SYN_OK;
-    for (size_t k = 0; st == SYN_OK && k < n; k++) {
-        syn_request_params p;
-        st = embed_request(&inputs[k], k, params->pooling, &p);
-        if (st == SYN_OK) st = syn_engine_submit(e, &p, &reqs[k]);
-        if (st != SYN_OK) st = syn_fail_context(st, "input %zu", k);
+    syn_request_params *reqp = malloc(sizeof *reqp * n);
+    if (!reqs || !reqp) {
+        free(reqs);
+        free(reqp);
+        return syn_fail(SYN_ERR_NO_MEMORY, "syn_embed: out of memory for %zu inputs", n);
     }
+    syn_status st = SYN_OK;
+    for (size_t k = 0; st == SYN_OK && k < n; k++)
+        st = embed_request(&inputs[k], k, params->pooling, &reqp[k]);
+    if (st == SYN_OK) st = submit_together(e, reqp, n, "input", reqs);
+    free(reqp);
     size_t n_tokens = 0;
     for (size_t k = 0; st == SYN_OK && k < n; k++) {
         syn_request_result res;

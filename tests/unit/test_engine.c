@@ -771,11 +771,13 @@ static void test_prefix_snapshots(void **state) {
     assert_int_equal(syn_engine_new(f->model, &ep, &e), SYN_OK);
     trace got[SAME];
     syn_request *reqs[SAME];
+    syn_request_params together[SAME];
     memset(got, 0, sizeof got);
-    for (size_t k = 0; k < SAME; k++) {
-        syn_request_params p = request_of(&jobs[0], &got[k]);
-        assert_int_equal(syn_engine_submit(e, &p, &reqs[k]), SYN_OK);
-    }
+    for (size_t k = 0; k < SAME; k++)
+        together[k] = request_of(&jobs[0], &got[k]);
+    /* queued at once, so all three start in the same step (submitted one by one, the first may
+     * start alone and the others resume at the end of its cached chain: a second snapshot) */
+    assert_int_equal(syn_engine_run(e, together, SAME, reqs, NULL), SYN_OK);
     for (size_t k = 0; k < SAME; k++) {
         syn_request_result res;
         assert_int_equal(syn_request_wait(reqs[k], &res), SYN_OK);
@@ -1430,15 +1432,17 @@ static void test_run_helper(void **state) {
         assert_same_run(&want[k], &got[k], "syn_engine_run", k);
         syn_request_free(reqs[k]);
     }
-    /* A bad request: nothing stays submitted, and the error names its index. The requests before
-     * it may produce tokens before they are cancelled: no callbacks this time. */
-    for (size_t k = 0; k < N; k++)
-        params[k].on_token = NULL;
+    /* A bad request: none is submitted (nothing runs), and the error names its index. */
+    syn_engine_stats before, after;
+    syn_engine_get_stats(e, &before);
     params[4].max_tokens = -1;
     assert_int_equal(syn_engine_run(e, params, N, reqs, &rs), SYN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(syn_last_error(), "request 4"));
     for (size_t k = 0; k < N; k++)
         assert_null(reqs[k]);
+    syn_engine_get_stats(e, &after);
+    assert_int_equal(after.n_steps, before.n_steps);
+    assert_int_equal(after.n_queued + after.n_active, 0);
     syn_engine_free(e);
 }
 
