@@ -15,7 +15,7 @@
 #include "kernels/floats.h"
 #include "kernels/fp16.h"
 
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -216,36 +216,79 @@ enum { PF_AHEAD = 2 };
 enum { KB = SYN_ATTN_BLOCK, KB_GROUPS = SYN_ATTN_BLOCK / SYN_ATTN_KEY_GROUP };
 _Static_assert(KB_GROUPS == 2, "qk_block scores a block as two groups of 8 keys");
 
+/* The attention's vectors are the build's widest: a block's 16 keys (or a V slab's 16 dims) are
+ * one AVX-512 vector or two of 8 lanes elsewhere. Every lane is a key (or a dim) of its own whose
+ * operations do not depend on the vector width, so the builds stay bitwise equal. */
+enum { AW = SYN_F_WIDE_LANES };
+
+V8_INLINE vwf vw_set1(float x) {
+#if SYN_F_WIDE_LANES == 16
+    return (vwf){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+#else
+    return v8_set1(x);
+#endif
+}
+
+/* The first n (8 or AW, a constant) cache elements from element index at of base into a vector,
+ * the lanes past n zero. */
+V8_INLINE vwf kvw_load(const void *base, size_t at, const int n, const bool F16) {
+    vwf v = {0};
+#if SYN_F_WIDE_LANES == 16
+    if (F16 && n == 16)
+        return (vwf)_mm512_cvtph_ps(
+            _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + at)));
+#endif
+    if (F16) {
+        const v8f h = v8_load_f16((const uint16_t *)base + at);
+        memcpy(&v, &h, sizeof h);
+    } else {
+        memcpy(&v, (const float *)base + at, sizeof(float) * (size_t)n);
+    }
+    return v;
+}
+
+V8_INLINE vwf vw_load(const float *p) {
+    vwf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+V8_INLINE vwf vw_select(vwi mask, vwf a, vwf b) {
+    return (vwf)(((vwi)a & mask) | ((vwi)b & ~mask));
+}
+
 /* Scores of the 16 keys of one block (k: [hd][16], F16 or float32) for query heads q[0..NG),
  * NG <= SYN_F_MAX_NG, both compile-time constants: s[g * KB + key] = scale * (q_g . key). Each lane
  * sums over i in order; the accumulators are named variables (GCC keeps arrays of vectors in
- * memory), independent ones hiding the add latency. Step i also prefetches
- * [pf + i * pf_step, + pf_step) into L2 (pf NULL: none). */
+ * memory), independent ones hiding the add latency (b: the second half of the keys where a
+ * vector holds 8). Step i also prefetches [pf + i * pf_step, + pf_step) into L2 (pf NULL: none). */
 V8_INLINE void qk_block(const void *k, const float *q, int32_t hd, const int NG, const bool F16,
                         float scale, float *s, const char *pf, size_t pf_step) {
-    const v8f z = v8_set1(0.0f);
-    v8f a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
-    v8f b0 = z, b1 = z, b2 = z, b3 = z, b4 = z, b5 = z, b6 = z, b7 = z;
+    enum { HALVES = KB / AW }; /* vectors per block's keys: 1 or 2 */
+    const vwf z = {0};
+    vwf a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
+    vwf b0 = z, b1 = z, b2 = z, b3 = z, b4 = z, b5 = z, b6 = z, b7 = z;
     for (int32_t i = 0; i < hd; i++) {
         if (pf)
             for (size_t o = 0; o < pf_step; o += 64)
                 __builtin_prefetch(pf + (size_t)i * pf_step + o, 0, 1);
-        const v8f ka = kv_load(k, (size_t)i * KB, F16),
-                  kc = kv_load(k, (size_t)i * KB + SYN_ATTN_KEY_GROUP, F16);
+        const vwf ka = kvw_load(k, (size_t)i * KB, AW, F16),
+                  kc = HALVES > 1 ? kvw_load(k, (size_t)i * KB + AW, AW, F16) : z;
 #define QK_HEAD(j)                                                                                 \
     if (NG > j) {                                                                                  \
-        const v8f x = v8_set1(q[(size_t)(j) * (size_t)hd + (size_t)i]);                            \
+        const vwf x = vw_set1(q[(size_t)(j) * (size_t)hd + (size_t)i]);                            \
         a##j = a##j + x * ka;                                                                      \
-        b##j = b##j + x * kc;                                                                      \
+        if (HALVES > 1) b##j = b##j + x * kc;                                                      \
     }
         QK_HEAD(0) QK_HEAD(1) QK_HEAD(2) QK_HEAD(3) QK_HEAD(4) QK_HEAD(5) QK_HEAD(6) QK_HEAD(7)
 #undef QK_HEAD
     }
-    const v8f sc = v8_set1(scale);
+    const vwf sc = vw_set1(scale);
 #define QK_STORE(j)                                                                                \
     if (NG > j) {                                                                                  \
-        v8_store(s + (j)*KB, a##j * sc);                                                           \
-        v8_store(s + (j)*KB + SYN_ATTN_KEY_GROUP, b##j * sc);                                      \
+        const vwf sa = a##j * sc, sb = b##j * sc;                                                  \
+        memcpy(s + (j)*KB, &sa, sizeof sa);                                                        \
+        if (HALVES > 1) memcpy(s + (j)*KB + AW, &sb, sizeof sb);                                   \
     }
     QK_STORE(0) QK_STORE(1) QK_STORE(2) QK_STORE(3) QK_STORE(4) QK_STORE(5) QK_STORE(6) QK_STORE(7)
 #undef QK_STORE
@@ -255,20 +298,24 @@ V8_INLINE void qk_block(const void *k, const float *q, int32_t hd, const int NG,
  * those lanes ([KB][8 * NV], F16 or float32), all three compile-time constants:
  * acc[g * hd + i] = acc[g * hd + i] * alpha[g] (when rescale), then
  * acc[g * hd + i] = acc[g * hd + i] + p[g * KB + t] * v[t][i - i0], for t = 0 .. nt - 1 in
- * order. The accumulators are named variables held in registers over the block; each key's V
- * slab is loaded once for all NG heads. */
+ * order. The accumulators are named variables held in registers over the block (b: the second
+ * half of a 16-lane slab where a vector holds 8; a slab of 8 in a 16-lane vector leaves its upper
+ * lanes zero); each key's V slab is loaded once for all NG heads. */
 V8_INLINE void pv_block(const void *v, uint32_t nt, const float *p, const float *alpha,
                         bool rescale, const int NG, const int NV, const bool F16, int32_t i0,
                         float *acc, size_t hd) {
-    const v8f z = v8_set1(0.0f);
-    v8f a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
-    v8f b0 = z, b1 = z, b2 = z, b3 = z, b4 = z, b5 = z, b6 = z, b7 = z;
+    const int W = 8 * NV;           /* the slab's lanes */
+    const int NA = W < AW ? W : AW; /* lanes of a */
+    const bool HALVES = W > AW;     /* b holds lanes [AW, 16) */
+    const vwf z = {0};
+    vwf a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z, a6 = z, a7 = z;
+    vwf b0 = z, b1 = z, b2 = z, b3 = z, b4 = z, b5 = z, b6 = z, b7 = z;
 #define PV_LOAD(j)                                                                                 \
     if (NG > j) {                                                                                  \
-        a##j = v8_load(acc + (size_t)(j)*hd + i0);                                                 \
-        if (NV > 1) b##j = v8_load(acc + (size_t)(j)*hd + i0 + 8);                                 \
+        a##j = kvw_load(acc + (size_t)(j)*hd + i0, 0, NA, false);                                  \
+        if (HALVES) b##j = kvw_load(acc + (size_t)(j)*hd + i0 + AW, 0, AW, false);                 \
         if (rescale) { /* x * 1 is x: heads whose maximum held keep their bits */                  \
-            const v8f e = v8_set1(alpha[j]);                                                       \
+            const vwf e = vw_set1(alpha[j]);                                                       \
             a##j = a##j * e;                                                                       \
             b##j = b##j * e;                                                                       \
         }                                                                                          \
@@ -279,21 +326,21 @@ V8_INLINE void pv_block(const void *v, uint32_t nt, const float *p, const float 
     /* clang-format on */
 #undef PV_LOAD
         for (uint32_t t = 0; t < nt; t++) {
-        const v8f v0 = kv_load(v, (size_t)t * 8 * NV, F16),
-                  v1 = NV > 1 ? kv_load(v, (size_t)t * 16 + 8, F16) : z;
+        const vwf v0 = kvw_load(v, (size_t)t * (size_t)W, NA, F16),
+                  v1 = HALVES ? kvw_load(v, (size_t)t * 16 + AW, AW, F16) : z;
 #define PV_HEAD(j)                                                                                 \
     if (NG > j) {                                                                                  \
-        const v8f x = v8_set1(p[(j)*KB + t]);                                                      \
+        const vwf x = vw_set1(p[(j)*KB + t]);                                                      \
         a##j = a##j + x * v0;                                                                      \
-        b##j = b##j + x * v1;                                                                      \
+        if (HALVES) b##j = b##j + x * v1;                                                          \
     }
         PV_HEAD(0) PV_HEAD(1) PV_HEAD(2) PV_HEAD(3) PV_HEAD(4) PV_HEAD(5) PV_HEAD(6) PV_HEAD(7)
 #undef PV_HEAD
     }
 #define PV_STORE(j)                                                                                \
     if (NG > j) {                                                                                  \
-        v8_store(acc + (size_t)(j)*hd + i0, a##j);                                                 \
-        if (NV > 1) v8_store(acc + (size_t)(j)*hd + i0 + 8, b##j);                                 \
+        memcpy(acc + (size_t)(j)*hd + i0, &a##j, sizeof(float) * (size_t)NA);                      \
+        if (HALVES) memcpy(acc + (size_t)(j)*hd + i0 + AW, &b##j, sizeof(float) * AW);             \
     }
     PV_STORE(0) PV_STORE(1) PV_STORE(2) PV_STORE(3) PV_STORE(4) PV_STORE(5) PV_STORE(6) PV_STORE(7)
 #undef PV_STORE
@@ -374,7 +421,12 @@ static void attention(const syn_attn_args *a) {
         v8_store(l + (size_t)g * SYN_ATTN_KEY_GROUP, v8_set1(0.0f));
         m[g] = -INFINITY;
     }
-    const v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    const v8i lane8 = {0, 1, 2, 3, 4, 5, 6, 7};
+#if SYN_F_WIDE_LANES == 16
+    const vwi lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#else
+    const vwi lane = lane8;
+#endif
     for (size_t b = a->first_key / KB; b < n_blocks; b++) {
         const char *pf =
             b + PF_AHEAD < n_blocks ? (const char *)a->blocks[b + PF_AHEAD] + head_off : NULL;
@@ -388,10 +440,14 @@ static void attention(const syn_attn_args *a) {
         bool rescale = false;
         /* lanes [lo, nt) of the block are keys of the window */
         const int32_t lo = a->first_key > b * KB ? (int32_t)(a->first_key - b * KB) : 0;
-        const v8i live0 = (lane >= lo) & (lane < (int32_t)nt),
-                  live1 =
-                      (lane + SYN_ATTN_KEY_GROUP >= lo) & (lane + SYN_ATTN_KEY_GROUP < (int32_t)nt);
-        const v8f ninf = v8_set1(-INFINITY), z = v8_set1(0.0f);
+        const v8i live0 = (lane8 >= lo) & (lane8 < (int32_t)nt),
+                  live1 = (lane8 + SYN_ATTN_KEY_GROUP >= lo) &
+                          (lane8 + SYN_ATTN_KEY_GROUP < (int32_t)nt);
+        vwi live[KB / AW]; /* the same in the exponentials' vectors */
+        for (int c = 0; c < KB / AW; c++)
+            live[c] = (lane + c * AW >= lo) & (lane + c * AW < (int32_t)nt);
+        const v8f ninf = v8_set1(-INFINITY);
+        const vwf z = {0};
         for (int32_t g = 0; g < n_group;
              g++) { /* maxima first: the exponentials below are independent */
             const float *sg = s + (size_t)g * KB;
@@ -407,13 +463,14 @@ static void attention(const syn_attn_args *a) {
         }
         for (int32_t g = 0; g < n_group; g++) {
             float *sg = s + (size_t)g * KB;
-            const v8f mv = v8_set1(m[g]);
-            const v8f p0 = v8_select(live0, v8_exp(v8_load(sg) - mv), z);
-            const v8f p1 = v8_select(live1, v8_exp(v8_load(sg + SYN_ATTN_KEY_GROUP) - mv), z);
-            v8_store(sg, p0);
-            v8_store(sg + SYN_ATTN_KEY_GROUP, p1);
+            const vwf mv = vw_set1(m[g]);
+            for (int c = 0; c < KB / AW; c++) {
+                const vwf pc = vw_select(live[c], vw_exp(vw_load(sg + c * AW) - mv), z);
+                memcpy(sg + c * AW, &pc, sizeof pc);
+            }
             float *lg = l + (size_t)g * SYN_ATTN_KEY_GROUP;
-            v8_store(lg, (v8_load(lg) * v8_set1(alpha[g]) + p0) + p1);
+            v8_store(lg, (v8_load(lg) * v8_set1(alpha[g]) + v8_load(sg)) +
+                             v8_load(sg + SYN_ATTN_KEY_GROUP));
         }
 
         for (int32_t g = 0; g < n_group; g += SYN_F_MAX_NG)

@@ -596,6 +596,129 @@ static void test_delta_rule_tiers(void **state) {
     printf("  delta rule: %d tiers equal the definition bitwise\n", n_tiers);
 }
 
+/* Element (position t of a block, dim i) of one KV head's K or V run in a cache block (floats.h's
+ * layout): its index from the start of K. */
+static size_t kv_index(int32_t hd, bool value, int32_t t, int32_t i) {
+    if (!value) return (size_t)i * SYN_ATTN_BLOCK + (size_t)t;
+    const int32_t slab = i - i % 16, w = hd - slab < 16 ? hd - slab : 16;
+    return (size_t)SYN_ATTN_BLOCK * (size_t)hd + (size_t)SYN_ATTN_BLOCK * (size_t)slab +
+           (size_t)t * (size_t)w + (size_t)(i % 16);
+}
+
+/* Every tier's attention gives the same bits as the first tier's and lies within 1e-5 of a
+ * softmax in double precision over the same (rounded) keys and values: head sizes with and
+ * without a last slab of 8 dims, query groups below, at and above one pass's heads, key counts
+ * that end inside a block, sliding windows, float32 and binary16 caches. */
+static void test_attention_tiers(void **state) {
+    (void)state;
+    syn_kernels tiers[SYN_TIER_COUNT];
+    const int n_tiers = available_tiers(tiers);
+    enum { N_HEAD_KV = 2, KV_HEAD = 1, MAX_HD = 72, MAX_GROUP = 9, MAX_KEYS = 100, LAYER_OFF = 64 };
+    enum { MAX_BLOCKS = (MAX_KEYS + SYN_ATTN_BLOCK - 1) / SYN_ATTN_BLOCK };
+    const int32_t dims[] = {8, 24, 64, 72};
+    const int32_t groups[] = {1, 4, 7, 9};
+    const uint32_t keys[][2] = {{1, 0}, {16, 0}, {17, 0}, {100, 0}, {40, 5}, {100, 33}, {100, 99}};
+    const size_t block_bytes = LAYER_OFF + (size_t)N_HEAD_KV * 2 * SYN_ATTN_BLOCK * MAX_HD * 4;
+    char *blocks = malloc(block_bytes * MAX_BLOCKS);
+    float *kf = malloc(sizeof(float) * MAX_KEYS * MAX_HD),
+          *vf = malloc(sizeof(float) * MAX_KEYS * MAX_HD);
+    float q[MAX_GROUP * MAX_HD], want[MAX_GROUP * MAX_HD], first[MAX_GROUP * MAX_HD],
+        got[MAX_GROUP * MAX_HD];
+    float *scratch = malloc(sizeof(float) * syn_attn_scratch_floats(MAX_GROUP));
+    assert_non_null(blocks);
+    assert_non_null(kf);
+    assert_non_null(vf);
+    assert_non_null(scratch);
+    const void *block_ptrs[MAX_BLOCKS];
+    for (int b = 0; b < MAX_BLOCKS; b++)
+        block_ptrs[b] = blocks + (size_t)b * block_bytes;
+    int n_cases = 0;
+    for (int f16 = 0; f16 <= 1; f16++)
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            const int32_t hd = dims[di];
+            const size_t elem = f16 ? 2 : 4, head_elems = 2 * SYN_ATTN_BLOCK * (size_t)hd;
+            memset(blocks, 0x7f, block_bytes * MAX_BLOCKS); /* other heads: large finite junk */
+            for (int p = 0; p < MAX_KEYS; p++)
+                for (int32_t i = 0; i < hd; i++)
+                    for (int value = 0; value <= 1; value++) {
+                        float x = rng_float() * (value ? 1.0f : 2.0f);
+                        if (f16) x = syn_k_fp16_to_f32(syn_k_f32_to_fp16(x));
+                        (value ? vf : kf)[p * hd + i] = x;
+                        char *head = blocks + (size_t)(p / SYN_ATTN_BLOCK) * block_bytes +
+                                     LAYER_OFF + KV_HEAD * head_elems * elem;
+                        const size_t at = kv_index(hd, value, p % SYN_ATTN_BLOCK, i);
+                        if (f16) {
+                            const uint16_t h = syn_k_f32_to_fp16(x);
+                            memcpy(head + at * 2, &h, 2);
+                        } else {
+                            memcpy(head + at * 4, &x, 4);
+                        }
+                    }
+            for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+                for (size_t ki = 0; ki < sizeof keys / sizeof keys[0]; ki++) {
+                    const int32_t group = groups[gi];
+                    const uint32_t n_keys = keys[ki][0], first_key = keys[ki][1];
+                    for (int i = 0; i < group * hd; i++)
+                        q[i] = rng_float();
+                    const float scale = 1.0f / sqrtf((float)hd);
+                    for (int32_t g = 0; g < group; g++) { /* the definition in double */
+                        double w[MAX_KEYS], mx = -INFINITY, sum = 0.0;
+                        for (uint32_t p = first_key; p < n_keys; p++) {
+                            double d = 0.0;
+                            for (int32_t i = 0; i < hd; i++)
+                                d += (double)q[g * hd + i] * kf[p * hd + i];
+                            w[p] = d * scale;
+                            mx = w[p] > mx ? w[p] : mx;
+                        }
+                        for (uint32_t p = first_key; p < n_keys; p++)
+                            sum += w[p] = exp(w[p] - mx);
+                        for (int32_t i = 0; i < hd; i++) {
+                            double o = 0.0;
+                            for (uint32_t p = first_key; p < n_keys; p++)
+                                o += w[p] * vf[p * hd + i];
+                            want[g * hd + i] = (float)(o / sum);
+                        }
+                    }
+                    for (int k = 0; k < n_tiers; k++) {
+                        const syn_attn_args a = {.head_dim = hd,
+                                                 .n_head_kv = N_HEAD_KV,
+                                                 .kv_head = KV_HEAD,
+                                                 .group = group,
+                                                 .n_keys = n_keys,
+                                                 .first_key = first_key,
+                                                 .f16 = f16,
+                                                 .scale = scale,
+                                                 .blocks = block_ptrs,
+                                                 .layer_off = LAYER_OFF,
+                                                 .q = q,
+                                                 .out = got,
+                                                 .scratch = scratch};
+                        tiers[k].attention(&a);
+                        const char *name = syn_isa_tier_name(tiers[k].isa);
+                        if (k == 0) memcpy(first, got, sizeof(float) * (size_t)(group * hd));
+                        if (memcmp(got, first, sizeof(float) * (size_t)(group * hd)) != 0)
+                            fail_msg("%s attention (hd %d, group %d, keys %u..%u, %s): not %s's "
+                                     "bits",
+                                     name, hd, group, first_key, n_keys, f16 ? "f16" : "f32",
+                                     syn_isa_tier_name(tiers[0].isa));
+                        for (int i = 0; i < group * hd; i++)
+                            if (fabsf(got[i] - want[i]) > 1e-5f)
+                                fail_msg("%s attention (hd %d, group %d, keys %u..%u, %s): out[%d] "
+                                         "%.8f, softmax in double %.8f",
+                                         name, hd, group, first_key, n_keys, f16 ? "f16" : "f32", i,
+                                         got[i], want[i]);
+                    }
+                    n_cases++;
+                }
+        }
+    free(blocks);
+    free(kf);
+    free(vf);
+    free(scratch);
+    printf("  attention: %d shapes, %d tiers bitwise equal, within 1e-5 of double\n", n_cases,
+           n_tiers);
+}
+
 /* Every tier's GEGLU equals syn_gelu_fp16(g) * u bitwise: every binary16 value, the midpoints
  * between neighbours (ties to even), float32 subnormals, the +-10 edges, infinities and NaN, and
  * lengths that leave a tail. */
@@ -711,6 +834,7 @@ int main(void) {
         cmocka_unit_test(test_x16_layout),
         cmocka_unit_test(test_isa_names_and_selection),
         cmocka_unit_test(test_delta_rule_tiers),
+        cmocka_unit_test(test_attention_tiers),
         cmocka_unit_test(test_geglu_tiers),
         cmocka_unit_test(test_dn_conv_tiers),
     };
