@@ -4,10 +4,10 @@
  * the build it takes: floats_generic.c (portable), floats_avx2.c or floats_avx512.c, all from
  * floats_impl.h.
  *
- * Every function is written with 8-lane vectors (SwiGLU: the build's widest) whose lanes follow
- * a fixed order of IEEE operations (no reassociation, no fused multiply-add: -std=c11 keeps GCC
- * from contracting), so results are bitwise identical whatever vector width the compiler lowers
- * them to, and never depend on how many tokens share a step.
+ * Every function is written with 8-lane vectors (SwiGLU and attention: the build's widest) whose
+ * lanes follow a fixed order of IEEE operations (no reassociation, no fused multiply-add: -std=c11
+ * keeps GCC from contracting), so results are bitwise identical whatever vector width the compiler
+ * lowers them to, and never depend on how many tokens share a step.
  */
 #ifndef SYN_KERNELS_FLOATS_H
 #define SYN_KERNELS_FLOATS_H

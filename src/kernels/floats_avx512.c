@@ -1,6 +1,6 @@
 /* floats_avx512.c: the float32 kernels (floats.h) built with AVX-512 (F, BW, VL): the same code
- * and bits as the other builds (floats_impl.h; SwiGLU in 16 lanes), with 32 vector registers so
- * that one attention pass keeps the accumulators of up to 8 query heads. */
+ * and bits as the other builds (floats_impl.h; SwiGLU and attention in 16 lanes), with 32 vector
+ * registers so that one attention pass keeps the accumulators of up to 8 query heads. */
 #define SYN_F_MAX_NG 8
 #include "kernels/floats_impl.h"
 #include "kernels/kernels_impl.h"

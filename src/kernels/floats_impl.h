@@ -2,8 +2,8 @@
  * floats_impl.h: the body of the float32 kernels (floats.h), included once per build:
  * floats_generic.c (portable), floats_avx2.c (x86 AVX2) and floats_avx512.c, each of which
  * names its build of attention, swiglu, dot and delta_rule (all static here). GCC vector extensions
- * give 8-lane code (SwiGLU: the build's widest) that each build lowers to its own instructions;
- * lane-wise IEEE operations make the builds bitwise equal. The includer may define
+ * give 8-lane code (SwiGLU and attention: the build's widest) that each build lowers to its own
+ * instructions; lane-wise IEEE operations make the builds bitwise equal. The includer may define
  * SYN_F_MAX_NG (below) first.
  */
 #ifndef SYN_KERNELS_FLOATS_IMPL_H
