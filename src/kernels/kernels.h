@@ -26,17 +26,20 @@
  *   Q4_1, Q5_1 x Q8_1  the Q8_1 activation is the Q8_0 one (same d and qs) plus s[b] =
  *                      fp16(d * sum(qs)) from the unrounded float d, as ggml's block_q8_1;
  *                      result = acc_d + acc_m, where acc_d is the Q8_0 dot above over the
- *                      unsigned codes q and acc_m = sum over b, in order, of f32(w[b].m) *
- * f32(s[b]) (float acc_m = 0; p = m * s; acc_m = acc_m + p). quantize_row_q8_k  ggml's Q8_K rule
- * per block of 256: max = the first element of largest |x|, iscale = -127 / max, q = min(127,
- * round-half-to-even(iscale * x)), d = 1 / iscale, bsums[k] = sum of codes 16k..16k+15; all zero
- * when max is 0. Q4_K, Q5_K x Q8_K  per super-block b, in order (c: codes, sc/mn: the 6-bit scales
- * and mins): isum = sum_j sc[j] * (sum_{i in sub-block j} c[i] * a.qs[i])   (exact) msum = sum_j
- * mn[j] * (a.bsums[2j] + a.bsums[2j+1])            (exact) acc = acc + (float)isum * (f32(w.d) *
- * a.d) acc = acc - (float)msum * (f32(w.dmin) * a.d) (each product its own statement, as above).
- *   Q6_K x Q8_K        isum = sum_{j < 16} scales[j] * (sum_{i in 16-element sub-block j} c[i] *
- * a.qs[i]); acc = acc + (float)isum * (f32(w.d) * a.d). Every int32 above is exact (|isum| < 2^31
- * for any block bytes and activation codes).
+ *                      unsigned codes q and acc_m = sum over b, in order, of
+ *                      f32(w[b].m) * f32(s[b]) (float acc_m = 0; p = m * s; acc_m = acc_m + p).
+ *   quantize_row_q8_k  ggml's Q8_K rule per block of 256: max = the first element of largest |x|,
+ *                      iscale = -127 / max, q = min(127, round-half-to-even(iscale * x)),
+ *                      d = 1 / iscale, bsums[k] = sum of codes 16k..16k+15; all zero when max is 0.
+ *   Q4_K, Q5_K x Q8_K  per super-block b, in order (c: codes, sc/mn: the 6-bit scales and mins):
+ *                          isum = sum_j sc[j] * (sum_{i in sub-block j} c[i] * a.qs[i])  (exact)
+ *                          msum = sum_j mn[j] * (a.bsums[2j] + a.bsums[2j+1])           (exact)
+ *                          acc = acc + (float)isum * (f32(w.d) * a.d)
+ *                          acc = acc - (float)msum * (f32(w.dmin) * a.d)
+ *                      (each product its own statement, as above).
+ *   Q6_K x Q8_K        isum = sum_{j < 16} scales[j] * (sum_{i in sub-block j} c[i] * a.qs[i])
+ *                      over its 16 sub-blocks of 16; acc = acc + (float)isum * (f32(w.d) * a.d).
+ * Every int32 above is exact (|isum| < 2^31 for any block bytes and activation codes).
  *
  * Input contract: weight codes may be any int8 (files can hold -128); activation codes must lie in
  * [-127, 127], as the quantizers produce (the AVX2 tier takes |w| as the unsigned operand and
