@@ -95,6 +95,14 @@ check "the bandwidth line names the winning strategy, then every strategy's tria
     grep -A1 '^ *1 thread: .* read as \(16\|32\|64\)B x[124]' "$tmp/out" | grep -q '^ *read strategies (GB/s.*: 16B x1 [0-9.]*, 16B x1 +prefetch [0-9.]*, 16B x2 '
 check "the int8 peak is the best of the tiers the CPU runs, named" \
     test "$(grep -c 'G int8 MAC/s (avx2\|avx-vnni\|avx512-vnni) -> prefill' "$tmp/out")" -eq "$(grep -c 'G int8 MAC/s' "$tmp/out")"
+if grep -qw avx2 /proc/cpuinfo; then
+    check "each tier's int8 peak is listed, the largest being the headline figure" \
+        test "$(awk '/ G int8 MAC\/s \(/ {for (i = 1; i + 2 <= NF; i++) if ($(i + 1) == "G" && $(i + 2) == "int8") want = $i}
+                     /int8 peaks \(G MAC\/s/ {best = 0; n = 0
+                         for (i = 1; i <= NF; i++) if ($i ~ /^(avx2|avx-vnni|avx512-vnni)$/) {
+                             v = $(i + 1); sub(",", "", v); n++; if (v + 0 > best) best = v + 0 }
+                         print (n >= 1 && best == want + 0) ? "ok" : "bad " best " " want}' "$tmp/out")" = ok
+fi
 # the model's interleaved copies (README "Interleaved weights") are waited for, and said
 if grep -qw avx512_vnni /proc/cpuinfo; then
     check "bench waits for the interleaved copies and says so" \

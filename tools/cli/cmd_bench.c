@@ -41,9 +41,10 @@ const char usage_bench[] =
     "  (tgN @ dD: D + 2 + (N - 1) / 2 positions of every layer's keys and values, in the\n"
     "  --kv-type's element size). Likewise the int8 multiply-add peak of the dot instruction of\n"
     "  every x86 tier the CPU runs (avx512-vnni, avx-vnni, avx2) is measured before and after\n"
-    "  (every thread running independent chains of it), and pp rows of an x86 tier get eff =\n"
-    "  t/s x multiply-adds per token / the best tier's peak: the block matrices' weights (the\n"
-    "  output projection and attention left out), the share of the compute ceiling.\n"
+    "  (every thread running independent chains of it; each tier's figure is printed), and pp\n"
+    "  rows of an x86 tier get eff = t/s x multiply-adds per token / the best tier's peak: the\n"
+    "  block matrices' weights (the output projection and attention left out), the share of the\n"
+    "  compute ceiling.\n"
     "  -m, --model FILE        the GGUF model (loaded without background prefetch: the warm-up\n"
     "                          runs map the pages)\n"
     "  -t, --threads LIST      thread counts, each 1..256, e.g. 1,2 (default: one per online CPU)\n"
@@ -330,18 +331,21 @@ static int print_row(const bench_model *m, const bench_opts *o, const bench_resu
 
 /* ---- the ceilings: memory read bandwidth and int8 peak, measured in the run -------------- */
 
+/* The x86 tiers whose int8 dot instruction the peak measures: the machine's best of them is the
+ * prefill ceiling, whichever tier the run uses. */
+enum { N_PEAK_TIERS = 3 };
+static const syn_isa_tier PEAK_TIERS[N_PEAK_TIERS] = {SYN_TIER_AVX512_VNNI, SYN_TIER_AVX_VNNI,
+                                                      SYN_TIER_AVX2};
+
 /* One thread count's ceilings. */
 typedef struct bench_ceiling {
     bench_stats bw; /* the winning strategy's passes before and after the tests */
     char bw_strategy[40];
     double trial_gbs[MEMBW_MAX_STRATEGIES]; /* each strategy's best trial pass */
+    double tier_gmacs[N_PEAK_TIERS];        /* each PEAK_TIERS' int8 peak (0: not run here) */
     double peak_gmacs;                      /* the best tier's int8 peak (0: not measured) */
     const char *peak_isa;
 } bench_ceiling;
-
-/* The x86 tiers whose int8 dot instruction the peak measures: the machine's best of them is the
- * prefill ceiling, whichever tier the run uses. */
-static const syn_isa_tier PEAK_TIERS[] = {SYN_TIER_AVX512_VNNI, SYN_TIER_AVX_VNNI, SYN_TIER_AVX2};
 
 /* Every strategy reads the first BW_TRIAL_BYTES BW_TRIAL_PASSES times; the best pass wins. */
 static int choose_strategy(membw_buffer *buf, const membw_strategy *all, int32_t n_all,
@@ -360,13 +364,14 @@ static int choose_strategy(membw_buffer *buf, const membw_strategy *all, int32_t
 
 /* The int8 peak of every tier this machine runs, kept in c where it beats what c holds. */
 static int measure_peaks(int32_t n_threads, bench_ceiling *c) {
-    for (size_t i = 0; i < sizeof PEAK_TIERS / sizeof PEAK_TIERS[0]; i++) {
+    for (size_t i = 0; i < N_PEAK_TIERS; i++) {
         syn_isa_tier tier;
         int8peak_chain_fn chain = int8peak_chain(syn_isa_tier_name(PEAK_TIERS[i]));
         if (!chain || syn_isa_tier_resolve(PEAK_TIERS[i], &tier) != SYN_OK) continue;
         double gmacs = 0;
         int rc = int8peak_measure(chain, n_threads, BW_PASSES, &gmacs);
         if (rc != EXIT_OK) return rc;
+        if (gmacs > c->tier_gmacs[i]) c->tier_gmacs[i] = gmacs;
         if (gmacs > c->peak_gmacs) {
             c->peak_gmacs = gmacs;
             c->peak_isa = syn_isa_tier_name(PEAK_TIERS[i]);
@@ -393,6 +398,13 @@ static void print_bandwidth(const bench_model *m, const bench_opts *o, const ben
         if (c[i].peak_gmacs > 0)
             printf("; %.0f G int8 MAC/s (%s) -> prefill ceiling %.0f tok/s at %.3f G per token",
                    c[i].peak_gmacs, c[i].peak_isa, c[i].peak_gmacs / gmacs, gmacs);
+        if (c[i].peak_gmacs > 0) {
+            printf("\n      int8 peaks (G MAC/s, each tier's dot instruction):");
+            for (size_t k = 0, shown = 0; k < N_PEAK_TIERS; k++)
+                if (c[i].tier_gmacs[k] > 0)
+                    printf("%s %s %.0f", shown++ ? "," : "", syn_isa_tier_name(PEAK_TIERS[k]),
+                           c[i].tier_gmacs[k]);
+        }
         printf("\n      read strategies (GB/s, one pass over %zu MiB):", BW_TRIAL_BYTES >> 20);
         for (int32_t k = 0; k < n_all; k++) {
             membw_strategy_name(&all[k], name, sizeof name);
