@@ -637,7 +637,7 @@ static void test_attention_tiers(void **state) {
         for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
             const int32_t hd = dims[di];
             const size_t elem = f16 ? 2 : 4, head_elems = 2 * SYN_ATTN_BLOCK * (size_t)hd;
-            memset(blocks, 0x7f, block_bytes * MAX_BLOCKS); /* other heads: large finite junk */
+            memset(blocks, 0x7f, block_bytes * MAX_BLOCKS); /* other heads: junk (NaN in f16) */
             for (int p = 0; p < MAX_KEYS; p++)
                 for (int32_t i = 0; i < hd; i++)
                     for (int value = 0; value <= 1; value++) {
