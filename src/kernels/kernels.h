@@ -131,8 +131,7 @@ typedef struct syn_type_kernels {
  *         scales [4][16][4] i8: vector q, lane i: row 16g + i's scales 4q .. 4q + 3; then [16]
  *                fp16: row 16g + i's d
  * the same bytes as the rows (34, 22, 18, 24 and 20 per block of 32; 144, 176 and 210 per block
- * of 256). Codes
- * arrays are 64-byte aligned. Rows past the last whole group stay in the rows. */
+ * of 256). Codes arrays are 64-byte aligned. Rows past the last whole group stay in the rows. */
 enum {
     SYN_X16_ROWS = 16,
     SYN_X16_VEC = SYN_X16_ROWS * 4, /* one 64-byte vector of a layout: a dword of each row */

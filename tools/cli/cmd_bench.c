@@ -395,10 +395,9 @@ static void print_bandwidth(const bench_model *m, const bench_opts *o, const ben
                "weights per token, read as %s",
                o->threads[i], o->threads[i] == 1 ? ": " : "s:", c[i].bw.max, c[i].bw.median,
                c[i].bw.max * 1e3 / mb, mb, c[i].bw_strategy);
-        if (c[i].peak_gmacs > 0)
+        if (c[i].peak_gmacs > 0) {
             printf("; %.0f G int8 MAC/s (%s) -> prefill ceiling %.0f tok/s at %.3f G per token",
                    c[i].peak_gmacs, c[i].peak_isa, c[i].peak_gmacs / gmacs, gmacs);
-        if (c[i].peak_gmacs > 0) {
             printf("\n      int8 peaks (G MAC/s, each tier's dot instruction):");
             for (size_t k = 0, shown = 0; k < N_PEAK_TIERS; k++)
                 if (c[i].tier_gmacs[k] > 0)
